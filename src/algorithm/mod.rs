@@ -1,0 +1,23 @@
+//! The five algorithms as pure steps: no clock, no I/O, integer milliseconds.
+//!
+//! Each module states its exact semantics (DESIGN §2), its guarantee and its worst case, and
+//! offers `step(policy, &mut state, now_ms, cost) -> Outcome`, which leaves the state untouched
+//! unless the outcome says `changed` (denials and zero-cost peeks never change it). [`step`] is
+//! the algorithm-independent functional form over [`State`].
+
+pub mod fixed_window;
+pub mod gcra;
+mod outcome;
+pub mod sliding_counter;
+pub mod sliding_log;
+mod state;
+pub mod token_bucket;
+
+pub use crate::decision::Decision;
+pub use fixed_window::FixedWindowState;
+pub use gcra::GcraState;
+pub use outcome::Outcome;
+pub use sliding_counter::SlidingCounterState;
+pub use sliding_log::SlidingLogState;
+pub use state::{step, State, Step};
+pub use token_bucket::TokenBucketState;

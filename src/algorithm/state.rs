@@ -1,0 +1,93 @@
+//! The algorithm-independent form: one `State` enum and the functional `step` of DESIGN §2.
+
+use super::fixed_window::{self, FixedWindowState};
+use super::gcra::{self, GcraState};
+use super::outcome::Outcome;
+use super::sliding_counter::{self, SlidingCounterState};
+use super::sliding_log::{self, SlidingLogState};
+use super::token_bucket::{self, TokenBucketState};
+use crate::decision::Decision;
+use crate::policy::{Algorithm, Policy};
+
+/// The stored state of one (policy, identifier), whichever the algorithm.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum State {
+    /// See [`fixed_window`].
+    FixedWindow(FixedWindowState),
+    /// See [`sliding_log`].
+    SlidingLog(SlidingLogState),
+    /// See [`sliding_counter`].
+    SlidingCounter(SlidingCounterState),
+    /// See [`token_bucket`].
+    TokenBucket(TokenBucketState),
+    /// See [`gcra`].
+    Gcra(GcraState),
+}
+
+impl State {
+    /// The state of a key that has none yet.
+    pub fn fresh(algorithm: Algorithm) -> State {
+        match algorithm {
+            Algorithm::FixedWindow => State::FixedWindow(FixedWindowState::default()),
+            Algorithm::SlidingLog => State::SlidingLog(SlidingLogState::default()),
+            Algorithm::SlidingCounter => State::SlidingCounter(SlidingCounterState::default()),
+            Algorithm::TokenBucket => State::TokenBucket(TokenBucketState::default()),
+            Algorithm::Gcra => State::Gcra(GcraState::default()),
+        }
+    }
+
+    /// The algorithm this state belongs to.
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            State::FixedWindow(_) => Algorithm::FixedWindow,
+            State::SlidingLog(_) => Algorithm::SlidingLog,
+            State::SlidingCounter(_) => Algorithm::SlidingCounter,
+            State::TokenBucket(_) => Algorithm::TokenBucket,
+            State::Gcra(_) => Algorithm::Gcra,
+        }
+    }
+
+    /// Applies one request in place. A state of another algorithm than the policy's (the policy
+    /// was changed under a live key) is replaced by a fresh one first: the old counts mean nothing
+    /// to the new algorithm.
+    pub fn apply(&mut self, policy: &Policy, now_ms: u64, cost: i64) -> Outcome {
+        if self.algorithm() != policy.algorithm() {
+            *self = State::fresh(policy.algorithm());
+        }
+        match self {
+            State::FixedWindow(s) => fixed_window::step(policy, s, now_ms, cost),
+            State::SlidingLog(s) => sliding_log::step(policy, s, now_ms, cost),
+            State::SlidingCounter(s) => sliding_counter::step(policy, s, now_ms, cost),
+            State::TokenBucket(s) => token_bucket::step(policy, s, now_ms, cost),
+            State::Gcra(s) => gcra::step(policy, s, now_ms, cost),
+        }
+    }
+}
+
+/// The result of [`step`]: the decision, the state afterwards, and when it stops mattering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The verdict.
+    pub decision: Decision,
+    /// The state to keep afterwards; `None` while the key has no state (nothing to write).
+    pub state: Option<State>,
+    /// Whether `state` differs from the state passed in (a store writes only then).
+    pub changed: bool,
+    /// When the state stops mattering (epoch ms); see [`Outcome::expire_at_ms`].
+    pub expire_at_ms: u64,
+}
+
+/// The pure step of DESIGN §2: `step(policy, state, now_ms, cost) -> (decision, state,
+/// expire_at_ms)`. No clock, no I/O; `now_ms` is epoch milliseconds on whatever clock the caller
+/// chose, and a negative `cost` refunds.
+pub fn step(policy: &Policy, state: Option<State>, now_ms: u64, cost: i64) -> Step {
+    let had_state = state.is_some();
+    let mut state = state.unwrap_or_else(|| State::fresh(policy.algorithm()));
+    let outcome = state.apply(policy, now_ms, cost);
+    Step {
+        decision: outcome.decision,
+        state: (had_state || outcome.changed).then_some(state),
+        changed: outcome.changed,
+        expire_at_ms: outcome.expire_at_ms,
+    }
+}

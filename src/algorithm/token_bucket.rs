@@ -1,0 +1,92 @@
+//! Token bucket: capacity `B` (the burst), refilled continuously at `L` tokens per `W` ms.
+//!
+//! **Semantics** (DESIGN §2). `tokens(t) = min(B, tokens + (t − last)·L/W)`; a request of cost
+//! `c` is admitted iff `tokens(t) ≥ c`, and takes `c` tokens. To stay exact in integers the state
+//! holds the *deficit* `(B − tokens)·W` — tokens missing, scaled by `W` — which refills by `L`
+//! per millisecond: no fraction is ever rounded, so the Lua twin agrees bit for bit.
+//! `remaining = floor(tokens)`; `reset_at` is when the bucket is full again; a denied request's
+//! retry time is `ceil((c·W − tokens·W) / L)` ms away.
+//!
+//! **Guarantee**: decides exactly as [`super::gcra`] with the same `L`, `W`, `B` (a property test
+//! runs both on the same random sequences). **Worst case**: `B + L` admitted in any span of `W`
+//! ms (more precisely `B + ⌊L·(W−1)/W⌋` within `W` ms of integer time): a full bucket's burst,
+//! then the refill.
+//!
+//! A clock that steps back counts as no time passed.
+
+use super::outcome::{admitted, ceil_div, over_limit, too_costly, Cost, Outcome};
+use crate::policy::Policy;
+
+/// The bucket of one (policy, identifier). `Default` (no deficit) is a full bucket: no state yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct TokenBucketState {
+    /// The latest time (epoch ms) at which the state was written.
+    pub seen_ms: u64,
+    /// Tokens missing at `seen_ms`, scaled by the window: `(B − tokens)·W`, in `0..=B·W`.
+    pub deficit: u64,
+}
+
+/// The deficit `elapsed` ms after it stood at `deficit`, refilling `limit` per ms.
+pub(crate) fn refill(deficit: u64, elapsed: u64, limit: u64) -> u64 {
+    // Compare before multiplying: elapsed·L can overflow, and in Lua exceed 2^53.
+    if elapsed >= ceil_div(deficit, limit) {
+        0
+    } else {
+        deficit - elapsed * limit
+    }
+}
+
+/// The decision for a bucket with `deficit` at `t` (after refill), and the deficit afterwards.
+/// Shared with [`super::gcra`], which keeps the same quantity as a theoretical arrival time.
+pub(crate) fn decide(policy: &Policy, deficit: u64, t: u64, cost: i64) -> (super::Decision, u64) {
+    let (limit, w, burst) = (policy.limit(), policy.window_ms(), policy.burst());
+    let capacity = burst * w;
+    // A stored deficit above capacity (the burst was lowered under a live key) is a full debt.
+    let deficit = deficit.min(capacity);
+    let remaining = |d: u64| (capacity - d) / w;
+    let full_at = |d: u64| t.saturating_add(ceil_div(d, limit));
+    match Cost::of(cost) {
+        Cost::Take(c) if c > burst => (
+            too_costly(policy, remaining(deficit), full_at(deficit)),
+            deficit,
+        ),
+        Cost::Take(c) if deficit + c * w <= capacity => {
+            let d = deficit + c * w;
+            (admitted(policy, remaining(d), full_at(d)), d)
+        }
+        Cost::Take(c) => {
+            let wait = ceil_div(deficit + c * w - capacity, limit);
+            (
+                over_limit(policy, remaining(deficit), full_at(deficit), wait),
+                deficit,
+            )
+        }
+        Cost::Peek => (
+            admitted(policy, remaining(deficit), full_at(deficit)),
+            deficit,
+        ),
+        Cost::Refund(r) => {
+            let d = deficit - deficit.min(r.min(burst) * w);
+            (admitted(policy, remaining(d), full_at(d)), d)
+        }
+    }
+}
+
+/// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
+pub fn step(policy: &Policy, state: &mut TokenBucketState, now_ms: u64, cost: i64) -> Outcome {
+    let t = now_ms.max(state.seen_ms);
+    let deficit = refill(state.deficit, t - state.seen_ms, policy.limit());
+    let (decision, after) = decide(policy, deficit, t, cost);
+    let changed = after != deficit;
+    if changed {
+        *state = TokenBucketState {
+            seen_ms: t,
+            deficit: after,
+        };
+    }
+    Outcome {
+        decision,
+        changed,
+        expire_at_ms: decision.reset_at_ms,
+    }
+}

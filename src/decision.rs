@@ -1,0 +1,67 @@
+//! The answer to one limit check: everything the HTTP layer and the caller need, so nothing is
+//! recomputed downstream.
+
+use serde::{Deserialize, Serialize};
+
+/// `retry_after_ms` of a request that can never be admitted: its cost exceeds the policy's
+/// capacity, so waiting does not help.
+pub const RETRY_NEVER: u64 = u64::MAX;
+
+/// Why a decision came out as it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reason {
+    /// Admitted within the limit (a refund or a zero-cost peek is admitted too).
+    Admitted,
+    /// Denied: admitting it would exceed the limit. `retry_after_ms` says when it would not.
+    OverLimit,
+    /// Denied for good: the cost exceeds what the policy can ever admit at once.
+    CostExceedsCapacity,
+    /// Denied by this process's cache of recent denials, without asking the store.
+    CachedDenial,
+    /// Admitted because the store failed and the limit fails open.
+    FailedOpen,
+    /// Denied because the store failed and the limit fails closed.
+    FailedClosed,
+    /// Decided by the in-process fallback limiter while the store is unreachable.
+    Fallback,
+}
+
+/// One limit's verdict on one request.
+///
+/// Times are epoch milliseconds on the clock the check ran on (the caller's, or Redis's with
+/// server time); `retry_after_ms` is a duration, like HTTP `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Decision {
+    /// Whether the request is admitted.
+    pub allowed: bool,
+    /// The policy's capacity: the limit for the windows, the burst for the buckets.
+    pub limit: u64,
+    /// Cost that could still be admitted right now, after this decision.
+    pub remaining: u64,
+    /// When the quota is whole again if nothing more is admitted (epoch ms).
+    pub reset_at_ms: u64,
+    /// For a denial: how long until this same request would be admitted, absent other traffic —
+    /// exact to the millisecond ([`RETRY_NEVER`] if never). Zero when admitted.
+    pub retry_after_ms: u64,
+    /// Why.
+    pub reason: Reason,
+}
+
+impl Decision {
+    /// Whether the request can never be admitted, whatever the wait.
+    pub const fn is_permanent_denial(&self) -> bool {
+        !self.allowed && self.retry_after_ms == RETRY_NEVER
+    }
+
+    /// The absolute time (epoch ms) at which this same request would be admitted, given the time
+    /// the decision was made; `None` if never.
+    pub const fn retry_at_ms(&self, decided_at_ms: u64) -> Option<u64> {
+        if self.retry_after_ms == RETRY_NEVER {
+            None
+        } else {
+            Some(decided_at_ms.saturating_add(self.retry_after_ms))
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! # edgelimit
+//!
+//! Exact rate limiting for the edge. Five algorithms — fixed window, sliding window log, sliding
+//! window counter, token bucket and GCRA — written once as pure steps, run in a Cloudflare
+//! Worker (wasm32) against Redis over the Upstash REST protocol, in native services over RESP,
+//! and in the `sim` simulator, which replays real traffic through this very code.
+//!
+//! ```
+//! use edgelimit::{Check, Limit, MemoryStore, Policy, TimeSource};
+//!
+//! let store = MemoryStore::new();
+//! let per_ip = Limit::new("per-ip", "gcra 10/1s burst 20".parse::<Policy>().unwrap());
+//! let verdicts = store.check_now(&[Check::single(&per_ip, "203.0.113.7", 1)], 1_700_000_000_000);
+//! assert!(verdicts[0].allowed);
+//! assert_eq!(verdicts[0].decisions[0].remaining, 19);
+//! ```
+//!
+//! # Layout
+//!
+//! - [`policy`]: `Policy` (algorithm, limit, window, burst) and its `"gcra 10/1s burst 20"` specs.
+//! - [`decision`]: `Decision`, everything a caller and the HTTP layer need.
+//! - [`algorithm`]: one module per algorithm — pure `step`s, no clock, no I/O, integer ms; each
+//!   documents its exact semantics, guarantee and worst case.
+//! - [`store`]: the `Store` trait, `MemoryStore`, the all-or-nothing rule, Redis key encoding.
+//! - [`limiter`]: `Limiter`: denial cache, failure modes, counters, over any store.
+//! - [`clock`]: the only place a wall clock is read.
+//!
+//! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
+
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+pub mod algorithm;
+pub mod clock;
+pub mod decision;
+pub mod limiter;
+pub mod policy;
+pub mod store;
+
+pub use algorithm::{step, State, Step};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::{Decision, Reason, RETRY_NEVER};
+pub use limiter::{Limiter, LimiterStats, TimeMode};
+pub use policy::{Algorithm, Policy, PolicyError};
+pub use store::{
+    Check, CheckItem, FailMode, Identifier, Limit, MemoryStore, Store, StoreError, TimeSource,
+    Verdict,
+};

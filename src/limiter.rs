@@ -1,0 +1,337 @@
+//! `Limiter`: a store plus what production needs around it — a cache of recent denials that
+//! answers repeat offenders with no round trip, a per-limit failure mode for when the store
+//! cannot answer, and counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Decision, Reason};
+use crate::policy::Policy;
+use crate::store::{
+    Check, CheckItem, ExpiringMap, FailMode, Identifier, Limit, MemoryStore, Store, StoreError,
+    TimeSource, Verdict,
+};
+
+/// How long a fail-closed denial tells the client to wait, in ms.
+pub const FAIL_CLOSED_RETRY_MS: u64 = 1_000;
+
+/// The default bound on cached denials.
+pub const DEFAULT_DENIAL_CACHE: usize = 100_000;
+
+/// Where a [`Limiter`] takes "now" from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeMode {
+    /// The limiter's own clock, sent to the store (the library default).
+    #[default]
+    Local,
+    /// The store's clock (Redis `TIME`): the safe choice for a fleet whose clocks disagree.
+    Server,
+}
+
+/// Recent denials by (limit name, identifier), until their retry time.
+type DenialCache = ExpiringMap<(Arc<str>, Identifier), CachedDenial>;
+
+#[derive(Debug, Clone, Copy)]
+struct CachedDenial {
+    decision: Decision,
+    retry_at_ms: u64,
+    cost: i64,
+}
+
+/// Counts of what a limiter decided, since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimiterStats {
+    /// Checks admitted.
+    pub allowed: u64,
+    /// Checks denied (including from the cache and by failing closed).
+    pub denied: u64,
+    /// Checks denied from the denial cache, with no round trip.
+    pub cache_hits: u64,
+    /// Limits admitted because the store failed and they fail open.
+    pub failed_open: u64,
+    /// Limits denied because the store failed and they fail closed.
+    pub failed_closed: u64,
+    /// Limits decided by the local fallback while the store failed.
+    pub fallback: u64,
+    /// Store calls that failed.
+    pub store_errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    cache_hits: AtomicU64,
+    failed_open: AtomicU64,
+    failed_closed: AtomicU64,
+    fallback: AtomicU64,
+    store_errors: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+/// A rate limiter over a [`Store`]. Never fails: when the store does, each limit follows its
+/// [`FailMode`], and the verdict says so in each decision's [`Reason`].
+#[derive(Debug)]
+pub struct Limiter<S> {
+    store: S,
+    time: TimeMode,
+    clock: Arc<dyn Clock>,
+    denials: Option<Mutex<DenialCache>>,
+    fallback: MemoryStore,
+    counters: Counters,
+}
+
+impl<S: Store> Limiter<S> {
+    /// A limiter over `store` with the local clock and a denial cache of
+    /// [`DEFAULT_DENIAL_CACHE`] entries.
+    pub fn new(store: S) -> Limiter<S> {
+        Limiter {
+            store,
+            time: TimeMode::Local,
+            clock: Arc::new(SystemClock),
+            denials: Some(Mutex::new(ExpiringMap::new(DEFAULT_DENIAL_CACHE))),
+            fallback: MemoryStore::with_capacity(DEFAULT_DENIAL_CACHE),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Takes "now" from `time`.
+    pub fn with_time_mode(mut self, time: TimeMode) -> Limiter<S> {
+        self.time = time;
+        self
+    }
+
+    /// Reads the local clock from `clock` (tests, replays).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Limiter<S> {
+        self.clock = clock;
+        self
+    }
+
+    /// Caches at most `capacity` denials; zero turns the cache off.
+    pub fn with_denial_cache(mut self, capacity: usize) -> Limiter<S> {
+        self.denials = (capacity > 0).then(|| Mutex::new(ExpiringMap::new(capacity)));
+        self
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// What the limiter has decided so far.
+    pub fn stats(&self) -> LimiterStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        LimiterStats {
+            allowed: get(&c.allowed),
+            denied: get(&c.denied),
+            cache_hits: get(&c.cache_hits),
+            failed_open: get(&c.failed_open),
+            failed_closed: get(&c.failed_closed),
+            fallback: get(&c.fallback),
+            store_errors: get(&c.store_errors),
+        }
+    }
+
+    /// Decides one check.
+    pub async fn check(&self, check: &Check) -> Verdict {
+        self.check_all(std::slice::from_ref(check))
+            .await
+            .pop()
+            .expect("one verdict per check")
+    }
+
+    /// Decides a batch of checks with at most one store round trip, one verdict per check.
+    pub async fn check_all(&self, checks: &[Check]) -> Vec<Verdict> {
+        let now = self.clock.now_ms();
+        let mut verdicts: Vec<Option<Verdict>> =
+            checks.iter().map(|c| self.cached_denial(c, now)).collect();
+        let pending: Vec<Check> = checks
+            .iter()
+            .zip(&verdicts)
+            .filter(|(_, v)| v.is_none())
+            .map(|(c, _)| c.clone())
+            .collect();
+        if !pending.is_empty() {
+            let time = match self.time {
+                TimeMode::Local => TimeSource::At(now),
+                TimeMode::Server => TimeSource::Server,
+            };
+            let answers = match self.store.check(&pending, time).await {
+                Ok(answers) if answers.len() == pending.len() => Ok(answers),
+                Ok(answers) => Err(StoreError::Protocol(format!(
+                    "store answered {} verdicts for {} checks",
+                    answers.len(),
+                    pending.len()
+                ))),
+                Err(e) => Err(e),
+            };
+            let mut answers = match answers {
+                Ok(answers) => {
+                    for (check, verdict) in pending.iter().zip(&answers) {
+                        self.remember_denials(check, verdict, now);
+                    }
+                    answers.into_iter()
+                }
+                Err(_) => {
+                    bump(&self.counters.store_errors, 1);
+                    let failed: Vec<Verdict> = pending.iter().map(|c| self.fail(c, now)).collect();
+                    failed.into_iter()
+                }
+            };
+            for slot in verdicts.iter_mut().filter(|v| v.is_none()) {
+                *slot = answers.next();
+            }
+        }
+        verdicts
+            .into_iter()
+            .map(|v| {
+                let v = v.expect("every check has a verdict");
+                bump(
+                    if v.allowed {
+                        &self.counters.allowed
+                    } else {
+                        &self.counters.denied
+                    },
+                    1,
+                );
+                v
+            })
+            .collect()
+    }
+
+    fn cached_denial(&self, check: &Check, now: u64) -> Option<Verdict> {
+        let denials = self.denials.as_ref()?;
+        let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
+        cache.purge_expired(now);
+        let mut hit = false;
+        let decisions = check
+            .items()
+            .iter()
+            .map(|item| {
+                let key = (item.limit.name.clone(), item.identifier.clone());
+                match cache.get(&key) {
+                    Some((d, _)) if item.cost >= d.cost && item.cost > 0 && now < d.retry_at_ms => {
+                        hit = true;
+                        Decision {
+                            retry_after_ms: d.retry_at_ms - now,
+                            reason: Reason::CachedDenial,
+                            ..d.decision
+                        }
+                    }
+                    // Not consulted: reported as standing whole, since nothing was taken.
+                    _ => Decision {
+                        allowed: true,
+                        limit: item.limit.policy.capacity(),
+                        remaining: item.limit.policy.capacity(),
+                        reset_at_ms: now,
+                        retry_after_ms: 0,
+                        reason: Reason::CachedDenial,
+                    },
+                }
+            })
+            .collect();
+        hit.then(|| {
+            bump(&self.counters.cache_hits, 1);
+            Verdict {
+                allowed: false,
+                decisions,
+                atomic: true,
+            }
+        })
+    }
+
+    fn remember_denials(&self, check: &Check, verdict: &Verdict, now: u64) {
+        let Some(denials) = &self.denials else { return };
+        let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
+        for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+            if decision.reason == Reason::OverLimit && decision.retry_after_ms > 0 {
+                let retry_at_ms = now.saturating_add(decision.retry_after_ms);
+                let key = (item.limit.name.clone(), item.identifier.clone());
+                let denial = CachedDenial {
+                    decision: *decision,
+                    retry_at_ms,
+                    cost: item.cost,
+                };
+                cache.insert(key, denial, retry_at_ms);
+            }
+        }
+    }
+
+    /// The verdict when the store failed: each item by its limit's failure mode.
+    fn fail(&self, check: &Check, now: u64) -> Verdict {
+        let decisions: Vec<Decision> = check
+            .items()
+            .iter()
+            .map(|item| self.fail_item(item, now))
+            .collect();
+        Verdict {
+            allowed: decisions.iter().all(|d| d.allowed),
+            decisions,
+            atomic: false,
+        }
+    }
+
+    fn fail_item(&self, item: &CheckItem, now: u64) -> Decision {
+        let capacity = item.limit.policy.capacity();
+        match item.limit.fail_mode {
+            FailMode::Open => {
+                bump(&self.counters.failed_open, 1);
+                Decision {
+                    allowed: true,
+                    limit: capacity,
+                    remaining: capacity,
+                    reset_at_ms: now,
+                    retry_after_ms: 0,
+                    reason: Reason::FailedOpen,
+                }
+            }
+            FailMode::Closed => {
+                bump(&self.counters.failed_closed, 1);
+                Decision {
+                    allowed: false,
+                    limit: capacity,
+                    remaining: 0,
+                    reset_at_ms: now + FAIL_CLOSED_RETRY_MS,
+                    retry_after_ms: FAIL_CLOSED_RETRY_MS,
+                    reason: Reason::FailedClosed,
+                }
+            }
+            FailMode::Fallback { per_mille } => {
+                bump(&self.counters.fallback, 1);
+                let local = Limit {
+                    name: item.limit.name.clone(),
+                    policy: scaled(&item.limit.policy, per_mille),
+                    fail_mode: FailMode::Closed,
+                };
+                let check = Check::single(&local, item.identifier.clone(), item.cost);
+                let verdict = self.fallback.check_now(&[check], now).remove(0);
+                Decision {
+                    reason: Reason::Fallback,
+                    ..verdict.decisions[0]
+                }
+            }
+        }
+    }
+}
+
+/// `policy` with its limit and burst scaled to `per_mille`/1000, at least 1 each.
+pub fn scaled(policy: &Policy, per_mille: u16) -> Policy {
+    let scale = |n: u64| ((n as u128 * per_mille as u128) / 1000).max(1) as u64;
+    let burst = policy
+        .algorithm()
+        .takes_burst()
+        .then(|| scale(policy.burst()));
+    // Scaling down keeps every bound the original satisfied; fall back to it if not.
+    Policy::new(
+        policy.algorithm(),
+        scale(policy.limit()),
+        policy.window_ms(),
+        burst,
+    )
+    .unwrap_or(*policy)
+}

@@ -1,0 +1,480 @@
+//! Policies: which algorithm, how many, per how long, with what burst.
+//!
+//! A policy is written as a human spec, `<algorithm> <limit>/<window> [burst <n>]`:
+//! `fixed 100/60s`, `gcra 10/1s burst 20`, `sliding-counter 1000/day`. The same text is accepted
+//! by serde (TOML/JSON), by the simulator's `--policy` flag and by the Worker's configuration,
+//! and [`Policy`]'s `Display` prints it back in canonical form, so a spec round-trips.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The largest value any scaled product in an algorithm may reach: `limit × window_ms` and
+/// `burst × window_ms` must stay at or below it.
+///
+/// Redis runs Lua with doubles, exact only below 2^53. The sliding window counter adds two such
+/// products and the buckets add a cost term to one, so bounding each product by 2^50 keeps every
+/// intermediate value of every Lua twin exact, with room to spare.
+pub const MAX_SCALED: u64 = 1 << 50;
+
+/// The longest window a policy may have: 366 days, in milliseconds.
+pub const MAX_WINDOW_MS: u64 = 366 * DAY_MS;
+
+const SECOND_MS: u64 = 1_000;
+const MINUTE_MS: u64 = 60 * SECOND_MS;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+const DAY_MS: u64 = 24 * HOUR_MS;
+
+/// The rate-limiting algorithm a policy runs. See the modules under [`crate::algorithm`] for the
+/// exact semantics and worst case of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algorithm {
+    /// Per-window counter (`fixed`); admits up to 2×limit across a window boundary.
+    FixedWindow,
+    /// Exact sliding window log (`sliding-log`); memory O(limit) per key.
+    SlidingLog,
+    /// Two weighted fixed windows (`sliding-counter`); the Cloudflare/Upstash approximation.
+    SlidingCounter,
+    /// Continuously refilled token bucket (`token-bucket`); capacity = burst.
+    TokenBucket,
+    /// Generic cell rate algorithm (`gcra`); decides exactly as the token bucket.
+    Gcra,
+}
+
+impl Algorithm {
+    /// Every algorithm, in a stable order (the order reports list them in).
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingLog,
+        Algorithm::SlidingCounter,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+    ];
+
+    /// The name used in specs: `fixed`, `sliding-log`, `sliding-counter`, `token-bucket`, `gcra`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed",
+            Algorithm::SlidingLog => "sliding-log",
+            Algorithm::SlidingCounter => "sliding-counter",
+            Algorithm::TokenBucket => "token-bucket",
+            Algorithm::Gcra => "gcra",
+        }
+    }
+
+    /// Whether the algorithm takes a `burst` (the buckets do; the windows admit `limit` at once).
+    pub const fn takes_burst(self) -> bool {
+        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra)
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.as_str() == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown algorithm `{name}` (expected one of: fixed, sliding-log, \
+                     sliding-counter, token-bucket, gcra)"
+                )
+            })
+    }
+}
+
+/// A validated rate-limiting policy: `limit` units of cost per `window_ms`, with `burst` for the
+/// buckets. Construct with [`Policy::new`] or parse a spec; an invalid policy cannot be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Policy {
+    algorithm: Algorithm,
+    limit: u64,
+    window_ms: u64,
+    burst: u64,
+}
+
+/// Why a policy or a spec was rejected. The message names the spec and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid policy `{spec}`: {problem}")]
+pub struct PolicyError {
+    /// The spec as written (or the canonical form of the parts, for [`Policy::new`]).
+    pub spec: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl Policy {
+    /// Builds a policy, checking every bound. `burst` applies to `token-bucket` and `gcra` only and
+    /// defaults to `limit`; giving it to a window algorithm is an error rather than silently ignored.
+    pub fn new(
+        algorithm: Algorithm,
+        limit: u64,
+        window_ms: u64,
+        burst: Option<u64>,
+    ) -> Result<Policy, PolicyError> {
+        let spec = || {
+            let mut s = format!("{algorithm} {limit}/{window_ms}ms");
+            if let Some(b) = burst {
+                s.push_str(&format!(" burst {b}"));
+            }
+            s
+        };
+        Policy::validated(algorithm, limit, window_ms, burst).map_err(|problem| PolicyError {
+            spec: spec(),
+            problem,
+        })
+    }
+
+    fn validated(
+        algorithm: Algorithm,
+        limit: u64,
+        window_ms: u64,
+        burst: Option<u64>,
+    ) -> Result<Policy, String> {
+        if limit == 0 {
+            return Err("the limit must be at least 1".into());
+        }
+        if window_ms == 0 {
+            return Err("the window must be at least 1ms".into());
+        }
+        if window_ms > MAX_WINDOW_MS {
+            return Err(format!(
+                "the window ({window_ms}ms) exceeds the longest allowed, 366 days"
+            ));
+        }
+        if burst.is_some() && !algorithm.takes_burst() {
+            return Err(format!(
+                "`burst` applies only to token-bucket and gcra; `{algorithm}` admits up to its limit at once"
+            ));
+        }
+        let burst = burst.unwrap_or(limit);
+        if burst == 0 {
+            return Err("the burst must be at least 1".into());
+        }
+        for (what, n) in [("limit", limit), ("burst", burst)] {
+            if n.checked_mul(window_ms).is_none_or(|p| p > MAX_SCALED) {
+                return Err(format!(
+                    "{what} × window in ms ({n} × {window_ms}) exceeds 2^50, the most a Redis Lua \
+                     twin can compute exactly; use a shorter window or a smaller {what}"
+                ));
+            }
+        }
+        Ok(Policy {
+            algorithm,
+            limit,
+            window_ms,
+            burst,
+        })
+    }
+
+    /// The algorithm.
+    pub const fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Units of cost admitted per window (for the buckets: the refill per window).
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window in milliseconds.
+    pub const fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    /// The bucket capacity for `token-bucket` and `gcra`; equal to `limit` for the windows.
+    pub const fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// The most cost a single request can ever be admitted with: the burst for the buckets, the
+    /// limit for the windows. A request costing more is denied for good.
+    pub const fn capacity(&self) -> u64 {
+        if self.algorithm.takes_burst() {
+            self.burst
+        } else {
+            self.limit
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}/{}",
+            self.algorithm,
+            self.limit,
+            format_window(self.window_ms)
+        )?;
+        if self.algorithm.takes_burst() && self.burst != self.limit {
+            write!(f, " burst {}", self.burst)?;
+        }
+        Ok(())
+    }
+}
+
+/// Prints a window in the largest unit that divides it exactly: `day`, `2h`, `5m`, `60s` is `1m`.
+pub fn format_window(ms: u64) -> String {
+    for (unit, size) in [
+        ("day", DAY_MS),
+        ("h", HOUR_MS),
+        ("m", MINUTE_MS),
+        ("s", SECOND_MS),
+    ] {
+        if ms.is_multiple_of(size) {
+            let n = ms / size;
+            return match (unit, n) {
+                ("day", 1) => "day".to_string(),
+                ("day", _) => format!("{n}d"),
+                _ => format!("{n}{unit}"),
+            };
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// Parses a window: a count and a unit (`500ms`, `1s`, `60s`, `5m`, `1h`, `2d`), or a bare unit
+/// meaning one of it (`s`, `second`, `minute`, `hour`, `day`).
+pub fn parse_window(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let count: u64 = if digits.is_empty() {
+        1
+    } else {
+        digits
+            .parse()
+            .map_err(|_| format!("window count `{digits}` is too large"))?
+    };
+    let size = match unit.trim() {
+        "ms" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "second" | "seconds" => SECOND_MS,
+        "m" | "min" | "minute" | "minutes" => MINUTE_MS,
+        "h" | "hour" | "hours" => HOUR_MS,
+        "d" | "day" | "days" => DAY_MS,
+        "" => {
+            return Err(format!(
+                "window `{text}` has no unit (use ms, s, m, h or day)"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "unknown window unit `{other}` in `{text}` (use ms, s, m, h or day)"
+            ))
+        }
+    };
+    count
+        .checked_mul(size)
+        .ok_or_else(|| format!("window `{text}` overflows"))
+}
+
+impl FromStr for Policy {
+    type Err = PolicyError;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        parse_spec(spec).map_err(|problem| PolicyError {
+            spec: spec.to_string(),
+            problem,
+        })
+    }
+}
+
+fn parse_spec(spec: &str) -> Result<Policy, String> {
+    let mut words = spec.split_whitespace();
+    let algorithm: Algorithm = words
+        .next()
+        .ok_or("empty spec; expected `<algorithm> <limit>/<window> [burst <n>]`")?
+        .parse()?;
+    let rate = words
+        .next()
+        .ok_or("missing `<limit>/<window>` after the algorithm")?;
+    let (limit, window) = rate
+        .split_once('/')
+        .ok_or_else(|| format!("`{rate}` is not `<limit>/<window>` (e.g. `100/60s`)"))?;
+    let limit = parse_count("limit", limit)?;
+    let window_ms = parse_window(window)?;
+    let burst = match words.next() {
+        None => None,
+        Some("burst") => {
+            let n = words.next().ok_or("`burst` needs a number after it")?;
+            Some(parse_count("burst", n)?)
+        }
+        Some(other) => {
+            return Err(format!(
+                "unexpected `{other}` (only `burst <n>` may follow)"
+            ))
+        }
+    };
+    if let Some(extra) = words.next() {
+        return Err(format!("unexpected `{extra}` at the end"));
+    }
+    Policy::validated(algorithm, limit, window_ms, burst)
+}
+
+fn parse_count(what: &str, text: &str) -> Result<u64, String> {
+    let text = text.trim().replace('_', "");
+    text.parse::<u64>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("{what} `{text}` overflows"),
+        _ => format!("{what} `{text}` is not a whole number"),
+    })
+}
+
+impl Serialize for Policy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A policy in serde form: either the spec string or a table with the parts.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PolicyForm {
+    Spec(String),
+    Parts {
+        algorithm: String,
+        limit: u64,
+        window: WindowForm,
+        #[serde(default)]
+        burst: Option<u64>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WindowForm {
+    Millis(u64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match PolicyForm::deserialize(deserializer)? {
+            PolicyForm::Spec(spec) => spec.parse().map_err(D::Error::custom),
+            PolicyForm::Parts {
+                algorithm,
+                limit,
+                window,
+                burst,
+            } => {
+                let algorithm: Algorithm = algorithm.parse().map_err(D::Error::custom)?;
+                let window_ms = match window {
+                    WindowForm::Millis(ms) => ms,
+                    WindowForm::Text(t) => parse_window(&t).map_err(D::Error::custom)?,
+                };
+                Policy::new(algorithm, limit, window_ms, burst).map_err(D::Error::custom)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_examples() {
+        let p: Policy = "fixed 100/60s".parse().unwrap();
+        assert_eq!(
+            (p.algorithm(), p.limit(), p.window_ms(), p.burst()),
+            (Algorithm::FixedWindow, 100, 60_000, 100)
+        );
+        let p: Policy = "gcra 10/1s burst 20".parse().unwrap();
+        assert_eq!((p.limit(), p.window_ms(), p.burst()), (10, 1000, 20));
+        let p: Policy = "sliding-counter 1000/day".parse().unwrap();
+        assert_eq!(p.window_ms(), 86_400_000);
+        let p: Policy = "token-bucket 5/500ms".parse().unwrap();
+        assert_eq!((p.window_ms(), p.capacity()), (500, 5));
+        assert_eq!(
+            "sliding-log 3/5m".parse::<Policy>().unwrap().window_ms(),
+            300_000
+        );
+        assert_eq!(
+            "fixed 3/1h".parse::<Policy>().unwrap().window_ms(),
+            3_600_000
+        );
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for spec in [
+            "fixed 100/1m",
+            "gcra 10/1s burst 20",
+            "sliding-counter 1000/day",
+            "token-bucket 7/1500ms",
+            "sliding-log 1/2d",
+        ] {
+            let p: Policy = spec.parse().unwrap();
+            assert_eq!(p.to_string(), spec);
+            assert_eq!(p.to_string().parse::<Policy>().unwrap(), p);
+        }
+    }
+
+    #[test]
+    fn bad_specs_name_the_spec_and_the_problem() {
+        let cases = [
+            ("fixed 0/1s", "at least 1"),
+            ("fixed 10/0s", "at least 1ms"),
+            ("fixed 10/5y", "unknown window unit `y`"),
+            ("leaky 10/1s", "unknown algorithm `leaky`"),
+            ("fixed 99999999999999999999/1s", "overflows"),
+            ("fixed 10/99999999999999999999d", "too large"),
+            ("sliding-counter 100000000000/day", "exceeds 2^50"),
+            (
+                "fixed 10/1s burst 5",
+                "applies only to token-bucket and gcra",
+            ),
+            ("gcra 10/1s burst 0", "burst must be at least 1"),
+            ("gcra 10/1s burst", "needs a number"),
+            ("gcra 10", "not `<limit>/<window>`"),
+            ("", "empty spec"),
+            ("fixed 10/1s extra", "unexpected `extra`"),
+            ("fixed ten/1s", "not a whole number"),
+            ("fixed 10/400d", "366 days"),
+        ];
+        for (spec, problem) in cases {
+            let err = spec.parse::<Policy>().unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains(&format!("`{spec}`")), "{text}");
+            assert!(text.contains(problem), "{spec}: {text}");
+        }
+    }
+
+    #[test]
+    fn serde_accepts_a_spec_or_parts() {
+        #[derive(Debug, Deserialize, Serialize)]
+        struct Config {
+            policy: Policy,
+        }
+        let c: Config = toml::from_str("policy = \"gcra 10/1s burst 20\"").unwrap();
+        assert_eq!(c.policy.burst(), 20);
+        let c: Config =
+            toml::from_str("[policy]\nalgorithm = \"fixed\"\nlimit = 5\nwindow = \"1m\"").unwrap();
+        assert_eq!(c.policy.window_ms(), 60_000);
+        let c: Config = serde_json::from_str(
+            r#"{"policy":{"algorithm":"sliding-log","limit":5,"window":250}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.policy.window_ms(), 250);
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"policy":"sliding-log 5/250ms"}"#
+        );
+        let err = toml::from_str::<Config>("policy = \"fixed 0/1s\"").unwrap_err();
+        assert!(
+            err.to_string().contains("invalid policy `fixed 0/1s`"),
+            "{err}"
+        );
+    }
+}

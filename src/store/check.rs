@@ -1,0 +1,180 @@
+//! What a store is asked: checks made of (limit, identifier, cost) items, and what it answers.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::decision::Decision;
+use crate::policy::Policy;
+
+/// Who an identifier is: bytes, since a header or a path segment need not be UTF-8. Stores encode
+/// it (see [`super::key`]) so that no identifier can forge another's key.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Identifier(Arc<[u8]>);
+
+impl Identifier {
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Identifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Identifier({:?})", String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl From<&str> for Identifier {
+    fn from(s: &str) -> Self {
+        Identifier(Arc::from(s.as_bytes()))
+    }
+}
+
+impl From<String> for Identifier {
+    fn from(s: String) -> Self {
+        Identifier(Arc::from(s.into_bytes()))
+    }
+}
+
+impl From<&[u8]> for Identifier {
+    fn from(b: &[u8]) -> Self {
+        Identifier(Arc::from(b))
+    }
+}
+
+impl From<Vec<u8>> for Identifier {
+    fn from(b: Vec<u8>) -> Self {
+        Identifier(Arc::from(b))
+    }
+}
+
+/// What to do with a limit when its store cannot answer (down, timed out, misconfigured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FailMode {
+    /// Admit the request (availability first). The default, as in most API gateways.
+    #[default]
+    Open,
+    /// Deny the request (protection first).
+    Closed,
+    /// Decide with an in-process limiter at `per_mille`/1000 of the policy's limit and burst
+    /// (at least 1), until the store answers again.
+    Fallback {
+        /// The share of the limit each process may admit on its own, in thousandths.
+        per_mille: u16,
+    },
+}
+
+/// A named policy with its failure mode: what a rule applies. The name identifies the limit's
+/// state (two limits with one name share state) and appears in response headers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Limit {
+    /// The name, e.g. `per-ip` or `api-daily`.
+    pub name: Arc<str>,
+    /// The policy.
+    pub policy: Policy,
+    /// What to do when the store fails.
+    pub fail_mode: FailMode,
+}
+
+impl Limit {
+    /// A limit that fails open.
+    pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> Limit {
+        Limit {
+            name: name.into(),
+            policy,
+            fail_mode: FailMode::Open,
+        }
+    }
+
+    /// The same limit with another failure mode.
+    pub fn with_fail_mode(mut self, fail_mode: FailMode) -> Limit {
+        self.fail_mode = fail_mode;
+        self
+    }
+}
+
+/// One limit applied to one identifier at one cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckItem {
+    /// Which limit.
+    pub limit: Limit,
+    /// Whose quota.
+    pub identifier: Identifier,
+    /// How much to take (negative: refund, zero: peek).
+    pub cost: i64,
+}
+
+/// One request checked against one or several limits, all or nothing: when any item denies,
+/// no item consumes quota.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Check {
+    items: Vec<CheckItem>,
+}
+
+impl Check {
+    /// An empty check (admitted by every store).
+    pub fn new() -> Check {
+        Check::default()
+    }
+
+    /// A check of a single limit.
+    pub fn single(limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> Check {
+        Check::new().with(limit, identifier, cost)
+    }
+
+    /// Adds an item. The same limit name with the same identifier is merged into one item whose
+    /// cost is the sum, so one request never races itself.
+    pub fn with(mut self, limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> Check {
+        let identifier = identifier.into();
+        match self
+            .items
+            .iter_mut()
+            .find(|i| i.limit.name == limit.name && i.identifier == identifier)
+        {
+            Some(item) => item.cost = item.cost.saturating_add(cost),
+            None => self.items.push(CheckItem {
+                limit: limit.clone(),
+                identifier,
+                cost,
+            }),
+        }
+        self
+    }
+
+    /// The items, in the order they were added.
+    pub fn items(&self) -> &[CheckItem] {
+        &self.items
+    }
+}
+
+/// Where "now" comes from for a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSource {
+    /// The caller's clock: this epoch-ms instant (the default; also how `sim` replays).
+    At(u64),
+    /// The store's clock (Redis `TIME` inside the script), for fleets whose clocks disagree.
+    Server,
+}
+
+/// A store's answer to one [`Check`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether the request is admitted by every limit.
+    pub allowed: bool,
+    /// One decision per item, in order. When the check is denied, the items that would have
+    /// admitted it alone report their standing quota (a zero-cost look), since nothing was taken.
+    pub decisions: Vec<Decision>,
+    /// Whether all-or-nothing held. `false` only when the items' keys live on different nodes
+    /// and were decided by separate round trips (a denial there may follow another's admission).
+    pub atomic: bool,
+}
+
+impl Verdict {
+    /// The decision that denied the check, if any: the denial with the longest wait.
+    pub fn denial(&self) -> Option<&Decision> {
+        self.decisions
+            .iter()
+            .filter(|d| !d.allowed)
+            .max_by_key(|d| d.retry_after_ms)
+    }
+}

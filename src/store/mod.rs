@@ -1,0 +1,16 @@
+//! Where limiter state lives: the [`Store`] trait and its implementations.
+
+mod batch;
+mod check;
+mod error;
+mod expiring_map;
+pub mod key;
+mod memory;
+mod traits;
+
+pub use batch::decide;
+pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
+pub use error::StoreError;
+pub use expiring_map::ExpiringMap;
+pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
+pub use traits::{MaybeSendSync, Store};

@@ -1,0 +1,1 @@
+//! The Cloudflare Worker: a deployable edge rate limiter built on `edgelimit`.
