@@ -10,7 +10,10 @@
 //! **Cost**: memory O(L) per key (one entry per distinct admitted millisecond), which is why the
 //! other algorithms exist.
 //!
-//! A clock that steps back before the newest entry counts as no time passed.
+//! **State**: the entries, their total, and the last time the state was written. A clock that steps
+//! back before that time counts as no time passed. Entries that left the window are dropped only
+//! when the state is written (never on a denial or a look), so dropping them can never change a
+//! later decision, and a store that writes nothing on a denial agrees with one that does.
 
 use std::collections::VecDeque;
 
@@ -23,14 +26,25 @@ use crate::policy::Policy;
 pub struct SlidingLogState {
     entries: VecDeque<(u64, u64)>,
     total: u64,
+    seen_ms: u64,
 }
 
 impl SlidingLogState {
-    /// Builds a log from `(time_ms, cost)` entries, which must be in strictly increasing time with
-    /// non-zero costs; returns `None` otherwise (a store read back something it did not write).
-    pub fn from_entries(entries: impl IntoIterator<Item = (u64, u64)>) -> Option<SlidingLogState> {
-        let mut state = SlidingLogState::default();
+    /// Builds a log last written at `seen_ms` from `(time_ms, cost)` entries, which must be in
+    /// strictly increasing time, not after `seen_ms`, with non-zero costs; returns `None`
+    /// otherwise (a store read back something it did not write).
+    pub fn from_entries(
+        seen_ms: u64,
+        entries: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Option<SlidingLogState> {
+        let mut state = SlidingLogState {
+            seen_ms,
+            ..SlidingLogState::default()
+        };
         for (time, cost) in entries {
+            if time > seen_ms {
+                return None;
+            }
             if cost == 0 || state.entries.back().is_some_and(|&(last, _)| last >= time) {
                 return None;
             }
@@ -50,39 +64,55 @@ impl SlidingLogState {
         self.entries.back().map(|&(t, _)| t)
     }
 
-    fn forget_before(&mut self, cutoff_exclusive: u64) {
-        while let Some(&(time, cost)) = self.entries.front() {
-            if time > cutoff_exclusive {
-                break;
-            }
-            self.total -= cost;
-            self.entries.pop_front();
-        }
+    /// The last time (epoch ms) the state was written.
+    pub fn seen_ms(&self) -> u64 {
+        self.seen_ms
     }
 
-    fn reset_at(&self, t: u64, window: u64) -> u64 {
-        self.newest_ms().map_or(t, |n| n.saturating_add(window))
+    /// How many leading entries, and how much cost, are at or before `cutoff` (out of the window).
+    fn expired(&self, cutoff: Option<u64>) -> (usize, u64) {
+        let Some(cutoff) = cutoff else { return (0, 0) };
+        let mut count = 0;
+        let mut cost = 0;
+        for &(time, logged) in &self.entries {
+            if time > cutoff {
+                break;
+            }
+            count += 1;
+            cost += logged;
+        }
+        (count, cost)
+    }
+
+    /// Drops the leading `count` entries (called only when writing).
+    fn drop_front(&mut self, count: usize, cost: u64) {
+        self.entries.drain(..count);
+        self.total -= cost;
+    }
+
+    fn reset_at(&self, t: u64, window: u64, live: bool) -> u64 {
+        match self.newest_ms() {
+            Some(n) if live => n.saturating_add(window),
+            _ => t,
+        }
     }
 }
 
-/// Applies one request of `cost` at `now_ms` to `state` in place. Entries that have left the
-/// window are dropped on every call (invisible to decisions); otherwise the log is untouched
-/// unless `changed`.
+/// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
 pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64) -> Outcome {
     let (limit, window) = (policy.limit(), policy.window_ms());
-    let t = state.newest_ms().map_or(now_ms, |n| now_ms.max(n));
-    if let Some(cutoff) = t.checked_sub(window) {
-        state.forget_before(cutoff);
-    }
-    let used = state.total;
+    let t = now_ms.max(state.seen_ms);
+    let (expired, expired_cost) = state.expired(t.checked_sub(window));
+    let used = state.total - expired_cost;
+    let standing = |state: &SlidingLogState| state.reset_at(t, window, used > 0);
     let mut changed = false;
     let decision = match Cost::of(cost) {
-        Cost::Take(c) if c > limit => too_costly(
-            policy,
-            limit.saturating_sub(used),
-            state.reset_at(t, window),
-        ),
+        Cost::Take(c) if c > limit => {
+            too_costly(policy, limit.saturating_sub(used), standing(state))
+        }
         Cost::Take(c) if used + c <= limit => {
+            state.drop_front(expired, expired_cost);
+            state.seen_ms = t;
             match state.entries.back_mut() {
                 Some((time, logged)) if *time == t => *logged += c,
                 _ => state.entries.push_back((t, c)),
@@ -99,7 +129,7 @@ pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64
             // The request fits once enough of the oldest entries have left the window.
             let mut left = used;
             let mut retry_at = t;
-            for &(time, logged) in &state.entries {
+            for &(time, logged) in state.entries.iter().skip(expired) {
                 left -= logged;
                 if left + c <= limit {
                     retry_at = time.saturating_add(window);
@@ -109,21 +139,22 @@ pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64
             over_limit(
                 policy,
                 limit.saturating_sub(used),
-                state.reset_at(t, window),
+                standing(state),
                 retry_at - t,
             )
         }
-        Cost::Peek => admitted(
-            policy,
-            limit.saturating_sub(used),
-            state.reset_at(t, window),
-        ),
+        Cost::Peek => admitted(policy, limit.saturating_sub(used), standing(state)),
         Cost::Refund(r) => {
-            // Give back the newest cost first: the most recent admissions are undone.
-            let mut r = r.min(used);
-            changed = r > 0;
-            while r > 0 {
-                let (_, logged) = state.entries.back_mut().expect("total > 0 has entries");
+            // Give back the newest cost first: the most recent admissions are undone. Only
+            // cost still in the window can be given back.
+            let given = r.min(used);
+            if given > 0 {
+                changed = true;
+                state.drop_front(expired, expired_cost);
+                state.seen_ms = t;
+            }
+            let mut r = given;
+            while let (true, Some((_, logged))) = (r > 0, state.entries.back_mut()) {
                 let take = r.min(*logged);
                 *logged -= take;
                 state.total -= take;
@@ -132,16 +163,22 @@ pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64
                     state.entries.pop_back();
                 }
             }
+            let left = used - given;
             admitted(
                 policy,
-                limit.saturating_sub(state.total),
-                state.reset_at(t, window),
+                limit.saturating_sub(left),
+                state.reset_at(t, window, left > 0),
             )
         }
+    };
+    let expire_at_ms = if changed {
+        state.reset_at(t, window, state.total > 0)
+    } else {
+        standing(state)
     };
     Outcome {
         decision,
         changed,
-        expire_at_ms: state.reset_at(t, window),
+        expire_at_ms,
     }
 }
