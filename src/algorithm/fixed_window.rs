@@ -13,7 +13,7 @@
 //! **State**: the last time seen and the count of that time's window (two integers). A clock that
 //! steps back before `seen_ms` counts as no time passed.
 
-use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome};
+use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
 use crate::policy::Policy;
 
 /// The fixed window state of one (policy, identifier). `Default` is "no state yet".
@@ -28,7 +28,7 @@ pub struct FixedWindowState {
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
 pub fn step(policy: &Policy, state: &mut FixedWindowState, now_ms: u64, cost: i64) -> Outcome {
     let (limit, window) = (policy.limit(), policy.window_ms());
-    let t = now_ms.max(state.seen_ms);
+    let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let start = t - t % window;
     let end = start.saturating_add(window);
     let used = if state.seen_ms >= start {

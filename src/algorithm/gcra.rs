@@ -15,7 +15,7 @@
 //! Besides `TAT` the state keeps the last time seen, so a clock that steps back counts as no time
 //! passed, exactly as in the token bucket.
 
-use super::outcome::Outcome;
+use super::outcome::{Outcome, MAX_TIME_MS};
 use super::token_bucket::decide;
 use crate::policy::Policy;
 
@@ -34,7 +34,7 @@ pub struct GcraState {
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
 pub fn step(policy: &Policy, state: &mut GcraState, now_ms: u64, cost: i64) -> Outcome {
     let limit = policy.limit();
-    let t = now_ms.max(state.seen_ms);
+    let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     // (TAT − t)·L, the bucket's deficit; zero once TAT has passed.
     let deficit = if state.tat_ms >= t {
         (state.tat_ms - t)

@@ -3,7 +3,8 @@
 //! Each module states its exact semantics (DESIGN §2), its guarantee and its worst case, and
 //! offers `step(policy, &mut state, now_ms, cost) -> Outcome`, which leaves the state untouched
 //! unless the outcome says `changed` (denials and zero-cost peeks never change it). [`step`] is
-//! the algorithm-independent functional form over [`State`].
+//! the algorithm-independent functional form over [`State`]. Times past [`MAX_TIME_MS`] read as
+//! [`MAX_TIME_MS`].
 
 pub mod fixed_window;
 pub mod gcra;
@@ -16,7 +17,7 @@ pub mod token_bucket;
 pub use crate::decision::Decision;
 pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;
-pub use outcome::Outcome;
+pub use outcome::{Outcome, MAX_TIME_MS};
 pub use sliding_counter::SlidingCounterState;
 pub use sliding_log::SlidingLogState;
 pub use state::{step, State, Step};

@@ -3,6 +3,11 @@
 use crate::decision::{Decision, Reason, RETRY_NEVER};
 use crate::policy::Policy;
 
+/// The last instant the algorithms tell apart: later times read as this one (as "no time
+/// passed"). It leaves 2^52 ms of headroom, more than any policy's reset or retry time can reach
+/// (`burst × window ≤ 2^50`), so no step ever overflows or saturates a stored time.
+pub const MAX_TIME_MS: u64 = u64::MAX - (1 << 52);
+
 /// The result of applying one request to one state in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {

@@ -19,7 +19,7 @@
 //! **State**: the last time seen and two counters. A clock that steps back counts as no time
 //! passed.
 
-use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome};
+use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
 use crate::policy::Policy;
 
 /// The two-window state of one (policy, identifier). `Default` is "no state yet".
@@ -36,7 +36,7 @@ pub struct SlidingCounterState {
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
 pub fn step(policy: &Policy, state: &mut SlidingCounterState, now_ms: u64, cost: i64) -> Outcome {
     let (limit, w) = (policy.limit(), policy.window_ms());
-    let t = now_ms.max(state.seen_ms);
+    let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let e = t % w;
     let start = t - e;
     let seen_start = state.seen_ms - state.seen_ms % w;

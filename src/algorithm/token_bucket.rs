@@ -14,7 +14,7 @@
 //!
 //! A clock that steps back counts as no time passed.
 
-use super::outcome::{admitted, ceil_div, over_limit, too_costly, Cost, Outcome};
+use super::outcome::{admitted, ceil_div, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
 use crate::policy::Policy;
 
 /// The bucket of one (policy, identifier). `Default` (no deficit) is a full bucket: no state yet.
@@ -74,7 +74,7 @@ pub(crate) fn decide(policy: &Policy, deficit: u64, t: u64, cost: i64) -> (super
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
 pub fn step(policy: &Policy, state: &mut TokenBucketState, now_ms: u64, cost: i64) -> Outcome {
-    let t = now_ms.max(state.seen_ms);
+    let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let deficit = refill(state.deficit, t - state.seen_ms, policy.limit());
     let (decision, after) = decide(policy, deficit, t, cost);
     let changed = after != deficit;

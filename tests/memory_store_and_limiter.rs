@@ -1,0 +1,242 @@
+//! `MemoryStore` and `Limiter`: all-or-nothing checks, independent identifiers, bounded memory,
+//! the denial cache and the failure modes.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use edgelimit::algorithm::State;
+use edgelimit::{
+    Check, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason, Store, StoreError,
+    TimeSource, Verdict,
+};
+use futures::executor::block_on;
+use proptest::prelude::*;
+
+fn limit(name: &str, spec: &str) -> Limit {
+    Limit::new(name, spec.parse::<Policy>().unwrap())
+}
+
+#[test]
+fn a_denial_by_one_limit_consumes_nothing_from_the_others() {
+    let store = MemoryStore::new();
+    let burst = limit("burst", "fixed 5/1s");
+    let daily = limit("daily", "sliding-log 2/day");
+    let check = Check::new().with(&burst, "ip", 1).with(&daily, "ip", 1);
+    let verdicts = store.check_now(&[check.clone(), check.clone(), check.clone()], 1_000);
+    assert_eq!(
+        verdicts.iter().map(|v| v.allowed).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    let denied = &verdicts[2];
+    assert!(!denied.decisions[1].allowed);
+    // The burst limit would have admitted; it reports its standing quota, untouched.
+    assert!(denied.decisions[0].allowed);
+    assert_eq!(denied.decisions[0].remaining, 3);
+    assert_eq!(denied.denial(), Some(&denied.decisions[1]));
+    let look = store.check_now(&[Check::single(&burst, "ip", 0)], 1_000);
+    assert_eq!(look[0].decisions[0].remaining, 3);
+}
+
+#[test]
+fn identifiers_and_limit_names_never_share_state() {
+    let store = MemoryStore::new();
+    let a = limit("a", "fixed 1/1s");
+    let b = limit("b", "fixed 1/1s");
+    let checks = [
+        Check::single(&a, "x", 1),
+        Check::single(&a, "y", 1),
+        Check::single(&b, "x", 1),
+        Check::single(&a, "x", 1),
+    ];
+    let verdicts = store.check_now(&checks, 0);
+    assert_eq!(
+        verdicts.iter().map(|v| v.allowed).collect::<Vec<_>>(),
+        [true, true, true, false]
+    );
+}
+
+#[test]
+fn memory_is_bounded_and_expired_state_is_dropped() {
+    let store = MemoryStore::with_capacity(100);
+    let l = limit("l", "gcra 1/1s");
+    for i in 0..1_000 {
+        store.check_now(&[Check::single(&l, format!("id-{i}"), 1)], i);
+        assert!(store.len() <= 100);
+    }
+    // A peek or a denial at a fresh key stores nothing.
+    store.check_now(&[Check::single(&l, "looker", 0)], 1_000);
+    assert!(store.len() <= 100);
+    // Long after every state stopped mattering (plus the GC grace), all are gone.
+    store.check_now(&[], 10_000_000);
+    assert_eq!(store.len(), 0);
+}
+
+#[test]
+fn when_full_the_soonest_expiring_state_is_evicted() {
+    let store = MemoryStore::with_capacity(2);
+    let short = limit("short", "fixed 1/1s");
+    let long = limit("long", "fixed 1/1h");
+    store.check_now(&[Check::single(&long, "keep", 1)], 0);
+    store.check_now(&[Check::single(&short, "evict", 1)], 0);
+    store.check_now(&[Check::single(&long, "new", 1)], 0);
+    let v = store.check_now(
+        &[
+            Check::single(&long, "keep", 1),
+            Check::single(&short, "evict", 1),
+        ],
+        1,
+    );
+    assert!(!v[0].allowed, "the long-lived state was kept");
+    assert!(
+        v[1].allowed,
+        "the soonest-expiring state was the one evicted"
+    );
+}
+
+fn spec_strategy() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "fixed 3/10ms",
+        "sliding-log 3/10ms",
+        "sliding-counter 4/10ms",
+        "token-bucket 2/10ms burst 3",
+        "gcra 3/10ms burst 2",
+    ])
+    .prop_map(str::to_string)
+}
+
+proptest! {
+    /// Any sequence of multi-limit checks through the store decides exactly as applying the pure
+    /// steps to per-(limit, identifier) states by hand, all or nothing.
+    #[test]
+    fn the_store_is_the_pure_steps_all_or_nothing(
+        specs in prop::collection::vec(spec_strategy(), 3),
+        ops in prop::collection::vec((0u64..6, prop::collection::vec((0usize..3, 0usize..3, -1i64..3), 1..4)), 1..60),
+    ) {
+        let limits: Vec<Limit> = specs.iter().enumerate().map(|(i, s)| limit(&format!("l{i}"), s)).collect();
+        let store = MemoryStore::new();
+        let mut states: std::collections::HashMap<(usize, usize), State> = Default::default();
+        let mut now = 0;
+        for (dt, items) in ops {
+            now += dt;
+            let mut check = Check::new();
+            for &(l, id, cost) in &items {
+                check = check.with(&limits[l], format!("id{id}"), cost);
+            }
+            let verdict = store.check_now(std::slice::from_ref(&check), now).remove(0);
+            // Reference: try every item on copies; commit only if all admit.
+            let mut trial: Vec<((usize, usize), State)> = Vec::new();
+            let mut all = true;
+            let mut expected = Vec::new();
+            for item in check.items() {
+                let l: usize = item.limit.name[1..].parse().unwrap();
+                let id: usize = String::from_utf8_lossy(item.identifier.as_bytes())[2..].parse().unwrap();
+                let mut s = states.get(&(l, id)).cloned().unwrap_or_else(|| State::fresh(item.limit.policy.algorithm()));
+                let d = s.apply(&item.limit.policy, now, item.cost).decision;
+                all &= d.allowed;
+                expected.push(d);
+                trial.push(((l, id), s));
+            }
+            if all {
+                states.extend(trial);
+            } else {
+                for (d, item) in expected.iter_mut().zip(check.items()) {
+                    if d.allowed {
+                        let l: usize = item.limit.name[1..].parse().unwrap();
+                        let id: usize = String::from_utf8_lossy(item.identifier.as_bytes())[2..].parse().unwrap();
+                        let mut s = states.get(&(l, id)).cloned().unwrap_or_else(|| State::fresh(item.limit.policy.algorithm()));
+                        *d = s.apply(&item.limit.policy, now, 0).decision;
+                    }
+                }
+            }
+            prop_assert_eq!(verdict.allowed, all);
+            prop_assert_eq!(verdict.decisions, expected);
+        }
+    }
+}
+
+/// A store that fails while `down` is set and counts calls.
+#[derive(Debug, Default)]
+struct FlakyStore {
+    inner: MemoryStore,
+    down: AtomicBool,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl Store for FlakyStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Unreachable("connection refused".into()));
+        }
+        self.inner.check(checks, time).await
+    }
+}
+
+#[test]
+fn repeat_offenders_are_denied_from_the_cache_with_no_round_trip() {
+    let clock = Arc::new(ManualClock::at(10_000));
+    let limiter = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
+    let l = limit("l", "fixed 2/1s");
+    let check = Check::single(&l, "bot", 1);
+    for _ in 0..2 {
+        assert!(block_on(limiter.check(&check)).allowed);
+    }
+    let first_denial = block_on(limiter.check(&check));
+    assert_eq!(first_denial.decisions[0].reason, Reason::OverLimit);
+    let calls = limiter.store().calls.load(Ordering::SeqCst);
+    for _ in 0..5 {
+        let v = block_on(limiter.check(&check));
+        assert!(!v.allowed);
+        assert_eq!(v.decisions[0].reason, Reason::CachedDenial);
+        assert_eq!(v.decisions[0].retry_after_ms, 1_000);
+    }
+    assert_eq!(
+        limiter.store().calls.load(Ordering::SeqCst),
+        calls,
+        "no round trip"
+    );
+    assert_eq!(limiter.stats().cache_hits, 5);
+    // At the retry time the cache lets the request through to the store, which admits it.
+    clock.advance(1_000);
+    assert!(block_on(limiter.check(&check)).allowed);
+    // Another identifier is never answered from the cache.
+    assert!(block_on(limiter.check(&Check::single(&l, "human", 1))).allowed);
+}
+
+#[test]
+fn each_limit_follows_its_fail_mode_and_the_store_takes_over_again() {
+    let clock = Arc::new(ManualClock::at(0));
+    let limiter = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
+    let open = limit("open", "fixed 1/1s");
+    let closed = limit("closed", "fixed 1/1s").with_fail_mode(FailMode::Closed);
+    let local = limit("local", "fixed 10/1s").with_fail_mode(FailMode::Fallback { per_mille: 200 });
+    limiter.store().down.store(true, Ordering::SeqCst);
+
+    let v = block_on(limiter.check(&Check::single(&open, "x", 1)));
+    assert!(v.allowed);
+    assert_eq!(v.decisions[0].reason, Reason::FailedOpen);
+    let v = block_on(limiter.check(&Check::single(&closed, "x", 1)));
+    assert!(!v.allowed);
+    assert_eq!(v.decisions[0].reason, Reason::FailedClosed);
+    // The fallback admits 20% of 10 per window, locally.
+    let admitted = (0..5)
+        .filter(|_| block_on(limiter.check(&Check::single(&local, "x", 1))).allowed)
+        .count();
+    assert_eq!(admitted, 2);
+    let v = block_on(limiter.check(&Check::single(&local, "x", 1)));
+    assert_eq!(v.decisions[0].reason, Reason::Fallback);
+    let stats = limiter.stats();
+    assert_eq!(
+        (stats.failed_open, stats.failed_closed, stats.fallback),
+        (1, 1, 6)
+    );
+    assert_eq!(stats.store_errors, 8);
+
+    limiter.store().down.store(false, Ordering::SeqCst);
+    clock.advance(5_000);
+    let v = block_on(limiter.check(&Check::single(&closed, "x", 1)));
+    assert!(v.allowed);
+    assert_eq!(v.decisions[0].reason, Reason::Admitted);
+}
