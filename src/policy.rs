@@ -99,6 +99,17 @@ pub struct Policy {
     limit: u64,
     window_ms: u64,
     burst: u64,
+    // Derived once so GCRA steps need no division for them: the emission interval W/L and the
+    // tolerance B·W/L, each as whole ms and a remainder in units of 1/L ms.
+    interval: Fraction,
+    tolerance: Fraction,
+}
+
+/// `whole + rem / L` milliseconds, `0 ≤ rem < L`: an exact fraction of the policy's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Fraction {
+    pub(crate) whole: u64,
+    pub(crate) rem: u64,
 }
 
 /// Why a policy or a spec was rejected. The message names the spec and the problem.
@@ -172,6 +183,14 @@ impl Policy {
             limit,
             window_ms,
             burst,
+            interval: Fraction {
+                whole: window_ms / limit,
+                rem: window_ms % limit,
+            },
+            tolerance: Fraction {
+                whole: burst * window_ms / limit,
+                rem: burst * window_ms % limit,
+            },
         })
     }
 
@@ -193,6 +212,16 @@ impl Policy {
     /// The bucket capacity for `token-bucket` and `gcra`; equal to `limit` for the windows.
     pub const fn burst(&self) -> u64 {
         self.burst
+    }
+
+    /// The emission interval `W/L` as an exact fraction.
+    pub(crate) const fn interval(&self) -> Fraction {
+        self.interval
+    }
+
+    /// The tolerance `B·W/L` as an exact fraction.
+    pub(crate) const fn tolerance(&self) -> Fraction {
+        self.tolerance
     }
 
     /// The most cost a single request can ever be admitted with: the burst for the buckets, the

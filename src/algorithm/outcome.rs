@@ -42,11 +42,6 @@ impl Cost {
     }
 }
 
-/// `ceil(a / b)` for `b > 0`.
-pub(crate) const fn ceil_div(a: u64, b: u64) -> u64 {
-    a / b + !a.is_multiple_of(b) as u64
-}
-
 pub(crate) fn admitted(policy: &Policy, remaining: u64, reset_at_ms: u64) -> Decision {
     Decision {
         allowed: true,

@@ -14,7 +14,7 @@
 //!
 //! A clock that steps back counts as no time passed.
 
-use super::outcome::{admitted, ceil_div, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
 use crate::policy::Policy;
 
 /// The bucket of one (policy, identifier). `Default` (no deficit) is a full bucket: no state yet.
@@ -28,11 +28,12 @@ pub struct TokenBucketState {
 
 /// The deficit `elapsed` ms after it stood at `deficit`, refilling `limit` per ms.
 pub(crate) fn refill(deficit: u64, elapsed: u64, limit: u64) -> u64 {
-    // Compare before multiplying: elapsed·L can overflow, and in Lua exceed 2^53.
-    if elapsed >= ceil_div(deficit, limit) {
-        0
-    } else {
-        deficit - elapsed * limit
+    // Refilled to full iff elapsed·L ≥ deficit, i.e. elapsed ≥ ceil(deficit / L). The product
+    // saturates instead of overflowing (it only needs to reach the deficit, at most 2^50); the
+    // Lua twin, whose doubles are exact only below 2^53, compares with the division instead.
+    match elapsed.saturating_mul(limit) {
+        refilled if refilled >= deficit => 0,
+        refilled => deficit - refilled,
     }
 }
 
@@ -44,7 +45,7 @@ pub(crate) fn decide(policy: &Policy, deficit: u64, t: u64, cost: i64) -> (super
     // A stored deficit above capacity (the burst was lowered under a live key) is a full debt.
     let deficit = deficit.min(capacity);
     let remaining = |d: u64| (capacity - d) / w;
-    let full_at = |d: u64| t.saturating_add(ceil_div(d, limit));
+    let full_at = |d: u64| t.saturating_add(d.div_ceil(limit));
     match Cost::of(cost) {
         Cost::Take(c) if c > burst => (
             too_costly(policy, remaining(deficit), full_at(deficit)),
@@ -55,7 +56,7 @@ pub(crate) fn decide(policy: &Policy, deficit: u64, t: u64, cost: i64) -> (super
             (admitted(policy, remaining(d), full_at(d)), d)
         }
         Cost::Take(c) => {
-            let wait = ceil_div(deficit + c * w - capacity, limit);
+            let wait = (deficit + c * w - capacity).div_ceil(limit);
             (
                 over_limit(policy, remaining(deficit), full_at(deficit), wait),
                 deficit,

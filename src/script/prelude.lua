@@ -1,0 +1,112 @@
+-- edgelimit prelude: shared by every limiter script (see src/script/mod.rs for how the scripts
+-- are assembled). Redis runs Lua 5.1, whose numbers are doubles: exact for integers below 2^53.
+-- Every value here stays below that because the Rust side bounds it: policies keep limit x window
+-- and burst x window <= 2^50 (src/policy.rs, MAX_SCALED), times are < 2^52 ms, costs are clamped
+-- to +-2^52 (a larger cost decides exactly alike). Divisions go through `idiv`, never `/` alone,
+-- and numbers are written with '%d', never tostring (which keeps only 14 significant digits).
+
+-- Kept in step with GC_GRACE_MS in src/store/memory.rs (a unit test checks it).
+local GC_GRACE_MS = 60000
+
+-- Retry time of a request that can never be admitted (RETRY_NEVER, u64::MAX, is no Lua number).
+local RETRY_NEVER = -1
+
+-- Decision reasons, as the Rust parser reads them.
+local ADMITTED, OVER_LIMIT, COST_EXCEEDS_CAPACITY = 0, 1, 2
+
+-- floor(a / b), exactly, for 0 <= a < 2^53 and 0 < b: the double quotient is correctly rounded,
+-- so its floor is off by at most one; the remainder tells which way.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q = q - 1
+  elseif r >= b then
+    q = q + 1
+  end
+  return q
+end
+
+-- a mod b, exactly (same domain as idiv).
+local function imod(a, b)
+  return a - idiv(a, b) * b
+end
+
+-- ceil(a / b), exactly (same domain as idiv).
+local function ceil_div(a, b)
+  local q = idiv(a, b)
+  if q * b < a then
+    q = q + 1
+  end
+  return q
+end
+
+-- a - b, or 0 when b > a.
+local function sat_sub(a, b)
+  if a > b then
+    return a - b
+  end
+  return 0
+end
+
+-- An integer as decimal text, all digits.
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+-- A decision as the reply carries it: allowed, limit, remaining, reset_at_ms, retry_after_ms,
+-- reason.
+local function admitted(cap, remaining, reset_at)
+  return { 1, cap, remaining, reset_at, 0, ADMITTED }
+end
+
+local function over_limit(cap, remaining, reset_at, retry_after)
+  return { 0, cap, remaining, reset_at, retry_after, OVER_LIMIT }
+end
+
+local function too_costly(cap, remaining, reset_at)
+  return { 0, cap, remaining, reset_at, RETRY_NEVER, COST_EXCEEDS_CAPACITY }
+end
+
+-- The state fields stored at a key: decimal integers separated by single spaces. Anything else
+-- was not written by these scripts: fail loudly rather than decide on garbage.
+local function parse_fields(raw, count)
+  local fields = {}
+  for word in string.gmatch(raw, '[^ ]+') do
+    if not string.match(word, '^%d+$') then
+      error('edgelimit: unreadable limiter state')
+    end
+    fields[#fields + 1] = tonumber(word)
+  end
+  if count and #fields ~= count then
+    error('edgelimit: unreadable limiter state')
+  end
+  return fields
+end
+
+-- "Now" in epoch ms: the caller's time, or Redis TIME when the argument is empty.
+local function now_ms(arg)
+  if arg == '' then
+    local time = redis.call('TIME')
+    return tonumber(time[1]) * 1000 + idiv(tonumber(time[2]), 1000)
+  end
+  if not string.match(arg, '^%d+$') then
+    error('edgelimit: bad time argument')
+  end
+  return tonumber(arg)
+end
+
+-- A decimal integer argument (optionally negative).
+local function int_arg(arg)
+  if type(arg) ~= 'string' or not string.match(arg, '^%-?%d+$') then
+    error('edgelimit: bad integer argument')
+  end
+  return tonumber(arg)
+end
+
+-- Writes a state with a TTL that only collects garbage: a duration (never an absolute PEXPIREAT,
+-- so a replay on a virtual clock in the past still works), a grace period past the moment the
+-- state stops mattering.
+local function store(key, value, expire_at, now)
+  redis.call('SET', key, value, 'PX', fmt(expire_at - now + GC_GRACE_MS))
+end

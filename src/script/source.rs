@@ -1,0 +1,141 @@
+//! The script sources, assembled at compile time from the `.lua` files, and their SHA1 digests.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use crate::policy::Algorithm;
+
+/// One limiter script: its Lua source and the SHA1 Redis knows it by.
+pub struct Script {
+    name: &'static str,
+    source: &'static str,
+    sha1: OnceLock<String>,
+}
+
+macro_rules! single {
+    ($name:literal, [$($file:literal),+], $step:literal) => {
+        Script::new(
+            $name,
+            concat!(
+                include_str!("prelude.lua"),
+                $(include_str!($file),)+
+                "local step = ", $step, "\n",
+                include_str!("single.lua"),
+            ),
+        )
+    };
+}
+
+static FIXED_WINDOW: Script = single!("fixed", ["fixed_window.lua"], "fixed_window");
+static SLIDING_LOG: Script = single!("sliding-log", ["sliding_log.lua"], "sliding_log");
+static SLIDING_COUNTER: Script =
+    single!("sliding-counter", ["sliding_counter.lua"], "sliding_counter");
+static TOKEN_BUCKET: Script = single!("token-bucket", ["token_bucket.lua"], "token_bucket");
+// GCRA shares the bucket decision with the token bucket, as the Rust steps do.
+static GCRA: Script = single!("gcra", ["token_bucket.lua", "gcra.lua"], "gcra");
+static MULTI: Script = Script::new(
+    "multi",
+    concat!(
+        include_str!("prelude.lua"),
+        include_str!("fixed_window.lua"),
+        include_str!("sliding_log.lua"),
+        include_str!("sliding_counter.lua"),
+        include_str!("token_bucket.lua"),
+        include_str!("gcra.lua"),
+        include_str!("multi.lua"),
+    ),
+);
+
+impl Script {
+    const fn new(name: &'static str, source: &'static str) -> Script {
+        Script {
+            name,
+            source,
+            sha1: OnceLock::new(),
+        }
+    }
+
+    /// The script deciding one limit of `algorithm`.
+    pub fn single(algorithm: Algorithm) -> &'static Script {
+        match algorithm {
+            Algorithm::FixedWindow => &FIXED_WINDOW,
+            Algorithm::SlidingLog => &SLIDING_LOG,
+            Algorithm::SlidingCounter => &SLIDING_COUNTER,
+            Algorithm::TokenBucket => &TOKEN_BUCKET,
+            Algorithm::Gcra => &GCRA,
+        }
+    }
+
+    /// The script deciding several limits of mixed algorithms, all or nothing.
+    pub fn multi() -> &'static Script {
+        &MULTI
+    }
+
+    /// Every script: the five single-limit ones, then the multi-limit one (e.g. to `SCRIPT LOAD`
+    /// them ahead of traffic).
+    pub fn all() -> [&'static Script; 6] {
+        [
+            &FIXED_WINDOW,
+            &SLIDING_LOG,
+            &SLIDING_COUNTER,
+            &TOKEN_BUCKET,
+            &GCRA,
+            &MULTI,
+        ]
+    }
+
+    /// A short name: the algorithm's (`gcra`, …) or `multi`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The Lua source, for `EVAL` and `SCRIPT LOAD`.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The SHA1 of the source in lowercase hex, for `EVALSHA`.
+    pub fn sha1(&self) -> &str {
+        self.sha1
+            .get_or_init(|| sha1_smol::Sha1::from(self.source).digest().to_string())
+    }
+}
+
+impl fmt::Debug for Script {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Script")
+            .field("name", &self.name)
+            .field("sha1", &self.sha1())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::GC_GRACE_MS;
+
+    #[test]
+    fn the_grace_period_matches_the_memory_store() {
+        let line = format!("local GC_GRACE_MS = {GC_GRACE_MS}\n");
+        for script in Script::all() {
+            assert!(script.source().contains(&line), "{}", script.name());
+        }
+    }
+
+    #[test]
+    fn digests_are_distinct_lowercase_hex() {
+        let mut seen = std::collections::HashSet::new();
+        for script in Script::all() {
+            let sha = script.sha1();
+            assert_eq!(sha.len(), 40);
+            assert!(sha.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+            assert!(seen.insert(sha.to_string()));
+        }
+        // The SHA1 of "abc", to pin the digest to the one Redis computes.
+        assert_eq!(
+            sha1_smol::Sha1::from("abc").digest().to_string(),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+    }
+}
