@@ -44,7 +44,7 @@ fn hot_key(c: &mut Criterion) {
     group.bench_function("governor_keyed_gcra", |b| {
         b.iter(|| {
             tick += 1;
-            if tick % 10 == 0 {
+            if tick.is_multiple_of(10) {
                 clock.advance(Duration::from_millis(1));
             }
             black_box(keyed.check_key(black_box(&42u64)).is_ok())
@@ -55,7 +55,7 @@ fn hot_key(c: &mut Criterion) {
     group.bench_function("governor_direct_gcra", |b| {
         b.iter(|| {
             tick += 1;
-            if tick % 10 == 0 {
+            if tick.is_multiple_of(10) {
                 clock.advance(Duration::from_millis(1));
             }
             black_box(direct.check().is_ok())
@@ -67,7 +67,7 @@ fn hot_key(c: &mut Criterion) {
         group.bench_function(format!("edgelimit_step_{}", policy.algorithm()), |b| {
             b.iter(|| {
                 tick += 1;
-                if tick % 10 == 0 {
+                if tick.is_multiple_of(10) {
                     now += 1;
                 }
                 black_box(state.apply(&policy, black_box(now), 1).decision)
@@ -78,7 +78,7 @@ fn hot_key(c: &mut Criterion) {
         group.bench_function(format!("edgelimit_keyed_{}", policy.algorithm()), |b| {
             b.iter(|| {
                 tick += 1;
-                if tick % 10 == 0 {
+                if tick.is_multiple_of(10) {
                     now += 1;
                 }
                 let state = states
@@ -101,7 +101,7 @@ fn million_keys(c: &mut Criterion) {
     group.bench_function("governor_keyed_gcra", |b| {
         b.iter(|| {
             i += 1;
-            if i % 64 == 0 {
+            if i.is_multiple_of(64) {
                 clock.advance(Duration::from_millis(1));
             }
             black_box(governor.check_key(&key_at(i)).is_ok())
@@ -114,7 +114,7 @@ fn million_keys(c: &mut Criterion) {
         group.bench_function(format!("edgelimit_map_{}", policy.algorithm()), |b| {
             b.iter(|| {
                 i += 1;
-                if i % 64 == 0 {
+                if i.is_multiple_of(64) {
                     now += 1;
                 }
                 let state = states
@@ -136,7 +136,7 @@ fn million_keys(c: &mut Criterion) {
                 b.iter_batched(
                     || {
                         i += 1;
-                        if i % 64 == 0 {
+                        if i.is_multiple_of(64) {
                             now += 1;
                         }
                         let check = Check::single(&limit, ids[(i % KEYS) as usize].as_str(), 1);
