@@ -21,7 +21,10 @@
 //! - [`decision`]: `Decision`, everything a caller and the HTTP layer need.
 //! - [`algorithm`]: one module per algorithm — pure `step`s, no clock, no I/O, integer ms; each
 //!   documents its exact semantics, guarantee and worst case.
-//! - [`store`]: the `Store` trait, `MemoryStore`, the all-or-nothing rule, Redis key encoding.
+//! - [`store`]: the `Store` trait, `MemoryStore`, `RespStore` (native), the all-or-nothing rule,
+//!   Redis key encoding.
+//! - [`script`]: the Redis twin — one Lua script per algorithm and the multi-limit script, with
+//!   the transport-neutral plan/reply contract every Redis store shares.
 //! - [`limiter`]: `Limiter`: denial cache, failure modes, counters, over any store.
 //! - [`clock`]: the only place a wall clock is read.
 //!
@@ -40,6 +43,7 @@ pub mod clock;
 pub mod decision;
 pub mod limiter;
 pub mod policy;
+pub mod script;
 pub mod store;
 
 pub use algorithm::{step, State, Step};

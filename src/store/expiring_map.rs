@@ -5,17 +5,24 @@
 //! expires soonest is evicted: it is the one whose state matters for the shortest time, and
 //! forgetting it can at worst admit that one identifier early (a fail-open for one key).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
 /// A bounded map of values that stop mattering at a known time.
 #[derive(Debug)]
 pub struct ExpiringMap<K, V> {
-    entries: HashMap<K, (V, u64, u64)>,
-    by_expiry: BTreeSet<(u64, u64)>,
-    keys_by_seq: HashMap<u64, K>,
+    entries: HashMap<K, Slot<V>>,
+    // (expiry, insertion sequence) → key: the soonest expiry first; the sequence breaks ties.
+    by_expiry: BTreeMap<(u64, u64), K>,
     next_seq: u64,
     capacity: usize,
+}
+
+#[derive(Debug)]
+struct Slot<V> {
+    value: V,
+    expire_at: u64,
+    seq: u64,
 }
 
 impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
@@ -23,8 +30,7 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
     pub fn new(capacity: usize) -> Self {
         ExpiringMap {
             entries: HashMap::new(),
-            by_expiry: BTreeSet::new(),
-            keys_by_seq: HashMap::new(),
+            by_expiry: BTreeMap::new(),
             next_seq: 0,
             capacity: capacity.max(1),
         }
@@ -42,15 +48,32 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
 
     /// The value for `key` and its expiry, if held.
     pub fn get(&self, key: &K) -> Option<(&V, u64)> {
-        self.entries.get(key).map(|(v, expire, _)| (v, *expire))
+        self.entries.get(key).map(|s| (&s.value, s.expire_at))
+    }
+
+    /// The value for `key`, mutably, if held. Change its expiry with [`Self::set_expiry`].
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.entries.get_mut(key).map(|s| &mut s.value)
+    }
+
+    /// Moves the expiry of a held `key` to `expire_at`; does nothing if `key` is not held.
+    pub fn set_expiry(&mut self, key: &K, expire_at: u64) {
+        let Some(slot) = self.entries.get_mut(key) else {
+            return;
+        };
+        if slot.expire_at != expire_at {
+            if let Some(k) = self.by_expiry.remove(&(slot.expire_at, slot.seq)) {
+                self.by_expiry.insert((expire_at, slot.seq), k);
+            }
+            slot.expire_at = expire_at;
+        }
     }
 
     /// Removes and returns the value for `key` with its expiry.
     pub fn remove(&mut self, key: &K) -> Option<(V, u64)> {
-        let (value, expire, seq) = self.entries.remove(key)?;
-        self.by_expiry.remove(&(expire, seq));
-        self.keys_by_seq.remove(&seq);
-        Some((value, expire))
+        let slot = self.entries.remove(key)?;
+        self.by_expiry.remove(&(slot.expire_at, slot.seq));
+        Some((slot.value, slot.expire_at))
     }
 
     /// Inserts or replaces `key`, to be dropped once `now` passes `expire_at`. Evicts the entry
@@ -58,29 +81,33 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
     pub fn insert(&mut self, key: K, value: V, expire_at: u64) {
         self.remove(&key);
         while self.entries.len() >= self.capacity {
-            let Some(&(expire, seq)) = self.by_expiry.first() else {
+            let Some((_, victim)) = self.by_expiry.pop_first() else {
                 break;
             };
-            let victim = self.keys_by_seq[&seq].clone();
-            debug_assert_eq!(self.entries[&victim].1, expire);
-            self.remove(&victim);
+            self.entries.remove(&victim);
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.by_expiry.insert((expire_at, seq));
-        self.keys_by_seq.insert(seq, key.clone());
-        self.entries.insert(key, (value, expire_at, seq));
+        self.by_expiry.insert((expire_at, seq), key.clone());
+        self.entries.insert(
+            key,
+            Slot {
+                value,
+                expire_at,
+                seq,
+            },
+        );
     }
 
     /// Drops every entry whose expiry is at or before `now`; returns how many.
     pub fn purge_expired(&mut self, now: u64) -> usize {
         let mut dropped = 0;
-        while let Some(&(expire, seq)) = self.by_expiry.first() {
-            if expire > now {
+        while let Some(entry) = self.by_expiry.first_entry() {
+            if entry.key().0 > now {
                 break;
             }
-            let key = self.keys_by_seq[&seq].clone();
-            self.remove(&key);
+            let victim = entry.remove();
+            self.entries.remove(&victim);
             dropped += 1;
         }
         dropped

@@ -6,6 +6,8 @@ mod error;
 mod expiring_map;
 pub mod key;
 mod memory;
+#[cfg(not(target_arch = "wasm32"))]
+mod resp;
 mod traits;
 
 pub use batch::decide;
@@ -13,4 +15,6 @@ pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdi
 pub use error::StoreError;
 pub use expiring_map::ExpiringMap;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
+#[cfg(not(target_arch = "wasm32"))]
+pub use resp::RespStore;
 pub use traits::{MaybeSendSync, Store};

@@ -1,0 +1,276 @@
+//! From a check to script invocations, and from their replies to a verdict.
+
+use super::reply::{parse, Reply};
+use super::source::Script;
+use crate::policy::Algorithm;
+use crate::store::key::{hash_slot, state_key};
+use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
+
+/// Times at or past this (2^52 ms, some 142,000 years after 1970) are refused: the scripts add up
+/// to `burst × window ≤ 2^50` and two windows to a time, and must stay below 2^53, where Lua's
+/// doubles stop being exact.
+pub const MAX_SCRIPT_TIME_MS: u64 = 1 << 52;
+
+/// Costs are sent clamped to ±2^52. Every capacity is at most 2^50, so a larger cost is denied
+/// for good (or refunds everything) exactly as the clamped one: the clamp changes no decision.
+pub const MAX_SCRIPT_COST: i64 = 1 << 52;
+
+/// Where the keys live, which decides whether a multi-limit check can run as one script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One Redis (or a REST front to one): a script may touch any keys.
+    SingleNode,
+    /// Redis Cluster: a script may touch keys of one slot only.
+    Cluster,
+}
+
+/// One script call: `EVALSHA <script.sha1()> <keys.len()> <keys…> <args…>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The script to run.
+    pub script: &'static Script,
+    /// Its `KEYS`.
+    pub keys: Vec<String>,
+    /// Its `ARGV`.
+    pub args: Vec<String>,
+}
+
+impl Invocation {
+    /// The Cluster slot of the first key (every key of an invocation shares it on a Cluster).
+    pub fn slot(&self) -> Option<u16> {
+        self.keys.first().map(|k| hash_slot(k))
+    }
+}
+
+/// How one [`Check`] runs: its invocations, in order, and how to read their replies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckPlan {
+    invocations: Vec<Invocation>,
+    items: usize,
+    atomic: bool,
+}
+
+impl CheckPlan {
+    /// Plans `check` under `namespace`. One item runs its algorithm's script; several run the
+    /// multi-limit script, all or nothing — unless, on a Cluster, their keys span slots: then each
+    /// item runs alone and the verdict is not atomic. An empty check needs no call.
+    ///
+    /// Fails with [`StoreError::InvalidInput`] for a time at or past [`MAX_SCRIPT_TIME_MS`].
+    pub fn new(
+        check: &Check,
+        namespace: &str,
+        time: TimeSource,
+        topology: Topology,
+    ) -> Result<CheckPlan, StoreError> {
+        let now = match time {
+            TimeSource::At(ms) if ms >= MAX_SCRIPT_TIME_MS => {
+                return Err(StoreError::InvalidInput(format!(
+                    "time {ms} ms is past 2^52 ms, beyond what the Redis scripts compute exactly"
+                )))
+            }
+            TimeSource::At(ms) => ms.to_string(),
+            // An empty time tells the script to read Redis TIME.
+            TimeSource::Server => String::new(),
+        };
+        let items = check.items();
+        let keys: Vec<String> = items.iter().map(|item| key(item, namespace)).collect();
+        let atomic = items.len() <= 1
+            || topology == Topology::SingleNode
+            || keys.windows(2).all(|w| hash_slot(&w[0]) == hash_slot(&w[1]));
+        let invocations = if items.len() == 1 || !atomic {
+            items
+                .iter()
+                .zip(keys)
+                .map(|(item, key)| {
+                    let mut args = Vec::with_capacity(5);
+                    args.push(now.clone());
+                    push_item(&mut args, item);
+                    Invocation {
+                        script: Script::single(item.limit.policy.algorithm()),
+                        keys: vec![key],
+                        args,
+                    }
+                })
+                .collect()
+        } else if items.is_empty() {
+            Vec::new()
+        } else {
+            let mut args = Vec::with_capacity(1 + 5 * items.len());
+            args.push(now);
+            for item in items {
+                args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
+                push_item(&mut args, item);
+            }
+            vec![Invocation {
+                script: Script::multi(),
+                keys,
+                args,
+            }]
+        };
+        Ok(CheckPlan {
+            invocations,
+            items: items.len(),
+            atomic,
+        })
+    }
+
+    /// The calls to make, in order (each independent of the others' replies).
+    pub fn invocations(&self) -> &[Invocation] {
+        &self.invocations
+    }
+
+    /// Whether the check runs as one script (all or nothing).
+    pub fn is_atomic(&self) -> bool {
+        self.atomic
+    }
+
+    /// Reads the replies, one per invocation in order, into the check's verdict. An error reply
+    /// becomes [`StoreError::Script`]; a malformed one [`StoreError::Protocol`].
+    pub fn verdict(&self, replies: &[Reply]) -> Result<Verdict, StoreError> {
+        if replies.len() != self.invocations.len() {
+            return Err(StoreError::Protocol(format!(
+                "expected {} script replies, got {}",
+                self.invocations.len(),
+                replies.len()
+            )));
+        }
+        if self.invocations.len() == 1 && self.atomic {
+            let (allowed, decisions) = parse(&replies[0], self.items)?;
+            return Ok(Verdict {
+                allowed,
+                decisions,
+                atomic: true,
+            });
+        }
+        let mut decisions = Vec::with_capacity(self.items);
+        for reply in replies {
+            decisions.extend(parse(reply, 1)?.1);
+        }
+        Ok(Verdict {
+            allowed: decisions.iter().all(|d| d.allowed),
+            decisions,
+            atomic: self.atomic,
+        })
+    }
+}
+
+/// The cost as sent to a script: clamped to ±[`MAX_SCRIPT_COST`] (which changes no decision).
+pub fn encode_cost(cost: i64) -> i64 {
+    cost.clamp(-MAX_SCRIPT_COST, MAX_SCRIPT_COST)
+}
+
+fn key(item: &CheckItem, namespace: &str) -> String {
+    state_key(
+        namespace,
+        &item.limit.name,
+        item.limit.policy.algorithm(),
+        &item.identifier,
+    )
+}
+
+/// Limit, window, capacity, cost: the four per-item arguments every script takes.
+fn push_item(args: &mut Vec<String>, item: &CheckItem) {
+    let policy = &item.limit.policy;
+    args.push(policy.limit().to_string());
+    args.push(policy.window_ms().to_string());
+    args.push(policy.capacity().to_string());
+    args.push(encode_cost(item.cost).to_string());
+}
+
+/// The multi-limit script's algorithm codes (see `multi.lua`).
+fn algorithm_code(algorithm: Algorithm) -> u8 {
+    match algorithm {
+        Algorithm::FixedWindow => 1,
+        Algorithm::SlidingLog => 2,
+        Algorithm::SlidingCounter => 3,
+        Algorithm::TokenBucket => 4,
+        Algorithm::Gcra => 5,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Limit;
+    use crate::Policy;
+
+    fn limit(name: &str, spec: &str) -> Limit {
+        Limit::new(name, spec.parse::<Policy>().unwrap())
+    }
+
+    #[test]
+    fn one_item_runs_its_algorithm_script() {
+        let check = Check::single(&limit("a", "gcra 10/1s burst 20"), "x", 3);
+        let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::Cluster).unwrap();
+        let inv = &plan.invocations()[0];
+        assert_eq!(inv.script.name(), "gcra");
+        assert_eq!(inv.keys, vec!["{el:ns:a:x}:gcra".to_string()]);
+        assert_eq!(inv.args, ["5", "10", "1000", "20", "3"]);
+    }
+
+    #[test]
+    fn several_items_split_across_cluster_slots_only() {
+        let check = Check::new()
+            .with(&limit("a", "fixed 10/1s"), "x", 1)
+            .with(&limit("b", "sliding-log 5/1m"), "x", -1);
+        let single = CheckPlan::new(&check, "ns", TimeSource::Server, Topology::SingleNode)
+            .unwrap();
+        assert!(single.is_atomic());
+        assert_eq!(single.invocations().len(), 1);
+        assert_eq!(single.invocations()[0].script.name(), "multi");
+        assert_eq!(
+            single.invocations()[0].args,
+            ["", "1", "10", "1000", "10", "1", "2", "5", "60000", "5", "-1"]
+        );
+        let keys = &single.invocations()[0].keys;
+        let cluster = CheckPlan::new(&check, "ns", TimeSource::Server, Topology::Cluster).unwrap();
+        let same_slot = hash_slot(&keys[0]) == hash_slot(&keys[1]);
+        assert_eq!(cluster.is_atomic(), same_slot);
+        assert_eq!(cluster.invocations().len(), if same_slot { 1 } else { 2 });
+    }
+
+    #[test]
+    fn times_lua_cannot_hold_are_refused_and_costs_clamped() {
+        let check = Check::single(&limit("a", "fixed 10/1s"), "x", i64::MIN);
+        let err = CheckPlan::new(
+            &check,
+            "ns",
+            TimeSource::At(MAX_SCRIPT_TIME_MS),
+            Topology::SingleNode,
+        )
+        .unwrap_err();
+        assert!(matches!(err, StoreError::InvalidInput(_)));
+        let plan = CheckPlan::new(
+            &check,
+            "ns",
+            TimeSource::At(MAX_SCRIPT_TIME_MS - 1),
+            Topology::SingleNode,
+        )
+        .unwrap();
+        assert_eq!(plan.invocations()[0].args[4], (-(1i64 << 52)).to_string());
+    }
+
+    #[test]
+    fn replies_are_read_back_and_checked() {
+        let check = Check::single(&limit("a", "fixed 10/1s"), "x", 100);
+        let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
+        let ints = |v: &[i64]| Reply::Array(v.iter().map(|&i| Reply::Int(i)).collect());
+        let verdict = plan.verdict(&[ints(&[0, 0, 10, 10, 1000, -1, 2])]).unwrap();
+        assert!(!verdict.allowed);
+        assert!(verdict.decisions[0].is_permanent_denial());
+        for bad in [
+            ints(&[0, 0, 10, 10, 1000, -1]),
+            ints(&[2, 0, 10, 10, 1000, -1, 2]),
+            ints(&[0, 0, 10, -3, 1000, 0, 1]),
+            ints(&[0, 0, 10, 10, 1000, 0, 9]),
+            Reply::Nil,
+        ] {
+            assert!(matches!(plan.verdict(&[bad]), Err(StoreError::Protocol(_))));
+        }
+        assert!(matches!(
+            plan.verdict(&[Reply::Error("ERR boom".into())]),
+            Err(StoreError::Script(_))
+        ));
+        assert!(plan.verdict(&[]).is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! Script replies in a transport-neutral form, and reading them back into decisions.
+
+use crate::decision::{Decision, Reason, RETRY_NEVER};
+use crate::store::StoreError;
+
+/// A Redis reply as any transport delivers it (RESP, or Upstash REST's JSON), reduced to what the
+/// limiter scripts return. Status replies may be given as [`Reply::Bulk`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A nil reply.
+    Nil,
+    /// An integer.
+    Int(i64),
+    /// A bulk (or status) string.
+    Bulk(Vec<u8>),
+    /// An array.
+    Array(Vec<Reply>),
+    /// An error reply, with its message (e.g. `NOSCRIPT No matching script…`).
+    Error(String),
+}
+
+/// Whether an error reply says the script is not in the server's cache, so the call must be
+/// repeated with `EVAL` and the source (nothing was executed).
+pub fn is_noscript(message: &str) -> bool {
+    message.starts_with("NOSCRIPT")
+}
+
+/// Fields per decision in a script reply: allowed, limit, remaining, reset_at_ms,
+/// retry_after_ms (-1 for never), reason.
+const FIELDS: usize = 6;
+
+/// Reads a script reply: `allowed`, then [`FIELDS`] integers per decision. Returns the overall
+/// verdict and the decisions, checking there are exactly `items` of them.
+pub(super) fn parse(reply: &Reply, items: usize) -> Result<(bool, Vec<Decision>), StoreError> {
+    let values = match reply {
+        Reply::Array(values) => values,
+        Reply::Error(message) => return Err(StoreError::Script(message.clone())),
+        other => return Err(protocol(format!("expected an array, got {other:?}"))),
+    };
+    if values.len() != 1 + FIELDS * items {
+        return Err(protocol(format!(
+            "expected {} values for {items} decision(s), got {}",
+            1 + FIELDS * items,
+            values.len()
+        )));
+    }
+    let ints = values.iter().map(int).collect::<Result<Vec<i64>, _>>()?;
+    let allowed = flag(ints[0])?;
+    let decisions = ints[1..]
+        .chunks_exact(FIELDS)
+        .map(decision)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((allowed, decisions))
+}
+
+fn decision(f: &[i64]) -> Result<Decision, StoreError> {
+    let unsigned = |v: i64| u64::try_from(v).map_err(|_| protocol(format!("negative field {v}")));
+    Ok(Decision {
+        allowed: flag(f[0])?,
+        limit: unsigned(f[1])?,
+        remaining: unsigned(f[2])?,
+        reset_at_ms: unsigned(f[3])?,
+        // RETRY_NEVER (u64::MAX) is no Lua number: the scripts send -1.
+        retry_after_ms: if f[4] == -1 {
+            RETRY_NEVER
+        } else {
+            unsigned(f[4])?
+        },
+        reason: match f[5] {
+            0 => Reason::Admitted,
+            1 => Reason::OverLimit,
+            2 => Reason::CostExceedsCapacity,
+            other => return Err(protocol(format!("unknown reason code {other}"))),
+        },
+    })
+}
+
+fn int(value: &Reply) -> Result<i64, StoreError> {
+    match value {
+        Reply::Int(v) => Ok(*v),
+        // Some transports hand integers over as text.
+        Reply::Bulk(text) => std::str::from_utf8(text)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| protocol(format!("expected an integer, got {value:?}"))),
+        other => Err(protocol(format!("expected an integer, got {other:?}"))),
+    }
+}
+
+fn flag(v: i64) -> Result<bool, StoreError> {
+    match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(protocol(format!("expected 0 or 1, got {other}"))),
+    }
+}
+
+fn protocol(message: String) -> StoreError {
+    StoreError::Protocol(format!("limiter script reply: {message}"))
+}

@@ -1,0 +1,329 @@
+//! `RespStore`: the Lua twins on a real Redis or Redis Cluster over RESP (the `redis` crate).
+//! Native only: the crate's sockets do not exist on wasm32 (the Worker uses the REST store).
+//!
+//! A batch is one pipeline of `EVALSHA`s, planned by [`crate::script::CheckPlan`]. A Cluster
+//! pipeline may only address one slot, so there the batch becomes one pipeline per slot, sent
+//! concurrently; the checks of one key share a slot and so keep their order.
+//!
+//! `NOSCRIPT` (the server's script cache was flushed or never filled) is handled within the same
+//! call: exactly the calls that failed with it are sent again, now as `EVAL` with the source — a
+//! `NOSCRIPT` reply means nothing ran, so nothing is counted twice.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::future::try_join_all;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
+
+use super::check::{Check, TimeSource, Verdict};
+use super::error::StoreError;
+use super::traits::Store;
+use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
+
+/// The namespace keys live under unless [`RespStore::with_namespace`] says otherwise.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// How long a connection attempt or a reply may take by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Clone)]
+enum Connection {
+    // The manager reconnects by itself after Redis restarts; a plain multiplexed connection
+    // would stay broken.
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// A [`Store`] on Redis or Redis Cluster over RESP. Cheap to clone (connections are shared and
+/// multiplexed); safe to use from many tasks at once.
+#[derive(Clone)]
+pub struct RespStore {
+    connection: Connection,
+    namespace: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for RespStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RespStore")
+            .field(
+                "topology",
+                &match self.connection {
+                    Connection::Single(_) => Topology::SingleNode,
+                    Connection::Cluster(_) => Topology::Cluster,
+                },
+            )
+            .field("namespace", &self.namespace)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl RespStore {
+    /// Connects to one Redis (`redis://[user:password@]host:port/[db]`), with
+    /// [`DEFAULT_TIMEOUT`] for connecting and for each reply.
+    pub async fn connect(url: &str) -> Result<RespStore, StoreError> {
+        RespStore::connect_with_timeout(url, DEFAULT_TIMEOUT).await
+    }
+
+    /// [`RespStore::connect`] with another timeout.
+    pub async fn connect_with_timeout(
+        url: &str,
+        timeout: Duration,
+    ) -> Result<RespStore, StoreError> {
+        let client = redis::Client::open(url).map_err(StoreError::from)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1);
+        let manager = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(StoreError::from)?;
+        Ok(RespStore {
+            connection: Connection::Single(manager),
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            timeout,
+        })
+    }
+
+    /// Connects to a Redis Cluster given some of its nodes' URLs, with [`DEFAULT_TIMEOUT`].
+    pub async fn connect_cluster<S: AsRef<str>>(nodes: &[S]) -> Result<RespStore, StoreError> {
+        RespStore::connect_cluster_with_timeout(nodes, DEFAULT_TIMEOUT).await
+    }
+
+    /// [`RespStore::connect_cluster`] with another timeout.
+    pub async fn connect_cluster_with_timeout<S: AsRef<str>>(
+        nodes: &[S],
+        timeout: Duration,
+    ) -> Result<RespStore, StoreError> {
+        let client = ClusterClient::builder(nodes.iter().map(|n| n.as_ref().to_string()))
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .build()
+            .map_err(StoreError::from)?;
+        let connection = client
+            .get_async_connection()
+            .await
+            .map_err(StoreError::from)?;
+        Ok(RespStore {
+            connection: Connection::Cluster(connection),
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            timeout,
+        })
+    }
+
+    /// The same store keeping its keys under `namespace` (escaped into every key's hash tag).
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> RespStore {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// The namespace keys live under.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn topology(&self) -> Topology {
+        match self.connection {
+            Connection::Single(_) => Topology::SingleNode,
+            Connection::Cluster(_) => Topology::Cluster,
+        }
+    }
+
+    /// Runs the invocations as pipelines and returns one reply per invocation, in order.
+    async fn run(&self, invocations: &[&Invocation]) -> Result<Vec<Reply>, StoreError> {
+        let timeout = self.timeout;
+        match &self.connection {
+            Connection::Single(manager) => {
+                run_pipeline(invocations, |pipe| {
+                    let mut manager = manager.clone();
+                    async move { query(pipe, &mut manager, timeout).await }
+                })
+                .await
+            }
+            Connection::Cluster(cluster) => {
+                // A cluster pipeline must stay within one slot: one pipeline per slot, in parallel.
+                let mut by_slot: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+                for (i, invocation) in invocations.iter().enumerate() {
+                    by_slot
+                        .entry(invocation.slot().unwrap_or(0))
+                        .or_default()
+                        .push(i);
+                }
+                let groups = by_slot.into_values().map(|indices| {
+                    let cluster = cluster.clone();
+                    let group: Vec<&Invocation> = indices.iter().map(|&i| invocations[i]).collect();
+                    async move {
+                        let replies = run_pipeline(&group, |pipe| {
+                            let mut cluster = cluster.clone();
+                            async move { query(pipe, &mut cluster, timeout).await }
+                        })
+                        .await?;
+                        Ok::<_, StoreError>((indices, replies))
+                    }
+                });
+                let mut replies = vec![Reply::Nil; invocations.len()];
+                for (indices, group) in try_join_all(groups).await? {
+                    for (i, reply) in indices.into_iter().zip(group) {
+                        replies[i] = reply;
+                    }
+                }
+                Ok(replies)
+            }
+        }
+    }
+}
+
+/// Sends the invocations as one `EVALSHA` pipeline, then re-sends those that came back
+/// `NOSCRIPT` as one `EVAL` pipeline.
+async fn run_pipeline<F, Fut>(invocations: &[&Invocation], send: F) -> Result<Vec<Reply>, StoreError>
+where
+    F: Fn(Pipeline) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Value>, StoreError>>,
+{
+    let mut pipe = redis::pipe();
+    for invocation in invocations {
+        pipe.add_command(command("EVALSHA", invocation.script.sha1(), invocation));
+    }
+    let mut replies: Vec<Reply> = expect_len(send(pipe).await?, invocations.len())?;
+    let missing: Vec<usize> = replies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| matches!(r, Reply::Error(m) if is_noscript(m)).then_some(i))
+        .collect();
+    if !missing.is_empty() {
+        let mut pipe = redis::pipe();
+        for &i in &missing {
+            let invocation = invocations[i];
+            pipe.add_command(command("EVAL", invocation.script.source(), invocation));
+        }
+        for (i, reply) in missing
+            .iter()
+            .zip(expect_len(send(pipe).await?, missing.len())?)
+        {
+            replies[*i] = reply;
+        }
+    }
+    Ok(replies)
+}
+
+fn command(verb: &str, script: &str, invocation: &Invocation) -> Cmd {
+    let mut cmd = redis::cmd(verb);
+    cmd.arg(script)
+        .arg(invocation.keys.len())
+        .arg(&invocation.keys)
+        .arg(&invocation.args);
+    cmd
+}
+
+async fn query<C: redis::aio::ConnectionLike>(
+    mut pipe: Pipeline,
+    connection: &mut C,
+    timeout: Duration,
+) -> Result<Vec<Value>, StoreError> {
+    // Per-command errors come back as values, so one failing script does not hide the replies
+    // of the others (which did run).
+    pipe.ignore_errors()
+        .query_async::<Vec<Value>>(connection)
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                StoreError::Timeout {
+                    after_ms: timeout.as_millis() as u64,
+                }
+            } else {
+                StoreError::from(e)
+            }
+        })
+}
+
+fn expect_len(values: Vec<Value>, n: usize) -> Result<Vec<Reply>, StoreError> {
+    if values.len() != n {
+        return Err(StoreError::Protocol(format!(
+            "pipeline of {n} commands answered {} replies",
+            values.len()
+        )));
+    }
+    Ok(values.into_iter().map(to_reply).collect())
+}
+
+/// A RESP value in the transport-neutral form the script module reads.
+fn to_reply(value: Value) -> Reply {
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Int(i) => Reply::Int(i),
+        Value::BulkString(bytes) => Reply::Bulk(bytes),
+        Value::SimpleString(s) => Reply::Bulk(s.into_bytes()),
+        Value::Okay => Reply::Bulk(b"OK".to_vec()),
+        Value::Array(values) | Value::Set(values) => {
+            Reply::Array(values.into_iter().map(to_reply).collect())
+        }
+        Value::ServerError(e) => Reply::Error(match e.details() {
+            Some(details) => format!("{} {details}", e.code()),
+            None => e.code().to_string(),
+        }),
+        other => Reply::Error(format!("unexpected reply {other:?}")),
+    }
+}
+
+impl From<RedisError> for StoreError {
+    fn from(e: RedisError) -> StoreError {
+        let message = e.to_string();
+        // Timeouts, dropped connections and cluster reconfiguration pass: transient.
+        if e.is_timeout()
+            || e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_cluster_error()
+        {
+            return StoreError::Unreachable(message);
+        }
+        match e.kind() {
+            ErrorKind::AuthenticationFailed
+            | ErrorKind::Server(ServerErrorKind::NoPerm) => StoreError::Auth(message),
+            ErrorKind::ClusterConnectionNotFound
+            | ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::ReadOnly
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown,
+            ) => StoreError::Unreachable(message),
+            ErrorKind::InvalidClientConfig => StoreError::InvalidInput(message),
+            ErrorKind::Server(_) | ErrorKind::Extension => StoreError::Script(message),
+            _ => StoreError::Protocol(message),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RespStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let topology = self.topology();
+        let plans = checks
+            .iter()
+            .map(|check| CheckPlan::new(check, &self.namespace, time, topology))
+            .collect::<Result<Vec<_>, _>>()?;
+        let invocations: Vec<&Invocation> =
+            plans.iter().flat_map(|p| p.invocations().iter()).collect();
+        let replies = if invocations.is_empty() {
+            Vec::new()
+        } else {
+            self.run(&invocations).await?
+        };
+        let mut replies = replies.as_slice();
+        plans
+            .iter()
+            .map(|plan| {
+                let (mine, rest) = replies.split_at(plan.invocations().len());
+                replies = rest;
+                plan.verdict(mine)
+            })
+            .collect()
+    }
+}
