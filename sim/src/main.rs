@@ -1,2 +1,7 @@
-//! sim (placeholder until its issue lands).
-fn main() {}
+//! `sim`: parses arguments and hands them to the library (`edgelimit_sim::cli`).
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    edgelimit_sim::cli::main(edgelimit_sim::cli::Cli::parse())
+}

@@ -1,0 +1,306 @@
+//! The command line. `sim` alone replays the bundled trace; `sim replay`, `sim generate` and
+//! `sim bench` do the rest. The interface of `sim replay` is relied on by scripts: keep it.
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use edgelimit::Policy;
+
+use crate::bench::{self, BenchOptions};
+use crate::bundled;
+use crate::generate::{write_csv, Generator, Kind};
+use crate::input::Source;
+use crate::readers::{Format, Key, ReadOptions};
+use crate::report::{html, table, Report};
+use crate::run::{run, RunOptions};
+use crate::store::StoreChoice;
+
+/// Replay traffic through edgelimit's algorithms and see what each policy admits.
+#[derive(Debug, Parser)]
+#[command(name = "sim", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// What to do; with none, replays the bundled real trace and writes report.html.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Options for the bundled replay.
+    #[command(flatten)]
+    pub bundled: Outputs,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a trace file (`-` for standard input; gzip is detected).
+    Replay(ReplayArgs),
+    /// Write a synthetic trace as CSV to standard output.
+    Generate(GenerateArgs),
+    /// Measure parse and replay throughput.
+    Bench(BenchArgs),
+}
+
+/// Policies and outputs, shared by `sim` and `sim replay`.
+#[derive(Debug, Args)]
+pub struct Outputs {
+    /// A policy spec, e.g. 'gcra 10/1s burst 20' (repeat for several; default: a set of five).
+    #[arg(long = "policy", value_name = "SPEC")]
+    pub policies: Vec<String>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the HTML report here (`sim` alone defaults to report.html).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print nothing but errors (the reports are still written).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `sim replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace file, `-` for standard input.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// The format (guessed from the first line when omitted).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// The identifier: ip, host, or a field name.
+    #[arg(long, default_value = "ip", value_parser = parse_key)]
+    pub key: Key,
+    /// Where decisions are made: memory, redis://…, upstash+http(s)://….
+    #[arg(long, default_value = "memory", value_parser = parse_store)]
+    pub store: StoreChoice,
+    /// Fail on the first bad line (with file:line and the field) instead of counting it.
+    #[arg(long)]
+    pub strict: bool,
+    /// How late a line may arrive and still be put in time order (e.g. 60s, 0 for none).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub reorder_window: u64,
+    /// Policies and outputs.
+    #[command(flatten)]
+    pub out: Outputs,
+}
+
+/// The kinds of synthetic trace.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GenKind {
+    /// A Poisson process over uniform clients.
+    Poisson,
+    /// On/off bursts.
+    Bursty,
+    /// Many clients with Pareto-distributed rates.
+    HeavyTailed,
+    /// `limit` requests just before a window edge and `limit` just after.
+    Boundary,
+}
+
+/// `sim generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Which trace.
+    #[arg(value_enum)]
+    pub kind: GenKind,
+    /// The seed: the same seed gives the same trace.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Events to generate (not for boundary, which makes 2 × limit × rounds).
+    #[arg(long, default_value_t = 100_000)]
+    pub events: u64,
+    /// Requests per second, all clients together.
+    #[arg(long, default_value_t = 100.0)]
+    pub rate: f64,
+    /// Distinct clients.
+    #[arg(long, default_value_t = 100)]
+    pub clients: u32,
+    /// Pareto shape for heavy-tailed.
+    #[arg(long, default_value_t = 1.1)]
+    pub alpha: f64,
+    /// On/off rate ratio for bursty.
+    #[arg(long, default_value_t = 10.0)]
+    pub burst_factor: f64,
+    /// Mean on/off period for bursty.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub period: u64,
+    /// The limit attacked (boundary).
+    #[arg(long, default_value_t = 100)]
+    pub limit: u64,
+    /// The window attacked (boundary).
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub window: u64,
+    /// Attacks (boundary).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u64,
+    /// The first timestamp (UTC epoch ms).
+    #[arg(long, default_value_t = 1_700_000_000_000)]
+    pub start_ms: u64,
+}
+
+/// `sim bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Events in the replay benchmark.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub events: u64,
+    /// Megabytes of combined log to parse.
+    #[arg(long, default_value_t = 500)]
+    pub parse_mb: u64,
+    /// Clients in the generated trace.
+    #[arg(long, default_value_t = 100_000)]
+    pub clients: u32,
+    /// Also write the results as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_key(s: &str) -> Result<Key, String> {
+    s.parse()
+}
+
+fn parse_store(s: &str) -> Result<StoreChoice, String> {
+    s.parse()
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    edgelimit::policy::parse_window(s)
+}
+
+/// Runs the command line.
+pub fn main(cli: Cli) -> Result<()> {
+    match cli.command {
+        None => {
+            let mut out = cli.bundled;
+            out.html.get_or_insert_with(|| PathBuf::from("report.html"));
+            replay(
+                bundled::source(),
+                ReadOptions::default(),
+                StoreChoice::Memory,
+                &out,
+                &bundled::DEFAULT_POLICIES,
+            )
+        }
+        Some(Command::Replay(args)) => {
+            let read = ReadOptions {
+                format: args.format,
+                key: args.key.clone(),
+                strict: args.strict,
+                reorder_window_ms: args.reorder_window,
+            };
+            replay(
+                Source::File(args.trace.clone()),
+                read,
+                args.store.clone(),
+                &args.out,
+                &bundled::DEFAULT_POLICIES,
+            )
+        }
+        Some(Command::Generate(args)) => generate(&args),
+        Some(Command::Bench(args)) => {
+            let rows = bench::run(&BenchOptions {
+                events: args.events,
+                parse_mb: args.parse_mb,
+                clients: args.clients,
+            })?;
+            print!("{}", bench::render(&rows));
+            if let Some(path) = args.json {
+                let json = serde_json::json!({
+                    "rows": rows,
+                    "peak_memory_kib": bench::peak_memory_kib(),
+                });
+                fs::write(&path, serde_json::to_string_pretty(&json)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn replay(
+    source: Source,
+    read: ReadOptions,
+    store: StoreChoice,
+    out: &Outputs,
+    defaults: &[&str],
+) -> Result<()> {
+    let specs: Vec<&str> = if out.policies.is_empty() {
+        defaults.to_vec()
+    } else {
+        out.policies.iter().map(String::as_str).collect()
+    };
+    let policies = specs
+        .iter()
+        .map(|s| s.parse::<Policy>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let report: Report = run(&RunOptions {
+        source,
+        read,
+        policies,
+        store,
+        progress: !out.quiet,
+        boundaries: out.html.is_some(),
+    })?;
+    if let Some(path) = &out.json {
+        fs::write(path, report.to_json()).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &out.html {
+        fs::write(path, html::render(&report))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if !out.quiet {
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, "{}", table::render(&report))?;
+        for (what, path) in [("JSON", &out.json), ("HTML", &out.html)] {
+            if let Some(p) = path {
+                writeln!(stdout, "{what} report: {}", p.display())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn generate(args: &GenerateArgs) -> Result<()> {
+    let kind = match args.kind {
+        GenKind::Poisson => Kind::Poisson {
+            rate: args.rate,
+            clients: args.clients,
+        },
+        GenKind::Bursty => Kind::Bursty {
+            rate: args.rate,
+            clients: args.clients,
+            burst_factor: args.burst_factor,
+            period_ms: args.period as f64,
+        },
+        GenKind::HeavyTailed => Kind::HeavyTailed {
+            rate: args.rate,
+            clients: args.clients,
+            alpha: args.alpha,
+        },
+        GenKind::Boundary => {
+            if args.limit == 0 || args.window < 2 {
+                bail!("--limit must be ≥ 1 and --window ≥ 2ms for a boundary attack");
+            }
+            Kind::Boundary {
+                limit: args.limit,
+                window_ms: args.window,
+                rounds: args.rounds,
+            }
+        }
+    };
+    if args.rate <= 0.0 || !args.rate.is_finite() {
+        bail!("--rate must be a positive number of requests per second");
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    write_csv(
+        Generator::new(kind, args.seed, args.events, args.start_ms),
+        &mut out,
+    )
+    .context("writing the trace")?;
+    out.flush().context("writing the trace")?;
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Errors the simulator reports: every one names the file, and for bad input the line and field.
+
+use std::path::PathBuf;
+
+/// Why a trace could not be read or replayed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// The trace could not be opened or read.
+    #[error("{file}: {source}")]
+    Io {
+        /// The trace's name.
+        file: String,
+        /// The underlying failure.
+        source: std::io::Error,
+    },
+    /// A line could not be parsed (only returned with `--strict`).
+    #[error("{file}:{line}: {field}: {problem}")]
+    BadLine {
+        /// The trace's name.
+        file: String,
+        /// The 1-based line number.
+        line: u64,
+        /// The field that is wrong.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The trace held no event at all (empty, or every line was bad).
+    #[error("{file}: no events in the trace{hint}")]
+    Empty {
+        /// The trace's name.
+        file: String,
+        /// What the first bad line said, if there was one.
+        hint: String,
+    },
+    /// The arguments do not fit the trace (e.g. `--key host` on a log without hosts).
+    #[error("{0}")]
+    Usage(String),
+    /// A store failed during a store-backed replay.
+    #[error("store: {0}")]
+    Store(String),
+}
+
+impl SimError {
+    /// An I/O error on `file`.
+    pub fn io(file: impl Into<PathBuf>, source: std::io::Error) -> SimError {
+        SimError::Io {
+            file: file.into().display().to_string(),
+            source,
+        }
+    }
+}

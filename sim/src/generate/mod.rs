@@ -1,0 +1,7 @@
+//! Seeded synthetic traces: Poisson, bursty on/off, heavy-tailed clients, the boundary attack.
+
+mod kinds;
+mod rng;
+
+pub use kinds::{write_csv, Generator, Kind};
+pub use rng::Rng;

@@ -1,0 +1,126 @@
+//! Trace formats, the identifier choice, and what a line parser returns.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+/// A trace format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Apache/nginx combined or common log format.
+    Clf,
+    /// HAProxy HTTP log (`option httplog`), millisecond accept time.
+    Haproxy,
+    /// Cloudflare Logpush `http_requests` NDJSON.
+    Logpush,
+    /// `timestamp,client[,cost]` CSV, or NDJSON objects with those fields.
+    Csv,
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Clf => "clf",
+            Format::Haproxy => "haproxy",
+            Format::Logpush => "logpush",
+            Format::Csv => "csv",
+        })
+    }
+}
+
+impl Format {
+    /// Guesses the format from the first non-empty line of a trace.
+    pub fn sniff(line: &[u8]) -> Format {
+        let line = line.trim_ascii();
+        if line.starts_with(b"{") {
+            let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
+            if has(b"\"EdgeStartTimestamp\"") || has(b"\"ClientIP\"") {
+                return Format::Logpush;
+            }
+            return Format::Csv;
+        }
+        if memchr::memmem::find(line, b"haproxy[").is_some() {
+            return Format::Haproxy;
+        }
+        if let Some(open) = memchr::memchr(b'[', line) {
+            // `[dd/Mon/yyyy:hh:mm:ss` then either `.mmm]` (HAProxy) or ` +zzzz]` (CLF).
+            let date = &line[open + 1..];
+            if date.len() > 21 && date[2] == b'/' && date[6] == b'/' {
+                return if date[20] == b'.' {
+                    Format::Haproxy
+                } else {
+                    Format::Clf
+                };
+            }
+        }
+        Format::Csv
+    }
+}
+
+/// Which field identifies the client: `ip`, `host`, or any other field by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Key {
+    /// The client address field (some logs put a host name there).
+    #[default]
+    Ip,
+    /// The requested host (`ClientRequestHost`, HAProxy's first captured header).
+    Host,
+    /// A field by name (a Logpush/NDJSON field, a CSV column, or `user`/`agent` in CLF).
+    Field(String),
+}
+
+impl FromStr for Key {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Key, String> {
+        match s.trim() {
+            "" => Err("--key needs a field name".into()),
+            "ip" => Ok(Key::Ip),
+            "host" => Ok(Key::Host),
+            other => Ok(Key::Field(other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Ip => f.write_str("ip"),
+            Key::Host => f.write_str("host"),
+            Key::Field(name) => f.write_str(name),
+        }
+    }
+}
+
+/// One parsed line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    /// UTC epoch ms.
+    pub time_ms: u64,
+    /// The identifier's bytes.
+    pub client: Cow<'a, [u8]>,
+    /// The request's cost.
+    pub cost: i64,
+}
+
+/// What is wrong with a line: the field and the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineProblem {
+    /// The field (`timestamp`, `client`, `request`, …).
+    pub field: &'static str,
+    /// What is wrong, in words.
+    pub problem: String,
+}
+
+impl LineProblem {
+    pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> LineProblem {
+        LineProblem {
+            field,
+            problem: problem.into(),
+        }
+    }
+}
+
+/// The result of parsing one line: an event, nothing (a blank line or a header), or a problem.
+pub type LineResult<'a> = Result<Option<Parsed<'a>>, LineProblem>;

@@ -1,0 +1,125 @@
+//! Cloudflare Logpush `http_requests` NDJSON: one JSON object per line with `ClientIP`,
+//! `EdgeStartTimestamp` (unixnano integer, Unix seconds, or an RFC 3339 string, as the job's
+//! `timestamp_format` chose), `ClientRequestHost`, `ClientRequestURI`, `ClientRequestMethod`, ….
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use super::format::{Key, LineProblem, LineResult, Parsed};
+use super::time::{parse_rfc3339, unix_integer_to_ms, unix_number_to_ms};
+
+/// Parses Logpush lines.
+#[derive(Debug, Clone)]
+pub struct LogpushParser {
+    field: String,
+}
+
+impl LogpushParser {
+    /// A parser keyed by `ip` (`ClientIP`), `host` (`ClientRequestHost`) or any field by name.
+    pub fn new(key: &Key) -> LogpushParser {
+        let field = match key {
+            Key::Ip => "ClientIP".to_string(),
+            Key::Host => "ClientRequestHost".to_string(),
+            Key::Field(f) => f.clone(),
+        };
+        LogpushParser { field }
+    }
+
+    /// Parses one line.
+    pub fn parse<'a>(&self, line: &'a [u8]) -> LineResult<'a> {
+        if line.trim_ascii().is_empty() {
+            return Ok(None);
+        }
+        let obj: Map<String, Value> = serde_json::from_slice(line)
+            .map_err(|e| LineProblem::new("json", format!("not a JSON object: {e}")))?;
+        let time_ms = match obj.get("EdgeStartTimestamp") {
+            None => {
+                return Err(LineProblem::new(
+                    "EdgeStartTimestamp",
+                    "missing (add it to the Logpush job's fields)",
+                ))
+            }
+            Some(v) => json_time(v).map_err(|p| LineProblem::new("EdgeStartTimestamp", p))?,
+        };
+        let client = json_key(&obj, &self.field).map_err(|p| LineProblem {
+            field: "key",
+            problem: format!("`{}` {p}", self.field),
+        })?;
+        Ok(Some(Parsed {
+            time_ms,
+            client: Cow::Owned(client.into_bytes()),
+            cost: 1,
+        }))
+    }
+}
+
+/// A JSON timestamp: an integer or float Unix time (unit by magnitude) or an RFC 3339 string.
+pub(crate) fn json_time(v: &Value) -> Result<u64, String> {
+    match v {
+        Value::Number(n) => match n.as_u64() {
+            Some(i) => Ok(unix_integer_to_ms(i)),
+            None => unix_number_to_ms(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) if s.bytes().all(|c| c.is_ascii_digit()) && !s.is_empty() => s
+            .parse::<u64>()
+            .map(unix_integer_to_ms)
+            .map_err(|e| format!("`{s}`: {e}")),
+        Value::String(s) => parse_rfc3339(s.as_bytes()),
+        other => Err(format!("`{other}` is not a timestamp")),
+    }
+}
+
+/// A JSON field as an identifier: strings as they are, numbers and booleans as text.
+pub(crate) fn json_key(obj: &Map<String, Value>, field: &str) -> Result<String, String> {
+    match obj.get(field) {
+        None => Err("is missing".into()),
+        Some(Value::String(s)) if s.is_empty() => Err("is empty".into()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Null) => Err("is null".into()),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(v.to_string()),
+        Some(_) => Err("is not a string or number".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Field names and value shapes as Cloudflare documents them for http_requests.
+    const NANO: &[u8] = br#"{"ClientIP":"198.51.100.7","ClientRequestHost":"example.com","ClientRequestMethod":"GET","ClientRequestURI":"/api/v1/items?id=3","EdgeStartTimestamp":1700000000123456789,"EdgeResponseStatus":200,"RayID":"7f1f2b3c4d5e6f70"}"#;
+    const RFC: &[u8] = br#"{"ClientIP":"2001:db8::1","ClientRequestHost":"api.example.com","EdgeStartTimestamp":"2023-11-14T22:13:20.123Z"}"#;
+    const UNIX: &[u8] = br#"{"ClientIP":"203.0.113.9","EdgeStartTimestamp":1700000000}"#;
+
+    #[test]
+    fn reads_each_timestamp_format() {
+        let p = LogpushParser::new(&Key::Ip);
+        let e = p.parse(NANO).unwrap().unwrap();
+        assert_eq!(
+            (e.time_ms, &*e.client),
+            (1_700_000_000_123, &b"198.51.100.7"[..])
+        );
+        assert_eq!(p.parse(RFC).unwrap().unwrap().time_ms, 1_700_000_000_123);
+        assert_eq!(p.parse(UNIX).unwrap().unwrap().time_ms, 1_700_000_000_000);
+        let host = LogpushParser::new(&Key::Host);
+        assert_eq!(
+            &*host.parse(RFC).unwrap().unwrap().client,
+            b"api.example.com"
+        );
+        let ray = LogpushParser::new(&Key::Field("RayID".into()));
+        assert_eq!(
+            &*ray.parse(NANO).unwrap().unwrap().client,
+            b"7f1f2b3c4d5e6f70"
+        );
+    }
+
+    #[test]
+    fn problems_name_the_field() {
+        let p = LogpushParser::new(&Key::Host);
+        assert_eq!(p.parse(UNIX).unwrap_err().field, "key");
+        assert_eq!(p.parse(&NANO[..50]).unwrap_err().field, "json");
+        let p = LogpushParser::new(&Key::Ip);
+        let bad = br#"{"ClientIP":"1.2.3.4","EdgeStartTimestamp":"soon"}"#;
+        assert_eq!(p.parse(bad).unwrap_err().field, "EdgeStartTimestamp");
+    }
+}

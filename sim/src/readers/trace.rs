@@ -1,0 +1,290 @@
+//! `TraceReader`: lines in, ordered events out — format detection, the chosen identifier, bad-line
+//! accounting (`--strict` stops at the first), interning and the reorder buffer, all streaming.
+
+use std::io::BufRead;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use super::clf::ClfParser;
+use super::csv::CsvParser;
+use super::format::{Format, Key, LineResult};
+use super::haproxy::HaproxyParser;
+use super::logpush::LogpushParser;
+use super::reorder::{Reorder, ReorderStats};
+use crate::error::SimError;
+use crate::event::{Event, Interner};
+use crate::input::Source;
+
+/// How many bad lines are kept verbatim for the report.
+const BAD_SAMPLES: usize = 5;
+
+/// How to read a trace.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// The format, or `None` to guess it from the first line.
+    pub format: Option<Format>,
+    /// Which field identifies the client.
+    pub key: Key,
+    /// Fail on the first bad line instead of counting it.
+    pub strict: bool,
+    /// How far back in time (ms) a line may arrive and still be put in order.
+    pub reorder_window_ms: u64,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            format: None,
+            key: Key::Ip,
+            strict: false,
+            reorder_window_ms: 60_000,
+        }
+    }
+}
+
+/// One bad line, for the report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: u64,
+    /// The field at fault.
+    pub field: &'static str,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// What reading the trace found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReadStats {
+    /// The trace's name.
+    pub name: String,
+    /// The format used.
+    pub format: Option<Format>,
+    /// The identifier.
+    pub key: String,
+    /// Lines read (including blank lines and headers).
+    pub lines: u64,
+    /// Events produced.
+    pub events: u64,
+    /// Lines skipped as bad.
+    pub bad_lines: u64,
+    /// The first few bad lines.
+    pub bad_samples: Vec<BadLine>,
+    /// What the reorder buffer did.
+    pub reorder: ReorderStats,
+    /// Distinct clients.
+    pub clients: usize,
+    /// The earliest and latest event times (UTC epoch ms).
+    pub first_ms: Option<u64>,
+    /// The latest event time.
+    pub last_ms: Option<u64>,
+}
+
+enum Parser {
+    Clf(ClfParser),
+    Haproxy(HaproxyParser),
+    Logpush(LogpushParser),
+    Csv(CsvParser),
+}
+
+impl Parser {
+    fn new(format: Format, key: &Key) -> Result<Parser, SimError> {
+        Ok(match format {
+            Format::Clf => Parser::Clf(ClfParser::new(key)?),
+            Format::Haproxy => Parser::Haproxy(HaproxyParser::new(key)?),
+            Format::Logpush => Parser::Logpush(LogpushParser::new(key)),
+            Format::Csv => Parser::Csv(CsvParser::new(key)),
+        })
+    }
+
+    fn parse<'a>(&mut self, line: &'a [u8]) -> LineResult<'a> {
+        match self {
+            Parser::Clf(p) => p.parse(line),
+            Parser::Haproxy(p) => p.parse(line),
+            Parser::Logpush(p) => p.parse(line),
+            Parser::Csv(p) => p.parse(line),
+        }
+    }
+}
+
+/// Streams a trace as ordered events. Iterate it, then read [`TraceReader::stats`] and
+/// [`TraceReader::interner`]. Errors: I/O, `--strict` bad lines, and an empty trace.
+pub struct TraceReader {
+    input: Box<dyn BufRead>,
+    name: String,
+    options: ReadOptions,
+    parser: Option<Parser>,
+    buf: Vec<u8>,
+    interner: Interner,
+    reorder: Reorder,
+    stats: ReadStats,
+    done: bool,
+}
+
+impl std::fmt::Debug for TraceReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("name", &self.name)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TraceReader {
+    /// Opens `source` for reading. `progress` receives the raw bytes read.
+    pub fn open(
+        source: &Source,
+        options: ReadOptions,
+        progress: Arc<AtomicU64>,
+    ) -> Result<TraceReader, SimError> {
+        let input = source.open(progress)?;
+        Ok(TraceReader::from_reader(input, source.name(), options))
+    }
+
+    /// Reads from any buffered reader (already decompressed).
+    pub fn from_reader(input: Box<dyn BufRead>, name: String, options: ReadOptions) -> TraceReader {
+        TraceReader {
+            input,
+            stats: ReadStats {
+                name: name.clone(),
+                key: options.key.to_string(),
+                ..ReadStats::default()
+            },
+            name,
+            reorder: Reorder::new(options.reorder_window_ms),
+            options,
+            parser: None,
+            buf: Vec::with_capacity(1024),
+            interner: Interner::new(),
+            done: false,
+        }
+    }
+
+    /// What was read so far (complete once the iterator is exhausted).
+    pub fn stats(&self) -> ReadStats {
+        let mut s = self.stats.clone();
+        s.reorder = self.reorder.stats();
+        s.clients = self.interner.len();
+        s
+    }
+
+    /// Client names by id.
+    pub fn interner(&self) -> &Interner {
+        &self.interner
+    }
+
+    /// Gives up the interner (client names by id) once reading is done.
+    pub fn into_interner(self) -> Interner {
+        self.interner
+    }
+
+    /// Reads lines until one yields an event (pushed into the reorder buffer), or the input ends.
+    /// Returns `false` at the end of the input.
+    fn read_one(&mut self) -> Result<bool, SimError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .input
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| SimError::io(&self.name, e))?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.stats.lines += 1;
+            let line_no = self.stats.lines;
+            let mut line = &self.buf[..];
+            while let [rest @ .., b'\n' | b'\r'] = line {
+                line = rest;
+            }
+            if self.parser.is_none() {
+                if line.trim_ascii().is_empty() {
+                    continue;
+                }
+                let format = self.options.format.unwrap_or_else(|| Format::sniff(line));
+                self.stats.format = Some(format);
+                self.parser = Some(Parser::new(format, &self.options.key)?);
+            }
+            let parser = self.parser.as_mut().expect("set above");
+            match parser.parse(line) {
+                Ok(None) => continue,
+                Ok(Some(parsed)) => {
+                    let client = self.interner.intern(&parsed.client);
+                    let ev = Event {
+                        time_ms: parsed.time_ms,
+                        client,
+                        cost: parsed.cost,
+                    };
+                    self.reorder.push(ev);
+                    return Ok(true);
+                }
+                Err(problem) => {
+                    if self.options.strict {
+                        return Err(SimError::BadLine {
+                            file: self.name.clone(),
+                            line: line_no,
+                            field: problem.field,
+                            problem: problem.problem,
+                        });
+                    }
+                    self.stats.bad_lines += 1;
+                    if self.stats.bad_samples.len() < BAD_SAMPLES {
+                        self.stats.bad_samples.push(BadLine {
+                            line: line_no,
+                            field: problem.field,
+                            problem: problem.problem,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn emit(&mut self, ev: Event) -> Event {
+        self.stats.events += 1;
+        self.stats.first_ms.get_or_insert(ev.time_ms);
+        self.stats.last_ms = Some(ev.time_ms);
+        ev
+    }
+
+    fn empty_error(&self) -> SimError {
+        let hint = match self.stats.bad_samples.first() {
+            Some(b) => format!(
+                " ({} bad lines; line {}: {}: {})",
+                self.stats.bad_lines, b.line, b.field, b.problem
+            ),
+            None => " (the file is empty)".to_string(),
+        };
+        SimError::Empty {
+            file: self.name.clone(),
+            hint,
+        }
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Event, SimError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(ev) = self.reorder.pop_ready() {
+                return Some(Ok(self.emit(ev)));
+            }
+            if self.done {
+                return self.reorder.pop().map(|ev| Ok(self.emit(ev)));
+            }
+            match self.read_one() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.done = true;
+                    if self.stats.events == 0 && self.reorder.is_empty() {
+                        return Some(Err(self.empty_error()));
+                    }
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The self-contained HTML report: inline CSS and SVG, nothing fetched, one file to attach or
+//! open offline.
+
+use std::fmt::Write;
+
+use super::model::Report;
+use super::svg::{boundary_chart, client_error_chart, color, escape, multiples_chart};
+use super::table::human_bytes;
+use crate::readers::time::format_utc;
+
+const STYLE: &str =
+    "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}\
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px}\
+p.meta{color:#555;margin:2px 0}table{border-collapse:collapse;font-size:13px}\
+th,td{padding:4px 8px;border-bottom:1px solid #ddd;text-align:right}\
+th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}\
+.grid{display:grid;grid-template-columns:repeat(2,560px);gap:16px 24px}\
+.swatch{display:inline-block;width:10px;height:10px;margin-right:6px}\
+.note{color:#555;font-size:12px;max-width:1140px}";
+
+/// Renders the report as one HTML document.
+pub fn render(report: &Report) -> String {
+    let t = &report.trace;
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>edgelimit sim report</title><style>{STYLE}</style></head><body>"
+    );
+    let _ = write!(o, "<h1>edgelimit sim — what each policy admits</h1>");
+    let span = match (t.first_ms, t.last_ms) {
+        (Some(a), Some(b)) => format!("{} → {}", format_utc(a), format_utc(b)),
+        _ => "-".into(),
+    };
+    let _ = write!(
+        o,
+        "<p class=\"meta\">Trace <b>{}</b> ({}, keyed by {}): {} requests from {} clients, {span}.</p>",
+        escape(&t.name),
+        t.format.map_or("-".into(), |f| f.to_string()),
+        escape(&t.key),
+        t.events,
+        t.clients
+    );
+    let _ = write!(
+        o,
+        "<p class=\"meta\">{} lines, {} bad. Reorder window {}: {} lines put back in time order, {} arrived later than that and were clamped. Decisions by <b>{}</b>{}, replayed in {} ms.</p>",
+        t.lines,
+        t.bad_lines,
+        super::window_text(t.reorder.window_ms),
+        t.reorder.reordered,
+        t.reorder.late_clamped,
+        escape(&report.store),
+        report
+            .store_mismatches
+            .map_or(String::new(), |m| format!(" ({m} decisions differ from the library's steps)")),
+        report.elapsed_ms
+    );
+    o.push_str("<h2>Policies compared</h2><table><tr><th>policy</th><th>exact twin</th><th>admitted</th><th>denied</th><th>max in window</th><th>× limit</th><th>false allows</th><th>false denies</th><th>wrongly allowed</th><th>wrongly limited</th><th>rate error</th><th>keys</th><th>state</th><th>per key (max)</th></tr>");
+    for p in &report.policies {
+        let _ = write!(
+            o,
+            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><b>{:.2}×</b></td><td>{}</td><td>{}</td><td>{:.3}%</td><td>{:.3}%</td><td>{}</td><td>{}</td><td>{}</td><td>{} B</td></tr>",
+            color(&p.algorithm),
+            escape(&p.spec),
+            escape(&p.reference),
+            p.admitted,
+            p.denied,
+            p.max_admitted_in_window,
+            p.max_window_multiple,
+            p.false_allows,
+            p.false_denies,
+            p.wrongly_allowed_pct,
+            p.wrongly_limited_pct,
+            p.rate_error_pct
+                .map_or("—".into(), |e| format!("{e:.1}%")),
+            p.keys,
+            human_bytes(p.state_bytes),
+            p.state_bytes_per_key_max
+        );
+    }
+    o.push_str("</table>");
+    o.push_str("<p class=\"note\"><b>max in window</b>: the most requests admitted for one client in any span of the exact twin's window (every start time, not only aligned windows). <b>false allows / denies</b>: requests the policy admitted that the exact sliding log denied, and the reverse, with the exact log replayed alongside as its own limiter. <b>wrongly allowed / limited</b>: those as a share of all requests (Cloudflare reported 0.003% wrongly allowed for its sliding counter). <b>rate error</b>: Σ|real − believed count in the window| / Σ real (Cloudflare: 6%), for the window algorithms. Buckets are held against B per B·W/L, the time they take to refill.</p>");
+    o.push_str("<div class=\"grid\"><div>");
+    o.push_str(&multiples_chart(&report.policies));
+    o.push_str("</div><div class=\"note\" style=\"align-self:center\">A fixed window counts per aligned window, so a client can spend its whole limit at the end of one window and again at the start of the next: up to 2× the limit inside one window's span. The sliding log never exceeds 1×. The charts below show each policy's worst moment on this trace.</div></div>");
+    if !report.boundaries.is_empty() {
+        o.push_str("<h2>Admitted in the trailing window around each policy's worst moment</h2><div class=\"grid\">");
+        for (s, p) in report
+            .boundaries
+            .iter()
+            .zip(report.policies.iter().filter(|p| p.worst_window.is_some()))
+        {
+            let _ = write!(o, "<div>{}</div>", boundary_chart(s, &p.algorithm));
+        }
+        o.push_str("</div><p class=\"note\">Dotted verticals: the aligned window edges a fixed window or sliding counter resets at. Grey: the exact sliding log on the same client's requests.</p>");
+    }
+    o.push_str("<h2>Per-client error against the exact log</h2><div class=\"grid\">");
+    for p in &report.policies {
+        let _ = write!(o, "<div>{}</div>", client_error_chart(p));
+    }
+    o.push_str("</div>");
+    if !t.bad_samples.is_empty() {
+        o.push_str("<h2>Bad lines</h2><ul>");
+        for b in &t.bad_samples {
+            let _ = write!(
+                o,
+                "<li>line {}: {}: {}</li>",
+                b.line,
+                b.field,
+                escape(&b.problem)
+            );
+        }
+        o.push_str("</ul>");
+    }
+    let _ = write!(
+        o,
+        "<p class=\"note\">Generated by edgelimit-sim {} with the library's own algorithm steps.</p></body></html>",
+        report.version
+    );
+    o
+}

@@ -1,0 +1,129 @@
+//! One replay from start to finish: read (with progress), replay, then — for the charts — a
+//! second pass collecting the worst clients' requests. Used by `sim`, `sim replay` and the tests.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use edgelimit::Policy;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::error::SimError;
+use crate::input::Source;
+use crate::readers::{ReadOptions, TraceReader};
+use crate::replay::{boundary_series, Replay};
+use crate::report::Report;
+use crate::store::StoreChoice;
+
+/// What to replay and how.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The trace.
+    pub source: Source,
+    /// How to read it.
+    pub read: ReadOptions,
+    /// The policies, in report order.
+    pub policies: Vec<Policy>,
+    /// Where decisions are made.
+    pub store: StoreChoice,
+    /// Show a progress bar (only drawn when standard error is a terminal).
+    pub progress: bool,
+    /// Compute the boundary charts' data (a second pass over the trace).
+    pub boundaries: bool,
+}
+
+/// Replays a trace and measures everything the reports show.
+pub fn run(options: &RunOptions) -> Result<Report, SimError> {
+    let started = Instant::now();
+    let counter = Arc::new(AtomicU64::new(0));
+    let bar = progress_bar(options.progress, options.source.size());
+    let mut reader = TraceReader::open(&options.source, options.read.clone(), counter.clone())?;
+    let mut replay = Replay::new(&options.policies)?;
+    let mut store = options.store.connect(&options.policies)?;
+    let mut n = 0u64;
+    for ev in reader.by_ref() {
+        let ev = ev?;
+        match store.as_mut() {
+            None => replay.step(ev),
+            Some(store) => store.push(ev, &mut replay)?,
+        }
+        n += 1;
+        if n.is_multiple_of(1 << 16) {
+            bar.set_position(counter.load(Ordering::Relaxed));
+        }
+    }
+    if let Some(store) = store.as_mut() {
+        store.flush(&mut replay)?;
+    }
+    bar.finish_and_clear();
+    let stats = reader.stats();
+    let interner = reader.into_interner();
+    let policies = replay.finish(&interner);
+    let elapsed = started.elapsed();
+    let mut report = Report::new(
+        stats,
+        policies,
+        options.store.to_string(),
+        options.store.is_external().then(|| replay.mismatches()),
+        elapsed,
+    );
+    if options.boundaries {
+        report.boundaries = boundaries(options, &report)?;
+    }
+    Ok(report)
+}
+
+fn progress_bar(enabled: bool, len: Option<u64>) -> ProgressBar {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = match len {
+        Some(len) => ProgressBar::new(len).with_style(
+            ProgressStyle::with_template(
+                "{spinner} replaying {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::new_spinner(),
+    };
+    bar.set_draw_target(ProgressDrawTarget::stderr());
+    bar
+}
+
+/// The second pass: every request of each policy's worst client, then the chart data.
+fn boundaries(
+    options: &RunOptions,
+    report: &Report,
+) -> Result<Vec<crate::replay::BoundarySeries>, SimError> {
+    let mut wanted: HashMap<u32, Vec<(u64, i64)>> = report
+        .policies
+        .iter()
+        .filter_map(|p| p.worst_window.as_ref())
+        .map(|w| (w.client_id, Vec::new()))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let reader = TraceReader::open(
+        &options.source,
+        options.read.clone(),
+        Arc::new(AtomicU64::new(0)),
+    )?;
+    for ev in reader {
+        let ev = ev?;
+        if let Some(list) = wanted.get_mut(&ev.client) {
+            list.push((ev.time_ms, ev.cost));
+        }
+    }
+    options
+        .policies
+        .iter()
+        .zip(&report.policies)
+        .filter_map(|(policy, result)| {
+            let worst = result.worst_window.as_ref()?;
+            Some(boundary_series(policy, worst, &wanted[&worst.client_id]))
+        })
+        .collect()
+}
