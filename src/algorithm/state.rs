@@ -14,8 +14,9 @@ use crate::policy::{Algorithm, Policy};
 pub enum State {
     /// See [`fixed_window`].
     FixedWindow(FixedWindowState),
-    /// See [`sliding_log`].
-    SlidingLog(SlidingLogState),
+    /// See [`sliding_log`]. Boxed: the log is the one large state, and keeping it out of line
+    /// halves the size of every other algorithm's state in a map of millions.
+    SlidingLog(Box<SlidingLogState>),
     /// See [`sliding_counter`].
     SlidingCounter(SlidingCounterState),
     /// See [`token_bucket`].
@@ -29,7 +30,7 @@ impl State {
     pub fn fresh(algorithm: Algorithm) -> State {
         match algorithm {
             Algorithm::FixedWindow => State::FixedWindow(FixedWindowState::default()),
-            Algorithm::SlidingLog => State::SlidingLog(SlidingLogState::default()),
+            Algorithm::SlidingLog => State::SlidingLog(Box::default()),
             Algorithm::SlidingCounter => State::SlidingCounter(SlidingCounterState::default()),
             Algorithm::TokenBucket => State::TokenBucket(TokenBucketState::default()),
             Algorithm::Gcra => State::Gcra(GcraState::default()),

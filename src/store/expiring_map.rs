@@ -4,6 +4,12 @@
 //! Entries past their expiry are dropped as time goes by. When the map is full, the entry that
 //! expires soonest is evicted: it is the one whose state matters for the shortest time, and
 //! forgetting it can at worst admit that one identifier early (a fail-open for one key).
+//!
+//! The expiry index holds a *lower bound* of each entry's expiry. Expiries almost always move
+//! later (time goes forward), and updating an ordered index on every write costs more than the
+//! rest of a decision; so a later expiry only updates the entry, and the index catches up when
+//! the stale bound reaches the front (re-indexed then, not dropped). An earlier expiry, which is
+//! rare, re-indexes at once, keeping every bound a true lower bound.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -22,6 +28,8 @@ pub struct ExpiringMap<K, V> {
 struct Slot<V> {
     value: V,
     expire_at: u64,
+    // The expiry under which the index holds this entry: never after `expire_at`.
+    indexed_at: u64,
     seq: u64,
 }
 
@@ -61,18 +69,19 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
         let Some(slot) = self.entries.get_mut(key) else {
             return;
         };
-        if slot.expire_at != expire_at {
-            if let Some(k) = self.by_expiry.remove(&(slot.expire_at, slot.seq)) {
+        if expire_at < slot.indexed_at {
+            if let Some(k) = self.by_expiry.remove(&(slot.indexed_at, slot.seq)) {
                 self.by_expiry.insert((expire_at, slot.seq), k);
             }
-            slot.expire_at = expire_at;
+            slot.indexed_at = expire_at;
         }
+        slot.expire_at = expire_at;
     }
 
     /// Removes and returns the value for `key` with its expiry.
     pub fn remove(&mut self, key: &K) -> Option<(V, u64)> {
         let slot = self.entries.remove(key)?;
-        self.by_expiry.remove(&(slot.expire_at, slot.seq));
+        self.by_expiry.remove(&(slot.indexed_at, slot.seq));
         Some((slot.value, slot.expire_at))
     }
 
@@ -81,10 +90,11 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
     pub fn insert(&mut self, key: K, value: V, expire_at: u64) {
         self.remove(&key);
         while self.entries.len() >= self.capacity {
-            let Some((_, victim)) = self.by_expiry.pop_first() else {
+            if let Some(victim) = self.pop_soonest(u64::MAX) {
+                self.entries.remove(&victim);
+            } else {
                 break;
-            };
-            self.entries.remove(&victim);
+            }
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -94,6 +104,7 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
             Slot {
                 value,
                 expire_at,
+                indexed_at: expire_at,
                 seq,
             },
         );
@@ -102,15 +113,32 @@ impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
     /// Drops every entry whose expiry is at or before `now`; returns how many.
     pub fn purge_expired(&mut self, now: u64) -> usize {
         let mut dropped = 0;
-        while let Some(entry) = self.by_expiry.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let victim = entry.remove();
+        while let Some(victim) = self.pop_soonest(now) {
             self.entries.remove(&victim);
             dropped += 1;
         }
         dropped
+    }
+
+    /// Takes out of the index the key that truly expires soonest, if it expires at or before
+    /// `until`; stale bounds met on the way are re-indexed at their entry's real expiry.
+    fn pop_soonest(&mut self, until: u64) -> Option<K> {
+        loop {
+            let entry = self.by_expiry.first_entry()?;
+            let (bound, seq) = *entry.key();
+            if bound > until {
+                return None;
+            }
+            let key = entry.remove();
+            let slot = self.entries.get_mut(&key).expect("indexed keys are held");
+            if slot.expire_at == bound {
+                return Some(key);
+            }
+            // All other bounds are ≥ this one, so this entry's real expiry must be compared
+            // again in order: put it back where it truly belongs.
+            slot.indexed_at = slot.expire_at;
+            self.by_expiry.insert((slot.expire_at, seq), key);
+        }
     }
 }
 
@@ -128,6 +156,23 @@ mod tests {
         assert!(map.get(&"soon").is_none());
         assert_eq!(map.get(&"late"), Some((&1, 300)));
         assert_eq!(map.get(&"new"), Some((&3, 200)));
+    }
+
+    #[test]
+    fn a_later_expiry_is_honoured_by_purge_and_eviction() {
+        let mut map = ExpiringMap::new(2);
+        map.insert("a", 1, 100);
+        map.insert("b", 2, 200);
+        map.set_expiry(&"a", 300);
+        assert_eq!(map.purge_expired(150), 0, "a now expires at 300");
+        map.insert("c", 3, 250);
+        assert!(map.get(&"b").is_none(), "b expires soonest, so b is evicted");
+        assert_eq!(map.get(&"a"), Some((&1, 300)));
+        map.set_expiry(&"a", 50);
+        assert_eq!(map.purge_expired(60), 1, "an earlier expiry takes effect at once");
+        assert!(map.get(&"a").is_none());
+        assert_eq!(map.purge_expired(1_000), 1);
+        assert!(map.is_empty());
     }
 
     #[test]
