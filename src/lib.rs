@@ -51,6 +51,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Reason, RETRY_NEVER};
 pub use limiter::{Limiter, LimiterStats, TimeMode};
 pub use policy::{Algorithm, Policy, PolicyError};
+#[cfg(not(target_arch = "wasm32"))]
+pub use store::RespStore;
 pub use store::{
     Check, CheckItem, FailMode, Identifier, Limit, MemoryStore, Store, StoreError, TimeSource,
     Verdict,

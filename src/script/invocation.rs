@@ -76,7 +76,9 @@ impl CheckPlan {
         let keys: Vec<String> = items.iter().map(|item| key(item, namespace)).collect();
         let atomic = items.len() <= 1
             || topology == Topology::SingleNode
-            || keys.windows(2).all(|w| hash_slot(&w[0]) == hash_slot(&w[1]));
+            || keys
+                .windows(2)
+                .all(|w| hash_slot(&w[0]) == hash_slot(&w[1]));
         let invocations = if items.len() == 1 || !atomic {
             items
                 .iter()
@@ -210,11 +212,13 @@ mod tests {
 
     #[test]
     fn several_items_split_across_cluster_slots_only() {
-        let check = Check::new()
-            .with(&limit("a", "fixed 10/1s"), "x", 1)
-            .with(&limit("b", "sliding-log 5/1m"), "x", -1);
-        let single = CheckPlan::new(&check, "ns", TimeSource::Server, Topology::SingleNode)
-            .unwrap();
+        let check = Check::new().with(&limit("a", "fixed 10/1s"), "x", 1).with(
+            &limit("b", "sliding-log 5/1m"),
+            "x",
+            -1,
+        );
+        let single =
+            CheckPlan::new(&check, "ns", TimeSource::Server, Topology::SingleNode).unwrap();
         assert!(single.is_atomic());
         assert_eq!(single.invocations().len(), 1);
         assert_eq!(single.invocations()[0].script.name(), "multi");

@@ -1,5 +1,4 @@
--- Token bucket: the Lua twin of src/algorithm/token_bucket.rs (and, through bucket_decide, of
--- the GCRA step, which keeps the same deficit as a theoretical arrival time).
+-- Token bucket: the Lua twin of src/algorithm/token_bucket.rs.
 --
 -- KEYS[1]  the state key, "<seen_ms> <deficit>", deficit = (B - tokens)*W
 -- ARGV[1]  now_ms, or '' to take Redis TIME

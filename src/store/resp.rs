@@ -25,12 +25,6 @@ use super::error::StoreError;
 use super::traits::Store;
 use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
 
-/// The namespace keys live under unless [`RespStore::with_namespace`] says otherwise.
-pub const DEFAULT_NAMESPACE: &str = "default";
-
-/// How long a connection attempt or a reply may take by default.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
-
 #[derive(Clone)]
 enum Connection {
     // The manager reconnects by itself after Redis restarts; a plain multiplexed connection
@@ -65,10 +59,16 @@ impl fmt::Debug for RespStore {
 }
 
 impl RespStore {
+    /// The namespace keys live under unless [`RespStore::with_namespace`] says otherwise.
+    pub const DEFAULT_NAMESPACE: &'static str = "default";
+
+    /// How long a connection attempt or a reply may take by default.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
     /// Connects to one Redis (`redis://[user:password@]host:port/[db]`), with
-    /// [`DEFAULT_TIMEOUT`] for connecting and for each reply.
+    /// [`RespStore::DEFAULT_TIMEOUT`] for connecting and for each reply.
     pub async fn connect(url: &str) -> Result<RespStore, StoreError> {
-        RespStore::connect_with_timeout(url, DEFAULT_TIMEOUT).await
+        RespStore::connect_with_timeout(url, RespStore::DEFAULT_TIMEOUT).await
     }
 
     /// [`RespStore::connect`] with another timeout.
@@ -86,14 +86,14 @@ impl RespStore {
             .map_err(StoreError::from)?;
         Ok(RespStore {
             connection: Connection::Single(manager),
-            namespace: DEFAULT_NAMESPACE.to_string(),
+            namespace: RespStore::DEFAULT_NAMESPACE.to_string(),
             timeout,
         })
     }
 
-    /// Connects to a Redis Cluster given some of its nodes' URLs, with [`DEFAULT_TIMEOUT`].
+    /// Connects to a Redis Cluster given some of its nodes' URLs, with [`RespStore::DEFAULT_TIMEOUT`].
     pub async fn connect_cluster<S: AsRef<str>>(nodes: &[S]) -> Result<RespStore, StoreError> {
-        RespStore::connect_cluster_with_timeout(nodes, DEFAULT_TIMEOUT).await
+        RespStore::connect_cluster_with_timeout(nodes, RespStore::DEFAULT_TIMEOUT).await
     }
 
     /// [`RespStore::connect_cluster`] with another timeout.
@@ -112,7 +112,7 @@ impl RespStore {
             .map_err(StoreError::from)?;
         Ok(RespStore {
             connection: Connection::Cluster(connection),
-            namespace: DEFAULT_NAMESPACE.to_string(),
+            namespace: RespStore::DEFAULT_NAMESPACE.to_string(),
             timeout,
         })
     }
@@ -181,7 +181,10 @@ impl RespStore {
 
 /// Sends the invocations as one `EVALSHA` pipeline, then re-sends those that came back
 /// `NOSCRIPT` as one `EVAL` pipeline.
-async fn run_pipeline<F, Fut>(invocations: &[&Invocation], send: F) -> Result<Vec<Reply>, StoreError>
+async fn run_pipeline<F, Fut>(
+    invocations: &[&Invocation],
+    send: F,
+) -> Result<Vec<Reply>, StoreError>
 where
     F: Fn(Pipeline) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<Value>, StoreError>>,
@@ -284,8 +287,9 @@ impl From<RedisError> for StoreError {
             return StoreError::Unreachable(message);
         }
         match e.kind() {
-            ErrorKind::AuthenticationFailed
-            | ErrorKind::Server(ServerErrorKind::NoPerm) => StoreError::Auth(message),
+            ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm) => {
+                StoreError::Auth(message)
+            }
             ErrorKind::ClusterConnectionNotFound
             | ErrorKind::Server(
                 ServerErrorKind::BusyLoading

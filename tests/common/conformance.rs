@@ -1,0 +1,273 @@
+//! One conformance body for every store. A store joins with one line in a test file:
+//!
+//! ```ignore
+//! mod common;
+//! common::conformance::conformance_tests!(memory, async { ((), MemoryStore::new()) });
+//! ```
+//!
+//! The expression is an async block giving `(guard, store)`: the guard keeps whatever the store
+//! needs alive (a `RedisServer`, a gateway) for the test's duration. It is evaluated afresh in
+//! every test, so tests never share state. The bodies only use the `Store` trait and times they
+//! choose, so every store must answer alike; numbers are spelled out, not recomputed.
+
+use edgelimit::store::Store;
+use edgelimit::{
+    Algorithm, Check, Identifier, Limit, MemoryStore, Policy, Reason, TimeSource, Verdict,
+    RETRY_NEVER,
+};
+
+use super::rng::Rng;
+
+/// Expands to a module `$name` with one `#[tokio::test]` per conformance body.
+#[allow(unused_macros)] // defined for every test binary, used by some
+macro_rules! conformance_tests {
+    ($name:ident, $make:expr) => {
+        $crate::common::conformance::conformance_tests!(@tests $name, $make, [
+            a_limit_admits_then_denies_with_exact_times,
+            several_limits_are_all_or_nothing,
+            peeks_and_refunds,
+            a_cost_beyond_capacity_is_denied_for_good,
+            an_empty_check_is_admitted,
+            a_batch_runs_in_order,
+            server_time_is_near_the_wall_clock,
+            every_algorithm_agrees_with_the_rust_steps,
+            hostile_identifiers_never_share_state
+        ]);
+    };
+    (@tests $name:ident, $make:expr, [$($test:ident),*]) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let (_guard, store) = $make.await;
+                    $crate::common::conformance::$test(&store).await;
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use conformance_tests;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn limit(name: &str, spec: &str) -> Limit {
+    Limit::new(name, spec.parse::<Policy>().expect("valid spec"))
+}
+
+async fn one<S: Store>(store: &S, check: Check, at: u64) -> Verdict {
+    store
+        .check(&[check], TimeSource::At(at))
+        .await
+        .expect("store answers")
+        .remove(0)
+}
+
+pub async fn a_limit_admits_then_denies_with_exact_times<S: Store>(store: &S) {
+    let l = limit("conf-fixed", "fixed 3/1s");
+    for i in 0..3 {
+        let v = one(store, Check::single(&l, "a", 1), T0 + 100).await;
+        assert!(v.allowed, "request {i}");
+        assert_eq!(v.decisions[0].remaining, 2 - i);
+        assert_eq!(v.decisions[0].reset_at_ms, T0 + 1000);
+    }
+    let v = one(store, Check::single(&l, "a", 1), T0 + 400).await;
+    assert!(!v.allowed);
+    assert_eq!(v.decisions[0].reason, Reason::OverLimit);
+    assert_eq!(v.decisions[0].retry_after_ms, 600);
+    assert!(
+        one(store, Check::single(&l, "a", 1), T0 + 1000)
+            .await
+            .allowed
+    );
+
+    let g = limit("conf-gcra", "gcra 10/1s burst 2");
+    assert!(one(store, Check::single(&g, "a", 2), T0).await.allowed);
+    let v = one(store, Check::single(&g, "a", 1), T0 + 30).await;
+    assert!(!v.allowed);
+    // One token per 100 ms; 30 ms have passed.
+    assert_eq!(v.decisions[0].retry_after_ms, 70);
+    assert!(
+        one(store, Check::single(&g, "a", 1), T0 + 100)
+            .await
+            .allowed
+    );
+}
+
+pub async fn several_limits_are_all_or_nothing<S: Store>(store: &S) {
+    let burst = limit("conf-burst", "token-bucket 10/1s burst 5");
+    let daily = limit("conf-daily", "sliding-log 3/day");
+    let both = |cost| Check::new().with(&burst, "u", cost).with(&daily, "u", cost);
+    assert!(one(store, both(3), T0).await.allowed);
+    // The daily limit has 0 left for cost 1 after 3: denied, and the bucket keeps its tokens.
+    let v = one(store, both(1), T0 + 1).await;
+    assert!(!v.allowed);
+    assert!(v.atomic || !v.decisions[0].allowed || !v.decisions[1].allowed);
+    assert!(!v.decisions[1].allowed);
+    if v.atomic {
+        assert!(v.decisions[0].allowed);
+        // A zero-cost look: 5 - 3 tokens, nothing taken by the denied check.
+        assert_eq!(v.decisions[0].remaining, 2);
+        let bucket = one(store, Check::single(&burst, "u", 0), T0 + 1).await;
+        assert_eq!(bucket.decisions[0].remaining, 2);
+    }
+}
+
+pub async fn peeks_and_refunds<S: Store>(store: &S) {
+    let l = limit("conf-refund", "sliding-counter 10/1m");
+    assert_eq!(
+        one(store, Check::single(&l, "r", 7), T0).await.decisions[0].remaining,
+        3
+    );
+    let peek = one(store, Check::single(&l, "r", 0), T0 + 5).await;
+    assert!(peek.allowed);
+    assert_eq!(peek.decisions[0].remaining, 3);
+    let refund = one(store, Check::single(&l, "r", -5), T0 + 6).await;
+    assert!(refund.allowed);
+    assert_eq!(refund.decisions[0].remaining, 8);
+    // Refunding more than was taken gives back only what was taken.
+    let refund = one(store, Check::single(&l, "r", -100), T0 + 7).await;
+    assert_eq!(refund.decisions[0].remaining, 10);
+}
+
+pub async fn a_cost_beyond_capacity_is_denied_for_good<S: Store>(store: &S) {
+    for spec in [
+        "fixed 5/1s",
+        "sliding-log 5/1s",
+        "sliding-counter 5/1s",
+        "token-bucket 5/1s burst 6",
+        "gcra 5/1s burst 6",
+    ] {
+        let l = limit("conf-big", spec);
+        let cost = l.policy.capacity() as i64 + 1;
+        let v = one(store, Check::single(&l, "b", cost), T0).await;
+        assert!(!v.allowed, "{spec}");
+        assert_eq!(v.decisions[0].reason, Reason::CostExceedsCapacity, "{spec}");
+        assert_eq!(v.decisions[0].retry_after_ms, RETRY_NEVER, "{spec}");
+        assert!(v.decisions[0].is_permanent_denial());
+        let v = one(store, Check::single(&l, "b", i64::MAX), T0).await;
+        assert_eq!(v.decisions[0].retry_after_ms, RETRY_NEVER, "{spec}");
+        // Nothing was taken.
+        let v = one(store, Check::single(&l, "b", 0), T0).await;
+        assert_eq!(v.decisions[0].remaining, l.policy.capacity(), "{spec}");
+    }
+}
+
+pub async fn an_empty_check_is_admitted<S: Store>(store: &S) {
+    let verdicts = store
+        .check(&[Check::new()], TimeSource::At(T0))
+        .await
+        .expect("store answers");
+    assert_eq!(
+        verdicts,
+        vec![Verdict {
+            allowed: true,
+            decisions: vec![],
+            atomic: true
+        }]
+    );
+    assert!(store
+        .check(&[], TimeSource::At(T0))
+        .await
+        .expect("store answers")
+        .is_empty());
+}
+
+pub async fn a_batch_runs_in_order<S: Store>(store: &S) {
+    let l = limit("conf-batch", "sliding-log 2/1s");
+    let checks: Vec<Check> = (0..4).map(|_| Check::single(&l, "o", 1)).collect();
+    let verdicts = store
+        .check(&checks, TimeSource::At(T0))
+        .await
+        .expect("store answers");
+    let allowed: Vec<bool> = verdicts.iter().map(|v| v.allowed).collect();
+    assert_eq!(allowed, [true, true, false, false]);
+    assert_eq!(verdicts[1].decisions[0].remaining, 0);
+}
+
+pub async fn server_time_is_near_the_wall_clock<S: Store>(store: &S) {
+    let l = limit("conf-server", "fixed 5/1h");
+    let wall = edgelimit::clock::Clock::now_ms(&edgelimit::SystemClock);
+    let v = store
+        .check(&[Check::single(&l, "s", 1)], TimeSource::Server)
+        .await
+        .expect("store answers")
+        .remove(0);
+    assert!(v.allowed);
+    let reset = v.decisions[0].reset_at_ms;
+    // The window holding "now" ends within the hour after it.
+    assert!(
+        reset > wall.saturating_sub(60_000) && reset <= wall + 3_600_000 + 60_000,
+        "reset {reset} vs wall clock {wall}"
+    );
+}
+
+pub async fn every_algorithm_agrees_with_the_rust_steps<S: Store>(store: &S) {
+    let mut rng = Rng::new(7);
+    for (n, algorithm) in Algorithm::ALL.into_iter().enumerate() {
+        let l = limit(
+            &format!("conf-all-{n}"),
+            match algorithm {
+                Algorithm::FixedWindow => "fixed 4/1s",
+                Algorithm::SlidingLog => "sliding-log 4/1s",
+                Algorithm::SlidingCounter => "sliding-counter 4/1s",
+                Algorithm::TokenBucket => "token-bucket 4/1s burst 3",
+                Algorithm::Gcra => "gcra 4/1s burst 3",
+            },
+        );
+        let memory = MemoryStore::new();
+        let mut t = T0;
+        for i in 0..200 {
+            t += rng.range(0, 400);
+            let cost = *rng.pick(&[1, 1, 1, 2, 0, -1, 5]);
+            let check = Check::single(&l, "e", cost);
+            let expected = memory.check_now(std::slice::from_ref(&check), t);
+            let actual = store
+                .check(&[check], TimeSource::At(t))
+                .await
+                .expect("store answers");
+            assert_eq!(actual, expected, "{algorithm} call {i} at {t} cost {cost}");
+        }
+    }
+}
+
+pub async fn hostile_identifiers_never_share_state<S: Store>(store: &S) {
+    let l = limit("conf-hostile", "fixed 1/1h");
+    let ids: Vec<Identifier> = vec![
+        "a".into(),
+        "{a}".into(),
+        "a}".into(),
+        "{a".into(),
+        "a:b".into(),
+        "a%3Ab".into(),
+        "*".into(),
+        "a*".into(),
+        "line\nbreak".into(),
+        "line\r\nbreak".into(),
+        "".into(),
+        "x".repeat(10_240).into(),
+        "x".repeat(10_241).into(),
+        vec![0u8, 255, b'{', b'}', b':'].into(),
+        vec![0u8].into(),
+        "ü".into(),
+        "#".into(),
+    ];
+    for id in &ids {
+        let v = one(store, Check::single(&l, id.clone(), 1), T0).await;
+        assert!(v.allowed, "{id:?} shares state with an earlier identifier");
+    }
+    for id in &ids {
+        let v = one(store, Check::single(&l, id.clone(), 1), T0).await;
+        assert!(!v.allowed, "{id:?} lost its state");
+    }
+    // Several hostile identifiers in one check: never a cross-slot failure.
+    let other = limit("conf-hostile-2", "gcra 5/1s");
+    let mut check = Check::new();
+    for id in &ids[..4] {
+        check = check.with(&other, id.clone(), 1);
+    }
+    let v = one(store, check, T0).await;
+    assert!(v.allowed);
+}

@@ -1,0 +1,428 @@
+//! The differential test body: random call sequences through `MemoryStore` (the Rust steps)
+//! and through a Redis store (the Lua twins), which must agree verdict for verdict.
+//!
+//! Each sequence has its own identifiers, so sequences are independent and run concurrently
+//! (their calls multiplex onto the store's connection, i.e. they are pipelined), while each
+//! sequence's own calls run in order. Times probe exact window edges (±1 ms), emission
+//! intervals, long gaps and small steps backwards; costs include peeks, refunds, the capacity,
+//! capacity + 1 and the i64 extremes; policies reach the largest allowed limits and windows.
+//!
+//! Steps backwards stay under `GC_GRACE_MS`: `MemoryStore` collects garbage on the caller's
+//! clock and Redis on its own, so after a jump far back past a collected key the two could
+//! legitimately differ (a clock skew that large is out of the design's scope).
+
+use std::sync::Arc;
+
+use edgelimit::policy::{MAX_SCALED, MAX_WINDOW_MS};
+use edgelimit::script::{CheckPlan, Topology};
+use edgelimit::store::key::{hash_slot, state_key};
+use edgelimit::store::Store;
+use edgelimit::{
+    Algorithm, Check, Identifier, Limit, MemoryStore, Policy, Reason, TimeSource, Verdict,
+};
+
+use super::rng::Rng;
+
+/// What a sequence exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One limit of this algorithm per check.
+    Single(Algorithm),
+    /// Checks of 2–4 limits of mixed algorithms (the multi-limit script).
+    Multi,
+}
+
+/// One store call: a batch of checks at one time.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub time: u64,
+    pub checks: Vec<Check>,
+}
+
+/// Calls on identifiers no other sequence uses.
+#[derive(Debug, Clone)]
+pub struct Sequence {
+    pub calls: Vec<Call>,
+}
+
+/// What a run saw.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub sequences: u64,
+    pub calls: u64,
+    pub checks: u64,
+    pub items: u64,
+    pub mismatches: u64,
+    pub admitted: u64,
+    pub over_limit: u64,
+    pub too_costly: u64,
+    pub non_atomic: u64,
+    pub examples: Vec<String>,
+}
+
+impl Report {
+    fn merge(&mut self, other: Report) {
+        self.sequences += other.sequences;
+        self.calls += other.calls;
+        self.checks += other.checks;
+        self.items += other.items;
+        self.mismatches += other.mismatches;
+        self.admitted += other.admitted;
+        self.over_limit += other.over_limit;
+        self.too_costly += other.too_costly;
+        self.non_atomic += other.non_atomic;
+        for e in other.examples {
+            if self.examples.len() < 5 {
+                self.examples.push(e);
+            }
+        }
+    }
+
+    /// Fails the test unless there were no mismatches and every kind of decision was seen.
+    pub fn assert_clean(&self, what: &str) {
+        println!(
+            "{what}: {} sequences, {} calls, {} checks, {} items, {} mismatches \
+             (admitted {}, over limit {}, cost exceeds capacity {}, non-atomic {})",
+            self.sequences,
+            self.calls,
+            self.checks,
+            self.items,
+            self.mismatches,
+            self.admitted,
+            self.over_limit,
+            self.too_costly,
+            self.non_atomic
+        );
+        assert_eq!(
+            self.mismatches,
+            0,
+            "{what}: Lua and Rust disagree, e.g.:\n{}",
+            self.examples.join("\n\n")
+        );
+        assert!(
+            self.admitted > 0 && self.over_limit > 0 && self.too_costly > 0,
+            "{what}: the sequences did not exercise every outcome: {self:?}"
+        );
+    }
+}
+
+/// A random valid policy, often at the extremes: 1 ms to 366-day windows, limits up to
+/// `MAX_SCALED / window`.
+pub fn random_policy(rng: &mut Rng, algorithm: Algorithm) -> Policy {
+    let any_window = rng.range(1, 1_000_000);
+    let window = *rng.pick(&[
+        1,
+        2,
+        3,
+        7,
+        10,
+        100,
+        999,
+        1_000,
+        1_000,
+        60_000,
+        3_600_000,
+        86_400_000,
+        MAX_WINDOW_MS,
+        any_window,
+    ]);
+    let max = MAX_SCALED / window;
+    let pick_count = |rng: &mut Rng| {
+        let any = rng.range(1, 1_000);
+        let any_large = rng.range(1, max);
+        (*rng.pick(&[1, 2, 3, 5, 10, 100, any, any, max, any_large])).min(max)
+    };
+    let limit = pick_count(rng);
+    let burst = if algorithm.takes_burst() && rng.chance(50) {
+        Some(pick_count(rng))
+    } else {
+        None
+    };
+    Policy::new(algorithm, limit, window, burst).expect("generated policies are valid")
+}
+
+fn random_cost(rng: &mut Rng, capacity: u64) -> i64 {
+    let capacity = capacity as i64;
+    match rng.range(0, 16) {
+        0..=4 => 1,
+        5 => 0,
+        6 => -1,
+        7 => -(rng.range(1, capacity.min(1 << 40) as u64) as i64),
+        8 => rng.range(1, capacity as u64) as i64,
+        9 => capacity,
+        10 => capacity + 1,
+        11 => i64::MAX,
+        12 => i64::MIN,
+        13 => rng.range(2, 5) as i64,
+        _ => rng.range(1, (capacity as u64).min(3)) as i64,
+    }
+}
+
+/// The next time of a sequence after `t`, probing the edges of a policy with window `w`.
+fn next_time(rng: &mut Rng, t: u64, w: u64, limit: u64) -> u64 {
+    let edge = (t / w + 1) * w;
+    match rng.range(0, 13) {
+        0 => t,
+        1 => t + 1,
+        2 => edge - 1,
+        3 => edge,
+        4 => edge + 1,
+        5 => t + w,
+        6 => t + w - 1,
+        7 => t + w + 1,
+        8 => t + (w / limit).max(1),
+        9 => t + rng.range(0, 3 * w),
+        10 => t.saturating_sub(rng.range(1, w.min(30_000))),
+        _ => t + rng.range(0, 50),
+    }
+}
+
+/// Identifiers of one sequence: unique to it, some hostile.
+fn identifiers(rng: &mut Rng, seq: u64) -> Vec<Identifier> {
+    let n = rng.range(1, 3);
+    (0..n)
+        .map(|j| {
+            let base = format!("s{seq}-{j}");
+            match rng.range(0, 9) {
+                0 => format!("{{{base}}}:x").into(),
+                1 => format!("{base}\n*:{{}}").into(),
+                2 => {
+                    let mut b = base.into_bytes();
+                    b.extend([0, 0xff, b'{', b'}']);
+                    b.into()
+                }
+                3 => format!("{base}{}", "x".repeat(200)).into(),
+                _ => base.into(),
+            }
+        })
+        .collect()
+}
+
+/// `count` sequences of `kind`, from `seed`. For [`Kind::Multi`] with `same_slot`, each sequence
+/// uses one identifier and limit names chosen so all its keys share a Cluster slot (so the
+/// multi-limit script runs on a Cluster too); otherwise names are arbitrary.
+pub fn generate(
+    kind: Kind,
+    seed: u64,
+    count: u64,
+    namespace: &str,
+    same_slot: bool,
+) -> Vec<Sequence> {
+    let mut rng = Rng::new(seed);
+    (0..count)
+        .map(|seq| {
+            // Some sequences change the policy under a live key (same name, another policy of
+            // the same algorithm), as a redeploy does: the steps then read state written under
+            // other bounds. Their span stays under 2·GC_GRACE_MS, so neither store collects
+            // state that the other still holds.
+            let mut changing = false;
+            let limits: Vec<Limit> = match kind {
+                Kind::Single(algorithm) if rng.chance(20) => {
+                    changing = true;
+                    vec![
+                        Limit::new("lim", random_policy(&mut rng, algorithm)),
+                        Limit::new("lim", random_policy(&mut rng, algorithm)),
+                    ]
+                }
+                Kind::Single(algorithm) => {
+                    vec![Limit::new("lim", random_policy(&mut rng, algorithm))]
+                }
+                Kind::Multi => {
+                    let n = rng.range(2, 4);
+                    (0..n)
+                        .map(|i| {
+                            let algorithm = *rng.pick(&Algorithm::ALL);
+                            Limit::new(format!("m{i}"), random_policy(&mut rng, algorithm))
+                        })
+                        .collect()
+                }
+            };
+            let mut ids = identifiers(&mut rng, seq);
+            let limits = if kind == Kind::Multi && same_slot {
+                ids.truncate(1);
+                same_slot_names(limits, namespace, &ids[0])
+            } else {
+                limits
+            };
+            let w = limits[0].policy.window_ms();
+            let l = limits[0].policy.limit();
+            let mut t = if rng.chance(10) {
+                rng.range(0, 1 << 51)
+            } else {
+                rng.range(1_600_000_000_000, 1_900_000_000_000)
+            };
+            let calls = (0..rng.range(1, 16))
+                .map(|_| {
+                    t = if changing {
+                        next_time(&mut rng, t, w, l).min(t + 5_000)
+                    } else {
+                        next_time(&mut rng, t, w, l)
+                    };
+                    let n_checks = if rng.chance(15) { rng.range(2, 3) } else { 1 };
+                    let checks = (0..n_checks)
+                        .map(|_| match kind {
+                            Kind::Single(_) => {
+                                let limit = rng.pick(&limits);
+                                let id = rng.pick(&ids).clone();
+                                let cost = random_cost(&mut rng, limit.policy.capacity());
+                                Check::single(limit, id, cost)
+                            }
+                            Kind::Multi => {
+                                let mut check = Check::new();
+                                for limit in &limits {
+                                    if check.items().len() >= 2 && rng.chance(30) {
+                                        continue;
+                                    }
+                                    let id = rng.pick(&ids).clone();
+                                    let cost = random_cost(&mut rng, limit.policy.capacity());
+                                    check = check.with(limit, id, cost);
+                                }
+                                check
+                            }
+                        })
+                        .collect();
+                    Call { time: t, checks }
+                })
+                .collect();
+            Sequence { calls }
+        })
+        .collect()
+}
+
+/// Renames limits so that their keys for `id` share the first one's Cluster slot.
+fn same_slot_names(limits: Vec<Limit>, namespace: &str, id: &Identifier) -> Vec<Limit> {
+    let slot_of = |l: &Limit| hash_slot(&state_key(namespace, &l.name, l.policy.algorithm(), id));
+    let target = slot_of(&limits[0]);
+    let mut out = vec![limits[0].clone()];
+    for (i, limit) in limits.into_iter().enumerate().skip(1) {
+        // 16384 slots: a few tens of thousands of candidates find a match with near certainty.
+        let renamed = (0..1_000_000u32)
+            .map(|k| Limit::new(format!("m{i}-{k}"), limit.policy))
+            .find(|l| slot_of(l) == target)
+            .expect("a name in the same slot");
+        out.push(renamed);
+    }
+    out
+}
+
+/// What `MemoryStore` says for a call: the same batch, except that a check the Redis store must
+/// split across Cluster slots is decided item by item (not atomic), as the store does.
+fn reference(
+    memory: &MemoryStore,
+    call: &Call,
+    namespace: &str,
+    topology: Topology,
+) -> Vec<Verdict> {
+    call.checks
+        .iter()
+        .map(|check| {
+            let atomic = CheckPlan::new(check, namespace, TimeSource::At(call.time), topology)
+                .expect("valid plan")
+                .is_atomic();
+            if atomic {
+                return memory
+                    .check_now(std::slice::from_ref(check), call.time)
+                    .remove(0);
+            }
+            let decisions: Vec<_> = check
+                .items()
+                .iter()
+                .map(|item| {
+                    let single = Check::single(&item.limit, item.identifier.clone(), item.cost);
+                    memory.check_now(&[single], call.time).remove(0).decisions[0]
+                })
+                .collect();
+            Verdict {
+                allowed: decisions.iter().all(|d| d.allowed),
+                decisions,
+                atomic: false,
+            }
+        })
+        .collect()
+}
+
+async fn run_one<S: Store>(
+    store: &S,
+    sequence: &Sequence,
+    namespace: &str,
+    topology: Topology,
+) -> Report {
+    let memory = MemoryStore::with_capacity(1024);
+    let mut report = Report {
+        sequences: 1,
+        ..Report::default()
+    };
+    for (i, call) in sequence.calls.iter().enumerate() {
+        let expected = reference(&memory, call, namespace, topology);
+        let actual = store
+            .check(&call.checks, TimeSource::At(call.time))
+            .await
+            .map_err(|e| format!("store error: {e}"));
+        report.calls += 1;
+        report.checks += call.checks.len() as u64;
+        for check in &call.checks {
+            report.items += check.items().len() as u64;
+        }
+        for v in &expected {
+            report.non_atomic += (!v.atomic) as u64;
+            for d in &v.decisions {
+                match d.reason {
+                    Reason::Admitted => report.admitted += 1,
+                    Reason::OverLimit => report.over_limit += 1,
+                    Reason::CostExceedsCapacity => report.too_costly += 1,
+                    _ => {}
+                }
+            }
+        }
+        if actual.as_ref() != Ok(&expected) {
+            report.mismatches += 1;
+            if report.examples.is_empty() {
+                let history: Vec<String> = sequence.calls[..=i]
+                    .iter()
+                    .map(|c| format!("  at {}: {:?}", c.time, c.checks))
+                    .collect();
+                report.examples.push(format!(
+                    "call {i}:\n{}\n  rust: {expected:?}\n  lua:  {actual:?}",
+                    history.join("\n")
+                ));
+            }
+            // Later calls of this sequence start from diverged states: stop here.
+            break;
+        }
+    }
+    report
+}
+
+/// Runs every sequence through `store` and a fresh `MemoryStore` each, `concurrency` sequences at
+/// a time, and reports what it saw.
+pub async fn run<S: Store + Clone + 'static>(
+    store: &S,
+    sequences: Vec<Sequence>,
+    namespace: &str,
+    topology: Topology,
+    concurrency: usize,
+) -> Report {
+    let sequences = Arc::new(sequences);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (store, sequences, next) = (store.clone(), sequences.clone(), next.clone());
+        let namespace = namespace.to_string();
+        tasks.spawn(async move {
+            let mut report = Report::default();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(sequence) = sequences.get(i) else {
+                    break;
+                };
+                report.merge(run_one(&store, sequence, &namespace, topology).await);
+            }
+            report
+        });
+    }
+    let mut report = Report::default();
+    while let Some(part) = tasks.join_next().await {
+        report.merge(part.expect("differential task panicked"));
+    }
+    report
+}
