@@ -133,9 +133,15 @@ pub fn boundary_chart(s: &BoundarySeries, algorithm: &str) -> String {
     for i in 0..=4 {
         let t = s.from_ms + (s.to_ms - s.from_ms) * i / 4;
         let label = &format_utc(t)[11..19];
+        // The end labels hang inward so they are not cut off at the chart's edges.
+        let anchor = match i {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
+        };
         let _ = write!(
             o,
-            r##"<text x="{:.1}" y="{}" text-anchor="middle" fill="#666">{label}</text>"##,
+            r##"<text x="{:.1}" y="{}" text-anchor="{anchor}" fill="#666">{label}</text>"##,
             x(t),
             H - 12.0
         );
