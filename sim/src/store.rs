@@ -1,11 +1,16 @@
 //! `--store`: where decisions are made. `memory` (the default) runs the library's steps in
-//! process; `redis://…` and `upstash+http://…` will send the same checks, on the trace's virtual
-//! clock, to a real store — once `RespStore` and `RestStore` land in the library.
+//! process; `redis://…` sends the same checks, on the trace's virtual clock, to a real Redis
+//! through the library's `RespStore` (its Lua twins), batched into pipelines; `upstash+http://…`
+//! waits for the library's `RestStore`.
+//!
+//! A store-backed replay writes keys under a fresh namespace (`sim-<pid>-<ms>`), so earlier runs'
+//! state never leaks into this one; the keys expire on their own (their TTLs are durations).
 
 use std::fmt;
 use std::str::FromStr;
 
-use edgelimit::Policy;
+use edgelimit::store::RespStore;
+use edgelimit::{Check, Limit, Policy, Store, TimeSource};
 
 use crate::error::SimError;
 use crate::event::Event;
@@ -58,23 +63,133 @@ impl StoreChoice {
     }
 
     /// Connects, or `None` for the in-process replay.
-    pub fn connect(
-        &self,
-        _policies: &[Policy],
-    ) -> Result<Option<Box<dyn ExternalStore>>, SimError> {
+    pub fn connect(&self, policies: &[Policy]) -> Result<Option<Box<dyn ExternalStore>>, SimError> {
         match self {
             StoreChoice::Memory => Ok(None),
-            StoreChoice::Redis(_) => Err(SimError::Usage(
-                "--store redis://: not yet — edgelimit::store::RespStore is not in this build of \
-                 the library; replay with --store memory (the same steps) until it lands"
-                    .into(),
-            )),
+            StoreChoice::Redis(url) => {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| SimError::Store(format!("cannot start a runtime: {e}")))?;
+                let store = runtime
+                    .block_on(RespStore::connect(url))
+                    .map_err(|e| SimError::Store(format!("{url}: {e}")))?
+                    .with_namespace(fresh_namespace());
+                Ok(Some(Box::new(Batched::new(
+                    runtime,
+                    Box::new(store),
+                    policies,
+                ))))
+            }
             StoreChoice::Upstash(_) => Err(SimError::Usage(
                 "--store upstash+http://: not yet — edgelimit::store::RestStore is not in this \
                  build of the library; replay with --store memory (the same steps) until it lands"
                     .into(),
             )),
         }
+    }
+}
+
+/// Events per round trip: large enough to hide latency, small enough to keep memory flat.
+const BATCH: usize = 256;
+
+fn fresh_namespace() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("sim-{}-{ms}", std::process::id())
+}
+
+/// Any library [`Store`] driven in batches: one check per (event, policy), in trace order — a
+/// store decides a batch's checks in order, so per-key order is kept.
+struct Batched {
+    runtime: tokio::runtime::Runtime,
+    store: Box<dyn Store>,
+    limits: Vec<Limit>,
+    queue: Vec<Event>,
+}
+
+impl fmt::Debug for Batched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batched")
+            .field("limits", &self.limits)
+            .field("queued", &self.queue.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Batched {
+    fn new(
+        runtime: tokio::runtime::Runtime,
+        store: Box<dyn Store>,
+        policies: &[Policy],
+    ) -> Batched {
+        Batched {
+            runtime,
+            store,
+            // One name per position: two identical specs still get separate state, as in memory.
+            limits: policies
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Limit::new(format!("p{i}"), *p))
+                .collect(),
+            queue: Vec::with_capacity(BATCH),
+        }
+    }
+}
+
+impl ExternalStore for Batched {
+    fn push(&mut self, ev: Event, replay: &mut Replay) -> Result<(), SimError> {
+        self.queue.push(ev);
+        if self.queue.len() >= BATCH {
+            self.flush(replay)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, replay: &mut Replay) -> Result<(), SimError> {
+        if self.queue.is_empty() {
+            return Ok(());
+        }
+        // Every check of the batch runs at one virtual time per event, so each check carries its
+        // own: batches are split where the time changes.
+        let mut start = 0;
+        while start < self.queue.len() {
+            let t = self.queue[start].time_ms;
+            let end = start
+                + self.queue[start..]
+                    .iter()
+                    .take_while(|e| e.time_ms == t)
+                    .count();
+            let events = &self.queue[start..end];
+            let checks: Vec<Check> = events
+                .iter()
+                .flat_map(|ev| {
+                    self.limits
+                        .iter()
+                        .map(move |l| Check::single(l, format!("c{}", ev.client), ev.cost))
+                })
+                .collect();
+            let verdicts = self
+                .runtime
+                .block_on(self.store.check(&checks, TimeSource::At(t)))
+                .map_err(|e| SimError::Store(e.to_string()))?;
+            if verdicts.len() != checks.len() {
+                return Err(SimError::Store(format!(
+                    "asked {} checks, got {} verdicts",
+                    checks.len(),
+                    verdicts.len()
+                )));
+            }
+            for (ev, group) in events.iter().zip(verdicts.chunks(self.limits.len())) {
+                let decisions: Vec<_> = group.iter().map(|v| v.decisions[0]).collect();
+                replay.step_decided(*ev, &decisions);
+            }
+            start = end;
+        }
+        self.queue.clear();
+        Ok(())
     }
 }
 

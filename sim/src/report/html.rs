@@ -12,7 +12,7 @@ const STYLE: &str =
     "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px}\
 p.meta{color:#555;margin:2px 0}table{border-collapse:collapse;font-size:13px}\
-th,td{padding:4px 8px;border-bottom:1px solid #ddd;text-align:right}\
+th,td{padding:4px 7px;border-bottom:1px solid #ddd;text-align:right}td{white-space:nowrap}\
 th:first-child,td:first-child{text-align:left;white-space:nowrap}th{background:#f4f4f4}\
 .grid{display:grid;grid-template-columns:repeat(2,560px);gap:16px 24px}\
 .swatch{display:inline-block;width:10px;height:10px;margin-right:6px}\

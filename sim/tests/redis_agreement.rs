@@ -1,0 +1,120 @@
+//! Replay through `RespStore` (the Lua twins on a real redis-server) gives the same decisions as
+//! the in-process steps: per-policy counts equal, and no single decision differs.
+//! Skipped, with a note, where `redis-server` is not installed.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use edgelimit::Policy;
+use edgelimit_sim::generate::{write_csv, Generator, Kind};
+use edgelimit_sim::input::Source;
+use edgelimit_sim::readers::ReadOptions;
+use edgelimit_sim::run::{run, RunOptions};
+use edgelimit_sim::store::StoreChoice;
+
+/// Kills the server when the test ends, pass or fail.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis() -> Option<(Server, u16)> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let server = Server(child);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some((server, port));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn resp_store_decides_as_the_steps() {
+    let Some((_server, port)) = start_redis() else {
+        eprintln!("skipped: redis-server is not installed or did not start");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("sim-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bursty.csv");
+    let kind = Kind::Bursty {
+        rate: 30.0,
+        clients: 4,
+        burst_factor: 6.0,
+        period_ms: 4_000.0,
+    };
+    let mut csv = Vec::new();
+    write_csv(Generator::new(kind, 5, 3_000, 1_700_000_000_000), &mut csv).unwrap();
+    std::fs::write(&path, csv).unwrap();
+    let policies: Vec<Policy> = [
+        "fixed 10/5s",
+        "sliding-log 10/5s",
+        "sliding-counter 10/5s",
+        "token-bucket 2/1s burst 10",
+        "gcra 2/1s burst 10",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap())
+    .collect();
+    let options = |store| RunOptions {
+        source: Source::File(path.clone()),
+        read: ReadOptions::default(),
+        policies: policies.clone(),
+        store,
+        progress: false,
+        boundaries: false,
+    };
+    let memory = run(&options(StoreChoice::Memory)).unwrap();
+    let redis = run(&options(StoreChoice::Redis(format!(
+        "redis://127.0.0.1:{port}"
+    ))))
+    .unwrap();
+    assert_eq!(redis.store_mismatches, Some(0));
+    for (m, r) in memory.policies.iter().zip(&redis.policies) {
+        assert_eq!(
+            (
+                m.admitted,
+                m.denied,
+                m.false_allows,
+                m.false_denies,
+                m.max_admitted_in_window
+            ),
+            (
+                r.admitted,
+                r.denied,
+                r.false_allows,
+                r.false_denies,
+                r.max_admitted_in_window
+            ),
+            "{}",
+            m.spec
+        );
+        assert!(m.denied > 0, "{} should bind", m.spec);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
