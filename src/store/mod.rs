@@ -8,6 +8,7 @@ pub mod key;
 mod memory;
 #[cfg(not(target_arch = "wasm32"))]
 mod resp;
+mod sharded;
 mod traits;
 
 pub use batch::decide;
@@ -17,4 +18,5 @@ pub use expiring_map::ExpiringMap;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 #[cfg(not(target_arch = "wasm32"))]
 pub use resp::RespStore;
+pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{MaybeSendSync, Store};

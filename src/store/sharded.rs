@@ -1,0 +1,232 @@
+//! `ShardedStore`: client-side sharding of identifiers over several stores, for users who outgrow
+//! one Redis (GitHub's design: several independent Redis deployments, each owning a share of keys).
+//!
+//! Each (limit, identifier) belongs to the shard with the highest rendezvous score
+//! `score(shard name, limit name, identifier)`. Adding a shard moves only the ~1/N of identifiers
+//! it now wins; removing one moves only its own. The score is a fixed, documented hash (FNV-1a
+//! then a 64-bit finaliser) so every process — a Worker in wasm32 and a native service alike —
+//! agrees on where a key lives.
+//!
+//! A check whose items all land on one shard is sent whole and stays all or nothing. A check
+//! split over shards goes out as one sub-check per shard, all shards concurrently in one round
+//! trip each; when some shard admits its part and another denies, the cost the admitting parts
+//! took is refunded (a refund gives back exactly what was taken), so quota is not lost — but
+//! between the two round trips the taken quota was briefly in use, which is why such a verdict
+//! says `atomic: false`. A refund (negative cost) inside a denied split check stands: a refund is
+//! clamped at what was taken, so it has no exact inverse.
+
+use async_trait::async_trait;
+use futures_util::future::join_all;
+
+use super::check::{Check, TimeSource, Verdict};
+use super::error::StoreError;
+use super::traits::Store;
+
+/// One shard: a stable name (e.g. its URL without credentials) and its store. The name, not the
+/// position, decides ownership, so reordering the list moves nothing.
+pub struct Shard {
+    name: String,
+    store: Box<dyn Store>,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("name", &self.name).finish()
+    }
+}
+
+impl Shard {
+    /// A shard named `name` over `store`.
+    pub fn new(name: impl Into<String>, store: impl Store + 'static) -> Shard {
+        Shard {
+            name: name.into(),
+            store: Box::new(store),
+        }
+    }
+
+    /// The shard's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A store that spreads identifiers over several stores by rendezvous hashing.
+#[derive(Debug)]
+pub struct ShardedStore {
+    shards: Vec<Shard>,
+}
+
+/// The rendezvous score of `shard` for (limit name, identifier): FNV-1a over the three, with
+/// separators, then the SplitMix64 finaliser to spread FNV's weak low bits.
+pub fn rendezvous_score(shard: &str, limit_name: &str, identifier: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [shard.as_bytes(), limit_name.as_bytes(), identifier] {
+        for &b in part.iter().chain(&[0xff]) {
+            hash ^= b as u64;
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash ^= hash >> 30;
+    hash = hash.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    hash ^= hash >> 27;
+    hash = hash.wrapping_mul(0x94d0_49bb_1331_11eb);
+    hash ^ (hash >> 31)
+}
+
+impl ShardedStore {
+    /// A store over `shards`; errors if there are none or two share a name.
+    pub fn new(shards: Vec<Shard>) -> Result<ShardedStore, StoreError> {
+        if shards.is_empty() {
+            return Err(StoreError::InvalidInput(
+                "a sharded store needs at least one shard".into(),
+            ));
+        }
+        for (i, shard) in shards.iter().enumerate() {
+            if shards[..i].iter().any(|s| s.name == shard.name) {
+                return Err(StoreError::InvalidInput(format!(
+                    "two shards are named `{}`; names decide key ownership and must be unique",
+                    shard.name
+                )));
+            }
+        }
+        Ok(ShardedStore { shards })
+    }
+
+    /// The shards, in the order given.
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    /// The index of the shard that owns (limit name, identifier).
+    pub fn shard_of(&self, limit_name: &str, identifier: &[u8]) -> usize {
+        let mut best = (0, 0);
+        for (i, shard) in self.shards.iter().enumerate() {
+            let score = rendezvous_score(&shard.name, limit_name, identifier);
+            if i == 0 || score > best.1 {
+                best = (i, score);
+            }
+        }
+        best.0
+    }
+}
+
+/// Where each part of a check went: (shard, position in that shard's batch, item indexes).
+type Routing = Vec<(usize, usize, Vec<usize>)>;
+
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl Store for ShardedStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let mut batches: Vec<Vec<Check>> = vec![Vec::new(); self.shards.len()];
+        let mut routes: Vec<Routing> = Vec::with_capacity(checks.len());
+        for check in checks {
+            let mut parts: Vec<(usize, Vec<usize>)> = Vec::new();
+            for (i, item) in check.items().iter().enumerate() {
+                let shard = self.shard_of(&item.limit.name, item.identifier.as_bytes());
+                match parts.iter_mut().find(|(s, _)| *s == shard) {
+                    Some((_, items)) => items.push(i),
+                    None => parts.push((shard, vec![i])),
+                }
+            }
+            let routing = parts
+                .into_iter()
+                .map(|(shard, items)| {
+                    let mut part = Check::new();
+                    for &i in &items {
+                        let item = &check.items()[i];
+                        part = part.with(&item.limit, item.identifier.clone(), item.cost);
+                    }
+                    batches[shard].push(part);
+                    (shard, batches[shard].len() - 1, items)
+                })
+                .collect();
+            routes.push(routing);
+        }
+        let answers = self.call_shards(&batches, time).await?;
+        let mut verdicts = Vec::with_capacity(checks.len());
+        let mut refunds: Vec<Vec<Check>> = vec![Vec::new(); self.shards.len()];
+        // (verdict, shard, position in the shard's refund batch, item indexes)
+        let mut refunded: Vec<(usize, usize, usize, &[usize])> = Vec::new();
+        for (check, routing) in checks.iter().zip(&routes) {
+            let mut decisions = vec![None; check.items().len()];
+            let mut allowed = true;
+            let mut atomic = routing.len() <= 1;
+            for (shard, position, items) in routing {
+                let verdict = &answers[*shard][*position];
+                allowed &= verdict.allowed;
+                atomic &= verdict.atomic;
+                for (&i, decision) in items.iter().zip(&verdict.decisions) {
+                    decisions[i] = Some(*decision);
+                }
+            }
+            if !allowed && routing.len() > 1 {
+                // Give back what the admitting shards took: all or nothing, eventually.
+                for (shard, position, items) in routing {
+                    if answers[*shard][*position].allowed {
+                        let mut refund = Check::new();
+                        for item in batches[*shard][*position].items() {
+                            // Only taken cost is given back; a look gives back nothing.
+                            let taken = item.cost.max(0);
+                            refund = refund.with(&item.limit, item.identifier.clone(), -taken);
+                        }
+                        refunds[*shard].push(refund);
+                        let at = refunds[*shard].len() - 1;
+                        refunded.push((verdicts.len(), *shard, at, items));
+                    }
+                }
+            }
+            let decisions = decisions
+                .into_iter()
+                .map(|d| d.ok_or_else(|| StoreError::Protocol("a shard skipped an item".into())))
+                .collect::<Result<Vec<_>, _>>()?;
+            verdicts.push(Verdict {
+                allowed,
+                decisions,
+                atomic,
+            });
+        }
+        if !refunded.is_empty() {
+            // A refunded item reports its standing quota, as a single store reports an item that
+            // would have admitted a denied check. If the refund fails, the verdicts stand and the
+            // taken quota comes back when its window passes.
+            if let Ok(answers) = self.call_shards(&refunds, time).await {
+                for (verdict, shard, at, items) in refunded {
+                    for (&i, decision) in items.iter().zip(&answers[shard][at].decisions) {
+                        verdicts[verdict].decisions[i] = *decision;
+                    }
+                }
+            }
+        }
+        Ok(verdicts)
+    }
+}
+
+impl ShardedStore {
+    /// Sends each non-empty batch to its shard, all concurrently; one answer list per shard.
+    async fn call_shards(
+        &self,
+        batches: &[Vec<Check>],
+        time: TimeSource,
+    ) -> Result<Vec<Vec<Verdict>>, StoreError> {
+        let calls = self
+            .shards
+            .iter()
+            .zip(batches)
+            .map(|(shard, batch)| async move {
+                if batch.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let answers = shard.store.check(batch, time).await?;
+                if answers.len() != batch.len() {
+                    return Err(StoreError::Protocol(format!(
+                        "shard `{}` answered {} verdicts for {} checks",
+                        shard.name,
+                        answers.len(),
+                        batch.len()
+                    )));
+                }
+                Ok(answers)
+            });
+        join_all(calls).await.into_iter().collect()
+    }
+}
