@@ -26,6 +26,7 @@
 //! - [`script`]: the Redis twin — one Lua script per algorithm and the multi-limit script, with
 //!   the transport-neutral plan/reply contract every Redis store shares.
 //! - [`limiter`]: `Limiter`: denial cache, failure modes, counters, over any store.
+//! - [`metrics`]: per-limit decision counters and a store-latency histogram, as Prometheus text.
 //! - [`clock`]: the only place a wall clock is read.
 //!
 //! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
@@ -42,6 +43,7 @@ pub mod algorithm;
 pub mod clock;
 pub mod decision;
 pub mod limiter;
+pub mod metrics;
 pub mod policy;
 pub mod script;
 pub mod store;

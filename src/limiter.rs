@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
+use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::policy::Policy;
 use crate::store::{
     Check, CheckItem, ExpiringMap, FailMode, Identifier, Limit, MemoryStore, Store, StoreError,
@@ -83,6 +84,7 @@ pub struct Limiter<S> {
     denials: Option<Mutex<DenialCache>>,
     fallback: MemoryStore,
     counters: Counters,
+    metrics: Metrics,
 }
 
 impl<S: Store> Limiter<S> {
@@ -96,6 +98,7 @@ impl<S: Store> Limiter<S> {
             denials: Some(Mutex::new(ExpiringMap::new(DEFAULT_DENIAL_CACHE))),
             fallback: MemoryStore::with_capacity(DEFAULT_DENIAL_CACHE),
             counters: Counters::default(),
+            metrics: Metrics::default(),
         }
     }
 
@@ -137,6 +140,12 @@ impl<S: Store> Limiter<S> {
         }
     }
 
+    /// Per-limit decision counts and the store-latency histogram, e.g. for a `/metrics` page
+    /// ([`MetricsSnapshot::to_prometheus`]).
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+
     /// Decides one check.
     pub async fn check(&self, check: &Check) -> Verdict {
         self.check_all(std::slice::from_ref(check))
@@ -161,7 +170,11 @@ impl<S: Store> Limiter<S> {
                 TimeMode::Local => TimeSource::At(now),
                 TimeMode::Server => TimeSource::Server,
             };
-            let answers = match self.store.check(&pending, time).await {
+            let started = web_time::Instant::now();
+            let answered = self.store.check(&pending, time).await;
+            self.metrics
+                .observe_store_latency(started.elapsed().as_secs_f64() * 1000.0);
+            let answers = match answered {
                 Ok(answers) if answers.len() == pending.len() => Ok(answers),
                 Ok(answers) => Err(StoreError::Protocol(format!(
                     "store answered {} verdicts for {} checks",
@@ -179,6 +192,7 @@ impl<S: Store> Limiter<S> {
                 }
                 Err(_) => {
                     bump(&self.counters.store_errors, 1);
+                    self.metrics.store_error();
                     let failed: Vec<Verdict> = pending.iter().map(|c| self.fail(c, now)).collect();
                     failed.into_iter()
                 }
@@ -189,8 +203,12 @@ impl<S: Store> Limiter<S> {
         }
         verdicts
             .into_iter()
-            .map(|v| {
+            .zip(checks)
+            .map(|(v, check)| {
                 let v = v.expect("every check has a verdict");
+                for (item, decision) in check.items().iter().zip(&v.decisions) {
+                    self.metrics.record(&item.limit.name, decision);
+                }
                 bump(
                     if v.allowed {
                         &self.counters.allowed

@@ -240,3 +240,41 @@ fn each_limit_follows_its_fail_mode_and_the_store_takes_over_again() {
     assert!(v.allowed);
     assert_eq!(v.decisions[0].reason, Reason::Admitted);
 }
+
+#[test]
+fn decisions_are_counted_per_limit_and_rendered_for_prometheus() {
+    let clock = Arc::new(ManualClock::at(0));
+    let limiter = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
+    let api = limit("api", "fixed 5/1s");
+    let strict = limit("strict\"name", "fixed 1/1s").with_fail_mode(FailMode::Closed);
+    for _ in 0..7 {
+        block_on(limiter.check(&Check::single(&api, "k", 1)));
+    }
+    limiter.store().down.store(true, Ordering::SeqCst);
+    block_on(limiter.check(&Check::single(&strict, "k", 1)));
+    let m = limiter.metrics();
+    let api_counts = m.limits["api"];
+    // 5 admitted (the 4th and 5th with ≤ 20% left), 1 denied by the store, 1 from the cache.
+    assert_eq!(
+        (
+            api_counts.allowed,
+            api_counts.denied,
+            api_counts.cache_hits,
+            api_counts.near_limit
+        ),
+        (5, 1, 1, 2)
+    );
+    assert_eq!(m.limits["strict\"name"].failed_closed, 1);
+    assert_eq!(m.store_errors, 1);
+    assert_eq!(
+        m.store_latency.count, 7,
+        "six store calls for api, one failed for strict"
+    );
+    let text = m.to_prometheus();
+    assert!(text.contains("edgelimit_decisions_total{limit=\"api\",outcome=\"allowed\"} 5\n"));
+    assert!(text.contains(
+        "edgelimit_decisions_total{limit=\"strict\\\"name\",outcome=\"failed_closed\"} 1\n"
+    ));
+    assert!(text.contains("edgelimit_store_latency_seconds_bucket{le=\"+Inf\"} 7\n"));
+    assert!(text.contains("edgelimit_near_limit_total{limit=\"api\"} 2\n"));
+}

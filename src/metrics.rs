@@ -1,0 +1,216 @@
+//! Counters an operator can watch: decisions per limit and a store-latency histogram, rendered
+//! as Prometheus text by [`MetricsSnapshot::to_prometheus`] (the gateway serves it on
+//! `/metrics`; the Worker logs samples). Plain atomics and a mutex-guarded map, so it works
+//! unchanged on wasm32.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::decision::{Decision, Reason};
+
+/// Upper bounds (ms) of the store-latency histogram's buckets; the last bucket is unbounded.
+pub const LATENCY_BUCKETS_MS: [f64; 11] = [
+    0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
+];
+
+/// A decision counts as near the limit when at most this share of the limit remains (80% used).
+pub const NEAR_LIMIT_REMAINING: f64 = 0.2;
+
+/// Decisions for one limit, by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitCounts {
+    /// Admitted by the store.
+    pub allowed: u64,
+    /// Denied by the store (over the limit, or a cost above capacity).
+    pub denied: u64,
+    /// Denied from the in-process denial cache, with no round trip.
+    pub cache_hits: u64,
+    /// Admitted because the store failed and the limit fails open.
+    pub failed_open: u64,
+    /// Denied because the store failed and the limit fails closed.
+    pub failed_closed: u64,
+    /// Decided by the local fallback while the store failed.
+    pub fallback: u64,
+    /// Admitted with at most 20% of the limit left.
+    pub near_limit: u64,
+}
+
+/// A store-latency histogram: counts per bucket of [`LATENCY_BUCKETS_MS`] plus the overflow.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LatencyHistogram {
+    /// Count per bucket, non-cumulative; one more entry than `LATENCY_BUCKETS_MS` (+Inf).
+    pub buckets: Vec<u64>,
+    /// Total observed latency, ms.
+    pub sum_ms: f64,
+    /// Observations.
+    pub count: u64,
+}
+
+/// Everything counted so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricsSnapshot {
+    /// Per limit name.
+    pub limits: BTreeMap<String, LimitCounts>,
+    /// Round trips to the store and how long they took.
+    pub store_latency: LatencyHistogram,
+    /// Store calls that failed.
+    pub store_errors: u64,
+}
+
+/// The live counters behind a [`MetricsSnapshot`].
+#[derive(Debug)]
+pub struct Metrics {
+    limits: Mutex<BTreeMap<Arc<str>, LimitCounts>>,
+    latency_buckets: [AtomicU64; LATENCY_BUCKETS_MS.len() + 1],
+    latency_sum_us: AtomicU64,
+    store_errors: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            limits: Mutex::new(BTreeMap::new()),
+            latency_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            latency_sum_us: AtomicU64::new(0),
+            store_errors: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one limit's decision.
+    pub fn record(&self, limit_name: &Arc<str>, decision: &Decision) {
+        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = limits.entry(limit_name.clone()).or_default();
+        match decision.reason {
+            Reason::Admitted => counts.allowed += 1,
+            Reason::OverLimit | Reason::CostExceedsCapacity => counts.denied += 1,
+            Reason::CachedDenial if !decision.allowed => counts.cache_hits += 1,
+            Reason::CachedDenial => {}
+            Reason::FailedOpen => counts.failed_open += 1,
+            Reason::FailedClosed => counts.failed_closed += 1,
+            Reason::Fallback => counts.fallback += 1,
+        }
+        if decision.allowed
+            && decision.reason == Reason::Admitted
+            && (decision.remaining as f64) <= decision.limit as f64 * NEAR_LIMIT_REMAINING
+        {
+            counts.near_limit += 1;
+        }
+    }
+
+    /// Counts one store round trip that took `ms`.
+    pub fn observe_store_latency(&self, ms: f64) {
+        let bucket = LATENCY_BUCKETS_MS
+            .iter()
+            .position(|&bound| ms <= bound)
+            .unwrap_or(LATENCY_BUCKETS_MS.len());
+        self.latency_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us
+            .fetch_add((ms * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+
+    /// Counts one failed store call.
+    pub fn store_error(&self) {
+        self.store_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy of every counter.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let buckets: Vec<u64> = self
+            .latency_buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        MetricsSnapshot {
+            limits: limits.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            store_latency: LatencyHistogram {
+                count: buckets.iter().sum(),
+                buckets,
+                sum_ms: self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1000.0,
+            },
+            store_errors: self.store_errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Escapes a Prometheus label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl MetricsSnapshot {
+    /// The Prometheus text exposition format (version 0.0.4).
+    pub fn to_prometheus(&self) -> String {
+        let mut out = String::new();
+        out.push_str(
+            "# HELP edgelimit_decisions_total Limit decisions by outcome.\n\
+             # TYPE edgelimit_decisions_total counter\n",
+        );
+        for (name, c) in &self.limits {
+            for (outcome, n) in [
+                ("allowed", c.allowed),
+                ("denied", c.denied),
+                ("cache_hit", c.cache_hits),
+                ("failed_open", c.failed_open),
+                ("failed_closed", c.failed_closed),
+                ("fallback", c.fallback),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "edgelimit_decisions_total{{limit=\"{}\",outcome=\"{outcome}\"}} {n}",
+                    label(name)
+                );
+            }
+        }
+        out.push_str(
+            "# HELP edgelimit_near_limit_total Admissions with at most 20% of the limit left.\n\
+             # TYPE edgelimit_near_limit_total counter\n",
+        );
+        for (name, c) in &self.limits {
+            let _ = writeln!(
+                out,
+                "edgelimit_near_limit_total{{limit=\"{}\"}} {}",
+                label(name),
+                c.near_limit
+            );
+        }
+        out.push_str(
+            "# HELP edgelimit_store_errors_total Store calls that failed.\n\
+             # TYPE edgelimit_store_errors_total counter\n",
+        );
+        let _ = writeln!(out, "edgelimit_store_errors_total {}", self.store_errors);
+        out.push_str(
+            "# HELP edgelimit_store_latency_seconds Store round-trip latency.\n\
+             # TYPE edgelimit_store_latency_seconds histogram\n",
+        );
+        let mut cumulative = 0;
+        for (i, n) in self.store_latency.buckets.iter().enumerate() {
+            cumulative += n;
+            let le = LATENCY_BUCKETS_MS
+                .get(i)
+                .map_or("+Inf".to_string(), |ms| format!("{}", ms / 1000.0));
+            let _ = writeln!(
+                out,
+                "edgelimit_store_latency_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "edgelimit_store_latency_seconds_sum {}",
+            self.store_latency.sum_ms / 1000.0
+        );
+        let _ = writeln!(
+            out,
+            "edgelimit_store_latency_seconds_count {}",
+            self.store_latency.count
+        );
+        out
+    }
+}
