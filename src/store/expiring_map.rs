@@ -166,10 +166,17 @@ mod tests {
         map.set_expiry(&"a", 300);
         assert_eq!(map.purge_expired(150), 0, "a now expires at 300");
         map.insert("c", 3, 250);
-        assert!(map.get(&"b").is_none(), "b expires soonest, so b is evicted");
+        assert!(
+            map.get(&"b").is_none(),
+            "b expires soonest, so b is evicted"
+        );
         assert_eq!(map.get(&"a"), Some((&1, 300)));
         map.set_expiry(&"a", 50);
-        assert_eq!(map.purge_expired(60), 1, "an earlier expiry takes effect at once");
+        assert_eq!(
+            map.purge_expired(60),
+            1,
+            "an earlier expiry takes effect at once"
+        );
         assert!(map.get(&"a").is_none());
         assert_eq!(map.purge_expired(1_000), 1);
         assert!(map.is_empty());
