@@ -33,8 +33,13 @@ pub struct BenchRow {
     pub events: u64,
     /// Wall seconds.
     pub seconds: f64,
-    /// Events per second.
+    /// Events per second of wall time.
     pub events_per_s: f64,
+    /// CPU seconds this process spent (user + system), where `/proc` has it: on a shared
+    /// machine, wall time includes waiting for a core and CPU time does not.
+    pub cpu_seconds: Option<f64>,
+    /// Events per CPU second.
+    pub events_per_cpu_s: Option<f64>,
     /// Megabytes per second (parse only).
     pub mb_per_s: Option<f64>,
 }
@@ -99,19 +104,21 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
         ..ReadOptions::default()
     };
     let started = Instant::now();
+    let cpu0 = cpu_seconds();
     let mut n = 0u64;
     for ev in TraceReader::from_reader(Box::new(reader), "bench".into(), read) {
         ev?;
         n += 1;
     }
     let s = started.elapsed().as_secs_f64();
-    rows.push(BenchRow {
-        name: "parse combined log (+ intern)".into(),
-        events: n,
-        seconds: s,
-        events_per_s: n as f64 / s,
-        mb_per_s: Some(bytes as f64 / 1e6 / s),
-    });
+    let cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+    rows.push(row(
+        "parse combined log (+ intern)".into(),
+        n,
+        s,
+        cpu,
+        Some(bytes),
+    ));
 
     // Replay: a heavy-tailed trace, streamed from the generator so memory stays O(clients).
     // Generating costs time too, so it is timed alone and subtracted.
@@ -128,11 +135,13 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
         )
     };
     let started = Instant::now();
+    let cpu0 = cpu_seconds();
     let mut checksum = 0u64;
     for ev in generator() {
         checksum = checksum.wrapping_add(ev.time_ms ^ u64::from(ev.client));
     }
     let generate_s = started.elapsed().as_secs_f64();
+    let generate_cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
     std::hint::black_box(checksum);
     let policies: Vec<Policy> = BENCH_POLICIES
         .iter()
@@ -143,27 +152,54 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
         .collect::<Result<_, _>>()?;
     let mut replay = Replay::new(&policies)?;
     let started = Instant::now();
+    let cpu0 = cpu_seconds();
     for ev in generator() {
         replay.step(ev);
     }
     let total_s = started.elapsed().as_secs_f64();
-    let s = (total_s - generate_s).max(1e-9);
+    let total_cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
     let n = replay.events();
-    rows.push(BenchRow {
-        name: format!("replay 5 policies + metrics ({} clients)", options.clients),
-        events: n,
-        seconds: s,
-        events_per_s: n as f64 / s,
-        mb_per_s: None,
-    });
-    rows.push(BenchRow {
-        name: "  (generator alone, subtracted above)".into(),
-        events: n,
-        seconds: generate_s,
-        events_per_s: n as f64 / generate_s,
-        mb_per_s: None,
-    });
+    let cpu = total_cpu.zip(generate_cpu).map(|(t, g)| (t - g).max(0.01));
+    rows.push(row(
+        format!("replay 5 policies + metrics ({} clients)", options.clients),
+        n,
+        total_s - generate_s,
+        cpu,
+        None,
+    ));
+    rows.push(row(
+        "  (generator alone, subtracted above)".into(),
+        n,
+        generate_s,
+        generate_cpu,
+        None,
+    ));
     Ok(rows)
+}
+
+/// CPU seconds (user + system) this process has used, from `/proc/self/stat` (clock ticks at the
+/// usual 100 Hz).
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th there.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+fn row(name: String, events: u64, wall: f64, cpu: Option<f64>, bytes: Option<u64>) -> BenchRow {
+    let wall = wall.max(1e-9);
+    BenchRow {
+        name,
+        events,
+        seconds: wall,
+        events_per_s: events as f64 / wall,
+        cpu_seconds: cpu,
+        events_per_cpu_s: cpu.filter(|&c| c > 0.0).map(|c| events as f64 / c),
+        mb_per_s: bytes.map(|b| b as f64 / 1e6 / wall),
+    }
 }
 
 /// Peak resident memory (`VmHWM`) in KiB, where `/proc` has it.
@@ -178,16 +214,18 @@ pub fn peak_memory_kib() -> Option<u64> {
 /// The table `sim bench` prints.
 pub fn render(rows: &[BenchRow]) -> String {
     let mut out = format!(
-        "{:<48} {:>12} {:>9} {:>14} {:>9}\n",
-        "benchmark (one core)", "events", "seconds", "events/s", "MB/s"
+        "{:<46} {:>10} {:>8} {:>12} {:>8} {:>12} {:>6}\n",
+        "benchmark (one thread)", "events", "wall s", "events/s", "cpu s", "events/cpu-s", "MB/s"
     );
     for r in rows {
         out.push_str(&format!(
-            "{:<48} {:>12} {:>9.2} {:>14.0} {:>9}\n",
+            "{:<46} {:>10} {:>8.2} {:>12.0} {:>8} {:>12} {:>6}\n",
             r.name,
             r.events,
             r.seconds,
             r.events_per_s,
+            r.cpu_seconds.map_or("-".into(), |c| format!("{c:.2}")),
+            r.events_per_cpu_s.map_or("-".into(), |e| format!("{e:.0}")),
             r.mb_per_s.map_or("-".into(), |m| format!("{m:.0}"))
         ));
     }

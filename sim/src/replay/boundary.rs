@@ -2,9 +2,8 @@
 //! trailing window over time — for the policy and for the exact log on the same requests — so a
 //! fixed window's 2× burst across an edge is plain to see.
 
-use edgelimit::Policy;
+use edgelimit::{Policy, State};
 
-use super::lane::Lane;
 use super::metrics::WorstWindow;
 use super::reference::reference;
 use crate::error::SimError;
@@ -56,16 +55,14 @@ pub fn boundary_series(
     let w = exact_policy.window_ms();
     let from_ms = worst.end_ms.saturating_sub(2 * w);
     let to_ms = worst.end_ms.saturating_add(w);
-    let mut lane = Lane::new(policy.algorithm());
-    let mut exact_lane = Lane::new(exact_policy.algorithm());
-    lane.grow(1);
-    exact_lane.grow(1);
+    let mut state = State::fresh(policy.algorithm());
+    let mut exact_state = State::fresh(exact_policy.algorithm());
     let mut admitted = Vec::new();
     let mut exact_admitted = Vec::new();
     let mut requests = Vec::new();
     for &(t, cost) in events {
-        let ok = lane.step(policy, 0, t, cost).decision.allowed;
-        let exact_ok = exact_lane.step(&exact_policy, 0, t, cost).decision.allowed;
+        let ok = state.apply(policy, t, cost).decision.allowed;
+        let exact_ok = exact_state.apply(&exact_policy, t, cost).decision.allowed;
         if ok && cost > 0 {
             admitted.push((t, cost as u64));
         }

@@ -1,11 +1,22 @@
-//! The replay engine: every event through every policy's lane and through the exact reference
+//! The replay engine: every event through every policy's state and through the exact reference
 //! logs, tallying as it goes. Memory is O(clients), never O(events), so traces larger than memory
 //! stream through.
+//!
+//! **Layout.** Everything kept per client — each policy's and each reference's `State`, each
+//! policy's trailing-window tally — sits in client-major vectors: client `c`'s states are
+//! `states[c·width .. (c+1)·width]`. One request touches one client's few adjacent cache lines
+//! instead of one line in each of a dozen vectors, which is what replay speed on traces with many
+//! clients comes down to. The states are the library's own `State`, stepped by `State::apply` —
+//! the code `MemoryStore` and the Worker run.
 
-use edgelimit::{Decision, Policy};
+use std::mem::size_of;
 
-use super::lane::Lane;
-use super::metrics::{finish, PolicyResult, Tally};
+use edgelimit::algorithm::{
+    FixedWindowState, GcraState, SlidingCounterState, SlidingLogState, TokenBucketState,
+};
+use edgelimit::{Decision, Policy, State};
+
+use super::metrics::{finish, ClientTally, PolicyResult, Tally};
 use super::reference::reference;
 use crate::error::SimError;
 use crate::event::{Event, Interner};
@@ -15,20 +26,25 @@ use crate::event::{Event, Interner};
 struct Run {
     policy: Policy,
     reference: Policy,
-    /// Index into `Replay::refs`, or `None` when the policy *is* its own reference (the sliding
-    /// log), whose decisions are then the ground truth itself.
-    reference_lane: Option<usize>,
-    lane: Lane,
+    /// The reference's slot among a client's states, or `None` when the policy *is* its own
+    /// reference (the sliding log), whose decisions are then the ground truth itself.
+    reference_slot: Option<usize>,
     tally: Tally,
 }
 
-/// Replays events through a set of policies; see the module docs of [`super`] for the metrics.
+/// Replays events through a set of policies; see [`super::metrics`] for what is measured.
 #[derive(Debug)]
 pub struct Replay {
     runs: Vec<Run>,
-    refs: Vec<(Policy, Lane)>,
-    ref_allowed: Vec<bool>,
+    /// All policies, then the distinct references: the slots of a client's states.
+    slots: Vec<Policy>,
+    /// `clients × slots.len()` states, client-major.
+    states: Vec<State>,
+    /// `clients × runs.len()` tallies, client-major.
+    tallies: Vec<ClientTally>,
     requests: Vec<u32>,
+    /// Scratch: this event's decision in every slot.
+    decided: Vec<Decision>,
     events: u64,
     mismatches: u64,
 }
@@ -39,33 +55,36 @@ impl Replay {
         if policies.is_empty() {
             return Err(SimError::Usage("no policy to replay".into()));
         }
-        let mut refs: Vec<(Policy, Lane)> = Vec::new();
+        let mut slots: Vec<Policy> = policies.to_vec();
         let mut runs = Vec::new();
         for policy in policies {
             let reference = reference(policy)?;
-            let reference_lane = if reference == *policy {
+            // The ground truth reuses an identical slot when there is one — a listed
+            // `sliding-log` policy is its own twin's reference — so no log is stepped twice.
+            let reference_slot = if reference == *policy {
                 None
             } else {
-                Some(match refs.iter().position(|(p, _)| *p == reference) {
-                    Some(i) => i,
+                Some(match slots.iter().position(|p| *p == reference) {
+                    Some(k) => k,
                     None => {
-                        refs.push((reference, Lane::new(reference.algorithm())));
-                        refs.len() - 1
+                        slots.push(reference);
+                        slots.len() - 1
                     }
                 })
             };
             runs.push(Run {
                 policy: *policy,
                 reference,
-                reference_lane,
-                lane: Lane::new(policy.algorithm()),
+                reference_slot,
                 tally: Tally::new(),
             });
         }
         Ok(Replay {
-            ref_allowed: vec![false; refs.len()],
+            decided: Vec::with_capacity(slots.len()),
             runs,
-            refs,
+            slots,
+            states: Vec::new(),
+            tallies: Vec::new(),
             requests: Vec::new(),
             events: 0,
             mismatches: 0,
@@ -84,25 +103,30 @@ impl Replay {
             // Grow geometrically so a trace with many clients does not resize on every new one.
             let len = (i + 1).max(self.requests.len() * 2).max(1024);
             self.requests.resize(len, 0);
-            for run in &mut self.runs {
-                run.lane.grow(len);
-                run.tally.grow(len);
+            let fresh: Vec<State> = self
+                .slots
+                .iter()
+                .map(|p| State::fresh(p.algorithm()))
+                .collect();
+            while self.states.len() < len * self.slots.len() {
+                self.states.extend(fresh.iter().cloned());
             }
-            for (_, lane) in &mut self.refs {
-                lane.grow(len);
-            }
+            self.tallies
+                .resize_with(len * self.runs.len(), ClientTally::default);
         }
         self.requests[i] += 1;
         self.events += 1;
     }
 
+    /// Steps every slot of the event's client, leaving the decisions in `decided`.
     #[inline]
-    fn step_references(&mut self, ev: Event) {
-        for ((policy, lane), allowed) in self.refs.iter_mut().zip(&mut self.ref_allowed) {
-            *allowed = lane
-                .step(policy, ev.client, ev.time_ms, ev.cost)
-                .decision
-                .allowed;
+    fn step_slots(&mut self, ev: Event) {
+        let width = self.slots.len();
+        let states = &mut self.states[ev.client as usize * width..][..width];
+        self.decided.clear();
+        for (state, policy) in states.iter_mut().zip(&self.slots) {
+            self.decided
+                .push(state.apply(policy, ev.time_ms, ev.cost).decision);
         }
     }
 
@@ -111,27 +135,46 @@ impl Replay {
     #[inline]
     pub fn step(&mut self, ev: Event) {
         self.admit_client(ev.client);
-        self.step_references(ev);
-        for run in &mut self.runs {
-            let outcome = run.lane.step(&run.policy, ev.client, ev.time_ms, ev.cost);
-            record(run, &self.ref_allowed, ev, &outcome.decision);
-        }
+        self.step_slots(ev);
+        self.record_all(ev, None);
     }
 
     /// Records one event whose decisions came from elsewhere (a real store), one per policy in
-    /// order. The library's steps still run alongside: any decision that differs from them is
-    /// counted in [`Replay::mismatches`], which is how a store is shown to agree with the steps.
+    /// order. The library's steps still run alongside (they are the ground truth, and any
+    /// decision that differs from them is counted in [`Replay::mismatches`], which is how a store
+    /// is shown to agree with the steps).
     pub fn step_decided(&mut self, ev: Event, decisions: &[Decision]) {
         self.admit_client(ev.client);
-        self.step_references(ev);
-        for (run, decision) in self.runs.iter_mut().zip(decisions) {
-            let local = run.lane.step(&run.policy, ev.client, ev.time_ms, ev.cost);
-            if local.decision.allowed != decision.allowed
-                || local.decision.remaining != decision.remaining
-            {
+        self.step_slots(ev);
+        for (local, external) in self.decided.iter().zip(decisions) {
+            if local.allowed != external.allowed || local.remaining != external.remaining {
                 self.mismatches += 1;
             }
-            record(run, &self.ref_allowed, ev, decision);
+        }
+        self.record_all(ev, Some(decisions));
+    }
+
+    #[inline]
+    fn record_all(&mut self, ev: Event, external: Option<&[Decision]>) {
+        let width = self.slots.len();
+        let p = self.runs.len();
+        let c = ev.client as usize;
+        let states = &self.states[c * width..][..width];
+        let tallies = &mut self.tallies[c * p..][..p];
+        for (k, (run, mine)) in self.runs.iter_mut().zip(tallies).enumerate() {
+            let decision = external.map_or(&self.decided[k], |d| &d[k]);
+            let reference_allowed = match run.reference_slot {
+                Some(r) => self.decided[r].allowed,
+                None => decision.allowed,
+            };
+            record(
+                run,
+                mine,
+                reference_allowed,
+                ev,
+                decision,
+                log_entries(&states[k]),
+            );
         }
     }
 
@@ -147,41 +190,82 @@ impl Replay {
 
     /// The results, one per policy in order.
     pub fn finish(&self, interner: &Interner) -> Vec<PolicyResult> {
+        let width = self.slots.len();
+        let p = self.runs.len();
+        let clients = self.requests.len();
         self.runs
             .iter()
-            .map(|run| {
+            .enumerate()
+            .map(|(k, run)| {
+                let mut keys = 0;
+                let mut bytes = 0;
+                for c in 0..clients {
+                    let state = &self.states[c * width + k];
+                    if *state != State::fresh(run.policy.algorithm()) {
+                        keys += 1;
+                        bytes += state_bytes(state, log_entries(state));
+                    }
+                }
+                let per_client = (0..clients).map(|c| {
+                    let t = &self.tallies[c * p + k];
+                    [t.false_allows, t.false_denies]
+                });
+                let fresh = State::fresh(run.policy.algorithm());
                 finish(
                     &run.policy,
                     &run.reference,
                     &run.tally,
+                    per_client,
                     &self.requests,
                     interner,
-                    run.lane.footprint(),
-                    run.lane.key_bytes(run.tally.max_log_entries),
+                    (keys, bytes),
+                    state_bytes(&fresh, run.tally.max_log_entries),
                 )
             })
             .collect()
     }
 }
 
+/// Entries in a sliding log's state (0 for the other algorithms).
 #[inline]
-fn record(run: &mut Run, ref_allowed: &[bool], ev: Event, decision: &Decision) {
+fn log_entries(state: &State) -> usize {
+    match state {
+        State::SlidingLog(s) => s.entries().len(),
+        _ => 0,
+    }
+}
+
+/// The bytes one key's state takes in memory (the algorithm's own struct, not the enum around
+/// it), with `entries` log entries.
+fn state_bytes(state: &State, entries: usize) -> usize {
+    match state {
+        State::FixedWindow(_) => size_of::<FixedWindowState>(),
+        State::SlidingLog(_) => size_of::<SlidingLogState>() + entries * size_of::<(u64, u64)>(),
+        State::SlidingCounter(_) => size_of::<SlidingCounterState>(),
+        State::TokenBucket(_) => size_of::<TokenBucketState>(),
+        State::Gcra(_) => size_of::<GcraState>(),
+    }
+}
+
+#[inline]
+fn record(
+    run: &mut Run,
+    mine: &mut ClientTally,
+    reference_allowed: bool,
+    ev: Event,
+    decision: &Decision,
+    log_entries: usize,
+) {
     let allowed = decision.allowed;
-    let reference_allowed = match run.reference_lane {
-        Some(i) => ref_allowed[i],
-        None => allowed,
-    };
     // The quota the policy saw as used before this request.
-    let capacity = decision.limit;
     let taken = if allowed { ev.cost.max(0) as u64 } else { 0 };
-    let used_before = capacity
+    let used_before = decision
+        .limit
         .saturating_sub(decision.remaining)
         .saturating_sub(taken);
-    if allowed && matches!(run.lane, Lane::Log(_)) {
-        let entries = run.lane.log_entries(ev.client);
-        run.tally.max_log_entries = run.tally.max_log_entries.max(entries);
-    }
+    run.tally.max_log_entries = run.tally.max_log_entries.max(log_entries);
     run.tally.record(
+        mine,
         ev.client,
         ev.time_ms,
         ev.cost,

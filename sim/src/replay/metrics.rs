@@ -32,9 +32,15 @@ pub(crate) struct Tally {
     pub(crate) max_in_window: u64,
     pub(crate) worst: Option<(u32, u64, u64)>,
     pub(crate) max_log_entries: usize,
-    /// Per client: false allows, false denies.
-    pub(crate) per_client: Vec<[u32; 2]>,
-    pub(crate) trailing: Vec<Trailing>,
+}
+
+/// What one policy keeps per client: its admissions in the trailing window and its error counts.
+/// Stored client-major by the engine, beside the client's states.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientTally {
+    pub(crate) trailing: Trailing,
+    pub(crate) false_allows: u32,
+    pub(crate) false_denies: u32,
 }
 
 impl Tally {
@@ -49,14 +55,7 @@ impl Tally {
             max_in_window: 0,
             worst: None,
             max_log_entries: 0,
-            per_client: Vec::new(),
-            trailing: Vec::new(),
         }
-    }
-
-    pub(crate) fn grow(&mut self, len: usize) {
-        self.per_client.resize(len, [0, 0]);
-        self.trailing.resize_with(len, Trailing::default);
     }
 
     /// Records one decision. `used_before` is the quota the policy saw as used before it.
@@ -64,6 +63,7 @@ impl Tally {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn record(
         &mut self,
+        mine: &mut ClientTally,
         client: u32,
         now_ms: u64,
         cost: i64,
@@ -72,8 +72,7 @@ impl Tally {
         reference_allowed: bool,
         window_ms: u64,
     ) {
-        let i = client as usize;
-        let trailing = &mut self.trailing[i];
+        let trailing = &mut mine.trailing;
         let real = trailing.advance(now_ms, window_ms);
         self.abs_rate_error += u128::from(real.abs_diff(used_before));
         self.real_rate += u128::from(real);
@@ -89,13 +88,13 @@ impl Tally {
             }
             if !reference_allowed {
                 self.false_allows += 1;
-                self.per_client[i][0] += 1;
+                mine.false_allows += 1;
             }
         } else {
             self.denied += 1;
             if reference_allowed {
                 self.false_denies += 1;
-                self.per_client[i][1] += 1;
+                mine.false_denies += 1;
             }
         }
     }
@@ -217,6 +216,7 @@ pub(crate) fn finish(
     policy: &Policy,
     reference: &Policy,
     tally: &Tally,
+    per_client: impl Iterator<Item = [u32; 2]>,
     requests_per_client: &[u32],
     interner: &Interner,
     footprint: (usize, usize),
@@ -227,7 +227,7 @@ pub(crate) fn finish(
     const LABELS: [&str; 5] = ["0%", "<1%", "1–5%", "5–20%", "≥20%"];
     let mut histogram = [0u64; 5];
     let mut top = Vec::new();
-    for (id, (&[fa, fd], &n)) in tally.per_client.iter().zip(requests_per_client).enumerate() {
+    for (id, ([fa, fd], &n)) in per_client.zip(requests_per_client).enumerate() {
         if n == 0 {
             continue;
         }
