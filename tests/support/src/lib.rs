@@ -185,7 +185,14 @@ impl RedisCluster {
     /// Starts `n` (≥ 3, as `redis-cli --cluster create` demands) nodes, assigns all slots and
     /// waits until every node reports `cluster_state:ok`.
     pub fn start(n: usize) -> RedisCluster {
-        assert!(n >= 3, "a Redis Cluster needs at least 3 primaries");
+        RedisCluster::start_with_replicas(n, 0)
+    }
+
+    /// Starts `primaries` (≥ 3) primaries with `replicas` replicas each (so a test can fail one
+    /// over), and waits until every node reports `cluster_state:ok`.
+    pub fn start_with_replicas(primaries: usize, replicas: usize) -> RedisCluster {
+        assert!(primaries >= 3, "a Redis Cluster needs at least 3 primaries");
+        let n = primaries * (1 + replicas);
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
             let mut last_error = String::new();
@@ -227,7 +234,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); install redis-tools"));
