@@ -17,6 +17,9 @@ use crate::replay::{boundary_series, Replay};
 use crate::report::Report;
 use crate::store::StoreChoice;
 
+/// Events handed to the engine at a time.
+const CHUNK: usize = 1024;
+
 /// What to replay and how.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -43,10 +46,18 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
     let mut replay = Replay::new(&options.policies)?;
     let mut store = options.store.connect(&options.policies)?;
     let mut n = 0u64;
+    // Events go to the engine in runs so it can read ahead (see `Replay::step_all`).
+    let mut chunk = Vec::with_capacity(CHUNK);
     for ev in reader.by_ref() {
         let ev = ev?;
         match store.as_mut() {
-            None => replay.step(ev),
+            None => {
+                chunk.push(ev);
+                if chunk.len() == CHUNK {
+                    replay.step_all(&chunk);
+                    chunk.clear();
+                }
+            }
             Some(store) => store.push(ev, &mut replay)?,
         }
         n += 1;
@@ -54,6 +65,7 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
             bar.set_position(counter.load(Ordering::Relaxed));
         }
     }
+    replay.step_all(&chunk);
     if let Some(store) = store.as_mut() {
         store.flush(&mut replay)?;
     }
