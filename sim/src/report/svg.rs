@@ -215,7 +215,7 @@ pub fn multiples_chart(policies: &[PolicyResult]) -> String {
     for (v, label) in [(1.0, "1× limit"), (2.0, "2×")] {
         let _ = write!(
             o,
-            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#000" stroke-dasharray="4,3"/><text x="{0:.1}" y="{3}" text-anchor="middle" fill="#444">{label}</text>"##,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#aaa" stroke-dasharray="4,3"/><text x="{0:.1}" y="{3}" text-anchor="middle" fill="#444">{label}</text>"##,
             x(v),
             T - 6.0,
             h - 20.0,
