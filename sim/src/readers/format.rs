@@ -124,3 +124,40 @@ impl LineProblem {
 
 /// The result of parsing one line: an event, nothing (a blank line or a header), or a problem.
 pub type LineResult<'a> = Result<Option<Parsed<'a>>, LineProblem>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffs_each_format_from_a_real_line() {
+        let cases: [(&[u8], Format); 6] = [
+            (
+                br#"83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 203023 "-" "-""#,
+                Format::Clf,
+            ),
+            (
+                br#"Feb  6 12:14:14 localhost haproxy[14389]: 10.0.1.2:33317 [06/Feb/2009:12:14:14.655] http-in static/srv1 10/0/30/69/109 200 2750 - - ---- 1/1/1/1/0 0/0 {1wt.eu} {} "GET /index.html HTTP/1.1""#,
+                Format::Haproxy,
+            ),
+            (
+                br#"10.0.1.2:33317 [06/Feb/2009:12:14:14.655] http-in static/srv1 10/0/30/69/109 200 2750"#,
+                Format::Haproxy,
+            ),
+            (
+                br#"{"ClientIP":"198.51.100.7","EdgeStartTimestamp":1700000000123456789}"#,
+                Format::Logpush,
+            ),
+            (br#"{"timestamp_ms":1,"client":"a"}"#, Format::Csv),
+            (b"timestamp_ms,client,cost", Format::Csv),
+        ];
+        for (line, format) in cases {
+            assert_eq!(
+                Format::sniff(line),
+                format,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+}

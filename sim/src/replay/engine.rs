@@ -3,10 +3,10 @@
 //! stream through.
 //!
 //! **Layout.** Everything kept per client — each policy's and each reference's `State`, each
-//! policy's trailing-window tally — sits in client-major vectors: client `c`'s states are
-//! `states[c·width .. (c+1)·width]`. One request touches one client's few adjacent cache lines
-//! instead of one line in each of a dozen vectors, which is what replay speed on traces with many
-//! clients comes down to. The states are the library's own `State`, stepped by `State::apply` —
+//! policy's trailing-window tally — sits in one client-major vector: client `c`'s cells are
+//! `cells[c·width .. (c+1)·width]`. One request touches one client's adjacent cache lines instead
+//! of one line in each of a dozen vectors, which is what replay speed on traces with many clients
+//! comes down to. The states are the library's own `State`, stepped by `State::apply` —
 //! the code `MemoryStore` and the Worker run.
 
 use std::mem::size_of;
@@ -38,10 +38,8 @@ pub struct Replay {
     runs: Vec<Run>,
     /// All policies, then the distinct references: the slots of a client's states.
     slots: Vec<Policy>,
-    /// `clients × slots.len()` states, client-major.
-    states: Vec<State>,
-    /// `clients × runs.len()` tallies, client-major.
-    tallies: Vec<ClientTally>,
+    /// `clients × slots.len()` cells, client-major.
+    cells: Vec<Cell>,
     requests: Vec<u32>,
     /// Scratch: this event's decision in every slot.
     decided: Vec<Decision>,
@@ -83,8 +81,7 @@ impl Replay {
             decided: Vec::with_capacity(slots.len()),
             runs,
             slots,
-            states: Vec::new(),
-            tallies: Vec::new(),
+            cells: Vec::new(),
             requests: Vec::new(),
             events: 0,
             mismatches: 0,
@@ -108,11 +105,12 @@ impl Replay {
                 .iter()
                 .map(|p| State::fresh(p.algorithm()))
                 .collect();
-            while self.states.len() < len * self.slots.len() {
-                self.states.extend(fresh.iter().cloned());
+            while self.cells.len() < len * self.slots.len() {
+                self.cells.extend(fresh.iter().map(|state| Cell {
+                    state: state.clone(),
+                    tally: ClientTally::default(),
+                }));
             }
-            self.tallies
-                .resize_with(len * self.runs.len(), ClientTally::default);
         }
         self.requests[i] += 1;
         self.events += 1;
@@ -122,11 +120,11 @@ impl Replay {
     #[inline]
     fn step_slots(&mut self, ev: Event) {
         let width = self.slots.len();
-        let states = &mut self.states[ev.client as usize * width..][..width];
+        let cells = &mut self.cells[ev.client as usize * width..][..width];
         self.decided.clear();
-        for (state, policy) in states.iter_mut().zip(&self.slots) {
+        for (cell, policy) in cells.iter_mut().zip(&self.slots) {
             self.decided
-                .push(state.apply(policy, ev.time_ms, ev.cost).decision);
+                .push(cell.state.apply(policy, ev.time_ms, ev.cost).decision);
         }
     }
 
@@ -146,24 +144,17 @@ impl Replay {
     pub fn step_all(&mut self, events: &[Event]) {
         const AHEAD: usize = 6;
         let width = self.slots.len();
-        let p = self.runs.len();
         for (i, &ev) in events.iter().enumerate() {
             if let Some(next) = events.get(i + AHEAD) {
                 let c = next.client as usize;
                 if c < self.requests.len() {
-                    let states = &self.states[c * width..][..width];
-                    let tallies = &self.tallies[c * p..][..p];
-                    for state in states {
+                    for cell in &self.cells[c * width..][..width] {
                         // A sliding log's oldest entry lives on the heap: the step reads it first.
-                        if let State::SlidingLog(log) = state {
+                        if let State::SlidingLog(log) = &cell.state {
                             std::hint::black_box(log.entries().next());
                         }
+                        std::hint::black_box(cell.tally.false_allows);
                     }
-                    std::hint::black_box((
-                        std::mem::discriminant(&states[width - 1]),
-                        tallies[0].false_allows,
-                        tallies[p - 1].false_allows,
-                    ));
                 }
             }
             self.step(ev);
@@ -190,21 +181,21 @@ impl Replay {
         let width = self.slots.len();
         let p = self.runs.len();
         let c = ev.client as usize;
-        let states = &self.states[c * width..][..width];
-        let tallies = &mut self.tallies[c * p..][..p];
-        for (k, (run, mine)) in self.runs.iter_mut().zip(tallies).enumerate() {
+        let cells = &mut self.cells[c * width..][..p];
+        for (k, (run, cell)) in self.runs.iter_mut().zip(cells).enumerate() {
             let decision = external.map_or(&self.decided[k], |d| &d[k]);
             let reference_allowed = match run.reference_slot {
                 Some(r) => self.decided[r].allowed,
                 None => decision.allowed,
             };
+            let entries = log_entries(&cell.state);
             record(
                 run,
-                mine,
+                &mut cell.tally,
                 reference_allowed,
                 ev,
                 decision,
-                log_entries(&states[k]),
+                entries,
             );
         }
     }
@@ -222,7 +213,6 @@ impl Replay {
     /// The results, one per policy in order.
     pub fn finish(&self, interner: &Interner) -> Vec<PolicyResult> {
         let width = self.slots.len();
-        let p = self.runs.len();
         let clients = self.requests.len();
         self.runs
             .iter()
@@ -231,14 +221,14 @@ impl Replay {
                 let mut keys = 0;
                 let mut bytes = 0;
                 for c in 0..clients {
-                    let state = &self.states[c * width + k];
+                    let state = &self.cells[c * width + k].state;
                     if *state != State::fresh(run.policy.algorithm()) {
                         keys += 1;
                         bytes += state_bytes(state, log_entries(state));
                     }
                 }
                 let per_client = (0..clients).map(|c| {
-                    let t = &self.tallies[c * p + k];
+                    let t = &self.cells[c * width + k].tally;
                     [t.false_allows, t.false_denies]
                 });
                 let fresh = State::fresh(run.policy.algorithm());
@@ -255,6 +245,14 @@ impl Replay {
             })
             .collect()
     }
+}
+
+/// One client's state in one slot, with the slot's tally (unused for reference-only slots): kept
+/// together so a request reads one run of memory.
+#[derive(Debug, Clone)]
+struct Cell {
+    state: State,
+    tally: ClientTally,
 }
 
 /// Entries in a sliding log's state (0 for the other algorithms).
