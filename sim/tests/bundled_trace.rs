@@ -98,3 +98,22 @@ fn the_reports_render() {
     // Self-contained: nothing is fetched.
     assert!(!page.contains("src=\"http") && !page.contains("href=\"http"));
 }
+
+#[test]
+fn the_bundled_trace_is_the_documented_file() {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(bundled::TRACE)
+        .read_to_end(&mut text)
+        .unwrap();
+    let digest: String = Sha256::digest(&text)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    // The sha256 given in sim/data/README.md (elastic/examples, commit 6d86454e).
+    assert_eq!(
+        digest,
+        "f15c31e905f86c7b4b6ab44aee74d0a2086dce89f010187d983edea7ef0364ef"
+    );
+}
