@@ -65,6 +65,13 @@ impl Trailing {
         self.sum
     }
 
+    /// The oldest logged admission, read from the heap buffer. Replay calls it a few events ahead
+    /// so the buffer is in cache when [`Trailing::advance`] needs it.
+    #[inline]
+    pub fn peek_oldest(&self) -> Option<u64> {
+        self.admitted.front().map(|&(t, _)| t)
+    }
+
     /// The oldest admission still in the window.
     pub fn oldest_ms(&self) -> Option<u64> {
         (self.oldest_ms != u64::MAX).then_some(self.oldest_ms)
