@@ -15,7 +15,7 @@
 //! - [`report`]: the terminal table, JSON and the self-contained HTML/SVG report.
 //! - [`run`]: one replay end to end (read, replay, chart data); [`store`]: `--store`.
 //! - [`bundled`]: the real trace compiled into the binary and its default policies.
-//! - [`bench`]: parse and replay throughput, peak memory.
+//! - [`mod@bench`]: parse and replay throughput, peak memory.
 //! - [`cli`]: the command line (the `sim` binary only parses arguments and calls it).
 
 #![forbid(unsafe_code)]

@@ -32,7 +32,7 @@ struct Run {
     tally: Tally,
 }
 
-/// Replays events through a set of policies; see [`super::metrics`] for what is measured.
+/// Replays events through a set of policies; see [`PolicyResult`] for what is measured.
 #[derive(Debug)]
 pub struct Replay {
     runs: Vec<Run>,
