@@ -231,7 +231,7 @@ pub fn client_error_chart(p: &PolicyResult) -> String {
     let w = 560.0;
     let row = 20.0;
     let top = &p.per_client.top[..p.per_client.top.len().min(8)];
-    let h = T + row * top.len().max(1) as f64 + 22.0;
+    let h = T + row * top.len().max(1) as f64 + 40.0;
     let left = 150.0;
     let max = top
         .iter()
@@ -275,6 +275,18 @@ pub fn client_error_chart(p: &PolicyResult) -> String {
             c.requests
         );
     }
+    let histogram: Vec<String> = p
+        .per_client
+        .histogram
+        .iter()
+        .map(|b| format!("{} {}", b.label, b.clients))
+        .collect();
+    let _ = write!(
+        o,
+        r##"<text x="0" y="{:.1}" fill="#555">clients by error share: {}</text>"##,
+        h - 8.0,
+        escape(&histogram.join(" · "))
+    );
     o.push_str("</svg>");
     o
 }
