@@ -7,12 +7,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum SimError {
     /// The trace could not be opened or read.
-    #[error("{file}: {source}")]
+    #[error("{file}: {cause}")]
     Io {
         /// The trace's name.
         file: String,
-        /// The underlying failure.
-        source: std::io::Error,
+        /// The underlying failure (shown in the message, so not chained as a source too).
+        cause: std::io::Error,
     },
     /// A line could not be parsed (only returned with `--strict`).
     #[error("{file}:{line}: {field}: {problem}")]
@@ -44,10 +44,10 @@ pub enum SimError {
 
 impl SimError {
     /// An I/O error on `file`.
-    pub fn io(file: impl Into<PathBuf>, source: std::io::Error) -> SimError {
+    pub fn io(file: impl Into<PathBuf>, cause: std::io::Error) -> SimError {
         SimError::Io {
             file: file.into().display().to_string(),
-            source,
+            cause,
         }
     }
 }

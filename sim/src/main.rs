@@ -1,7 +1,17 @@
 //! `sim`: parses arguments and hands them to the library (`edgelimit_sim::cli`).
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
-    edgelimit_sim::cli::main(edgelimit_sim::cli::Cli::parse())
+fn main() -> ExitCode {
+    match edgelimit_sim::cli::main(edgelimit_sim::cli::Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The message and its causes, one line: bad input is a user's error, not a crash, so
+            // no backtrace even when RUST_BACKTRACE is set.
+            eprintln!("sim: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
