@@ -4,7 +4,7 @@
 mod common;
 
 use common::conformance::conformance_tests;
-use edgelimit::{MemoryStore, RespStore};
+use edgelimit::{MemoryStore, RespStore, RestStore};
 use edgelimit_testkit::{RedisCluster, RedisServer};
 
 conformance_tests!(memory, async { ((), MemoryStore::new()) });
@@ -25,4 +25,22 @@ conformance_tests!(resp_cluster, async {
         .expect("connect to the cluster")
         .with_namespace("conformance");
     (cluster, store)
+});
+
+conformance_tests!(rest_via_gateway, async {
+    let server = RedisServer::start();
+    let gateway = edgelimit_gateway::Gateway::start(edgelimit_gateway::Config::new(
+        "127.0.0.1:0".parse().unwrap(),
+        server.url(),
+        "conformance-token",
+    ))
+    .await
+    .expect("gateway starts");
+    let store = RestStore::new(
+        &format!("http://{}", gateway.local_addr()),
+        "conformance-token",
+    )
+    .expect("valid URL")
+    .with_namespace("conformance");
+    ((server, gateway), store)
 });

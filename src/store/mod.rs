@@ -8,6 +8,7 @@ pub mod key;
 mod memory;
 #[cfg(not(target_arch = "wasm32"))]
 mod resp;
+mod rest;
 mod sharded;
 mod traits;
 
@@ -18,5 +19,6 @@ pub use expiring_map::ExpiringMap;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 #[cfg(not(target_arch = "wasm32"))]
 pub use resp::RespStore;
+pub use rest::{RestStore, REST_TOKEN_VAR, REST_URL_VAR};
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{MaybeSendSync, Store};
