@@ -1,7 +1,8 @@
 //! `--store`: where decisions are made. `memory` (the default) runs the library's steps in
 //! process; `redis://…` sends the same checks, on the trace's virtual clock, to a real Redis
 //! through the library's `RespStore` (its Lua twins), batched into pipelines; `upstash+http://…`
-//! waits for the library's `RestStore`.
+//! does the same over the Upstash REST protocol through the library's `RestStore` (Upstash, or
+//! `edgelimit-gateway` in front of any Redis), with the token from `UPSTASH_REDIS_REST_TOKEN`.
 //!
 //! A store-backed replay writes keys under a fresh namespace (`sim-<pid>-<ms>`), so earlier runs'
 //! state never leaks into this one; the keys expire on their own (their TTLs are durations).
@@ -9,7 +10,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use edgelimit::store::RespStore;
+use edgelimit::store::{RespStore, REST_TOKEN_VAR};
+use edgelimit::RestStore;
 use edgelimit::{Check, Limit, Policy, Store, TimeSource};
 
 use crate::error::SimError;
@@ -67,10 +69,7 @@ impl StoreChoice {
         match self {
             StoreChoice::Memory => Ok(None),
             StoreChoice::Redis(url) => {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| SimError::Store(format!("cannot start a runtime: {e}")))?;
+                let runtime = runtime()?;
                 let store = runtime
                     .block_on(RespStore::connect(url))
                     .map_err(|e| SimError::Store(format!("{url}: {e}")))?
@@ -81,17 +80,40 @@ impl StoreChoice {
                     policies,
                 ))))
             }
-            StoreChoice::Upstash(_) => Err(SimError::Usage(
-                "--store upstash+http://: not yet — edgelimit::store::RestStore is not in this \
-                 build of the library; replay with --store memory (the same steps) until it lands"
-                    .into(),
-            )),
+            StoreChoice::Upstash(url) => {
+                let token = std::env::var(REST_TOKEN_VAR).map_err(|_| {
+                    SimError::Usage(format!(
+                        "--store upstash+{url}: set {REST_TOKEN_VAR} to the REST token"
+                    ))
+                })?;
+                let runtime = runtime()?;
+                let store = RestStore::new(url, &token)
+                    .map_err(|e| SimError::Store(format!("{url}: {e}")))?
+                    .with_namespace(fresh_namespace());
+                Ok(Some(Box::new(Batched::new(
+                    runtime,
+                    Box::new(store),
+                    policies,
+                ))))
+            }
         }
     }
 }
 
 /// Events per round trip: large enough to hide latency, small enough to keep memory flat.
 const BATCH: usize = 256;
+
+/// Checks per store call: a REST gateway caps a pipeline's length (1,000 by default), and one
+/// check is at least one command.
+const MAX_CHECKS: usize = 500;
+
+/// A single-threaded runtime to drive the library's async stores.
+fn runtime() -> Result<tokio::runtime::Runtime, SimError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SimError::Store(format!("cannot start a runtime: {e}")))
+}
 
 fn fresh_namespace() -> String {
     let ms = std::time::SystemTime::now()
@@ -171,10 +193,14 @@ impl ExternalStore for Batched {
                         .map(move |l| Check::single(l, format!("c{}", ev.client), ev.cost))
                 })
                 .collect();
-            let verdicts = self
-                .runtime
-                .block_on(self.store.check(&checks, TimeSource::At(t)))
-                .map_err(|e| SimError::Store(e.to_string()))?;
+            let mut verdicts = Vec::with_capacity(checks.len());
+            for part in checks.chunks(MAX_CHECKS) {
+                verdicts.extend(
+                    self.runtime
+                        .block_on(self.store.check(part, TimeSource::At(t)))
+                        .map_err(|e| SimError::Store(e.to_string()))?,
+                );
+            }
             if verdicts.len() != checks.len() {
                 return Err(SimError::Store(format!(
                     "asked {} checks, got {} verdicts",
