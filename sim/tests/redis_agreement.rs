@@ -1,4 +1,5 @@
-//! Replay through `RespStore` (the Lua twins on a real redis-server) gives the same decisions as
+//! Replay through `RespStore` (the Lua twins on a real redis-server) and through `RestStore` (the
+//! Upstash REST protocol, via the gateway in front of the same server) gives the same decisions as
 //! the in-process steps: per-policy counts equal, and no single decision differs.
 //! Skipped, with a note, where `redis-server` is not installed.
 
@@ -59,7 +60,43 @@ fn resp_store_decides_as_the_steps() {
         eprintln!("skipped: redis-server is not installed or did not start");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("sim-redis-{}", std::process::id()));
+    agrees_with_memory(
+        "resp",
+        StoreChoice::Redis(format!("redis://127.0.0.1:{port}")),
+    );
+}
+
+#[test]
+fn rest_store_through_the_gateway_decides_as_the_steps() {
+    let Some((_server, port)) = start_redis() else {
+        eprintln!("skipped: redis-server is not installed or did not start");
+        return;
+    };
+    // The gateway needs a runtime of its own: `sim` blocks on its own single-threaded one.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let token = "sim-test-token";
+    let config = edgelimit_gateway::Config::new(
+        "127.0.0.1:0".parse().unwrap(),
+        format!("redis://127.0.0.1:{port}/"),
+        token,
+    );
+    let gateway = runtime
+        .block_on(edgelimit_gateway::Gateway::start(config))
+        .unwrap();
+    std::env::set_var(edgelimit::store::REST_TOKEN_VAR, token);
+    agrees_with_memory(
+        "rest",
+        StoreChoice::Upstash(format!("http://{}", gateway.local_addr())),
+    );
+    runtime.block_on(gateway.shutdown());
+}
+
+fn agrees_with_memory(name: &str, external: StoreChoice) {
+    let dir = std::env::temp_dir().join(format!("sim-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bursty.csv");
     let kind = Kind::Bursty {
@@ -90,10 +127,7 @@ fn resp_store_decides_as_the_steps() {
         boundaries: false,
     };
     let memory = run(&options(StoreChoice::Memory)).unwrap();
-    let redis = run(&options(StoreChoice::Redis(format!(
-        "redis://127.0.0.1:{port}"
-    ))))
-    .unwrap();
+    let redis = run(&options(external)).unwrap();
     assert_eq!(redis.store_mismatches, Some(0));
     for (m, r) in memory.policies.iter().zip(&redis.policies) {
         assert_eq!(
