@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use edgelimit::policy::{MAX_SCALED, MAX_WINDOW_MS};
 use edgelimit::script::{CheckPlan, Topology};
-use edgelimit::store::key::{hash_slot, state_key};
+use edgelimit::store::key::{encode_identifier, hash_slot, state_key};
 use edgelimit::store::Store;
 use edgelimit::{
     Algorithm, Check, Identifier, Limit, MemoryStore, Policy, Reason, TimeSource, Verdict,
@@ -290,19 +290,54 @@ pub fn generate(
 }
 
 /// Renames limits so that their keys for `id` share the first one's Cluster slot.
+///
+/// A search over names: ~16384 candidates per limit, each a CRC16 over the few bytes after a
+/// shared prefix (table-driven here, since this runs in debug builds). The result is checked
+/// against the library's own `hash_slot`.
 fn same_slot_names(limits: Vec<Limit>, namespace: &str, id: &Identifier) -> Vec<Limit> {
     let slot_of = |l: &Limit| hash_slot(&state_key(namespace, &l.name, l.policy.algorithm(), id));
     let target = slot_of(&limits[0]);
+    let table = crc16_table();
+    let tail = format!(":{}", encode_identifier(id));
     let mut out = vec![limits[0].clone()];
     for (i, limit) in limits.into_iter().enumerate().skip(1) {
-        // 16384 slots: a few tens of thousands of candidates find a match with near certainty.
-        let renamed = (0..1_000_000u32)
-            .map(|k| Limit::new(format!("m{i}-{k}"), limit.policy))
-            .find(|l| slot_of(l) == target)
+        // The hash tag is "el:<namespace>:<name>:<identifier>"; only the name's digits vary.
+        let head = crc16(0, format!("el:{namespace}:m{i}-").as_bytes(), &table);
+        let k = (0..10_000_000u32)
+            .find(|k| {
+                let crc = crc16(head, k.to_string().as_bytes(), &table);
+                crc16(crc, tail.as_bytes(), &table) % 16384 == target
+            })
             .expect("a name in the same slot");
+        let renamed = Limit::new(format!("m{i}-{k}"), limit.policy);
+        assert_eq!(slot_of(&renamed), target);
         out.push(renamed);
     }
     out
+}
+
+fn crc16_table() -> [u16; 256] {
+    let mut table = [0u16; 256];
+    for (i, entry) in table.iter_mut().enumerate() {
+        let mut crc = (i as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+        *entry = crc;
+    }
+    table
+}
+
+/// CRC16/XMODEM (Redis Cluster's) continued from `crc` over `bytes`.
+fn crc16(mut crc: u16, bytes: &[u8], table: &[u16; 256]) -> u16 {
+    for &b in bytes {
+        crc = (crc << 8) ^ table[((crc >> 8) as u8 ^ b) as usize];
+    }
+    crc
 }
 
 /// What `MemoryStore` says for a call: the same batch, except that a check the Redis store must

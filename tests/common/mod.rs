@@ -4,4 +4,5 @@
 
 pub mod conformance;
 pub mod differential;
+pub mod hygiene;
 pub mod rng;
