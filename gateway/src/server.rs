@@ -225,6 +225,13 @@ fn parse_json(body: &[u8]) -> Result<Json, CommandError> {
     serde_json::from_slice(body).map_err(|e| CommandError::Json(e.to_string()))
 }
 
+/// The command list of a `/pipeline` or `/multi-exec` body, or the 400 that refuses it.
+fn parse_list(shared: &Shared, body: &[u8]) -> Result<Vec<Command>, Response> {
+    parse_json(body)
+        .and_then(|j| command::list_from_json(&j, shared.config.max_pipeline))
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string(), shared))
+}
+
 /// Checks and rewrites commands; returns, per command, the SHA a rewritten SCRIPT LOAD answers.
 fn prepare(
     shared: &Shared,
@@ -364,11 +371,9 @@ async fn run_pipeline(
     access: Access,
     encoding: Encoding,
 ) -> (Response, usize) {
-    let mut commands = match parse_json(body)
-        .and_then(|j| command::list_from_json(&j, shared.config.max_pipeline))
-    {
+    let mut commands = match parse_list(shared, body) {
         Ok(c) => c,
-        Err(e) => return (error(StatusCode::BAD_REQUEST, e.to_string(), shared), 0),
+        Err(response) => return (response, 0),
     };
     let n = commands.len();
     // A command that is not allowed fails alone, as Redis's own errors do; the rest still run.
@@ -444,11 +449,9 @@ async fn run_transaction(
     access: Access,
     encoding: Encoding,
 ) -> (Response, usize) {
-    let mut commands = match parse_json(body)
-        .and_then(|j| command::list_from_json(&j, shared.config.max_pipeline))
-    {
+    let mut commands = match parse_list(shared, body) {
         Ok(c) => c,
-        Err(e) => return (error(StatusCode::BAD_REQUEST, e.to_string(), shared), 0),
+        Err(response) => return (response, 0),
     };
     let n = commands.len();
     // All or nothing: one refused command refuses the transaction, as a queue-time error would.
