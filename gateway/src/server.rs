@@ -225,11 +225,9 @@ fn parse_json(body: &[u8]) -> Result<Json, CommandError> {
     serde_json::from_slice(body).map_err(|e| CommandError::Json(e.to_string()))
 }
 
-/// The command list of a `/pipeline` or `/multi-exec` body, or the 400 that refuses it.
-fn parse_list(shared: &Shared, body: &[u8]) -> Result<Vec<Command>, Response> {
-    parse_json(body)
-        .and_then(|j| command::list_from_json(&j, shared.config.max_pipeline))
-        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string(), shared))
+/// The command list of a `/pipeline` or `/multi-exec` body.
+fn parse_list(shared: &Shared, body: &[u8]) -> Result<Vec<Command>, CommandError> {
+    parse_json(body).and_then(|j| command::list_from_json(&j, shared.config.max_pipeline))
 }
 
 /// Checks and rewrites commands; returns, per command, the SHA a rewritten SCRIPT LOAD answers.
@@ -373,7 +371,7 @@ async fn run_pipeline(
 ) -> (Response, usize) {
     let mut commands = match parse_list(shared, body) {
         Ok(c) => c,
-        Err(response) => return (response, 0),
+        Err(e) => return (error(StatusCode::BAD_REQUEST, e.to_string(), shared), 0),
     };
     let n = commands.len();
     // A command that is not allowed fails alone, as Redis's own errors do; the rest still run.
@@ -451,7 +449,7 @@ async fn run_transaction(
 ) -> (Response, usize) {
     let mut commands = match parse_list(shared, body) {
         Ok(c) => c,
-        Err(response) => return (response, 0),
+        Err(e) => return (error(StatusCode::BAD_REQUEST, e.to_string(), shared), 0),
     };
     let n = commands.len();
     // All or nothing: one refused command refuses the transaction, as a queue-time error would.
