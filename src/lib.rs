@@ -27,6 +27,8 @@
 //!   the transport-neutral plan/reply contract every Redis store shares.
 //! - [`limiter`]: `Limiter`: denial cache, failure modes, counters, over any store.
 //! - [`metrics`]: per-limit decision counters and a store-latency histogram, as Prometheus text.
+//! - [`http`]: decisions → `RateLimit-Policy`/`RateLimit`/`X-RateLimit-*`/`Retry-After` headers
+//!   and RFC 9457 problem bodies.
 //! - [`clock`]: the only place a wall clock is read.
 //!
 //! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
@@ -42,6 +44,7 @@
 pub mod algorithm;
 pub mod clock;
 pub mod decision;
+pub mod http;
 pub mod limiter;
 pub mod metrics;
 pub mod policy;

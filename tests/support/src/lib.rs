@@ -38,6 +38,9 @@ const START_ATTEMPTS: usize = 5;
 
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
+pub mod wrangler;
+pub use wrangler::WranglerDev;
+
 /// One `redis-server` process on `127.0.0.1:<port>`, killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {

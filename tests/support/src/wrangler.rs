@@ -1,0 +1,173 @@
+//! `wrangler dev` running the built edgelimit Worker on a free loopback port, with a
+//! configuration of the test's choosing, stopped (with its whole process group) on drop.
+//!
+//! Needs what `scripts/setup.d/worker-toolchain.sh` installs and `worker-build --release worker`
+//! produces: `node_modules/.bin/wrangler` and `worker/build/worker/shim.mjs` in the checkout.
+
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::free_port;
+
+/// How long `wrangler dev` may take to answer (about 1.5 s idle; far more on a loaded CI box).
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// The checkout's root (this crate lives in `tests/support`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the checkout root exists")
+}
+
+/// The built Worker's entry point, if `worker-build` has run.
+pub fn built_worker() -> Option<PathBuf> {
+    let shim = repo_root().join("worker/build/worker/shim.mjs");
+    shim.exists().then_some(shim)
+}
+
+/// One `wrangler dev` process group serving the Worker.
+#[derive(Debug)]
+pub struct WranglerDev {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl WranglerDev {
+    /// Starts `wrangler dev` with `vars_toml` as the `[vars]`-and-beyond part of its
+    /// `wrangler.toml` (the test writes `[vars]` and any tables itself), and waits until it
+    /// answers HTTP. Panics with wrangler's output when it does not come up.
+    pub fn start(vars_toml: &str) -> WranglerDev {
+        let shim = built_worker().expect(
+            "worker/build/worker/shim.mjs is missing: run `worker-build --release worker` \
+             (scripts/test.d/worker.sh does)",
+        );
+        let root = repo_root();
+        let wrangler = root.join("node_modules/.bin/wrangler");
+        assert!(
+            wrangler.exists(),
+            "{} is missing: scripts/setup.d/worker-toolchain.sh installs it",
+            wrangler.display()
+        );
+        let port = free_port(false);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "edgelimit-wrangler-{}-{port}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the wrangler directory");
+        let config = format!(
+            "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
+            shim.display()
+        );
+        std::fs::write(dir.join("wrangler.toml"), config).expect("write wrangler.toml");
+        let log = std::fs::File::create(dir.join("wrangler.log")).expect("create the log");
+        let path = format!(
+            "{}:{}",
+            root.join("node_modules/.bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let child = Command::new(&wrangler)
+            .args(["dev", "--ip", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .args([
+                "--inspector-port",
+                "0",
+                "--show-interactive-dev-session=false",
+                "--log-level",
+                "log",
+            ])
+            .arg("--persist-to")
+            .arg(dir.join("state"))
+            .current_dir(&dir)
+            .env("PATH", path)
+            .env("WRANGLER_SEND_METRICS", "false")
+            .env("WRANGLER_SEND_ERROR_REPORTS", "false")
+            .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+            .env("DO_NOT_TRACK", "1")
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env("CI", "true")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log"))
+            .stderr(log)
+            // Its own process group, so stopping it stops workerd and esbuild too.
+            .process_group(0)
+            .spawn()
+            .expect("spawn wrangler dev");
+        let mut dev = WranglerDev {
+            port,
+            dir,
+            child: Some(child),
+        };
+        dev.wait_ready();
+        dev
+    }
+
+    fn wait_ready(&mut self) {
+        let started = Instant::now();
+        while started.elapsed() < START_TIMEOUT {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("wrangler dev exited ({status}):\n{}", self.logs());
+                }
+            }
+            if self.logs().contains("Ready on")
+                && TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            {
+                return;
+            }
+            sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "wrangler dev did not answer within {START_TIMEOUT:?}:\n{}",
+            self.logs()
+        );
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Everything wrangler (and the Worker's `console.log`) printed so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default()
+    }
+
+    /// Stops the process group.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let group = child.id().to_string();
+            let _ = Command::new("kill")
+                .args(["-TERM", "--", &format!("-{group}")])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                sleep(Duration::from_millis(50));
+            }
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{group}")])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for WranglerDev {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,648 @@
+//! The Worker's configuration: the `EDGELIMIT_CONFIG` var (a `[vars.EDGELIMIT_CONFIG]` table in
+//! `wrangler.toml`, an object in `wrangler.jsonc`, or a JSON string), parsed and validated once per
+//! isolate. Every error names the field it is about, e.g.
+//! `rules[1] "api" → limits[0] "per-key" → identifier: unknown source `cookie:x` …`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use edgelimit::{FailMode, Limit, Policy, TimeMode};
+use serde::Deserialize;
+
+use crate::identify::IdentifierSource;
+use crate::rules::{HostPattern, PathMatch};
+
+/// The name of the var holding the configuration.
+pub const CONFIG_VAR: &str = "EDGELIMIT_CONFIG";
+
+/// The default store timeout: at the edge a limiter must answer fast or step aside.
+pub const DEFAULT_TIMEOUT_MS: u64 = 50;
+/// The default bound on the in-isolate cache of denied identifiers.
+pub const DEFAULT_DENIAL_CACHE: usize = 10_000;
+/// The default share of requests that get a log line.
+pub const DEFAULT_LOG_SAMPLE: f64 = 0.01;
+/// The default key namespace in Redis.
+pub const DEFAULT_NAMESPACE: &str = "edgelimit";
+
+/// A configuration that could not be used, and where the problem is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{CONFIG_VAR}: {field}: {problem}")]
+pub struct ConfigError {
+    /// The field, as a path: `rules[0] "api" → limits[1] "daily" → policy`.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn at(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+        ConfigError {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// What to do with a request when a limit's identifier is absent (or empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Missing {
+    /// Refuse the request with 400 and a problem body naming the missing source.
+    Deny,
+    /// Skip this limit for the request.
+    Allow,
+    /// Count the request in one bucket shared by every request without an identifier.
+    #[default]
+    Shared,
+}
+
+/// One limit as a rule applies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleLimit {
+    /// The limit (name, policy, fail mode). Limits with one name share state across rules.
+    pub limit: Limit,
+    /// Where the identifier comes from.
+    pub source: IdentifierSource,
+    /// The cost of one request.
+    pub cost: i64,
+    /// What to do without an identifier.
+    pub missing: Missing,
+}
+
+/// A rule: which requests it matches and the limits it applies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// The rule's name, for logs and errors.
+    pub name: String,
+    /// Hosts it matches; empty matches any.
+    pub hosts: Vec<HostPattern>,
+    /// Methods it matches (upper case); empty matches any.
+    pub methods: Vec<String>,
+    /// Paths it matches.
+    pub path: PathMatch,
+    /// Decide and report, but never block.
+    pub shadow: bool,
+    /// The limits applied, all or nothing.
+    pub limits: Vec<RuleLimit>,
+}
+
+/// The response given to admitted requests when no `ORIGIN` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedResponse {
+    /// Its status.
+    pub status: u16,
+    /// Its body.
+    pub body: String,
+    /// Its `Content-Type`.
+    pub content_type: String,
+}
+
+/// One shard of the store: the names of the secrets holding its REST URL and token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardConfig {
+    /// The shard's name: it decides which identifiers land on it (rendezvous hashing), so renaming
+    /// a shard moves its identifiers.
+    pub name: String,
+    /// The secret (or var) holding the shard's REST URL.
+    pub url_var: String,
+    /// The secret (or var) holding the shard's REST token.
+    pub token_var: String,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The Redis key namespace.
+    pub namespace: String,
+    /// The store's time budget per request.
+    pub timeout: Duration,
+    /// Whose clock decides: Redis's (the default at the edge) or the isolate's.
+    pub time: TimeMode,
+    /// Capacity of the in-isolate denial cache (0 turns it off).
+    pub denial_cache: usize,
+    /// Share of requests logged (shadow-mode denials are always logged).
+    pub log_sample: f64,
+    /// The Analytics Engine binding to write one data point per request to, if any.
+    pub analytics: Option<String>,
+    /// A path answering `GET` with this isolate's counters as Prometheus text, if any.
+    pub metrics_path: Option<String>,
+    /// The response for admitted requests when no `ORIGIN` is set.
+    pub respond: Option<FixedResponse>,
+    /// The shards; empty means one store from `UPSTASH_REDIS_REST_URL`/`_TOKEN`.
+    pub shards: Vec<ShardConfig>,
+    /// The rules, in order; every matching rule applies.
+    pub rules: Vec<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    namespace: Option<String>,
+    timeout_ms: Option<u64>,
+    time: Option<String>,
+    denial_cache: Option<usize>,
+    log_sample: Option<f64>,
+    analytics: Option<String>,
+    metrics_path: Option<String>,
+    respond: Option<RawResponse>,
+    #[serde(default)]
+    shards: Vec<RawShard>,
+    rules: Vec<RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResponse {
+    status: Option<u16>,
+    body: Option<String>,
+    content_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShard {
+    name: String,
+    url_var: String,
+    token_var: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    name: String,
+    #[serde(default)]
+    hosts: Vec<String>,
+    #[serde(default)]
+    methods: Vec<String>,
+    path: Option<String>,
+    path_prefix: Option<String>,
+    #[serde(default)]
+    shadow: bool,
+    limits: Vec<RawLimit>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimit {
+    name: String,
+    policy: Policy,
+    identifier: String,
+    cost: Option<i64>,
+    fail: Option<String>,
+    missing: Option<String>,
+}
+
+const METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+];
+
+fn is_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+impl Config {
+    /// Parses a configuration written as JSON (what a `[vars]` table becomes at run time).
+    pub fn from_json(text: &str) -> Result<Config, ConfigError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            ConfigError::at(
+                format!("line {}, column {}", e.line(), e.column()),
+                format!("not valid JSON: {e}"),
+            )
+        })?;
+        Config::from_value(value)
+    }
+
+    /// Parses a configuration from a JSON value.
+    pub fn from_value(value: serde_json::Value) -> Result<Config, ConfigError> {
+        if !value.is_object() {
+            return Err(ConfigError::at(
+                "(top level)",
+                "must be a table (TOML) or an object (JSON) with a `rules` list",
+            ));
+        }
+        let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." {
+                "(top level)".to_string()
+            } else {
+                path
+            };
+            ConfigError::at(field, e.into_inner().to_string())
+        })?;
+        raw.validate()
+    }
+}
+
+impl RawConfig {
+    fn validate(self) -> Result<Config, ConfigError> {
+        let namespace = self
+            .namespace
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        if !is_name(&namespace) {
+            return Err(ConfigError::at(
+                "namespace",
+                format!("`{namespace}` must be 1–64 of A-Z a-z 0-9 - _ ."),
+            ));
+        }
+        let timeout_ms = self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+        if !(1..=30_000).contains(&timeout_ms) {
+            return Err(ConfigError::at(
+                "timeout_ms",
+                format!("{timeout_ms} is outside 1..=30000"),
+            ));
+        }
+        let time = match self.time.as_deref().unwrap_or("server") {
+            "server" => TimeMode::Server,
+            "local" => TimeMode::Local,
+            other => {
+                return Err(ConfigError::at(
+                    "time",
+                    format!("`{other}` is neither `server` (Redis TIME) nor `local`"),
+                ))
+            }
+        };
+        let log_sample = self.log_sample.unwrap_or(DEFAULT_LOG_SAMPLE);
+        if !(0.0..=1.0).contains(&log_sample) {
+            return Err(ConfigError::at(
+                "log_sample",
+                format!("{log_sample} is outside 0.0..=1.0"),
+            ));
+        }
+        let respond = self.respond.map(|r| r.validate()).transpose()?;
+        if let Some(path) = &self.metrics_path {
+            if !path.starts_with('/') {
+                return Err(ConfigError::at(
+                    "metrics_path",
+                    format!("`{path}` must start with `/`"),
+                ));
+            }
+        }
+        let mut shards = Vec::with_capacity(self.shards.len());
+        for (i, s) in self.shards.into_iter().enumerate() {
+            let field = format!("shards[{i}]");
+            if !is_name(&s.name) {
+                return Err(ConfigError::at(
+                    format!("{field}.name"),
+                    format!("`{}` must be 1–64 of A-Z a-z 0-9 - _ .", s.name),
+                ));
+            }
+            if shards.iter().any(|o: &ShardConfig| o.name == s.name) {
+                return Err(ConfigError::at(
+                    format!("{field}.name"),
+                    format!("shard `{}` is listed twice", s.name),
+                ));
+            }
+            shards.push(ShardConfig {
+                name: s.name,
+                url_var: s.url_var,
+                token_var: s.token_var,
+            });
+        }
+        if self.rules.is_empty() {
+            return Err(ConfigError::at(
+                "rules",
+                "is empty: list at least one rule (or remove the Worker from the route)",
+            ));
+        }
+        let mut rules = Vec::with_capacity(self.rules.len());
+        let mut seen: HashMap<String, (Limit, String)> = HashMap::new();
+        for (i, raw) in self.rules.into_iter().enumerate() {
+            let rule = raw.validate(i, &mut seen)?;
+            if rules.iter().any(|r: &Rule| r.name == rule.name) {
+                return Err(ConfigError::at(
+                    format!("rules[{i}] \"{}\" → name", rule.name),
+                    "another rule has this name",
+                ));
+            }
+            rules.push(rule);
+        }
+        Ok(Config {
+            namespace,
+            timeout: Duration::from_millis(timeout_ms),
+            time,
+            denial_cache: self.denial_cache.unwrap_or(DEFAULT_DENIAL_CACHE),
+            log_sample,
+            analytics: self.analytics.filter(|a| !a.is_empty()),
+            metrics_path: self.metrics_path,
+            respond,
+            shards,
+            rules,
+        })
+    }
+}
+
+impl RawResponse {
+    fn validate(self) -> Result<FixedResponse, ConfigError> {
+        let status = self.status.unwrap_or(200);
+        if !(200..=599).contains(&status) {
+            return Err(ConfigError::at(
+                "respond.status",
+                format!("{status} is not an HTTP status in 200..=599"),
+            ));
+        }
+        Ok(FixedResponse {
+            status,
+            body: self.body.unwrap_or_default(),
+            content_type: self
+                .content_type
+                .unwrap_or_else(|| "text/plain; charset=utf-8".to_string()),
+        })
+    }
+}
+
+impl RawRule {
+    fn validate(
+        self,
+        index: usize,
+        seen: &mut HashMap<String, (Limit, String)>,
+    ) -> Result<Rule, ConfigError> {
+        let here = format!("rules[{index}] \"{}\"", self.name);
+        if !is_name(&self.name) {
+            return Err(ConfigError::at(
+                format!("rules[{index}].name"),
+                format!("`{}` must be 1–64 of A-Z a-z 0-9 - _ .", self.name),
+            ));
+        }
+        let hosts = self
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(h, host)| {
+                HostPattern::parse(host)
+                    .map_err(|problem| ConfigError::at(format!("{here} → hosts[{h}]"), problem))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut methods = Vec::with_capacity(self.methods.len());
+        for (m, method) in self.methods.iter().enumerate() {
+            let upper = method.to_ascii_uppercase();
+            if !METHODS.contains(&upper.as_str()) {
+                return Err(ConfigError::at(
+                    format!("{here} → methods[{m}]"),
+                    format!("`{method}` is not an HTTP method ({})", METHODS.join(", ")),
+                ));
+            }
+            methods.push(upper);
+        }
+        let path = match (self.path, self.path_prefix) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::at(
+                    format!("{here} → path"),
+                    "give `path` (a pattern) or `path_prefix`, not both",
+                ))
+            }
+            (Some(pattern), None) => PathMatch::pattern(&pattern)
+                .map_err(|problem| ConfigError::at(format!("{here} → path"), problem))?,
+            (None, Some(prefix)) => PathMatch::prefix(&prefix)
+                .map_err(|problem| ConfigError::at(format!("{here} → path_prefix"), problem))?,
+            (None, None) => PathMatch::Any,
+        };
+        if self.limits.is_empty() {
+            return Err(ConfigError::at(
+                format!("{here} → limits"),
+                "is empty: a rule applies at least one limit",
+            ));
+        }
+        let mut limits = Vec::with_capacity(self.limits.len());
+        for (l, raw) in self.limits.into_iter().enumerate() {
+            let at = format!("{here} → limits[{l}] \"{}\"", raw.name);
+            limits.push(raw.validate(&at, &here, seen)?);
+        }
+        Ok(Rule {
+            name: self.name,
+            hosts,
+            methods,
+            path,
+            shadow: self.shadow,
+            limits,
+        })
+    }
+}
+
+impl RawLimit {
+    fn validate(
+        self,
+        at: &str,
+        rule: &str,
+        seen: &mut HashMap<String, (Limit, String)>,
+    ) -> Result<RuleLimit, ConfigError> {
+        if !is_name(&self.name) {
+            return Err(ConfigError::at(
+                format!("{at} → name"),
+                format!("`{}` must be 1–64 of A-Z a-z 0-9 - _ .", self.name),
+            ));
+        }
+        let fail_mode = parse_fail_mode(self.fail.as_deref().unwrap_or("open"))
+            .map_err(|problem| ConfigError::at(format!("{at} → fail"), problem))?;
+        let source = IdentifierSource::parse(&self.identifier)
+            .map_err(|problem| ConfigError::at(format!("{at} → identifier"), problem))?;
+        let cost = self.cost.unwrap_or(1);
+        let capacity = self.policy.capacity();
+        if cost < 1 || cost as u64 > capacity {
+            return Err(ConfigError::at(
+                format!("{at} → cost"),
+                format!(
+                    "{cost} is outside 1..={capacity} (the policy `{}` can never admit more at once)",
+                    self.policy
+                ),
+            ));
+        }
+        let missing = match self.missing.as_deref().unwrap_or("shared") {
+            "deny" => Missing::Deny,
+            "allow" => Missing::Allow,
+            "shared" => Missing::Shared,
+            other => {
+                return Err(ConfigError::at(
+                    format!("{at} → missing"),
+                    format!("`{other}` is not one of deny, allow, shared"),
+                ))
+            }
+        };
+        let limit = Limit::new(self.name.as_str(), self.policy).with_fail_mode(fail_mode);
+        match seen.get(&self.name) {
+            Some((other, first)) if other != &limit => {
+                return Err(ConfigError::at(
+                    format!("{at} → policy"),
+                    format!(
+                        "limit `{}` is also defined in {first} with another policy or fail mode; \
+                         limits that share a name share their state, so they must agree",
+                        self.name
+                    ),
+                ))
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(self.name.clone(), (limit.clone(), rule.to_string()));
+            }
+        }
+        Ok(RuleLimit {
+            limit,
+            source,
+            cost,
+            missing,
+        })
+    }
+}
+
+/// Parses `open`, `closed` or `fallback N%` (N in 0.1..=100).
+pub fn parse_fail_mode(text: &str) -> Result<FailMode, String> {
+    let text = text.trim();
+    match text {
+        "open" => return Ok(FailMode::Open),
+        "closed" => return Ok(FailMode::Closed),
+        _ => {}
+    }
+    let share = text
+        .strip_prefix("fallback")
+        .map(str::trim)
+        .and_then(|s| s.strip_suffix('%'))
+        .and_then(|s| s.trim().parse::<f64>().ok());
+    match share {
+        Some(percent) if percent > 0.0 && percent <= 100.0 => Ok(FailMode::Fallback {
+            per_mille: ((percent * 10.0).round() as u16).max(1),
+        }),
+        _ => Err(format!(
+            "`{text}` is not one of `open`, `closed`, `fallback N%` (0 < N ≤ 100)"
+        )),
+    }
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Missing::Deny => "deny",
+            Missing::Allow => "allow",
+            Missing::Shared => "shared",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn minimal() -> serde_json::Value {
+        json!({
+            "rules": [{
+                "name": "api",
+                "path_prefix": "/api/",
+                "limits": [{ "name": "per-ip", "policy": "fixed 100/1m", "identifier": "ip" }]
+            }]
+        })
+    }
+
+    fn error_of(value: serde_json::Value) -> ConfigError {
+        Config::from_value(value).expect_err("should be refused")
+    }
+
+    #[test]
+    fn a_minimal_config_takes_the_documented_defaults() {
+        let c = Config::from_value(minimal()).unwrap();
+        assert_eq!(c.timeout, Duration::from_millis(50));
+        assert_eq!(c.time, TimeMode::Server);
+        assert_eq!(c.namespace, "edgelimit");
+        assert_eq!(c.denial_cache, DEFAULT_DENIAL_CACHE);
+        let limit = &c.rules[0].limits[0];
+        assert_eq!((limit.cost, limit.missing), (1, Missing::Shared));
+        assert_eq!(limit.limit.fail_mode, FailMode::Open);
+        assert_eq!(limit.source, IdentifierSource::ClientIp);
+    }
+
+    #[test]
+    fn errors_name_the_rule_the_limit_and_the_field() {
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["policy"] = json!("fixed 0/1m");
+        let e = error_of(v);
+        assert_eq!(e.field, "rules[0].limits[0].policy", "{e}");
+        assert!(e.problem.contains("fixed 0/1m"), "{e}");
+
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["identifier"] = json!("x-forwarded-for");
+        let e = error_of(v);
+        assert_eq!(
+            e.field,
+            "rules[0] \"api\" → limits[0] \"per-ip\" → identifier"
+        );
+
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["fail"] = json!("sometimes");
+        assert!(error_of(v).field.ends_with("→ fail"));
+
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["cost"] = json!(101);
+        let e = error_of(v);
+        assert!(
+            e.field.ends_with("→ cost") && e.problem.contains("1..=100"),
+            "{e}"
+        );
+
+        let mut v = minimal();
+        v["rules"][0]["methdos"] = json!(["GET"]);
+        let e = error_of(v);
+        assert!(e.problem.contains("unknown field `methdos`"), "{e}");
+        assert_eq!(e.field, "rules[0].methdos");
+
+        let mut v = minimal();
+        v["rules"][0]["methods"] = json!(["GETT"]);
+        assert!(error_of(v).field.ends_with("methods[0]"));
+
+        let mut v = minimal();
+        v["rules"][0]["path"] = json!("/x");
+        assert!(error_of(v).problem.contains("not both"));
+    }
+
+    #[test]
+    fn missing_or_garbled_configs_are_refused_with_the_reason() {
+        assert!(Config::from_json("")
+            .unwrap_err()
+            .problem
+            .contains("not valid JSON"));
+        assert!(Config::from_json("{\"rules\": [")
+            .unwrap_err()
+            .to_string()
+            .contains("line 1"));
+        assert!(error_of(json!("fixed 10/1s"))
+            .problem
+            .contains("must be a table"));
+        assert!(error_of(json!({}))
+            .problem
+            .contains("missing field `rules`"));
+        assert!(error_of(json!({"rules": []})).problem.contains("is empty"));
+    }
+
+    #[test]
+    fn limits_sharing_a_name_must_agree() {
+        let mut v = minimal();
+        v["rules"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "other", "limits": [{"name": "per-ip", "policy": "fixed 5/1m", "identifier": "ip"}]}));
+        let e = error_of(v);
+        assert!(e.problem.contains("rules[0] \"api\""), "{e}");
+        let mut v = minimal();
+        v["rules"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "other", "limits": [{"name": "per-ip", "policy": "fixed 100/60s", "identifier": "header:x-user"}]}));
+        assert!(Config::from_value(v).is_ok());
+    }
+
+    #[test]
+    fn fail_modes_parse() {
+        assert_eq!(parse_fail_mode("closed"), Ok(FailMode::Closed));
+        assert_eq!(
+            parse_fail_mode("fallback 10%"),
+            Ok(FailMode::Fallback { per_mille: 100 })
+        );
+        assert_eq!(
+            parse_fail_mode("fallback 0.5 %"),
+            Ok(FailMode::Fallback { per_mille: 5 })
+        );
+        assert!(parse_fail_mode("fallback 0%").is_err());
+        assert!(parse_fail_mode("fallback 150%").is_err());
+    }
+}

@@ -1,0 +1,373 @@
+//! The runtime glue (wasm32 only): the `fetch` handler, reading the request, calling the store
+//! and the origin. Everything it decides is decided in [`crate::plan`].
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
+use edgelimit::{Limiter, RestStore};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::{
+    console_error, console_log, event, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Context,
+    Date, Env, Fetch, Headers, Request, Response, ResponseBuilder, Url,
+};
+
+use crate::config::{Config, ConfigError, FixedResponse, CONFIG_VAR};
+use crate::identify::RequestView;
+use crate::plan::{Action, Outcome, Plan};
+
+/// The var naming the origin admitted requests go to. Unset: the request goes on to its own URL
+/// (the Worker runs on a route in front of the origin), or to `respond` when configured.
+const ORIGIN_VAR: &str = "ORIGIN";
+
+/// What an isolate keeps between requests: the configuration, and the limiter with its denial
+/// cache and counters.
+struct Edge {
+    config: Config,
+    limiter: Limiter<ShardedStore>,
+    origin: Option<String>,
+}
+
+thread_local! {
+    static EDGE: RefCell<Option<Rc<Edge>>> = const { RefCell::new(None) };
+}
+
+fn env_text(env: &Env, name: &str) -> Option<String> {
+    let value = js_sys::Reflect::get(env, &JsValue::from_str(name)).ok()?;
+    value.as_string().filter(|s| !s.trim().is_empty())
+}
+
+fn load_config(env: &Env) -> Result<Config, ConfigError> {
+    let value =
+        js_sys::Reflect::get(env, &JsValue::from_str(CONFIG_VAR)).unwrap_or(JsValue::UNDEFINED);
+    if value.is_undefined() || value.is_null() {
+        return Err(ConfigError {
+            field: "(var)".to_string(),
+            problem: format!("is not set: add a [vars.{CONFIG_VAR}] table to wrangler.toml"),
+        });
+    }
+    // A table in wrangler.toml (or an object in wrangler.jsonc) arrives as an object; a string
+    // var is taken as JSON.
+    let text = match value.as_string() {
+        Some(text) => text,
+        None => js_sys::JSON::stringify(&value)
+            .map(String::from)
+            .unwrap_or_default(),
+    };
+    Config::from_json(&text)
+}
+
+fn rest_store(
+    env: &Env,
+    config: &Config,
+    url_var: &str,
+    token_var: &str,
+) -> Result<RestStore, String> {
+    let url = env_text(env, url_var).ok_or_else(|| {
+        format!("{url_var} is not set: `wrangler secret put {url_var}` (or .dev.vars locally)")
+    })?;
+    let token = env_text(env, token_var).ok_or_else(|| {
+        format!("{token_var} is not set: `wrangler secret put {token_var}` (or .dev.vars locally)")
+    })?;
+    RestStore::new(&url, &token)
+        .map(|s| {
+            s.with_namespace(config.namespace.clone())
+                .with_timeout(config.timeout)
+        })
+        .map_err(|e| e.to_string())
+}
+
+impl Edge {
+    fn load(env: &Env) -> Result<Edge, String> {
+        let config = load_config(env).map_err(|e| e.to_string())?;
+        let shards = if config.shards.is_empty() {
+            vec![Shard::new(
+                "default",
+                rest_store(env, &config, REST_URL_VAR, REST_TOKEN_VAR)?,
+            )]
+        } else {
+            config
+                .shards
+                .iter()
+                .map(|s| {
+                    Ok(Shard::new(
+                        s.name.clone(),
+                        rest_store(env, &config, &s.url_var, &s.token_var)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()?
+        };
+        let store = ShardedStore::new(shards).map_err(|e| e.to_string())?;
+        let limiter = Limiter::new(store)
+            .with_time_mode(config.time)
+            .with_denial_cache(config.denial_cache);
+        let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
+        if let Some(origin) = &origin {
+            Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
+        }
+        Ok(Edge {
+            config,
+            limiter,
+            origin,
+        })
+    }
+
+    /// This isolate's edge, loaded on first use. A configuration error is not cached, so every
+    /// request reports it (and a fixed deployment recovers at once).
+    fn get(env: &Env) -> Result<Rc<Edge>, String> {
+        if let Some(edge) = EDGE.with(|e| e.borrow().clone()) {
+            return Ok(edge);
+        }
+        let edge = Rc::new(Edge::load(env)?);
+        EDGE.with(|e| *e.borrow_mut() = Some(edge.clone()));
+        Ok(edge)
+    }
+}
+
+/// The request as the rules see it.
+struct View {
+    method: String,
+    host: String,
+    path: String,
+    url: Url,
+    headers: Headers,
+}
+
+impl View {
+    fn of(req: &Request) -> worker::Result<View> {
+        let url = req.url()?;
+        Ok(View {
+            method: req.method().to_string().to_ascii_uppercase(),
+            host: url.host_str().unwrap_or_default().to_ascii_lowercase(),
+            path: url.path().to_string(),
+            headers: req.headers().clone(),
+            url,
+        })
+    }
+}
+
+impl RequestView for View {
+    fn method(&self) -> &str {
+        &self.method
+    }
+    fn host(&self) -> &str {
+        &self.host
+    }
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn query(&self, name: &str) -> Option<String> {
+        self.url
+            .query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.get(name).ok().flatten()
+    }
+}
+
+fn problem_response(status: u16, title: &str, detail: &str) -> worker::Result<Response> {
+    let body = serde_json::json!({
+        "type": "about:blank", "title": title, "status": status, "detail": detail,
+    });
+    let headers = Headers::new();
+    headers.set("content-type", edgelimit::http::PROBLEM_CONTENT_TYPE)?;
+    Ok(ResponseBuilder::new()
+        .with_status(status)
+        .with_headers(headers)
+        .fixed(body.to_string().into_bytes()))
+}
+
+/// A copy of `response` (whose headers are immutable) with `extra` header fields set.
+fn with_headers(response: Response, extra: &[(String, String)]) -> worker::Result<Response> {
+    let status = response.status_code();
+    let headers = Headers::new();
+    for (name, value) in response.headers().entries() {
+        headers.append(&name, &value)?;
+    }
+    for (name, value) in extra {
+        headers.set(name, value)?;
+    }
+    let (_, body) = response.into_parts();
+    Ok(ResponseBuilder::new()
+        .with_status(status)
+        .with_headers(headers)
+        .body(body))
+}
+
+async fn forward(
+    req: Request,
+    origin: Option<&str>,
+    respond: Option<&FixedResponse>,
+    extra: &[(String, String)],
+) -> worker::Result<Response> {
+    let upstream = match (origin, respond) {
+        (Some(origin), _) => {
+            let url = req.url()?;
+            let target = match url.query() {
+                Some(q) => format!("{origin}{}?{q}", url.path()),
+                None => format!("{origin}{}", url.path()),
+            };
+            // `new Request(target, request)`: the same method, headers and body, another URL
+            // (a Request is a valid RequestInit).
+            let inner = web_sys::Request::new_with_str_and_init(
+                &target,
+                req.inner().unchecked_ref::<web_sys::RequestInit>(),
+            )?;
+            Fetch::Request(Request::from(inner)).send().await
+        }
+        (None, Some(fixed)) => {
+            let headers = Headers::new();
+            headers.set("content-type", &fixed.content_type)?;
+            let response = ResponseBuilder::new()
+                .with_status(fixed.status)
+                .with_headers(headers)
+                .fixed(fixed.body.clone().into_bytes());
+            return with_headers(response, extra);
+        }
+        (None, None) => Fetch::Request(req).send().await,
+    };
+    match upstream {
+        Ok(response) => with_headers(response, extra),
+        Err(e) => {
+            console_error!("edgelimit: origin unreachable: {e}");
+            let response =
+                problem_response(502, "Bad Gateway", "The origin could not be reached.")?;
+            with_headers(response, extra)
+        }
+    }
+}
+
+fn report(
+    edge: &Edge,
+    env: &Env,
+    plan: &Plan,
+    outcome: &Outcome,
+    store_ms: Option<f64>,
+    path: &str,
+) {
+    let sampled = js_sys::Math::random() < edge.config.log_sample;
+    if sampled || !outcome.shadow_denied.is_empty() {
+        let stats = edge.limiter.stats();
+        console_log!("{}", outcome.log_line(plan, store_ms, path, Some(&stats)));
+    }
+    let Some(binding) = &edge.config.analytics else {
+        return;
+    };
+    let dataset = match env.analytics_engine(binding) {
+        Ok(dataset) => dataset,
+        Err(e) => {
+            console_error!("edgelimit: analytics binding `{binding}`: {e}");
+            return;
+        }
+    };
+    let first = outcome
+        .limits
+        .iter()
+        .find(|l| !l.allowed)
+        .or(outcome.limits.first());
+    let limit = first.map(|l| l.name.clone()).unwrap_or_default();
+    let reason = first
+        .map(|l| {
+            serde_json::to_value(l.reason)
+                .unwrap_or_default()
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_default();
+    let point = AnalyticsEngineDataPointBuilder::new()
+        .indexes([limit.as_str()])
+        .blobs([
+            plan.rules.join(","),
+            limit.clone(),
+            if outcome.allowed() {
+                "allowed"
+            } else {
+                "denied"
+            }
+            .to_string(),
+            reason,
+            outcome.shadow_denied.join(","),
+        ])
+        .doubles([
+            1.0,
+            first.map(|l| l.remaining as f64).unwrap_or(0.0),
+            store_ms.unwrap_or(0.0),
+        ]);
+    if let Err(e) = point.write_to(&dataset) {
+        console_error!("edgelimit: analytics write: {e}");
+    }
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    let edge = match Edge::get(&env) {
+        Ok(edge) => edge,
+        Err(message) => {
+            console_error!("edgelimit: refusing requests: {message}");
+            return problem_response(
+                500,
+                "Internal Server Error",
+                &format!("edgelimit is misconfigured: {message}"),
+            );
+        }
+    };
+    let view = View::of(&req)?;
+    if req.method() == worker::Method::Get
+        && edge.config.metrics_path.as_deref() == Some(view.path.as_str())
+    {
+        let headers = Headers::new();
+        headers.set("content-type", "text/plain; version=0.0.4")?;
+        let stats = edge.limiter.stats();
+        let text = format!(
+            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n",
+            edge.limiter.metrics().to_prometheus(),
+            stats.cache_hits
+        );
+        return Ok(ResponseBuilder::new()
+            .with_headers(headers)
+            .fixed(text.into_bytes()));
+    }
+    let plan = edge.config.plan(&view);
+    let checks = plan.checks();
+    let (verdicts, store_ms) = if checks.is_empty() {
+        (Vec::new(), None)
+    } else {
+        let started = Date::now().as_millis();
+        let verdicts = edge.limiter.check_all(&checks).await;
+        (
+            verdicts,
+            Some(Date::now().as_millis().saturating_sub(started) as f64),
+        )
+    };
+    let outcome = plan.decide(&verdicts, Date::now().as_millis(), &view.path);
+    report(&edge, &env, &plan, &outcome, store_ms, &view.path);
+    match &outcome.action {
+        Action::Respond {
+            status,
+            body,
+            content_type,
+        } => {
+            let headers = Headers::new();
+            headers.set("content-type", content_type)?;
+            for (name, value) in &outcome.headers {
+                headers.set(name, value)?;
+            }
+            Ok(ResponseBuilder::new()
+                .with_status(*status)
+                .with_headers(headers)
+                .fixed(body.clone().into_bytes()))
+        }
+        Action::Forward => {
+            forward(
+                req,
+                edge.origin.as_deref(),
+                edge.config.respond.as_ref(),
+                &outcome.headers,
+            )
+            .await
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Where a limit's identifier comes from, and taking it out of a request.
+//!
+//! `ip` is `CF-Connecting-IP`, which Cloudflare sets and clients cannot: a client-supplied
+//! `X-Forwarded-For` is never read, since anyone could rotate it to dodge their limit.
+
+use sha2::{Digest, Sha256};
+
+use edgelimit::Identifier;
+
+/// Raw identifiers longer than this are replaced by their SHA-256, so a huge header costs the
+/// isolate's denial cache and Redis a fixed, small key.
+pub const MAX_RAW_IDENTIFIER: usize = 256;
+
+/// The header Cloudflare puts the client's address in.
+pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
+
+/// What a request offers the limiter: the parts rules match on and identifiers come from.
+pub trait RequestView {
+    /// The method, upper case.
+    fn method(&self) -> &str;
+    /// The host, lower case, without port.
+    fn host(&self) -> &str;
+    /// The path, as sent (percent-encoded), starting with `/`.
+    fn path(&self) -> &str;
+    /// The first value of a query parameter, decoded.
+    fn query(&self, name: &str) -> Option<String>;
+    /// A header's value (`name` is lower case).
+    fn header(&self, name: &str) -> Option<String>;
+}
+
+/// A source of identifiers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentifierSource {
+    /// `ip`: the client address from `CF-Connecting-IP`.
+    ClientIp,
+    /// `header:<name>`.
+    Header(String),
+    /// `query:<name>`.
+    Query(String),
+    /// `path:<n>`: the n-th path segment, from 1.
+    PathSegment(usize),
+    /// `api-key:<source>`: another source's value, hashed (SHA-256) before use, so keys never
+    /// reach Redis or logs in the clear.
+    ApiKey(Box<IdentifierSource>),
+}
+
+const SOURCES: &str = "ip, header:<name>, query:<name>, path:<n>, api-key:<source>";
+
+impl IdentifierSource {
+    /// Parses a source: `ip`, `header:X-User`, `query:key`, `path:2`, `api-key:header:Authorization`.
+    pub fn parse(text: &str) -> Result<IdentifierSource, String> {
+        let text = text.trim();
+        let unknown = || format!("unknown source `{text}` (expected one of {SOURCES})");
+        if text == "ip" {
+            return Ok(IdentifierSource::ClientIp);
+        }
+        let (kind, rest) = text.split_once(':').ok_or_else(unknown)?;
+        match kind {
+            "header" => {
+                let name = rest.trim().to_ascii_lowercase();
+                let token = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !token {
+                    return Err(format!("`{rest}` is not a header name"));
+                }
+                if name == "x-forwarded-for" || name == "x-real-ip" || name == "forwarded" {
+                    return Err(format!(
+                        "`{rest}` is set by the client and trivially spoofed: use `ip` (CF-Connecting-IP)"
+                    ));
+                }
+                Ok(IdentifierSource::Header(name))
+            }
+            "query" if !rest.is_empty() => Ok(IdentifierSource::Query(rest.to_string())),
+            "path" => match rest.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(IdentifierSource::PathSegment(n)),
+                _ => Err(format!("`path:{rest}` needs a segment number from 1")),
+            },
+            "api-key" => match IdentifierSource::parse(rest)? {
+                IdentifierSource::ApiKey(_) => Err(format!("`{text}` hashes twice")),
+                inner => Ok(IdentifierSource::ApiKey(Box::new(inner))),
+            },
+            _ => Err(unknown()),
+        }
+    }
+
+    /// The identifier this source gives for `request`; `None` when absent or empty.
+    pub fn extract(&self, request: &dyn RequestView) -> Option<Identifier> {
+        match self {
+            IdentifierSource::ApiKey(inner) => {
+                let raw = inner.raw(request)?;
+                Some(Identifier::from(hex(&Sha256::digest(raw.as_bytes()))))
+            }
+            other => other.raw(request).map(|raw| bounded(raw.into_bytes())),
+        }
+    }
+
+    fn raw(&self, request: &dyn RequestView) -> Option<String> {
+        let value = match self {
+            IdentifierSource::ClientIp => request.header(CLIENT_IP_HEADER),
+            IdentifierSource::Header(name) => request.header(name),
+            IdentifierSource::Query(name) => request.query(name),
+            IdentifierSource::PathSegment(n) => request
+                .path()
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .nth(n - 1)
+                .map(str::to_string),
+            IdentifierSource::ApiKey(inner) => inner.raw(request),
+        }?;
+        let value = value.trim();
+        (!value.is_empty()).then(|| value.to_string())
+    }
+
+    /// A short description for messages: `header X-User`.
+    pub fn describe(&self) -> String {
+        match self {
+            IdentifierSource::ClientIp => "the client address (CF-Connecting-IP)".to_string(),
+            IdentifierSource::Header(name) => format!("header `{name}`"),
+            IdentifierSource::Query(name) => format!("query parameter `{name}`"),
+            IdentifierSource::PathSegment(n) => format!("path segment {n}"),
+            IdentifierSource::ApiKey(inner) => format!("an API key in {}", inner.describe()),
+        }
+    }
+}
+
+/// Long identifiers become `0xFF` + their SHA-256. `0xFF` never occurs in UTF-8 text, so a
+/// hashed identifier cannot collide with a raw one.
+fn bounded(raw: Vec<u8>) -> Identifier {
+    if raw.len() <= MAX_RAW_IDENTIFIER {
+        return Identifier::from(raw);
+    }
+    let mut out = Vec::with_capacity(33);
+    out.push(0xFF);
+    out.extend_from_slice(&Sha256::digest(&raw));
+    Identifier::from(out)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A request for tests: method, host, path, query pairs, headers.
+    #[derive(Debug, Default, Clone)]
+    pub(crate) struct FakeRequest {
+        pub method: String,
+        pub host: String,
+        pub path: String,
+        pub query: Vec<(String, String)>,
+        pub headers: HashMap<String, String>,
+    }
+
+    impl FakeRequest {
+        pub(crate) fn get(host: &str, path: &str) -> FakeRequest {
+            FakeRequest {
+                method: "GET".into(),
+                host: host.into(),
+                path: path.into(),
+                ..FakeRequest::default()
+            }
+        }
+
+        pub(crate) fn with_header(mut self, name: &str, value: &str) -> FakeRequest {
+            self.headers.insert(name.to_ascii_lowercase(), value.into());
+            self
+        }
+    }
+
+    impl RequestView for FakeRequest {
+        fn method(&self) -> &str {
+            &self.method
+        }
+        fn host(&self) -> &str {
+            &self.host
+        }
+        fn path(&self) -> &str {
+            &self.path
+        }
+        fn query(&self, name: &str) -> Option<String> {
+            self.query
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+        fn header(&self, name: &str) -> Option<String> {
+            self.headers.get(name).cloned()
+        }
+    }
+
+    #[test]
+    fn sources_parse_and_refuse_spoofable_headers() {
+        assert_eq!(
+            IdentifierSource::parse("ip"),
+            Ok(IdentifierSource::ClientIp)
+        );
+        assert_eq!(
+            IdentifierSource::parse("header:X-User"),
+            Ok(IdentifierSource::Header("x-user".into()))
+        );
+        assert_eq!(
+            IdentifierSource::parse("path:2"),
+            Ok(IdentifierSource::PathSegment(2))
+        );
+        assert!(IdentifierSource::parse("path:0").is_err());
+        assert!(IdentifierSource::parse("header:X-Forwarded-For")
+            .unwrap_err()
+            .contains("spoofed"));
+        assert!(IdentifierSource::parse("cookie:x")
+            .unwrap_err()
+            .contains("expected one of"));
+        assert!(IdentifierSource::parse("api-key:api-key:query:k").is_err());
+    }
+
+    #[test]
+    fn identifiers_come_from_their_source_only() {
+        let req = FakeRequest::get("a.example", "/users/42/posts")
+            .with_header("CF-Connecting-IP", "203.0.113.7")
+            .with_header("X-Forwarded-For", "1.2.3.4")
+            .with_header("X-User", "  alice ");
+        let id = |s: &str| IdentifierSource::parse(s).unwrap().extract(&req);
+        assert_eq!(id("ip"), Some(Identifier::from("203.0.113.7")));
+        assert_eq!(id("header:x-user"), Some(Identifier::from("alice")));
+        assert_eq!(id("path:2"), Some(Identifier::from("42")));
+        assert_eq!(id("path:4"), None);
+        assert_eq!(id("query:key"), None);
+        let hashed = id("api-key:header:x-user").unwrap();
+        assert_eq!(hashed.as_bytes().len(), 64);
+        assert!(!String::from_utf8_lossy(hashed.as_bytes()).contains("alice"));
+    }
+
+    #[test]
+    fn huge_identifiers_are_hashed_and_cannot_collide_with_raw_ones() {
+        let huge = "x".repeat(64 * 1024);
+        let req = FakeRequest::get("h", "/").with_header("x-user", &huge);
+        let id = IdentifierSource::Header("x-user".into())
+            .extract(&req)
+            .unwrap();
+        assert_eq!(id.as_bytes().len(), 33);
+        assert_eq!(id.as_bytes()[0], 0xFF);
+        let other = FakeRequest::get("h", "/").with_header("x-user", &"x".repeat(64 * 1024 - 1));
+        assert_ne!(
+            Some(id),
+            IdentifierSource::Header("x-user".into()).extract(&other)
+        );
+        let empty = FakeRequest::get("h", "/").with_header("x-user", "   ");
+        assert_eq!(
+            IdentifierSource::Header("x-user".into()).extract(&empty),
+            None
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! Which rules a request matches: by host, method and path.
+
+use crate::config::Rule;
+use crate::identify::RequestView;
+
+/// A host to match: exact (`api.example.com`) or every subdomain (`*.example.com`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPattern {
+    /// This host only.
+    Exact(String),
+    /// Any host ending in `.<suffix>` (not the bare suffix).
+    Subdomains(String),
+}
+
+impl HostPattern {
+    /// Parses a host pattern (lower-cased; no scheme, port or path).
+    pub fn parse(text: &str) -> Result<HostPattern, String> {
+        let host = text.trim().to_ascii_lowercase();
+        let (wildcard, name) = match host.strip_prefix("*.") {
+            Some(rest) => (true, rest.to_string()),
+            None => (false, host.clone()),
+        };
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !valid {
+            return Err(format!(
+                "`{text}` is not a host name (e.g. `api.example.com` or `*.example.com`)"
+            ));
+        }
+        Ok(if wildcard {
+            HostPattern::Subdomains(name)
+        } else {
+            HostPattern::Exact(name)
+        })
+    }
+
+    /// Whether `host` (lower case, no port) matches.
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Exact(h) => host == h,
+            HostPattern::Subdomains(suffix) => host
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+        }
+    }
+}
+
+/// One segment of a path pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// This exact segment.
+    Literal(String),
+    /// `*`: any one segment.
+    Any,
+    /// `**` (last only): any number of remaining segments, including none.
+    Rest,
+}
+
+/// How a rule matches paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    /// Every path.
+    Any,
+    /// Paths starting with this text.
+    Prefix(String),
+    /// Paths whose segments match: `/users/*/posts`, `/v1/**`.
+    Pattern(Vec<Segment>),
+}
+
+impl PathMatch {
+    /// A prefix, which must start with `/`.
+    pub fn prefix(text: &str) -> Result<PathMatch, String> {
+        if !text.starts_with('/') {
+            return Err(format!("`{text}` must start with `/`"));
+        }
+        Ok(PathMatch::Prefix(text.to_string()))
+    }
+
+    /// A segment pattern, which must start with `/`; `*` is one segment, a final `**` the rest.
+    pub fn pattern(text: &str) -> Result<PathMatch, String> {
+        let Some(body) = text.strip_prefix('/') else {
+            return Err(format!("`{text}` must start with `/`"));
+        };
+        let parts: Vec<&str> = body.split('/').filter(|s| !s.is_empty()).collect();
+        let mut segments = Vec::with_capacity(parts.len());
+        for (i, part) in parts.iter().enumerate() {
+            segments.push(match *part {
+                "*" => Segment::Any,
+                "**" if i + 1 == parts.len() => Segment::Rest,
+                "**" => return Err(format!("`{text}`: `**` may only end a pattern")),
+                literal if literal.contains('*') => {
+                    return Err(format!(
+                        "`{text}`: `*` must be a whole segment (`/a/*/b`), not part of `{literal}`"
+                    ))
+                }
+                literal => Segment::Literal(literal.to_string()),
+            });
+        }
+        Ok(PathMatch::Pattern(segments))
+    }
+
+    /// Whether `path` matches.
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Any => true,
+            PathMatch::Prefix(prefix) => path.starts_with(prefix.as_str()),
+            PathMatch::Pattern(segments) => {
+                let mut parts = path.split('/').filter(|s| !s.is_empty());
+                for segment in segments {
+                    match segment {
+                        Segment::Rest => return true,
+                        Segment::Any => {
+                            if parts.next().is_none() {
+                                return false;
+                            }
+                        }
+                        Segment::Literal(literal) => {
+                            if parts.next() != Some(literal.as_str()) {
+                                return false;
+                            }
+                        }
+                    }
+                }
+                parts.next().is_none()
+            }
+        }
+    }
+}
+
+impl Rule {
+    /// Whether this rule applies to `request`.
+    pub fn matches(&self, request: &dyn RequestView) -> bool {
+        (self.hosts.is_empty() || self.hosts.iter().any(|h| h.matches(request.host())))
+            && (self.methods.is_empty() || self.methods.iter().any(|m| m == request.method()))
+            && self.path.matches(request.path())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_match_exactly_or_by_subdomain() {
+        let exact = HostPattern::parse("API.example.com").unwrap();
+        assert!(exact.matches("api.example.com"));
+        assert!(!exact.matches("x.api.example.com"));
+        let sub = HostPattern::parse("*.example.com").unwrap();
+        assert!(sub.matches("a.example.com") && sub.matches("a.b.example.com"));
+        assert!(!sub.matches("example.com") && !sub.matches("badexample.com"));
+        assert!(HostPattern::parse("https://x").is_err());
+    }
+
+    #[test]
+    fn path_patterns_match_whole_segments() {
+        let p = PathMatch::pattern("/users/*/posts").unwrap();
+        assert!(p.matches("/users/42/posts") && p.matches("/users/42/posts/"));
+        assert!(!p.matches("/users/42") && !p.matches("/users/42/posts/7"));
+        let rest = PathMatch::pattern("/v1/**").unwrap();
+        assert!(rest.matches("/v1") && rest.matches("/v1/a/b/c"));
+        assert!(!rest.matches("/v2/a"));
+        assert!(PathMatch::pattern("/a/**/b").is_err());
+        assert!(PathMatch::pattern("/a/x*").is_err());
+        assert!(PathMatch::prefix("api").is_err());
+        assert!(PathMatch::prefix("/api/").unwrap().matches("/api/x"));
+    }
+}

@@ -1,0 +1,601 @@
+//! End to end: the built Worker under `wrangler dev`, in front of a tiny origin, deciding against a
+//! real `redis-server` through the gateway (the Upstash REST protocol), all on free loopback ports.
+//!
+//! These need the built Worker and wrangler, so they are `#[ignore]`d in a plain `cargo test`;
+//! `scripts/test.d/worker.sh` (part of `scripts/test`) builds the Worker and runs them.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::Request;
+use axum::http::HeaderMap;
+use axum::Json;
+use edgelimit_gateway::{Config as GatewayConfig, Gateway};
+use edgelimit_testkit::{RedisServer, WranglerDev};
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "e2e-token-0123456789";
+
+/// An origin that echoes what reached it.
+async fn start_origin() -> SocketAddr {
+    async fn echo(headers: HeaderMap, request: Request) -> Json<Value> {
+        let (parts, body) = request.into_parts();
+        let body: Bytes = axum::body::to_bytes(body, 1 << 20)
+            .await
+            .unwrap_or_default();
+        Json(json!({
+            "origin": true,
+            "method": parts.method.as_str(),
+            "path": parts.uri.path(),
+            "query": parts.uri.query(),
+            "body": String::from_utf8_lossy(&body),
+            "x_user": headers.get("x-user").and_then(|v| v.to_str().ok()),
+        }))
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(echo);
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    addr
+}
+
+/// Redis, the gateway, the origin and the Worker, for one test.
+struct Stack {
+    redis: RedisServer,
+    _gateway: Gateway,
+    worker: WranglerDev,
+    http: Client,
+}
+
+impl Stack {
+    /// Starts everything; `config` is the body of `[vars.EDGELIMIT_CONFIG]` (TOML).
+    async fn start(config: &str) -> Stack {
+        let redis = RedisServer::start();
+        let gateway = Gateway::start(GatewayConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            redis.url(),
+            TOKEN,
+        ))
+        .await
+        .expect("gateway starts");
+        let origin = start_origin().await;
+        let vars = format!(
+            "[vars]\nORIGIN = \"http://{origin}\"\nUPSTASH_REDIS_REST_URL = \"http://{}\"\n\
+             UPSTASH_REDIS_REST_TOKEN = \"{TOKEN}\"\n\n[vars.EDGELIMIT_CONFIG]\n{config}\n",
+            gateway.local_addr()
+        );
+        let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
+            .await
+            .unwrap();
+        Stack {
+            redis,
+            _gateway: gateway,
+            worker,
+            http: Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        let mut request = self.http.get(format!("{}{path}", self.worker.url()));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.expect("the worker answers")
+    }
+}
+
+fn header(response: &Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Parses a structured-field list of `"name";key=int;…` items into name → params.
+fn parse_sf_list(value: &str) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    for item in value.split(", ") {
+        let mut parts = item.split(';');
+        let name = parts.next().unwrap();
+        assert!(
+            name.starts_with('"') && name.ends_with('"'),
+            "item name `{name}` is not an sf-string in `{value}`"
+        );
+        let params = parts
+            .map(|p| {
+                let (k, v) = p.split_once('=').expect("key=value");
+                (k.to_string(), v.parse::<u64>().expect("integer parameter"))
+            })
+            .collect();
+        out.insert(name.trim_matches('"').to_string(), params);
+    }
+    out
+}
+
+/// Waits until at least `margin` remains before the next `window`-aligned boundary, so a test
+/// counting admissions in one fixed window does not straddle two.
+async fn clear_of_window_edge(window: Duration, margin: Duration) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let into = Duration::from_millis((now.as_millis() % window.as_millis()) as u64);
+    let left = window - into;
+    if left < margin {
+        tokio::time::sleep(left + Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits (up to 10 s) until wrangler's output contains `needle`; the Worker's console lines reach
+/// it shortly after the response does.
+async fn wait_for_log(worker: &WranglerDev, needle: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if worker.logs().contains(needle) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+async fn statuses(stack: &Stack, path: &str, headers: &[(&str, &str)], n: usize) -> Vec<u16> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(stack.get(path, headers).await.status().as_u16());
+    }
+    out
+}
+
+const MAIN_CONFIG: &str = r#"
+namespace = "e2e"
+timeout_ms = 5000      # a loaded 2-core CI box; the 50 ms default has its own test below
+log_sample = 1.0
+metrics_path = "/__edgelimit/metrics"
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "fixed"
+path_prefix = "/fixed/"
+limits = [{ name = "fixed-per-user", policy = "fixed 5/1h", identifier = "header:x-user" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "gcra"
+path_prefix = "/gcra/"
+limits = [{ name = "gcra-per-user", policy = "gcra 3/1h burst 4", identifier = "header:x-user" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "keys"
+path_prefix = "/keys/"
+limits = [{ name = "per-key", policy = "fixed 2/1h", identifier = "api-key:header:authorization", missing = "deny" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "shadow"
+path_prefix = "/shadow/"
+shadow = true
+limits = [{ name = "shadow-per-user", policy = "fixed 1/1h", identifier = "header:x-user" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "segment"
+path = "/users/*/items"
+limits = [{ name = "per-path-user", policy = "fixed 2/1h", identifier = "path:2" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "ip"
+path_prefix = "/ip/"
+limits = [{ name = "per-ip", policy = "fixed 3/1h", identifier = "ip" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn limits_headers_shadow_and_identifiers_end_to_end() {
+    let stack = Stack::start(MAIN_CONFIG).await;
+    clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(60)).await;
+
+    // Fixed window 5/1h: exactly five 200s, then 429s with consistent headers.
+    let alice = [("x-user", "alice")];
+    for expected_remaining in (0..5).rev() {
+        let r = stack.get("/fixed/a?x=1", &alice).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let policy = parse_sf_list(&header(&r, "ratelimit-policy").unwrap());
+        assert_eq!(policy["fixed-per-user"]["q"], 5);
+        assert_eq!(policy["fixed-per-user"]["w"], 3600);
+        let state = parse_sf_list(&header(&r, "ratelimit").unwrap());
+        assert_eq!(state["fixed-per-user"]["r"], expected_remaining);
+        assert!(state["fixed-per-user"]["t"] <= 3600);
+        assert_eq!(header(&r, "x-ratelimit-limit").as_deref(), Some("5"));
+        assert_eq!(
+            header(&r, "x-ratelimit-remaining"),
+            Some(expected_remaining.to_string())
+        );
+        assert!(header(&r, "retry-after").is_none());
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["origin"], true, "admitted requests reach the origin");
+        assert_eq!(
+            (body["path"].as_str(), body["query"].as_str()),
+            (Some("/fixed/a"), Some("x=1"))
+        );
+    }
+    for attempt in 0..3 {
+        let r = stack.get("/fixed/a", &alice).await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            header(&r, "content-type").as_deref(),
+            Some("application/problem+json")
+        );
+        let retry: u64 = header(&r, "retry-after").unwrap().parse().unwrap();
+        let state = parse_sf_list(&header(&r, "ratelimit").unwrap());
+        assert_eq!(state["fixed-per-user"]["r"], 0);
+        assert!(
+            retry >= state["fixed-per-user"]["t"],
+            "Retry-After before t"
+        );
+        assert!((1..=3600).contains(&retry));
+        let problem: Value = r.json().await.unwrap();
+        assert_eq!(problem["status"], 429);
+        assert_eq!(problem["policy"], "fixed-per-user");
+        assert_eq!(problem["instance"], "/fixed/a");
+        // The first denial is the store's; repeats come from the isolate's denial cache.
+        let reason = if attempt == 0 {
+            "over_limit"
+        } else {
+            "cached_denial"
+        };
+        assert_eq!(problem["reason"], reason);
+    }
+    assert_eq!(
+        stack.get("/fixed/a", &[("x-user", "bob")]).await.status(),
+        StatusCode::OK,
+        "another identifier has its own quota"
+    );
+
+    // A POST with a body is forwarded whole.
+    let r = stack
+        .http
+        .post(format!("{}/fixed/post?k=v", stack.worker.url()))
+        .header("x-user", "poster")
+        .body("hello origin")
+        .send()
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (body["method"].as_str(), body["body"].as_str()),
+        (Some("POST"), Some("hello origin"))
+    );
+
+    // GCRA 3/1h burst 4: four at once, then the fifth waits one emission interval (1200 s).
+    let carol = [("x-user", "carol")];
+    assert_eq!(
+        statuses(&stack, "/gcra/x", &carol, 5).await,
+        [200, 200, 200, 200, 429]
+    );
+    let r = stack.get("/gcra/x", &[("x-user", "dave")]).await;
+    let policy = parse_sf_list(&header(&r, "ratelimit-policy").unwrap());
+    assert_eq!(
+        (policy["gcra-per-user"]["q"], policy["gcra-per-user"]["w"]),
+        (4, 4800)
+    );
+    let r = stack.get("/gcra/x", &carol).await;
+    let retry: u64 = header(&r, "retry-after").unwrap().parse().unwrap();
+    assert!((1190..=1200).contains(&retry), "GCRA retry {retry}");
+
+    // Shadow mode decides and reports, never blocks.
+    let eve = [("x-user", "eve")];
+    let mut reports = Vec::new();
+    for _ in 0..4 {
+        let r = stack.get("/shadow/x", &eve).await;
+        assert_eq!(r.status(), StatusCode::OK, "shadow mode never blocks");
+        assert!(
+            header(&r, "ratelimit").is_none(),
+            "shadow limits are not advertised"
+        );
+        reports.push(header(&r, "x-edgelimit-shadow").unwrap());
+    }
+    assert_eq!(reports[0], "allow");
+    assert!(reports[1..]
+        .iter()
+        .all(|h| h == "deny; policies=\"shadow-per-user\""));
+
+    // API keys: required here, hashed before use.
+    let r = stack.get("/keys/x", &[]).await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let problem: Value = r.json().await.unwrap();
+    assert!(problem["detail"]
+        .as_str()
+        .unwrap()
+        .contains("authorization"));
+    let key = [("authorization", "Bearer sk-live-very-secret-0042")];
+    assert_eq!(statuses(&stack, "/keys/x", &key, 3).await, [200, 200, 429]);
+    let keys = match stack.redis.command(&["KEYS", "*"]).unwrap() {
+        edgelimit_testkit::Reply::Array(items) => items
+            .iter()
+            .filter_map(|k| k.text())
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => panic!("KEYS answered {other:?}"),
+    };
+    assert!(keys.contains("per-key"), "{keys}");
+    assert!(
+        !keys.contains("secret"),
+        "API keys reach Redis only hashed: {keys}"
+    );
+
+    // Path segments, percent-encoded unicode included.
+    assert_eq!(
+        statuses(&stack, "/users/%E2%9C%93/items", &[], 3).await,
+        [200, 200, 429]
+    );
+    assert_eq!(statuses(&stack, "/users/other/items", &[], 1).await, [200]);
+
+    // Hostile identifiers: huge, hash-tag braces, non-ASCII bytes. Each gets its own quota.
+    let huge = "h".repeat(8 * 1024);
+    for hostile in [huge.as_str(), "{alice}", "}{:*", "alice}"] {
+        let got = statuses(&stack, "/fixed/h", &[("x-user", hostile)], 6).await;
+        assert_eq!(
+            got,
+            [200, 200, 200, 200, 200, 429],
+            "identifier {:.20}…",
+            hostile
+        );
+    }
+    let r = stack
+        .http
+        .get(format!("{}/fixed/u", stack.worker.url()))
+        .header(
+            "x-user",
+            reqwest::header::HeaderValue::from_bytes("ünï©ødé".as_bytes()).unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    // The client address comes from CF-Connecting-IP only: rotating X-Forwarded-For does not help.
+    let mut got = Vec::new();
+    for i in 0..4 {
+        let xff = format!("10.0.0.{i}");
+        got.push(
+            stack
+                .get("/ip/x", &[("x-forwarded-for", &xff)])
+                .await
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(got, [200, 200, 200, 429]);
+
+    // The isolate's counters: the cache hits above are counted.
+    let metrics = stack
+        .get("/__edgelimit/metrics", &[])
+        .await
+        .text()
+        .await
+        .unwrap();
+    let hits: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("edgelimit_isolate_cache_hits_total "))
+        .and_then(|v| v.parse().ok())
+        .expect("cache hits are exported");
+    assert!(hits >= 2, "{metrics}");
+
+    // Shadow denials are logged, with the isolate's counters.
+    assert!(
+        wait_for_log(&stack.worker, "\"shadow_denied\":[\"shadow-per-user\"]").await,
+        "no shadow log line in:\n{}",
+        stack.worker.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn thirty_two_concurrent_connections_never_exceed_the_limit() {
+    let stack = Arc::new(
+        Stack::start(
+            r#"
+timeout_ms = 5000
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "hot"
+limits = [{ name = "hot", policy = "fixed 20/1h", identifier = "header:x-user" }]
+"#,
+        )
+        .await,
+    );
+    clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(60)).await;
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let stack = stack.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..8 {
+                seen.push(
+                    stack
+                        .get("/x", &[("x-user", "one")])
+                        .await
+                        .status()
+                        .as_u16(),
+                );
+            }
+            seen
+        }));
+    }
+    let mut count = BTreeMap::new();
+    for task in tasks {
+        for status in task.await.unwrap() {
+            *count.entry(status).or_insert(0u32) += 1;
+        }
+    }
+    eprintln!("32 connections × 8 requests: {count:?}");
+    assert_eq!(count.get(&200), Some(&20), "{count:?}");
+    assert_eq!(count.get(&429), Some(&236), "{count:?}");
+}
+
+const FAIL_CONFIG: &str = r#"
+timeout_ms = 2000
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "open"
+path_prefix = "/open/"
+limits = [{ name = "open", policy = "fixed 3/1h", identifier = "header:x-user", fail = "open" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "closed"
+path_prefix = "/closed/"
+limits = [{ name = "closed", policy = "fixed 3/1h", identifier = "header:x-user", fail = "closed" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "fallback"
+path_prefix = "/fallback/"
+limits = [{ name = "fallback", policy = "fixed 10/1h", identifier = "header:x-user", fail = "fallback 20%" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn each_limit_follows_its_fail_mode_while_redis_is_down_and_recovers() {
+    let mut stack = Stack::start(FAIL_CONFIG).await;
+    clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(120)).await;
+    let u = [("x-user", "u")];
+    assert_eq!(statuses(&stack, "/open/x", &u, 1).await, [200]);
+    stack.redis.stop();
+
+    assert_eq!(
+        statuses(&stack, "/open/x", &u, 5).await,
+        [200; 5],
+        "fail open admits"
+    );
+    let r = stack.get("/closed/x", &u).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "fail closed denies"
+    );
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    let problem: Value = r.json().await.unwrap();
+    assert_eq!(problem["reason"], "failed_closed");
+    // The local fallback admits 20% of 10 on its own.
+    assert_eq!(
+        statuses(&stack, "/fallback/x", &u, 3).await,
+        [200, 200, 429],
+        "fallback decides at its share of the limit"
+    );
+
+    stack.redis.restart();
+    // The gateway reconnects on its own; wait until a probe gets through.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut probes = 0;
+    while stack
+        .get("/closed/x", &[("x-user", "probe")])
+        .await
+        .status()
+        != StatusCode::OK
+    {
+        probes += 1;
+        assert!(
+            Instant::now() < deadline,
+            "no recovery after {probes} probes"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("recovered after {probes} failed-closed probes");
+    // Exact decisions resume (the restarted Redis kept nothing, so quotas start over).
+    let closed = statuses(&stack, "/closed/x", &[("x-user", "w")], 4).await;
+    assert_eq!(closed, [200, 200, 200, 429]);
+    let open = statuses(&stack, "/open/y", &[("x-user", "v")], 4).await;
+    assert_eq!(open, [200, 200, 200, 429]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn a_store_that_never_answers_is_cut_off_by_the_default_50ms_budget() {
+    // Accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let origin = start_origin().await;
+    let vars = format!(
+        "[vars]\nORIGIN = \"http://{origin}\"\nUPSTASH_REDIS_REST_URL = \"http://{silent_addr}\"\n\
+         UPSTASH_REDIS_REST_TOKEN = \"t\"\n\n[vars.EDGELIMIT_CONFIG]\n{}\n",
+        FAIL_CONFIG.replace("timeout_ms = 2000", "")
+    );
+    let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
+        .await
+        .unwrap();
+    let http = Client::new();
+    // Warm the isolate first (its first request pays for instantiation).
+    let _ = http.get(format!("{}/open/warm", worker.url())).send().await;
+    let started = Instant::now();
+    let open = http
+        .get(format!("{}/open/x", worker.url()))
+        .header("x-user", "u")
+        .send()
+        .await
+        .unwrap();
+    let open_took = started.elapsed();
+    assert_eq!(open.status(), StatusCode::OK);
+    let closed = http
+        .get(format!("{}/closed/x", worker.url()))
+        .header("x-user", "u")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    eprintln!("fail-open answer with a silent store took {open_took:?} (budget 50 ms)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn missing_or_garbled_configuration_is_refused_with_a_clear_message() {
+    let cases = [
+        (
+            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n",
+            "EDGELIMIT_CONFIG: (var): is not set",
+        ),
+        (
+            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n\
+             EDGELIMIT_CONFIG = \"{ not json\"\n",
+            "not valid JSON",
+        ),
+        (
+            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n\
+             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
+             limits = [{ name = \"x\", policy = \"fixed 0/1m\", identifier = \"ip\" }]\n",
+            "rules[0].limits[0].policy",
+        ),
+        (
+            "[[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
+             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n",
+            "UPSTASH_REDIS_REST_URL is not set",
+        ),
+    ];
+    let http = Client::new();
+    for (vars, expected) in cases {
+        let vars = vars.to_string();
+        let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
+            .await
+            .unwrap();
+        let r = http
+            .get(format!("{}/any", worker.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let problem: Value = r.json().await.unwrap();
+        let detail = problem["detail"].as_str().unwrap_or_default().to_string();
+        assert!(detail.contains(expected), "`{expected}` not in `{detail}`");
+        assert!(
+            wait_for_log(&worker, "refusing requests").await,
+            "{}",
+            worker.logs()
+        );
+    }
+}
