@@ -130,6 +130,19 @@ pub const READ_ONLY_COMMANDS: &[&str] = &[
 /// SCRIPT subcommands allowed with SCRIPT (FLUSH and KILL change the server for everyone).
 pub const SCRIPT_SUBCOMMANDS: &[&str] = &["LOAD", "EXISTS"];
 
+/// Whether and to whom the gateway serves its Prometheus metrics at `GET /metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricsPage {
+    /// Not served (the default): `/metrics` stays the path form of a command named `metrics`,
+    /// which is not allowed, and answers that error as any unknown command does.
+    #[default]
+    Off,
+    /// Served to requests carrying the token or the read-only token, like any other request.
+    Token,
+    /// Served to anyone who can reach the gateway, without a token.
+    Public,
+}
+
 /// The gateway's configuration.
 #[derive(Clone)]
 pub struct Config {
@@ -149,6 +162,8 @@ pub struct Config {
     pub max_pipeline: usize,
     /// Multiplexed Redis connections shared round-robin by requests.
     pub connections: usize,
+    /// Whether `GET /metrics` serves Prometheus metrics, and to whom.
+    pub metrics: MetricsPage,
 }
 
 impl std::fmt::Debug for Config {
@@ -166,6 +181,7 @@ impl std::fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_pipeline", &self.max_pipeline)
             .field("connections", &self.connections)
+            .field("metrics", &self.metrics)
             .finish()
     }
 }
@@ -182,7 +198,7 @@ pub fn redact_url(url: &str) -> String {
 
 impl Config {
     /// A configuration with the defaults: loopback on `listen`, the default allow-list, 1 MiB
-    /// bodies, 1000 commands per pipeline, 4 connections.
+    /// bodies, 1000 commands per pipeline, 4 connections, no metrics page.
     pub fn new(
         listen: SocketAddr,
         redis_url: impl Into<String>,
@@ -197,6 +213,7 @@ impl Config {
             max_body_bytes: 1 << 20,
             max_pipeline: 1000,
             connections: 4,
+            metrics: MetricsPage::Off,
         }
     }
 }

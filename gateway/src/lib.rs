@@ -13,6 +13,7 @@
 //! - [`command`]: JSON and path forms into commands, the allow-list, script rewrites.
 //! - [`reply`]: Redis replies into `{"result"}` / `{"error"}` JSON, base64 on request.
 //! - [`server`]: routes, body limits, running commands, graceful shutdown.
+//! - [`metrics`]: the optional Prometheus page, `GET /metrics`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -20,8 +21,9 @@
 pub mod auth;
 pub mod command;
 pub mod config;
+pub mod metrics;
 pub mod reply;
 pub mod server;
 
-pub use config::Config;
+pub use config::{Config, MetricsPage};
 pub use server::{router, serve, Gateway, GatewayError};

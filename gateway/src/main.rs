@@ -3,9 +3,10 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
+use clap::builder::BoolishValueParser;
 use clap::Parser;
 use edgelimit_gateway::config::DEFAULT_COMMANDS;
-use edgelimit_gateway::{Config, Gateway};
+use edgelimit_gateway::{Config, Gateway, MetricsPage};
 
 /// Serves the Upstash REST protocol (single command, path form, /pipeline, /multi-exec, base64
 /// results) in front of a real Redis, so the edgelimit Worker and the official Upstash clients
@@ -46,6 +47,20 @@ struct Args {
     #[arg(long, env = "GATEWAY_CONNECTIONS", default_value_t = 4)]
     connections: usize,
 
+    /// Serve Prometheus metrics at GET /metrics, in the OpenMetrics text format: requests by
+    /// route and status, commands by name, the Redis round-trip time, Redis failures (503s) and
+    /// token failures (401s), all named `edgelimit_gateway_*`. The page asks for the token or the
+    /// read-only token, like any request, unless --metrics-public. Off by default, and then
+    /// /metrics is the path form of a command named `metrics`, refused as any unknown command.
+    /// The variables of these two flags take 1/0, true/false, yes/no or on/off.
+    #[arg(long, env = "GATEWAY_METRICS", value_parser = BoolishValueParser::new())]
+    metrics: bool,
+
+    /// Serve /metrics without a token, to anyone who can reach the gateway: only where the
+    /// listen address is private. Needs --metrics.
+    #[arg(long, env = "GATEWAY_METRICS_PUBLIC", value_parser = BoolishValueParser::new())]
+    metrics_public: bool,
+
     /// Log filter (tracing's syntax), e.g. `info` or `edgelimit_gateway=debug`. Tokens are never
     /// logged.
     #[arg(long, env = "GATEWAY_LOG", default_value = "info")]
@@ -71,11 +86,22 @@ async fn main() -> ExitCode {
         eprintln!("gateway: --token (GATEWAY_TOKEN) must not be empty");
         return ExitCode::from(2);
     }
+    if args.metrics_public && !args.metrics {
+        eprintln!(
+            "gateway: --metrics-public (GATEWAY_METRICS_PUBLIC) needs --metrics (GATEWAY_METRICS)"
+        );
+        return ExitCode::from(2);
+    }
     let mut config = Config::new(args.listen, args.redis_url, args.token);
     config.read_only_token = args.read_only_token.filter(|t| !t.is_empty());
     config.max_body_bytes = args.max_body_bytes;
     config.max_pipeline = args.max_pipeline.max(1);
     config.connections = args.connections.max(1);
+    config.metrics = match (args.metrics, args.metrics_public) {
+        (false, _) => MetricsPage::Off,
+        (true, false) => MetricsPage::Token,
+        (true, true) => MetricsPage::Public,
+    };
     for command in args.allow_command {
         let command = command.trim().to_ascii_uppercase();
         if !command.is_empty() {

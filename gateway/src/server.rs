@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
 use axum::Router;
@@ -19,7 +19,8 @@ use tokio::net::TcpListener;
 
 use crate::auth::{access, presented_token, Access};
 use crate::command::{self, check_allowed, Command, CommandError, Scripts};
-use crate::config::{redact_url, Config};
+use crate::config::{redact_url, Config, MetricsPage};
+use crate::metrics::{self, Metrics, Route};
 use crate::reply::{entry, error_text, Encoding};
 
 /// Why the gateway could not start.
@@ -54,12 +55,52 @@ struct Shared {
     // A counter of answered requests, emitted as `upstash-sync-token`. One Redis gives
     // read-your-writes already; the token only has to exist and move forward.
     sync: AtomicU64,
+    // Present only when the metrics page is on: a gateway without it counts nothing.
+    metrics: Option<Metrics>,
 }
 
 impl Shared {
     fn connection(&self) -> ConnectionManager {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len();
         self.connections[i].clone()
+    }
+
+    /// Sends `pipe` on `connection`, timing the round trip for the metrics.
+    async fn round_trip(
+        &self,
+        pipe: &redis::Pipeline,
+        connection: &mut ConnectionManager,
+    ) -> redis::RedisResult<Vec<Value>> {
+        let started = Instant::now();
+        let result = pipe.query_async::<Vec<Value>>(connection).await;
+        if let (Some(m), Ok(_)) = (&self.metrics, &result) {
+            m.redis_round_trip(started.elapsed());
+        }
+        result
+    }
+
+    /// Counts commands Redis answered.
+    fn count_commands<'a>(&self, commands: impl IntoIterator<Item = &'a Command>) {
+        if let Some(m) = &self.metrics {
+            for c in commands {
+                m.command(&c[0]);
+            }
+        }
+    }
+
+    /// Counts an answered request.
+    fn count_request(&self, route: Route, status: StatusCode) {
+        if let Some(m) = &self.metrics {
+            m.request(route, status.as_u16());
+        }
+    }
+
+    /// The 401 answer, counted.
+    fn unauthorized(&self) -> Response {
+        if let Some(m) = &self.metrics {
+            m.auth_failure();
+        }
+        error(StatusCode::UNAUTHORIZED, "Unauthorized", self)
     }
 }
 
@@ -150,6 +191,8 @@ pub async fn router(config: Config) -> Result<Router, GatewayError> {
         connections.push(connect().await?);
     }
     let transactions = connect().await?;
+    let metrics = (config.metrics != MetricsPage::Off).then(|| Metrics::new(&config.allowed));
+    let page = metrics.is_some();
     let shared = Arc::new(Shared {
         config,
         connections,
@@ -157,12 +200,18 @@ pub async fn router(config: Config) -> Result<Router, GatewayError> {
         next: AtomicUsize::new(0),
         scripts: Scripts::default(),
         sync: AtomicU64::new(0),
+        metrics,
     });
-    Ok(Router::new()
+    let mut router = Router::new()
         .route("/", post(single))
         .route("/pipeline", post(pipeline))
         .route("/multi-exec", post(multi_exec))
-        .route("/{*command}", any(path_form))
+        .route("/{*command}", any(path_form));
+    if page {
+        // Only when on: off, `/metrics` is left to the path form like any other command name.
+        router = router.route("/metrics", any(metrics_page));
+    }
+    Ok(router
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(shared))
 }
@@ -180,12 +229,48 @@ fn error(status: StatusCode, message: impl Into<String>, shared: &Shared) -> Res
     json_response(status, json!({ "error": message.into() }), shared)
 }
 
-async fn method_not_allowed(State(shared): State<Arc<Shared>>) -> Response {
+async fn method_not_allowed(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
+    shared.count_request(Route::of_path(uri.path()), StatusCode::METHOD_NOT_ALLOWED);
+    method_not_allowed_response(&shared)
+}
+
+fn method_not_allowed_response(shared: &Shared) -> Response {
     error(
         StatusCode::METHOD_NOT_ALLOWED,
         "ERR method not allowed: use POST for /, /pipeline and /multi-exec",
-        &shared,
+        shared,
     )
+}
+
+/// `GET /metrics`, routed only when the page is on. Any other method is the path form, as
+/// `/metrics` would be with the page off.
+async fn metrics_page(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let Some(m) = shared
+        .metrics
+        .as_ref()
+        .filter(|_| request.method() == Method::GET)
+    else {
+        return path_form(State(shared), request).await;
+    };
+    if shared.config.metrics != MetricsPage::Public {
+        let header = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        let token = presented_token(header, request.uri().query());
+        let granted = access(
+            token.as_deref(),
+            &shared.config.token,
+            shared.config.read_only_token.as_deref(),
+        );
+        if granted.is_none() {
+            return shared.unauthorized();
+        }
+    }
+    match m.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics").into_response(),
+    }
 }
 
 /// Authenticates, reads the body within its limit, and says how to encode results.
@@ -201,7 +286,7 @@ async fn admit(
         &shared.config.token,
         shared.config.read_only_token.as_deref(),
     ) else {
-        return Err(error(StatusCode::UNAUTHORIZED, "Unauthorized", shared));
+        return Err(shared.unauthorized());
     };
     let encoding = match header("upstash-encoding") {
         Some(e) if e.eq_ignore_ascii_case("base64") => Encoding::Base64,
@@ -256,6 +341,9 @@ fn to_cmd(command: &Command) -> redis::Cmd {
 /// A failure to talk to Redis at all (not a command's own error): 503, so clients retry.
 fn unreachable(e: &redis::RedisError, shared: &Shared) -> Response {
     tracing::warn!(error = %e, "redis unreachable");
+    if let Some(m) = &shared.metrics {
+        m.redis_error();
+    }
     error(
         StatusCode::SERVICE_UNAVAILABLE,
         format!("ERR redis unavailable: {e}"),
@@ -282,13 +370,10 @@ async fn run_single(
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string(), shared),
     };
     let mut pipe = redis::pipe();
-    pipe.add_command(to_cmd(&command));
-    match pipe
-        .ignore_errors()
-        .query_async::<Vec<Value>>(&mut shared.connection())
-        .await
-    {
+    pipe.add_command(to_cmd(&command)).ignore_errors();
+    match shared.round_trip(&pipe, &mut shared.connection()).await {
         Ok(mut values) if values.len() == 1 => {
+            shared.count_commands([&command]);
             let value = answer(values.remove(0), loaded_as);
             let status = match value {
                 Value::ServerError(_) => StatusCode::BAD_REQUEST,
@@ -328,6 +413,7 @@ async fn single(State(shared): State<Arc<Shared>>, request: Request) -> Response
             }
         }
     };
+    shared.count_request(Route::Single, response.status());
     log(&method, "/", response.status(), started, 1);
     response
 }
@@ -336,7 +422,8 @@ async fn path_form(State(shared): State<Arc<Shared>>, request: Request) -> Respo
     let started = Instant::now();
     let method = request.method().clone();
     if method != Method::GET && method != Method::POST {
-        return method_not_allowed(State(shared)).await;
+        shared.count_request(Route::Path, StatusCode::METHOD_NOT_ALLOWED);
+        return method_not_allowed_response(&shared);
     }
     let response = match admit(&shared, request).await {
         Err(r) => r,
@@ -348,6 +435,7 @@ async fn path_form(State(shared): State<Arc<Shared>>, request: Request) -> Respo
             }
         }
     };
+    shared.count_request(Route::Path, response.status());
     log(&method, "path", response.status(), started, 1);
     response
 }
@@ -359,6 +447,7 @@ async fn pipeline(State(shared): State<Arc<Shared>>, request: Request) -> Respon
         Err(r) => (r, 0),
         Ok((access, encoding, body, _)) => run_pipeline(&shared, &body, access, encoding).await,
     };
+    shared.count_request(Route::Pipeline, response.status());
     log(&method, "/pipeline", response.status(), started, n);
     response
 }
@@ -391,12 +480,10 @@ async fn run_pipeline(
     }
     let mut values: Vec<Option<Value>> = vec![None; n];
     if !sent.is_empty() {
-        match pipe
-            .ignore_errors()
-            .query_async::<Vec<Value>>(&mut shared.connection())
-            .await
-        {
+        pipe.ignore_errors();
+        match shared.round_trip(&pipe, &mut shared.connection()).await {
             Ok(replies) if replies.len() == sent.len() => {
+                shared.count_commands(sent.iter().map(|&i| &commands[i]));
                 for (i, v) in sent.into_iter().zip(replies) {
                     values[i] = Some(v);
                 }
@@ -437,6 +524,7 @@ async fn multi_exec(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Err(r) => (r, 0),
         Ok((access, encoding, body, _)) => run_transaction(&shared, &body, access, encoding).await,
     };
+    shared.count_request(Route::MultiExec, response.status());
     log(&method, "/multi-exec", response.status(), started, n);
     response
 }
@@ -462,14 +550,13 @@ async fn run_transaction(
     for c in &commands {
         pipe.add_command(to_cmd(c));
     }
-    pipe.add_command(redis::cmd("EXEC"));
+    pipe.add_command(redis::cmd("EXEC")).ignore_errors();
     let mut transactions = shared.transactions.clone();
-    let replies = match pipe
-        .ignore_errors()
-        .query_async::<Vec<Value>>(&mut transactions)
-        .await
-    {
-        Ok(r) if r.len() == n + 2 => r,
+    let replies = match shared.round_trip(&pipe, &mut transactions).await {
+        Ok(r) if r.len() == n + 2 => {
+            shared.count_commands(&commands);
+            r
+        }
         Ok(_) => {
             return (
                 error(
