@@ -7,91 +7,15 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::Request;
-use axum::http::HeaderMap;
-use axum::Json;
-use edgelimit_gateway::{Config as GatewayConfig, Gateway};
-use edgelimit_testkit::{RedisServer, WranglerDev};
+use edgelimit_testkit::WranglerDev;
 use reqwest::{Client, Response, StatusCode};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-const TOKEN: &str = "e2e-token-0123456789";
-
-/// An origin that echoes what reached it.
-async fn start_origin() -> SocketAddr {
-    async fn echo(headers: HeaderMap, request: Request) -> Json<Value> {
-        let (parts, body) = request.into_parts();
-        let body: Bytes = axum::body::to_bytes(body, 1 << 20)
-            .await
-            .unwrap_or_default();
-        Json(json!({
-            "origin": true,
-            "method": parts.method.as_str(),
-            "path": parts.uri.path(),
-            "query": parts.uri.query(),
-            "body": String::from_utf8_lossy(&body),
-            "x_user": headers.get("x-user").and_then(|v| v.to_str().ok()),
-        }))
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(echo);
-    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
-    addr
-}
-
-/// Redis, the gateway, the origin and the Worker, for one test.
-struct Stack {
-    redis: RedisServer,
-    _gateway: Gateway,
-    worker: WranglerDev,
-    http: Client,
-}
-
-impl Stack {
-    /// Starts everything; `config` is the body of `[vars.EDGELIMIT_CONFIG]` (TOML).
-    async fn start(config: &str) -> Stack {
-        let redis = RedisServer::start();
-        let gateway = Gateway::start(GatewayConfig::new(
-            "127.0.0.1:0".parse().unwrap(),
-            redis.url(),
-            TOKEN,
-        ))
-        .await
-        .expect("gateway starts");
-        let origin = start_origin().await;
-        let vars = format!(
-            "[vars]\nORIGIN = \"http://{origin}\"\nUPSTASH_REDIS_REST_URL = \"http://{}\"\n\
-             UPSTASH_REDIS_REST_TOKEN = \"{TOKEN}\"\n\n[vars.EDGELIMIT_CONFIG]\n{config}\n",
-            gateway.local_addr()
-        );
-        let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
-            .await
-            .unwrap();
-        Stack {
-            redis,
-            _gateway: gateway,
-            worker,
-            http: Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .unwrap(),
-        }
-    }
-
-    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
-        let mut request = self.http.get(format!("{}{path}", self.worker.url()));
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        request.send().await.expect("the worker answers")
-    }
-}
+mod support;
+use support::{start_origin, Stack};
 
 fn header(response: &Response, name: &str) -> Option<String> {
     response
