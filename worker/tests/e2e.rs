@@ -523,3 +523,85 @@ async fn missing_or_garbled_configuration_is_refused_with_a_clear_message() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn identifiers_spread_over_configured_shards_and_stay_exact() {
+    use edgelimit_gateway::{Config as GatewayConfig, Gateway};
+    use edgelimit_testkit::RedisServer;
+
+    let redis = [RedisServer::start(), RedisServer::start()];
+    let mut gateways = Vec::new();
+    for r in &redis {
+        let config = GatewayConfig::new("127.0.0.1:0".parse().unwrap(), r.url(), support::TOKEN);
+        gateways.push(Gateway::start(config).await.expect("gateway starts"));
+    }
+    let origin = start_origin().await;
+    let vars = format!(
+        r#"[vars]
+ORIGIN = "http://{origin}"
+SHARD_A_URL = "http://{}"
+SHARD_B_URL = "http://{}"
+SHARD_TOKEN = "{}"
+
+[vars.EDGELIMIT_CONFIG]
+timeout_ms = 5000
+analytics = "EDGELIMIT_ANALYTICS"
+shards = [
+  {{ name = "a", url_var = "SHARD_A_URL", token_var = "SHARD_TOKEN" }},
+  {{ name = "b", url_var = "SHARD_B_URL", token_var = "SHARD_TOKEN" }},
+]
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "all"
+limits = [{{ name = "per-user", policy = "fixed 2/1h", identifier = "header:x-user" }}]
+
+[[analytics_engine_datasets]]
+binding = "EDGELIMIT_ANALYTICS"
+"#,
+        gateways[0].local_addr(),
+        gateways[1].local_addr(),
+        support::TOKEN
+    );
+    let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
+        .await
+        .unwrap();
+    clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(60)).await;
+    let http = Client::new();
+    let users = 24;
+    for u in 0..users {
+        let user = format!("user-{u}");
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let r = http
+                .get(format!("{}/x", worker.url()))
+                .header("x-user", &user)
+                .send()
+                .await
+                .unwrap();
+            got.push(r.status().as_u16());
+        }
+        assert_eq!(got, [200, 200, 429], "{user}");
+    }
+    let per_shard: Vec<usize> = redis
+        .iter()
+        .map(|r| match r.command(&["KEYS", "*per-user*"]).unwrap() {
+            edgelimit_testkit::Reply::Array(keys) => keys.len(),
+            other => panic!("KEYS answered {other:?}"),
+        })
+        .collect();
+    eprintln!("{users} identifiers over 2 shards: {per_shard:?}");
+    assert_eq!(
+        per_shard.iter().sum::<usize>(),
+        users,
+        "one key per identifier"
+    );
+    assert!(
+        per_shard.iter().all(|&n| n >= 4),
+        "both shards used: {per_shard:?}"
+    );
+    assert!(
+        !worker.logs().contains("edgelimit: analytics"),
+        "the Analytics Engine binding accepted every data point:\n{}",
+        worker.logs()
+    );
+}
