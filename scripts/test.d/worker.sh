@@ -6,10 +6,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-echo "-- building the Worker (scripts/build-worker)"
-bash scripts/build-worker
+echo "-- building the Worker as \`wrangler deploy\` would (root wrangler.toml, --dry-run)"
+rm -rf .wrangler/dryrun && mkdir -p .wrangler
+wrangler deploy --dry-run --outdir .wrangler/dryrun 2>&1 | tee .wrangler/dryrun.log | grep -E "worker:|Total Upload|rror" || true
+grep -q "Total Upload" .wrangler/dryrun.log || { cat .wrangler/dryrun.log; exit 1; }
 gzipped=$(gzip -9 -c worker/build/index_bg.wasm | wc -c)
-echo "-- Worker wasm gzipped: $gzipped bytes (Cloudflare's free plan allows 3 MB)"
+if [ "$gzipped" -gt $((3 * 1024 * 1024)) ]; then
+  echo "the Worker's wasm is $gzipped bytes gzipped: over Cloudflare's 3 MiB free-plan limit" >&2
+  exit 1
+fi
+echo "-- Worker size: $gzipped bytes of gzipped wasm (target 300 KB; free plan limit 3 MiB)"
 
 echo "-- wasm32 tests under node (wasm-bindgen-test-runner)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
