@@ -320,6 +320,28 @@ impl RawConfig {
             }
             rules.push(rule);
         }
+        // A limit both enforced and shadowed would be charged twice per request (two checks).
+        for (i, rule) in rules.iter().enumerate().filter(|(_, r)| r.shadow) {
+            for (l, shadowed) in rule.limits.iter().enumerate() {
+                let name = &shadowed.limit.name;
+                if let Some(enforcing) = rules
+                    .iter()
+                    .find(|r| !r.shadow && r.limits.iter().any(|x| &x.limit.name == name))
+                {
+                    return Err(ConfigError::at(
+                        format!(
+                            "rules[{i}] \"{}\" → limits[{l}] \"{name}\" → name",
+                            rule.name
+                        ),
+                        format!(
+                            "limit `{name}` is also enforced by rule \"{}\"; a shadow rule needs \
+                             limits of its own name, or requests would be charged twice",
+                            enforcing.name
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(Config {
             namespace,
             timeout: Duration::from_millis(timeout_ms),
@@ -629,6 +651,40 @@ mod tests {
             .unwrap()
             .push(json!({"name": "other", "limits": [{"name": "per-ip", "policy": "fixed 100/60s", "identifier": "header:x-user"}]}));
         assert!(Config::from_value(v).is_ok());
+    }
+
+    #[test]
+    fn shadow_rules_cannot_share_an_enforced_limit() {
+        let mut v = minimal();
+        v["rules"].as_array_mut().unwrap().push(json!({
+            "name": "watch", "shadow": true,
+            "limits": [{"name": "per-ip", "policy": "fixed 100/1m", "identifier": "ip"}]
+        }));
+        let e = error_of(v);
+        assert!(e.problem.contains("charged twice"), "{e}");
+        assert!(e.field.starts_with("rules[1] \"watch\""), "{e}");
+    }
+
+    #[test]
+    fn top_level_settings_are_checked() {
+        let mut v = minimal();
+        v["shards"] = json!([
+            {"name": "a", "url_var": "A_URL", "token_var": "A_TOKEN"},
+            {"name": "a", "url_var": "B_URL", "token_var": "B_TOKEN"}
+        ]);
+        assert!(error_of(v).problem.contains("listed twice"));
+        for (key, value, field) in [
+            ("timeout_ms", json!(0), "timeout_ms"),
+            ("log_sample", json!(1.5), "log_sample"),
+            ("time", json!("gps"), "time"),
+            ("metrics_path", json!("metrics"), "metrics_path"),
+            ("respond", json!({"status": 99}), "respond.status"),
+            ("namespace", json!("a b"), "namespace"),
+        ] {
+            let mut v = minimal();
+            v[key] = value;
+            assert_eq!(error_of(v).field, field);
+        }
     }
 
     #[test]
