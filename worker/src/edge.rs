@@ -173,6 +173,7 @@ fn problem_response(status: u16, title: &str, detail: &str) -> worker::Result<Re
     });
     let headers = Headers::new();
     headers.set("content-type", edgelimit::http::PROBLEM_CONTENT_TYPE)?;
+    headers.set("cache-control", crate::plan::NO_STORE)?;
     Ok(ResponseBuilder::new()
         .with_status(status)
         .with_headers(headers)

@@ -12,6 +12,9 @@ use crate::identify::RequestView;
 /// The header that reports shadow-mode decisions: `allow`, or `deny; policies="a, b"`.
 pub const SHADOW_HEADER: &str = "X-EdgeLimit-Shadow";
 
+/// `Cache-Control` of the answers the Worker gives itself (denials, missing identifiers).
+pub const NO_STORE: &str = "no-store";
+
 /// One limit to decide for this request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
@@ -181,7 +184,7 @@ impl Plan {
                     body: problem.to_string(),
                     content_type: PROBLEM_CONTENT_TYPE,
                 },
-                headers: Vec::new(),
+                headers: vec![("Cache-Control".to_string(), NO_STORE.to_string())],
                 shadow_denied: Vec::new(),
                 limits: Vec::new(),
                 atomic: true,
@@ -220,6 +223,8 @@ impl Plan {
                     .map(|(k, v)| (k.to_string(), v)),
             );
             if let Some(problem) = Problem::for_denial(&reports, Some(path)) {
+                // A denial is about this client at this moment: no cache may replay it.
+                headers.push(("Cache-Control".to_string(), NO_STORE.to_string()));
                 action = Action::Respond {
                     status: problem.status,
                     body: problem.to_json(),
@@ -400,6 +405,7 @@ mod tests {
         match &outcome.action {
             Action::Respond { status, body, .. } => {
                 assert_eq!(*status, 400);
+                assert_eq!(header(&outcome, "Cache-Control"), Some("no-store"));
                 assert!(body.contains("x-api-key"), "{body}");
             }
             other => panic!("expected a 400, got {other:?}"),
@@ -448,6 +454,12 @@ mod tests {
         // The window ends at 120 000; the request came at 63 000.
         assert_eq!(header(out, "Retry-After"), Some("57"));
         assert_eq!(header(out, "X-RateLimit-Remaining"), Some("0"));
+        assert_eq!(header(out, "Cache-Control"), Some("no-store"));
+        assert_eq!(
+            header(&spaced[0], "Cache-Control"),
+            None,
+            "the origin decides for admitted requests"
+        );
         assert!(header(out, "RateLimit")
             .unwrap()
             .contains("\"per-ip\";r=0;t=57"));

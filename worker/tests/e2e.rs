@@ -153,6 +153,7 @@ async fn limits_headers_shadow_and_identifiers_end_to_end() {
             header(&r, "content-type").as_deref(),
             Some("application/problem+json")
         );
+        assert_eq!(header(&r, "cache-control").as_deref(), Some("no-store"));
         let retry: u64 = header(&r, "retry-after").unwrap().parse().unwrap();
         let state = parse_sf_list(&header(&r, "ratelimit").unwrap());
         assert_eq!(state["fixed-per-user"]["r"], 0);
