@@ -1,7 +1,8 @@
 //! Counters an operator can watch: decisions per limit and a store-latency histogram, rendered
 //! as Prometheus text by [`MetricsSnapshot::to_prometheus`] (the gateway serves it on
-//! `/metrics`; the Worker logs samples). Plain atomics and a mutex-guarded map, so it works
-//! unchanged on wasm32.
+//! `/metrics`; the Worker logs samples), or registered in a `prometheus-client` `Registry` with
+//! [`LimiterCollector`] (native). Plain atomics and a mutex-guarded map, so it works unchanged on
+//! wasm32.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,6 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::decision::{Decision, Reason};
+
+#[cfg(not(target_arch = "wasm32"))]
+mod collector;
+#[cfg(not(target_arch = "wasm32"))]
+pub use collector::LimiterCollector;
 
 /// Upper bounds (ms) of the store-latency histogram's buckets; the last bucket is unbounded.
 pub const LATENCY_BUCKETS_MS: [f64; 11] = [
