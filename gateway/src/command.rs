@@ -2,6 +2,7 @@
 //! of scripts that carry Upstash-only flags.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use serde_json::Value as Json;
@@ -50,6 +51,92 @@ pub fn from_json(json: &Json) -> Result<Command, CommandError> {
             ))),
         })
         .collect()
+}
+
+/// One argument parsed straight from JSON text: the bytes [`from_json`] would make of it.
+struct Arg(Vec<u8>);
+
+impl<'de> serde::Deserialize<'de> for Arg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Arg, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Arg;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Arg, E> {
+                Ok(Arg(v.as_bytes().to_vec()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Arg, E> {
+                Ok(Arg(v.into_bytes()))
+            }
+            // Numbers go through `serde_json::Number` exactly as `Json` parsing does, so they
+            // print the same.
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Arg, E> {
+                Ok(Arg(serde_json::Number::from(v).to_string().into_bytes()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Arg, E> {
+                Ok(Arg(serde_json::Number::from(v).to_string().into_bytes()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Arg, E> {
+                match serde_json::Number::from_f64(v) {
+                    Some(n) => Ok(Arg(n.to_string().into_bytes())),
+                    None => Err(E::custom("not a finite number")),
+                }
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Arg, E> {
+                Ok(Arg(v.to_string().into_bytes()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// A command parsed straight from JSON text.
+struct Typed(Vec<Arg>);
+
+impl<'de> serde::Deserialize<'de> for Typed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Typed, D::Error> {
+        Vec::<Arg>::deserialize(d).map(Typed)
+    }
+}
+
+impl Typed {
+    fn into_command(self) -> Option<Command> {
+        (!self.0.is_empty()).then(|| self.0.into_iter().map(|a| a.0).collect())
+    }
+}
+
+/// Parses one command from the JSON text of a request body.
+///
+/// The same as parsing the text into [`Json`] and calling [`from_json`], errors included, but a
+/// well-formed command goes straight into bytes without building a [`Json`] tree first.
+pub fn from_json_text(body: &[u8]) -> Result<Command, CommandError> {
+    if let Some(command) = serde_json::from_slice::<Typed>(body)
+        .ok()
+        .and_then(Typed::into_command)
+    {
+        return Ok(command);
+    }
+    from_json(&parse_json(body)?)
+}
+
+/// Parses a list of commands from the JSON text of a `/pipeline` or `/multi-exec` body.
+///
+/// The same as parsing the text into [`Json`] and calling [`list_from_json`], errors included
+/// (anything the fast path does not take goes that way), without the [`Json`] tree.
+pub fn list_from_json_text(body: &[u8], max: usize) -> Result<Vec<Command>, CommandError> {
+    if let Ok(list) = serde_json::from_slice::<Vec<Typed>>(body) {
+        if !list.is_empty() && list.len() <= max && list.iter().all(|c| !c.0.is_empty()) {
+            return Ok(list.into_iter().filter_map(Typed::into_command).collect());
+        }
+    }
+    list_from_json(&parse_json(body)?, max)
+}
+
+/// The body as JSON.
+pub fn parse_json(body: &[u8]) -> Result<Json, CommandError> {
+    serde_json::from_slice(body).map_err(|e| CommandError::Json(e.to_string()))
 }
 
 /// Parses a list of commands (the `/pipeline` and `/multi-exec` body).
@@ -105,17 +192,48 @@ pub fn name(command: &Command) -> String {
     String::from_utf8_lossy(&command[0]).to_ascii_uppercase()
 }
 
+/// Longest name [`Upper`] holds without allocating (no Redis command or subcommand is longer).
+const NAME_BUFFER: usize = 32;
+
+/// A name upper-cased as [`name`] does, on the stack when it is short and valid UTF-8.
+enum Upper {
+    Inline([u8; NAME_BUFFER], usize),
+    Heap(String),
+}
+
+impl Upper {
+    fn of(bytes: &[u8]) -> Upper {
+        if bytes.len() <= NAME_BUFFER && std::str::from_utf8(bytes).is_ok() {
+            let mut buffer = [0u8; NAME_BUFFER];
+            buffer[..bytes.len()].copy_from_slice(bytes);
+            buffer[..bytes.len()].make_ascii_uppercase();
+            Upper::Inline(buffer, bytes.len())
+        } else {
+            Upper::Heap(String::from_utf8_lossy(bytes).to_ascii_uppercase())
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Valid UTF-8 upper-cased byte by byte in the ASCII range stays valid UTF-8.
+            Upper::Inline(buffer, len) => std::str::from_utf8(&buffer[..*len]).unwrap_or(""),
+            Upper::Heap(s) => s,
+        }
+    }
+}
+
 /// Checks the command against the allow-list and the token's access.
 pub fn check_allowed(
     command: &Command,
     config: &Config,
     access: Access,
 ) -> Result<(), CommandError> {
-    let name = name(command);
-    let allowed = config.allowed.contains(&name)
-        && (access == Access::Full || READ_ONLY_COMMANDS.contains(&name.as_str()));
+    let upper = Upper::of(&command[0]);
+    let name = upper.as_str();
+    let allowed = config.allowed.contains(name)
+        && (access == Access::Full || READ_ONLY_COMMANDS.contains(&name));
     if !allowed {
-        return Err(CommandError::NotAllowed(name));
+        return Err(CommandError::NotAllowed(name.to_string()));
     }
     if name == "SCRIPT" {
         let sub = command
@@ -139,6 +257,9 @@ const UPSTASH_ONLY_FLAG: &str = "allow-key-locking";
 #[derive(Debug, Default)]
 pub struct Scripts {
     client_to_loaded: Mutex<HashMap<String, String>>,
+    // Whether `client_to_loaded` ever got an entry: until then an EVALSHA has nothing to map
+    // and need not take the lock (the common case: scripts without the Upstash-only flag).
+    any: AtomicBool,
 }
 
 impl Scripts {
@@ -146,16 +267,23 @@ impl Scripts {
     /// place. Returns the client's SHA when a SCRIPT LOAD was rewritten: the reply must carry it,
     /// since that is the SHA the client will call.
     pub fn rewrite(&self, command: &mut Command) -> Option<String> {
-        let name = name(command);
+        let upper = Upper::of(command.first()?);
+        let name = upper.as_str();
+        match name {
+            "EVAL" | "EVAL_RO" | "SCRIPT" => {}
+            "EVALSHA" | "EVALSHA_RO" if self.any.load(Ordering::SeqCst) => {}
+            _ => return None,
+        }
         let mut map = self
             .client_to_loaded
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        match name.as_str() {
+        match name {
             "EVAL" | "EVAL_RO" => {
                 let source = command.get_mut(1)?;
                 let (client_sha, loaded_sha) = strip(source)?;
                 map.insert(client_sha, loaded_sha);
+                self.any.store(true, Ordering::SeqCst);
                 None
             }
             "EVALSHA" | "EVALSHA_RO" => {
@@ -173,6 +301,7 @@ impl Scripts {
                         let source = command.get_mut(2)?;
                         let (client_sha, loaded_sha) = strip(source)?;
                         map.insert(client_sha.clone(), loaded_sha);
+                        self.any.store(true, Ordering::SeqCst);
                         Some(client_sha)
                     }
                     "EXISTS" => {
@@ -245,6 +374,40 @@ mod tests {
         assert!(err.to_string().contains("argument 1 is an object"), "{err}");
         assert!(from_json(&json!("GET")).is_err());
         assert!(from_json(&json!([])).is_err());
+    }
+
+    #[test]
+    fn parsing_text_is_parsing_json_then_commands() {
+        let bodies: &[&str] = &[
+            r#"[["SET","k",1,2.5,true,false,-3,1e3,18446744073709551615,-9223372036854775808]]"#,
+            r#"[["GET","a\"b\u00e9\n"],["PING"]]"#,
+            r#" [ [ "EVALSHA" , "abc" , 0 ] ] "#,
+            r#"[]"#,
+            r#"[[]]"#,
+            r#"[["GET","k"],[]]"#,
+            r#"[["GET",null]]"#,
+            r#"[["GET",{"a":1}]]"#,
+            r#"[["GET",["x"]]]"#,
+            r#"["GET"]"#,
+            r#"{"a":1}"#,
+            r#"[["GET","k"]"#,
+            r#"[["GET","k"]] x"#,
+            r#"[["GET",1e400]]"#,
+            r#""#,
+            r#"[["A"],["B"],["C"]]"#,
+        ];
+        for body in bodies {
+            let expected = parse_json(body.as_bytes()).and_then(|j| list_from_json(&j, 2));
+            assert_eq!(list_from_json_text(body.as_bytes(), 2), expected, "{body}");
+            let one = body
+                .trim()
+                .strip_prefix('[')
+                .and_then(|b| b.strip_suffix(']'));
+            if let Some(one) = one {
+                let expected = parse_json(one.as_bytes()).and_then(|j| from_json(&j));
+                assert_eq!(from_json_text(one.as_bytes()), expected, "{one}");
+            }
+        }
     }
 
     #[test]

@@ -44,7 +44,7 @@ struct Args {
     max_pipeline: usize,
 
     /// Multiplexed Redis connections shared by requests (transactions get one more of their own).
-    #[arg(long, env = "GATEWAY_CONNECTIONS", default_value_t = 4)]
+    #[arg(long, env = "GATEWAY_CONNECTIONS", default_value_t = edgelimit_gateway::config::DEFAULT_CONNECTIONS)]
     connections: usize,
 
     /// Serve Prometheus metrics at GET /metrics, in the OpenMetrics text format: requests by

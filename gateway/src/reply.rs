@@ -66,9 +66,157 @@ pub fn result(value: &Value, encoding: Encoding) -> Json {
     }
 }
 
+/// Appends [`entry`]'s JSON text to `out`, byte for byte what serializing [`entry`] gives,
+/// without building the [`Json`] tree.
+pub fn write_entry(out: &mut Vec<u8>, value: &Value, encoding: Encoding) {
+    match value {
+        Value::ServerError(e) => write_error(out, &error_text(e)),
+        other => {
+            out.extend_from_slice(b"{\"result\":");
+            write_result(out, other, encoding);
+            out.push(b'}');
+        }
+    }
+}
+
+/// Appends `{"error":"…"}` to `out`, as serializing `json!({ "error": message })` does.
+pub fn write_error(out: &mut Vec<u8>, message: &str) {
+    out.extend_from_slice(b"{\"error\":");
+    write_str(out, message);
+    out.push(b'}');
+}
+
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    // serde_json's own string escaping; writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn write_string(out: &mut Vec<u8>, bytes: &[u8], encoding: Encoding) {
+    match encoding {
+        Encoding::Plain => write_str(out, &String::from_utf8_lossy(bytes)),
+        Encoding::Base64 => {
+            // Base64 needs no escaping.
+            out.push(b'"');
+            let start = out.len();
+            let len = base64::encoded_len(bytes.len(), true).unwrap_or(0);
+            out.resize(start + len, 0);
+            match base64::engine::general_purpose::STANDARD.encode_slice(bytes, &mut out[start..]) {
+                Ok(written) => out.truncate(start + written),
+                Err(_) => {
+                    out.truncate(start);
+                    out.extend_from_slice(
+                        base64::engine::general_purpose::STANDARD
+                            .encode(bytes)
+                            .as_bytes(),
+                    );
+                }
+            }
+            out.push(b'"');
+        }
+    }
+}
+
+/// Appends [`result`]'s JSON text to `out`.
+pub fn write_result(out: &mut Vec<u8>, value: &Value, encoding: Encoding) {
+    match value {
+        Value::Nil => out.extend_from_slice(b"null"),
+        Value::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
+        Value::Okay => out.extend_from_slice(b"\"OK\""),
+        Value::SimpleString(s) if s == "OK" => out.extend_from_slice(b"\"OK\""),
+        Value::SimpleString(s) => write_string(out, s.as_bytes(), encoding),
+        Value::BulkString(b) => write_string(out, b, encoding),
+        Value::VerbatimString { text, .. } => write_string(out, text.as_bytes(), encoding),
+        Value::Array(items) | Value::Set(items) => {
+            out.push(b'[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_result(out, v, encoding);
+            }
+            out.push(b']');
+        }
+        Value::Map(pairs) => {
+            out.push(b'[');
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_result(out, k, encoding);
+                out.push(b',');
+                write_result(out, v, encoding);
+            }
+            out.push(b']');
+        }
+        Value::Attribute { data, .. } => write_result(out, data, encoding),
+        // Rare shapes: exactly as `result` makes them.
+        other => {
+            let _ = serde_json::to_writer(&mut *out, &result(other, encoding));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn samples() -> Vec<Value> {
+        vec![
+            Value::Nil,
+            Value::Int(0),
+            Value::Int(-42),
+            Value::Int(i64::MAX),
+            Value::Okay,
+            Value::SimpleString("OK".into()),
+            Value::SimpleString("PONG".into()),
+            Value::SimpleString("quote \" back\\slash\n tab\t \u{1} é 😀".into()),
+            Value::BulkString(Vec::new()),
+            Value::BulkString(b"hi".to_vec()),
+            Value::BulkString(vec![0, 255, 128, b'"', b'\\', 10]),
+            Value::BulkString((0..=255).collect()),
+            Value::Double(1.5),
+            Value::Double(-0.0),
+            Value::Boolean(true),
+            Value::Boolean(false),
+            redis::parse_redis_value(b"-NOSCRIPT No matching script. \"x\"\r\n").unwrap(),
+            redis::parse_redis_value(b"-MYERR\r\n").unwrap(),
+            redis::parse_redis_value(b"*2\r\n-ERR inner\r\n:3\r\n").unwrap(),
+            Value::Array(vec![]),
+            Value::Array(vec![
+                Value::Int(1),
+                Value::BulkString(b"a\"b".to_vec()),
+                Value::Array(vec![Value::Nil, Value::Okay]),
+            ]),
+            Value::Set(vec![Value::BulkString(b"s".to_vec())]),
+            Value::Map(vec![
+                (Value::BulkString(b"k".to_vec()), Value::Int(7)),
+                (Value::SimpleString("k2".into()), Value::Nil),
+            ]),
+        ]
+    }
+
+    #[test]
+    fn written_entries_are_the_serialized_json() {
+        for value in samples() {
+            for encoding in [Encoding::Plain, Encoding::Base64] {
+                let mut out = Vec::new();
+                write_entry(&mut out, &value, encoding);
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    serde_json::to_string(&entry(&value, encoding)).unwrap(),
+                    "{value:?} {encoding:?}"
+                );
+            }
+        }
+        for message in ["ERR not run", "ERR \"quoted\" \\ \n é"] {
+            let mut out = Vec::new();
+            write_error(&mut out, message);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(&json!({ "error": message })).unwrap()
+            );
+        }
+    }
 
     #[test]
     fn base64_encodes_every_string_but_ok() {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::to_bytes;
+use axum::body::{to_bytes, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -21,7 +21,7 @@ use crate::auth::{access, presented_token, Access};
 use crate::command::{self, check_allowed, Command, CommandError, Scripts};
 use crate::config::{redact_url, Config, MetricsPage};
 use crate::metrics::{self, Metrics, Route};
-use crate::reply::{entry, error_text, Encoding};
+use crate::reply::{error_text, write_entry, write_error, Encoding};
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +161,13 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
+    // Small request/response exchanges: send each answer at once, not after the client's ACK.
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::trace!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
@@ -217,11 +224,29 @@ pub async fn router(config: Config) -> Result<Router, GatewayError> {
 }
 
 fn json_response(status: StatusCode, body: Json, shared: &Shared) -> Response {
-    let mut response = (status, axum::Json(body)).into_response();
+    let response = (status, axum::Json(body)).into_response();
+    with_sync_token(response, shared)
+}
+
+/// A response whose body is JSON text already written: as [`json_response`] would answer it.
+fn json_text_response(status: StatusCode, body: Vec<u8>, shared: &Shared) -> Response {
+    let response = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response();
+    with_sync_token(response, shared)
+}
+
+fn with_sync_token(mut response: Response, shared: &Shared) -> Response {
     let token = shared.sync.fetch_add(1, Ordering::Relaxed) + 1;
-    if let Ok(value) = HeaderValue::from_str(&token.to_string()) {
-        response.headers_mut().insert("upstash-sync-token", value);
-    }
+    response
+        .headers_mut()
+        .insert("upstash-sync-token", HeaderValue::from(token));
     response
 }
 
@@ -277,7 +302,7 @@ async fn metrics_page(State(shared): State<Arc<Shared>>, request: Request) -> Re
 async fn admit(
     shared: &Shared,
     request: Request,
-) -> Result<(Access, Encoding, Vec<u8>, String), Response> {
+) -> Result<(Access, Encoding, Bytes, Uri), Response> {
     let (parts, body) = request.into_parts();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let token = presented_token(header("authorization"), parts.uri.query());
@@ -294,7 +319,7 @@ async fn admit(
     };
     let max = shared.config.max_body_bytes;
     let body = match to_bytes(body, max).await {
-        Ok(bytes) => bytes.to_vec(),
+        Ok(bytes) => bytes,
         Err(_) => {
             return Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -303,16 +328,12 @@ async fn admit(
             ))
         }
     };
-    Ok((access, encoding, body, parts.uri.path().to_string()))
-}
-
-fn parse_json(body: &[u8]) -> Result<Json, CommandError> {
-    serde_json::from_slice(body).map_err(|e| CommandError::Json(e.to_string()))
+    Ok((access, encoding, body, parts.uri))
 }
 
 /// The command list of a `/pipeline` or `/multi-exec` body.
 fn parse_list(shared: &Shared, body: &[u8]) -> Result<Vec<Command>, CommandError> {
-    parse_json(body).and_then(|j| command::list_from_json(&j, shared.config.max_pipeline))
+    command::list_from_json_text(body, shared.config.max_pipeline)
 }
 
 /// Checks and rewrites commands; returns, per command, the SHA a rewritten SCRIPT LOAD answers.
@@ -331,7 +352,9 @@ fn prepare(
 }
 
 fn to_cmd(command: &Command) -> redis::Cmd {
-    let mut cmd = redis::cmd(&String::from_utf8_lossy(&command[0]));
+    let mut cmd = redis::Cmd::new();
+    // As `redis::cmd(name)` would: the name as text (borrowed when it is valid UTF-8).
+    cmd.arg(String::from_utf8_lossy(&command[0]).as_bytes());
     for arg in &command[1..] {
         cmd.arg(arg.as_slice());
     }
@@ -379,7 +402,9 @@ async fn run_single(
                 Value::ServerError(_) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::OK,
             };
-            json_response(status, entry(&value, encoding), shared)
+            let mut body = Vec::with_capacity(64);
+            write_entry(&mut body, &value, encoding);
+            json_text_response(status, body, shared)
         }
         Ok(_) => error(
             StatusCode::BAD_GATEWAY,
@@ -406,12 +431,10 @@ async fn single(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let method = request.method().clone();
     let response = match admit(&shared, request).await {
         Err(r) => r,
-        Ok((access, encoding, body, _)) => {
-            match parse_json(&body).and_then(|j| command::from_json(&j)) {
-                Ok(command) => run_single(&shared, command, access, encoding).await,
-                Err(e) => error(StatusCode::BAD_REQUEST, e.to_string(), &shared),
-            }
-        }
+        Ok((access, encoding, body, _)) => match command::from_json_text(&body) {
+            Ok(command) => run_single(&shared, command, access, encoding).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, e.to_string(), &shared),
+        },
     };
     shared.count_request(Route::Single, response.status());
     log(&method, "/", response.status(), started, 1);
@@ -427,9 +450,9 @@ async fn path_form(State(shared): State<Arc<Shared>>, request: Request) -> Respo
     }
     let response = match admit(&shared, request).await {
         Err(r) => r,
-        Ok((access, encoding, body, path)) => {
-            let body = (method == Method::POST).then_some(body.as_slice());
-            match command::from_path(&path, body) {
+        Ok((access, encoding, body, uri)) => {
+            let body = (method == Method::POST).then_some(&body[..]);
+            match command::from_path(uri.path(), body) {
                 Ok(command) => run_single(&shared, command, access, encoding).await,
                 Err(e) => error(StatusCode::BAD_REQUEST, e.to_string(), &shared),
             }
@@ -501,20 +524,22 @@ async fn run_pipeline(
             Err(e) => return (unreachable(&e, shared), n),
         }
     }
-    let entries: Vec<Json> = values
-        .into_iter()
-        .zip(refused)
-        .zip(loaded_as)
-        .map(|((value, refused), loaded_as)| match (value, refused) {
-            (Some(v), _) => entry(&answer(v, loaded_as), encoding),
-            (None, Some(message)) => json!({ "error": message }),
-            (None, None) => json!({ "error": "ERR not run" }),
-        })
-        .collect();
-    (
-        json_response(StatusCode::OK, Json::Array(entries), shared),
-        n,
-    )
+    let mut out = Vec::with_capacity(2 + 48 * n);
+    out.push(b'[');
+    for (i, ((value, refused), loaded_as)) in
+        values.into_iter().zip(refused).zip(loaded_as).enumerate()
+    {
+        if i > 0 {
+            out.push(b',');
+        }
+        match (value, refused) {
+            (Some(v), _) => write_entry(&mut out, &answer(v, loaded_as), encoding),
+            (None, Some(message)) => write_error(&mut out, &message),
+            (None, None) => write_error(&mut out, "ERR not run"),
+        }
+    }
+    out.push(b']');
+    (json_text_response(StatusCode::OK, out, shared), n)
 }
 
 async fn multi_exec(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -578,16 +603,16 @@ async fn run_transaction(
     }
     match &replies[n + 1] {
         Value::Array(results) => {
-            let entries: Vec<Json> = results
-                .iter()
-                .cloned()
-                .zip(loaded_as)
-                .map(|(v, l)| entry(&answer(v, l), encoding))
-                .collect();
-            (
-                json_response(StatusCode::OK, Json::Array(entries), shared),
-                n,
-            )
+            let mut out = Vec::with_capacity(2 + 48 * results.len());
+            out.push(b'[');
+            for (i, (v, l)) in results.iter().cloned().zip(loaded_as).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_entry(&mut out, &answer(v, l), encoding);
+            }
+            out.push(b']');
+            (json_text_response(StatusCode::OK, out, shared), n)
         }
         Value::ServerError(e) => (error(StatusCode::BAD_REQUEST, error_text(e), shared), n),
         other => (

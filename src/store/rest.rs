@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::Engine as _;
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde_json::Value as Json;
 
 use super::check::{Check, TimeSource, Verdict};
@@ -28,7 +30,13 @@ pub const REST_TOKEN_VAR: &str = "UPSTASH_REDIS_REST_TOKEN";
 pub struct RestStore {
     client: reqwest::Client,
     pipeline_url: String,
+    // `pipeline_url` parsed once, not on every request; `None` when it does not parse, and
+    // then each request fails on it as before.
+    parsed_url: Option<reqwest::Url>,
     token: String,
+    // `Authorization: Bearer <token>`, made once (marked sensitive, as `bearer_auth` does);
+    // `None` when the token cannot be a header value, and then each request fails on it.
+    authorization: Option<HeaderValue>,
     namespace: String,
     timeout: Duration,
 }
@@ -73,10 +81,20 @@ impl RestStore {
                 "`{url}` needs TLS: build edgelimit with the `rest-tls` feature for https on native targets"
             )));
         }
+        let pipeline_url = format!("{url}/pipeline");
+        let token = token.trim().to_string();
+        let authorization = HeaderValue::try_from(format!("Bearer {token}"))
+            .ok()
+            .map(|mut v| {
+                v.set_sensitive(true);
+                v
+            });
         Ok(RestStore {
             client: reqwest::Client::new(),
-            pipeline_url: format!("{url}/pipeline"),
-            token: token.trim().to_string(),
+            parsed_url: reqwest::Url::parse(&pipeline_url).ok(),
+            pipeline_url,
+            authorization,
+            token,
             namespace: RestStore::DEFAULT_NAMESPACE.to_string(),
             timeout: RestStore::DEFAULT_TIMEOUT,
         })
@@ -103,17 +121,22 @@ impl RestStore {
     }
 
     /// Sends one `/pipeline` and reads one reply per command.
-    async fn pipeline(&self, commands: Vec<Json>) -> Result<Vec<Reply>, StoreError> {
+    async fn pipeline(&self, commands: Vec<Command<'_>>) -> Result<Vec<Reply>, StoreError> {
         let n = commands.len();
-        let body = serde_json::to_vec(&Json::Array(commands))
+        let body = serde_json::to_vec(&commands)
             .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))?;
         let started = web_time::Instant::now();
-        let sent = self
-            .client
-            .post(&self.pipeline_url)
-            .bearer_auth(&self.token)
-            .header("Upstash-Encoding", "base64")
-            .header("Content-Type", "application/json")
+        let request = match &self.parsed_url {
+            Some(url) => self.client.post(url.clone()),
+            None => self.client.post(&self.pipeline_url),
+        };
+        let request = match &self.authorization {
+            Some(value) => request.header(AUTHORIZATION, value.clone()),
+            None => request.bearer_auth(&self.token),
+        };
+        let sent = request
+            .header("Upstash-Encoding", HeaderValue::from_static("base64"))
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .timeout(self.timeout)
             .body(body)
             .send()
@@ -176,15 +199,34 @@ impl RestStore {
     }
 }
 
-/// One command as the JSON array the protocol carries.
-fn command(verb: &str, script: &str, invocation: &Invocation) -> Json {
-    let mut parts = Vec::with_capacity(3 + invocation.keys.len() + invocation.args.len());
-    parts.push(Json::from(verb));
-    parts.push(Json::from(script));
-    parts.push(Json::from(invocation.keys.len()));
-    parts.extend(invocation.keys.iter().map(|k| Json::from(k.as_str())));
-    parts.extend(invocation.args.iter().map(|a| Json::from(a.as_str())));
-    Json::Array(parts)
+/// One command as the JSON array the protocol carries:
+/// `["EVALSHA", "<sha>", <number of keys>, "<key>", …, "<arg>", …]`.
+struct Command<'a> {
+    verb: &'static str,
+    script: &'a str,
+    invocation: &'a Invocation,
+}
+
+fn command<'a>(verb: &'static str, script: &'a str, invocation: &'a Invocation) -> Command<'a> {
+    Command {
+        verb,
+        script,
+        invocation,
+    }
+}
+
+impl Serialize for Command<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Invocation { keys, args, .. } = self.invocation;
+        let mut seq = serializer.serialize_seq(Some(3 + keys.len() + args.len()))?;
+        seq.serialize_element(self.verb)?;
+        seq.serialize_element(self.script)?;
+        seq.serialize_element(&keys.len())?;
+        for part in keys.iter().chain(args) {
+            seq.serialize_element(part.as_str())?;
+        }
+        seq.end()
+    }
 }
 
 /// `{"result": …}` or `{"error": "…"}` into a transport-neutral reply.
@@ -268,5 +310,39 @@ impl Store for RestStore {
                 plan.verdict(&mine)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Algorithm;
+    use crate::script::Script;
+
+    #[test]
+    fn commands_serialize_as_the_json_arrays_they_stand_for() {
+        let invocation = Invocation {
+            script: Script::single(Algorithm::Gcra),
+            keys: vec!["k\"1".into(), "k2".into()],
+            args: vec!["1000".into(), "é\n".into()],
+        };
+        let text = serde_json::to_string(&[
+            command("EVALSHA", invocation.script.sha1(), &invocation),
+            command("EVAL", "return 1", &invocation),
+        ])
+        .unwrap();
+        let expected = serde_json::json!([
+            [
+                "EVALSHA",
+                invocation.script.sha1(),
+                2,
+                "k\"1",
+                "k2",
+                "1000",
+                "é\n"
+            ],
+            ["EVAL", "return 1", 2, "k\"1", "k2", "1000", "é\n"],
+        ]);
+        assert_eq!(text, serde_json::to_string(&expected).unwrap());
     }
 }
