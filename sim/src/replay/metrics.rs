@@ -17,9 +17,6 @@ use edgelimit::Policy;
 
 use crate::event::Interner;
 use crate::readers::time::format_utc;
-
-use super::window::Trailing;
-
 /// Running tallies of one policy.
 #[derive(Debug)]
 pub(crate) struct Tally {
@@ -34,15 +31,6 @@ pub(crate) struct Tally {
     pub(crate) max_log_entries: usize,
 }
 
-/// What one policy keeps per client: its admissions in the trailing window and its error counts.
-/// Stored client-major by the engine, beside the client's states.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ClientTally {
-    pub(crate) trailing: Trailing,
-    pub(crate) false_allows: u32,
-    pub(crate) false_denies: u32,
-}
-
 impl Tally {
     pub(crate) fn new() -> Tally {
         Tally {
@@ -55,47 +43,6 @@ impl Tally {
             max_in_window: 0,
             worst: None,
             max_log_entries: 0,
-        }
-    }
-
-    /// Records one decision. `used_before` is the quota the policy saw as used before it.
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn record(
-        &mut self,
-        mine: &mut ClientTally,
-        client: u32,
-        now_ms: u64,
-        cost: i64,
-        allowed: bool,
-        used_before: u64,
-        reference_allowed: bool,
-        window_ms: u64,
-    ) {
-        let trailing = &mut mine.trailing;
-        let real = trailing.advance(now_ms, window_ms);
-        self.abs_rate_error += u128::from(real.abs_diff(used_before));
-        self.real_rate += u128::from(real);
-        if allowed {
-            self.admitted += 1;
-            if cost > 0 {
-                let sum = trailing.admit(now_ms, cost as u64);
-                if sum > self.max_in_window {
-                    self.max_in_window = sum;
-                    let start = trailing.oldest_ms().unwrap_or(now_ms);
-                    self.worst = Some((client, start, now_ms));
-                }
-            }
-            if !reference_allowed {
-                self.false_allows += 1;
-                mine.false_allows += 1;
-            }
-        } else {
-            self.denied += 1;
-            if reference_allowed {
-                self.false_denies += 1;
-                mine.false_denies += 1;
-            }
         }
     }
 }
