@@ -43,6 +43,20 @@ pub struct LimitCounts {
     pub near_limit: u64,
 }
 
+impl LimitCounts {
+    /// The decision counts labelled by outcome, as every exporter names them.
+    pub fn by_outcome(&self) -> [(&'static str, u64); 6] {
+        [
+            ("allowed", self.allowed),
+            ("denied", self.denied),
+            ("cache_hit", self.cache_hits),
+            ("failed_open", self.failed_open),
+            ("failed_closed", self.failed_closed),
+            ("fallback", self.fallback),
+        ]
+    }
+}
+
 /// A store-latency histogram: counts per bucket of [`LATENCY_BUCKETS_MS`] plus the overflow.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LatencyHistogram {
@@ -160,14 +174,7 @@ impl MetricsSnapshot {
              # TYPE edgelimit_decisions_total counter\n",
         );
         for (name, c) in &self.limits {
-            for (outcome, n) in [
-                ("allowed", c.allowed),
-                ("denied", c.denied),
-                ("cache_hit", c.cache_hits),
-                ("failed_open", c.failed_open),
-                ("failed_closed", c.failed_closed),
-                ("fallback", c.fallback),
-            ] {
+            for (outcome, n) in c.by_outcome() {
                 let _ = writeln!(
                     out,
                     "edgelimit_decisions_total{{limit=\"{}\",outcome=\"{outcome}\"}} {n}",

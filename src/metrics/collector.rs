@@ -58,14 +58,7 @@ impl Collector for LimiterCollector {
                 MetricType::Counter,
             )?;
             for (limit, c) in &snapshot.limits {
-                for (outcome, n) in [
-                    ("allowed", c.allowed),
-                    ("denied", c.denied),
-                    ("cache_hit", c.cache_hits),
-                    ("failed_open", c.failed_open),
-                    ("failed_closed", c.failed_closed),
-                    ("fallback", c.fallback),
-                ] {
+                for (outcome, n) in c.by_outcome() {
                     let labels = [("limit", limit.as_str()), ("outcome", outcome)];
                     ConstCounter::new(n).encode(decisions.encode_family(&labels)?)?;
                 }
