@@ -56,7 +56,7 @@ fn the_default_run_is_consistent() {
     assert_eq!(log.rate_error_pct, Some(0.0));
     let fixed = &report.policies[0];
     assert!(fixed.max_admitted_in_window > 10 && fixed.max_admitted_in_window <= 20);
-    // Token bucket and GCRA decide identically (DESIGN §2).
+    // Token bucket and GCRA decide identically (docs/design.md §2).
     let (tb, gcra) = (&report.policies[3], &report.policies[4]);
     assert_eq!(
         (

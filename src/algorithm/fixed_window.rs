@@ -1,6 +1,6 @@
 //! Fixed window: one counter per window, windows aligned to the epoch.
 //!
-//! **Semantics** (DESIGN §2). With limit `L`, window `W` ms and a request of cost `c` at `t`:
+//! **Semantics** (docs/design.md §2). With limit `L`, window `W` ms and a request of cost `c` at `t`:
 //! the window is `k = floor(t / W)`; the request is admitted iff the cost already admitted in
 //! window `k` plus `c` is at most `L`. `reset_at = (k+1)·W`; a denied request's retry time is the
 //! start of the next window.

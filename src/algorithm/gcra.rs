@@ -1,6 +1,6 @@
 //! GCRA, the generic cell rate algorithm: a leaky bucket kept as one theoretical arrival time.
 //!
-//! **Semantics** (DESIGN §2). Emission interval `T = W/L`; keep the theoretical arrival time `TAT`
+//! **Semantics** (docs/design.md §2). Emission interval `T = W/L`; keep the theoretical arrival time `TAT`
 //! (initially −∞). A request of cost `c` at `t` is admitted iff `max(TAT, t) + c·T − t ≤ B·T`;
 //! then `TAT ← max(TAT, t) + c·T`. With `B = L` it admits `L` at once, then one every `T`.
 //! `T` is rarely a whole number of ms, so `TAT` is held exactly as `tat_ms + tat_rem/L` with

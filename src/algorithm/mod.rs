@@ -1,6 +1,6 @@
 //! The five algorithms as pure steps: no clock, no I/O, integer milliseconds.
 //!
-//! Each module states its exact semantics (DESIGN §2), its guarantee and its worst case, and
+//! Each module states its exact semantics (docs/design.md §2), its guarantee and its worst case, and
 //! offers `step(policy, &mut state, now_ms, cost) -> Outcome`, which leaves the state untouched
 //! unless the outcome says `changed` (denials and zero-cost peeks never change it). [`step`] is
 //! the algorithm-independent functional form over [`State`]. Times past [`MAX_TIME_MS`] read as

@@ -1,7 +1,7 @@
 //! Sliding window counter: two fixed windows, the previous one weighted by how much of it still
 //! overlaps the sliding window — the approximation Cloudflare and Upstash use.
 //!
-//! **Semantics** (DESIGN §2). With `k = floor(t / W)`, `e = t − k·W`, and `p`, `q` the cost
+//! **Semantics** (docs/design.md §2). With `k = floor(t / W)`, `e = t − k·W`, and `p`, `q` the cost
 //! admitted in windows `k−1` and `k`, a request of cost `c` is admitted iff
 //! `p·(W − e) + (q + c)·W ≤ L·W` — integer arithmetic, no rounding anywhere.
 //! `remaining = floor((L·W − p·(W − e) − q·W) / W)`. `reset_at` is when the weighted count reaches

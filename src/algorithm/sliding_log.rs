@@ -1,6 +1,6 @@
 //! Sliding window log: the exact limit, from a log of admitted costs.
 //!
-//! **Semantics** (DESIGN §2). A request of cost `c` at `t` is admitted iff the cost admitted at
+//! **Semantics** (docs/design.md §2). A request of cost `c` at `t` is admitted iff the cost admitted at
 //! times `s` with `t − W < s ≤ t`, plus `c`, is at most `L`. A request exactly `W` ms old no longer
 //! counts. `reset_at` is when the newest logged request leaves the window; a denied request's
 //! retry time is when enough of the oldest requests have left it.

@@ -1,4 +1,4 @@
-//! The algorithm-independent form: one `State` enum and the functional `step` of DESIGN §2.
+//! The algorithm-independent form: one `State` enum and the functional `step` of docs/design.md §2.
 
 use super::fixed_window::{self, FixedWindowState};
 use super::gcra::{self, GcraState};
@@ -78,7 +78,7 @@ pub struct Step {
     pub expire_at_ms: u64,
 }
 
-/// The pure step of DESIGN §2: `step(policy, state, now_ms, cost) -> (decision, state,
+/// The pure step of docs/design.md §2: `step(policy, state, now_ms, cost) -> (decision, state,
 /// expire_at_ms)`. No clock, no I/O; `now_ms` is epoch milliseconds on whatever clock the caller
 /// chose, and a negative `cost` refunds.
 pub fn step(policy: &Policy, state: Option<State>, now_ms: u64, cost: i64) -> Step {

@@ -1,6 +1,6 @@
 //! Token bucket: capacity `B` (the burst), refilled continuously at `L` tokens per `W` ms.
 //!
-//! **Semantics** (DESIGN §2). `tokens(t) = min(B, tokens + (t − last)·L/W)`; a request of cost
+//! **Semantics** (docs/design.md §2). `tokens(t) = min(B, tokens + (t − last)·L/W)`; a request of cost
 //! `c` is admitted iff `tokens(t) ≥ c`, and takes `c` tokens. To stay exact in integers the state
 //! holds the *deficit* `(B − tokens)·W` — tokens missing, scaled by `W` — which refills by `L`
 //! per millisecond: no fraction is ever rounded, so the Lua twin agrees bit for bit.

@@ -4,7 +4,7 @@
 -- ARGV[1]  now_ms, or '' to take Redis TIME
 -- ARGV[2]  limit L      ARGV[3]  window W (ms)      ARGV[4]  capacity (= L)      ARGV[5]  cost
 --
--- DESIGN 2: window k = floor(t / W); admitted iff (cost admitted in window k) + c <= L;
+-- docs/design.md section 2: window k = floor(t / W); admitted iff (cost admitted in window k) + c <= L;
 -- reset_at = (k+1)*W; a denied request may retry at the start of the next window.
 -- Denied requests consume nothing; time going backwards counts as no time passed.
 local function fixed_window(raw, L, W, cap, now, cost)

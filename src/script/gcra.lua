@@ -4,7 +4,7 @@
 -- ARGV[1]  now_ms, or '' to take Redis TIME
 -- ARGV[2]  limit L      ARGV[3]  window W (ms)      ARGV[4]  burst B      ARGV[5]  cost
 --
--- DESIGN 2: emission interval T = W/L; admitted iff max(TAT, t) + c*T - t <= B*T; on admission
+-- docs/design.md section 2: emission interval T = W/L; admitted iff max(TAT, t) + c*T - t <= B*T; on admission
 -- TAT <- max(TAT, t) + c*T. With B = L it admits L at once, then one every T. TAT, T and the
 -- tolerance B*T are held as exact fractions (whole ms, remainder in 1/L ms), as in the Rust step;
 -- reset_at = max(ceil(TAT), t); a denied request may retry at ceil(TAT + c*T - B*T).

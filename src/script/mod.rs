@@ -15,7 +15,7 @@
 //!
 //! The Lua files beside this one (`prelude.lua`, one per algorithm, `single.lua`, `multi.lua`)
 //! are concatenated at compile time; each algorithm file opens with its `KEYS`/`ARGV` and the
-//! DESIGN §2 rule it implements, and decides bit for bit as its Rust step.
+//! docs/design.md §2 rule it implements, and decides bit for bit as its Rust step.
 
 mod invocation;
 mod reply;

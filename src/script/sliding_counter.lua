@@ -4,7 +4,7 @@
 -- ARGV[1]  now_ms, or '' to take Redis TIME
 -- ARGV[2]  limit L      ARGV[3]  window W (ms)      ARGV[4]  capacity (= L)      ARGV[5]  cost
 --
--- DESIGN 2: with k = floor(t / W), e = t - k*W, p and q the cost admitted in windows k-1 and k:
+-- docs/design.md section 2: with k = floor(t / W), e = t - k*W, p and q the cost admitted in windows k-1 and k:
 -- admitted iff p*(W - e) + (q + c)*W <= L*W. Every product is at most L*W <= 2^50.
 -- Denied requests consume nothing; time going backwards counts as no time passed.
 

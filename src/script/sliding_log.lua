@@ -4,7 +4,7 @@
 -- ARGV[1]  now_ms, or '' to take Redis TIME
 -- ARGV[2]  limit L      ARGV[3]  window W (ms)      ARGV[4]  capacity (= L)      ARGV[5]  cost
 --
--- DESIGN 2: admitted iff (cost admitted at times s with t - W < s <= t) + c <= L; a request
+-- docs/design.md section 2: admitted iff (cost admitted at times s with t - W < s <= t) + c <= L; a request
 -- exactly W ms old no longer counts. Entries that left the window are dropped only when the state
 -- is written, never on a denial or a look, exactly as the Rust step.
 -- Denied requests consume nothing; time going backwards counts as no time passed.

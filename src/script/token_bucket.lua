@@ -4,7 +4,7 @@
 -- ARGV[1]  now_ms, or '' to take Redis TIME
 -- ARGV[2]  refill L per window      ARGV[3]  window W (ms)      ARGV[4]  burst B      ARGV[5]  cost
 --
--- DESIGN 2: tokens(t) = min(B, tokens + (t - last)*L/W), continuous; admitted iff tokens(t) >= c.
+-- docs/design.md section 2: tokens(t) = min(B, tokens + (t - last)*L/W), continuous; admitted iff tokens(t) >= c.
 -- Held as a deficit scaled by W, refilling L per ms: integers only. Decides exactly as GCRA.
 -- Denied requests consume nothing; time going backwards counts as no time passed.
 
