@@ -102,7 +102,7 @@ fn main() {
                     .unwrap();
             }
             let key = edgelimit::store::key::state_key(
-                RespStore::DEFAULT_NAMESPACE,
+                edgelimit::store::DEFAULT_NAMESPACE,
                 &limit.name,
                 algorithm,
                 &"one-client".into(),

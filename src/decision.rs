@@ -26,6 +26,32 @@ pub enum Reason {
     FailedClosed,
     /// Decided by the in-process fallback limiter while the store is unreachable.
     Fallback,
+    /// Not decided: another limit of the same check was denied from the denial cache first, so
+    /// this one was never consulted (and nothing was taken from it). Reported as admitted with
+    /// its capacity, never counted, never advertised.
+    Skipped,
+}
+
+impl Reason {
+    /// The name used in logs, problem bodies and metrics: `admitted`, `over_limit`, …
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::Admitted => "admitted",
+            Reason::OverLimit => "over_limit",
+            Reason::CostExceedsCapacity => "cost_exceeds_capacity",
+            Reason::CachedDenial => "cached_denial",
+            Reason::FailedOpen => "failed_open",
+            Reason::FailedClosed => "failed_closed",
+            Reason::Fallback => "fallback",
+            Reason::Skipped => "skipped",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One limit's verdict on one request.
@@ -62,6 +88,28 @@ impl Decision {
             None
         } else {
             Some(decided_at_ms.saturating_add(self.retry_after_ms))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_names_are_the_serde_names() {
+        for reason in [
+            Reason::Admitted,
+            Reason::OverLimit,
+            Reason::CostExceedsCapacity,
+            Reason::CachedDenial,
+            Reason::FailedOpen,
+            Reason::FailedClosed,
+            Reason::Fallback,
+            Reason::Skipped,
+        ] {
+            let json = serde_json::to_string(&reason).unwrap();
+            assert_eq!(json, format!("\"{}\"", reason.as_str()));
         }
     }
 }

@@ -15,6 +15,8 @@
 //! quota is whole again; for a denied one, the seconds until this request would be admitted — so
 //! `Retry-After` (the longest such wait among the denials) is never earlier than any `t`.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
@@ -63,6 +65,18 @@ impl LimitReport<'_> {
     }
 }
 
+fn status_phrase(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}
+
 fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
@@ -86,84 +100,144 @@ fn sf_string(text: &str) -> String {
     out
 }
 
-/// The limit the `X-RateLimit-*` trio describes: the denial with the longest wait, else the
-/// limit with the least remaining quota.
-pub fn binding_limit<'r, 'a>(reports: &'r [LimitReport<'a>]) -> Option<&'r LimitReport<'a>> {
-    let denied = reports
-        .iter()
-        .filter(|r| !r.decision.allowed)
-        .max_by_key(|r| r.decision.retry_after_ms);
-    denied.or_else(|| {
-        reports.iter().min_by_key(|r| {
-            (
-                r.decision.remaining,
-                std::cmp::Reverse(r.decision.reset_at_ms),
-            )
-        })
-    })
+/// One request's decided limits as the HTTP layer answers them. The binding limit — the one the
+/// `X-RateLimit-*` trio and the problem body describe — and `Retry-After` are found once, here.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'r, 'a> {
+    reports: &'r [LimitReport<'a>],
+    binding: Option<&'r LimitReport<'a>>,
+    retry_after: Option<u64>,
 }
 
-/// `Retry-After` in whole seconds for a set of decisions: the longest wait among the denials,
-/// rounded up. `None` when nothing is denied or a denial can never be lifted.
-pub fn retry_after_seconds(reports: &[LimitReport<'_>]) -> Option<u64> {
-    let longest = reports
-        .iter()
-        .filter(|r| !r.decision.allowed)
-        .map(|r| r.decision.retry_after_ms)
-        .max()?;
-    (longest != RETRY_NEVER).then(|| seconds_ceil(longest).max(1))
-}
+impl<'r, 'a> Answer<'r, 'a> {
+    /// The answer for `reports` (the limits decided for one request, in order).
+    pub fn new(reports: &'r [LimitReport<'a>]) -> Answer<'r, 'a> {
+        let mut longest_denial: Option<&'r LimitReport<'a>> = None;
+        let mut tightest: Option<&'r LimitReport<'a>> = None;
+        for r in reports {
+            let d = r.decision;
+            if !d.allowed {
+                // Ties go to the later limit, the earlier one to the tightest quota.
+                if longest_denial.is_none_or(|l| d.retry_after_ms >= l.decision.retry_after_ms) {
+                    longest_denial = Some(r);
+                }
+            } else if tightest.is_none_or(|t| {
+                (d.remaining, std::cmp::Reverse(d.reset_at_ms))
+                    < (
+                        t.decision.remaining,
+                        std::cmp::Reverse(t.decision.reset_at_ms),
+                    )
+            }) {
+                tightest = Some(r);
+            }
+        }
+        let retry_after = longest_denial
+            .map(|r| r.decision.retry_after_ms)
+            .filter(|&ms| ms != RETRY_NEVER)
+            .map(|ms| seconds_ceil(ms).max(1));
+        Answer {
+            reports,
+            binding: longest_denial.or(tightest),
+            retry_after,
+        }
+    }
 
-/// The response header fields for `reports` at `now_ms`, in a stable order: `RateLimit-Policy`,
-/// `RateLimit`, `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds, like
-/// `t`), and `Retry-After` when denied. Empty when there is nothing to report.
-pub fn rate_limit_headers(reports: &[LimitReport<'_>], now_ms: u64) -> Vec<(&'static str, String)> {
-    let Some(binding) = binding_limit(reports) else {
-        return Vec::new();
-    };
-    let policies = reports
-        .iter()
-        .map(|r| {
-            format!(
-                "{};q={};w={}",
-                sf_string(r.name),
+    /// The limit the answer is about: the denial with the longest wait, else the limit with the
+    /// least remaining quota (the soonest reset breaking ties).
+    pub fn binding(&self) -> Option<&'r LimitReport<'a>> {
+        self.binding
+    }
+
+    /// Whether every limit admitted.
+    pub fn allowed(&self) -> bool {
+        self.binding.is_none_or(|b| b.decision.allowed)
+    }
+
+    /// `Retry-After` in whole seconds: the longest wait among the denials, rounded up. `None`
+    /// when nothing is denied or a denial can never be lifted.
+    pub fn retry_after_seconds(&self) -> Option<u64> {
+        self.retry_after
+    }
+
+    /// The response header fields at `now_ms` (the time the decisions were made), in a stable
+    /// order: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-Limit`, `X-RateLimit-Remaining`,
+    /// `X-RateLimit-Reset` (seconds, like `t`), and `Retry-After` when denied. Empty when there is
+    /// nothing to report.
+    pub fn headers(&self, now_ms: u64) -> Vec<(&'static str, String)> {
+        let Some(binding) = self.binding else {
+            return Vec::new();
+        };
+        let mut policies = String::new();
+        let mut states = String::new();
+        for (i, r) in self.reports.iter().enumerate() {
+            let separator = if i == 0 { "" } else { ", " };
+            let name = sf_string(r.name);
+            let _ = write!(
+                policies,
+                "{separator}{name};q={};w={}",
                 r.quota(),
                 r.window_seconds()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let states = reports
-        .iter()
-        .map(|r| {
-            let mut item = format!("{};r={}", sf_string(r.name), r.decision.remaining);
+            );
+            let _ = write!(states, "{separator}{name};r={}", r.decision.remaining);
             if let Some(t) = r.reset_seconds(now_ms) {
-                item.push_str(&format!(";t={t}"));
+                let _ = write!(states, ";t={t}");
             }
-            item
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut headers = vec![
-        ("RateLimit-Policy", policies),
-        ("RateLimit", states),
-        ("X-RateLimit-Limit", binding.quota().to_string()),
-        (
-            "X-RateLimit-Remaining",
-            binding.decision.remaining.to_string(),
-        ),
-    ];
-    if let Some(t) = binding.reset_seconds(now_ms) {
-        headers.push(("X-RateLimit-Reset", t.to_string()));
+        }
+        let mut headers = vec![
+            ("RateLimit-Policy", policies),
+            ("RateLimit", states),
+            ("X-RateLimit-Limit", binding.quota().to_string()),
+            (
+                "X-RateLimit-Remaining",
+                binding.decision.remaining.to_string(),
+            ),
+        ];
+        if let Some(t) = binding.reset_seconds(now_ms) {
+            headers.push(("X-RateLimit-Reset", t.to_string()));
+        }
+        if let Some(seconds) = self.retry_after {
+            headers.push(("Retry-After", seconds.to_string()));
+        }
+        headers
     }
-    if let Some(seconds) = retry_after_seconds(reports) {
-        headers.push(("Retry-After", seconds.to_string()));
+
+    /// The problem body when the request is denied: 429, or 503 when every denial is a limit
+    /// failing closed (the client did nothing wrong). `None` when everything admitted.
+    pub fn problem(&self, instance: Option<&str>) -> Option<Problem> {
+        let binding = self.binding.filter(|b| !b.decision.allowed)?;
+        let denied = || self.reports.iter().filter(|r| !r.decision.allowed);
+        let failed_closed = denied().all(|r| r.decision.reason == Reason::FailedClosed);
+        let rate = binding.policy;
+        let name = binding.name;
+        let (status, detail) = match (failed_closed, self.retry_after) {
+            (true, _) => (
+                503,
+                format!(
+                    "The rate limiter's store is unreachable and policy \"{name}\" fails closed; retry later."
+                ),
+            ),
+            (false, Some(s)) => (
+                429,
+                format!("Rate limit \"{name}\" ({rate}) exceeded; retry in {s} s."),
+            ),
+            (false, None) => (
+                429,
+                format!("This request costs more than policy \"{name}\" ({rate}) can ever admit."),
+            ),
+        };
+        let mut problem = Problem::new(status, detail, instance);
+        problem.policy = Some(name.to_string());
+        problem.violated_policies = denied().map(|r| r.name.to_string()).collect();
+        problem.retry_after = self.retry_after;
+        problem.reason = Some(binding.decision.reason);
+        Some(problem)
     }
-    headers
 }
 
-/// An RFC 9457 problem body for a denied request. `type` is `about:blank`, so `title` is the
-/// status phrase; the extension members name the violated policies.
+/// An RFC 9457 `application/problem+json` body: every answer the limiter gives itself — a denial
+/// ([`Answer::problem`]), a missing identifier, a misconfiguration, an unreachable origin. `type`
+/// is `about:blank`, so `title` is the status phrase; the extension members say which policy and
+/// why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
     /// `about:blank`.
@@ -178,10 +252,11 @@ pub struct Problem {
     /// The request path, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
-    /// The policy that denied (the one with the longest wait).
+    /// The policy the problem is about (for a denial, the one with the longest wait).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
     /// Every policy that denied.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violated_policies: Vec<String>,
     /// Seconds to wait, as in `Retry-After`; absent when no wait helps.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,47 +267,43 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// The problem for a request denied by `reports` (429), or by a store failure with fail-closed
-    /// limits (503). `None` when nothing denied.
-    pub fn for_denial(reports: &[LimitReport<'_>], instance: Option<&str>) -> Option<Problem> {
-        let denied: Vec<&LimitReport<'_>> =
-            reports.iter().filter(|r| !r.decision.allowed).collect();
-        let binding = binding_limit(reports).filter(|r| !r.decision.allowed)?;
-        let failed_closed = denied
-            .iter()
-            .all(|r| r.decision.reason == Reason::FailedClosed);
-        let (status, title) = if failed_closed {
-            (503, "Service Unavailable")
-        } else {
-            (429, "Too Many Requests")
-        };
-        let retry_after = retry_after_seconds(reports);
-        let rate = binding.policy.to_string();
-        let detail = match (failed_closed, retry_after) {
-            (true, _) => format!(
-                "The rate limiter's store is unreachable and policy \"{}\" fails closed; retry later.",
-                binding.name
-            ),
-            (false, Some(s)) => format!(
-                "Rate limit \"{}\" ({rate}) exceeded; retry in {s} s.",
-                binding.name
-            ),
-            (false, None) => format!(
-                "This request costs more than policy \"{}\" ({rate}) can ever admit.",
-                binding.name
-            ),
-        };
-        Some(Problem {
+    fn new(status: u16, detail: String, instance: Option<&str>) -> Problem {
+        Problem {
             problem_type: "about:blank",
-            title,
+            title: status_phrase(status),
             status,
             detail,
             instance: instance.map(str::to_string),
-            policy: Some(binding.name.to_string()),
-            violated_policies: denied.iter().map(|r| r.name.to_string()).collect(),
-            retry_after,
-            reason: Some(binding.decision.reason),
-        })
+            policy: None,
+            violated_policies: Vec::new(),
+            retry_after: None,
+            reason: None,
+        }
+    }
+
+    /// 400: rule `rule` limits requests by `source` (described) with limit `limit`, and the
+    /// request has none.
+    pub fn missing_identifier(rule: &str, limit: &str, source: &str, instance: &str) -> Problem {
+        let detail = format!(
+            "Rule \"{rule}\" limits requests by {source} (limit \"{limit}\"), and this request has none."
+        );
+        let mut problem = Problem::new(400, detail, Some(instance));
+        problem.policy = Some(limit.to_string());
+        problem
+    }
+
+    /// 500: the limiter cannot run (`why` says what to fix); it refuses rather than run unlimited.
+    pub fn misconfigured(why: &str) -> Problem {
+        Problem::new(500, format!("edgelimit is misconfigured: {why}"), None)
+    }
+
+    /// 502: the request was admitted but the origin could not be reached.
+    pub fn origin_unreachable(instance: &str) -> Problem {
+        Problem::new(
+            502,
+            "The origin could not be reached.".to_string(),
+            Some(instance),
+        )
     }
 
     /// The body as JSON.
@@ -309,7 +380,7 @@ mod tests {
                 decision: &c,
             },
         ];
-        let headers = rate_limit_headers(&reports, 0);
+        let headers = Answer::new(&reports).headers(0);
         let get = |k: &str| {
             headers
                 .iter()
@@ -346,11 +417,11 @@ mod tests {
                 decision: &tight,
             },
         ];
-        let headers = rate_limit_headers(&reports, 1_500);
+        let headers = Answer::new(&reports).headers(1_500);
         assert!(headers.iter().all(|(n, _)| *n != "Retry-After"));
         assert!(headers.contains(&("X-RateLimit-Remaining", "3".to_string())));
         assert!(headers.contains(&("X-RateLimit-Reset", "59".to_string())));
-        assert!(Problem::for_denial(&reports, None).is_none());
+        assert!(Answer::new(&reports).problem(None).is_none());
     }
 
     #[test]
@@ -368,7 +439,7 @@ mod tests {
             policy: &p,
             decision: &over,
         }];
-        let problem = Problem::for_denial(&reports, Some("/x")).unwrap();
+        let problem = Answer::new(&reports).problem(Some("/x")).unwrap();
         assert_eq!((problem.status, problem.retry_after), (429, Some(43)));
         assert!(problem.detail.contains("\"per-ip\""), "{}", problem.detail);
         let json: serde_json::Value = serde_json::from_str(&problem.to_json()).unwrap();
@@ -382,7 +453,7 @@ mod tests {
             policy: &p,
             decision: &closed,
         }];
-        assert_eq!(Problem::for_denial(&reports, None).unwrap().status, 503);
+        assert_eq!(Answer::new(&reports).problem(None).unwrap().status, 503);
     }
 
     #[test]
@@ -394,11 +465,85 @@ mod tests {
             policy: &p,
             decision: &never,
         }];
-        let headers = rate_limit_headers(&reports, 0);
+        let headers = Answer::new(&reports).headers(0);
         assert!(headers.iter().all(|(n, _)| *n != "Retry-After"));
         assert_eq!(
-            Problem::for_denial(&reports, None).unwrap().retry_after,
+            Answer::new(&reports).problem(None).unwrap().retry_after,
             None
         );
+    }
+
+    #[test]
+    fn every_answer_the_limiter_gives_itself_is_one_problem_shape() {
+        let json =
+            |p: Problem| -> serde_json::Value { serde_json::from_str(&p.to_json()).unwrap() };
+        let missing = json(Problem::missing_identifier(
+            "api",
+            "per-key",
+            "header `x-api-key`",
+            "/v1/x",
+        ));
+        assert_eq!(missing["status"], 400);
+        assert_eq!(missing["title"], "Bad Request");
+        assert_eq!(missing["type"], "about:blank");
+        assert_eq!(missing["policy"], "per-key");
+        assert_eq!(missing["instance"], "/v1/x");
+        assert!(missing["detail"].as_str().unwrap().contains("x-api-key"));
+        assert!(missing.get("violated_policies").is_none());
+        let broken = json(Problem::misconfigured("EDGELIMIT_CONFIG: rules: is empty"));
+        assert_eq!(
+            (broken["status"].as_u64(), broken["title"].as_str()),
+            (Some(500), Some("Internal Server Error"))
+        );
+        assert!(broken["detail"]
+            .as_str()
+            .unwrap()
+            .contains("rules: is empty"));
+        assert!(broken.get("instance").is_none());
+        let origin = json(Problem::origin_unreachable("/x"));
+        assert_eq!(
+            (origin["status"].as_u64(), origin["title"].as_str()),
+            (Some(502), Some("Bad Gateway"))
+        );
+    }
+
+    #[test]
+    fn the_binding_limit_is_the_longest_denial_then_the_tightest_quota() {
+        let p: Policy = "fixed 10/1m".parse().unwrap();
+        let (a, b, c) = (
+            decision(true, 2, 60_000, 0),
+            decision(false, 0, 60_000, 5_000),
+            decision(false, 0, 60_000, 5_000),
+        );
+        let reports = [
+            LimitReport {
+                name: "a",
+                policy: &p,
+                decision: &a,
+            },
+            LimitReport {
+                name: "b",
+                policy: &p,
+                decision: &b,
+            },
+            LimitReport {
+                name: "c",
+                policy: &p,
+                decision: &c,
+            },
+        ];
+        let answer = Answer::new(&reports);
+        assert!(!answer.allowed());
+        assert_eq!(
+            answer.binding().unwrap().name,
+            "c",
+            "equal waits: the later limit"
+        );
+        assert_eq!(answer.retry_after_seconds(), Some(5));
+        let admitted = Answer::new(&reports[..1]);
+        assert!(admitted.allowed());
+        assert_eq!(admitted.binding().unwrap().name, "a");
+        assert!(Answer::new(&[]).binding().is_none());
+        assert!(Answer::new(&[]).headers(0).is_empty());
     }
 }

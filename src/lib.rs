@@ -54,7 +54,7 @@ pub mod store;
 pub use algorithm::{step, State, Step};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Reason, RETRY_NEVER};
-pub use limiter::{Limiter, LimiterStats, TimeMode};
+pub use limiter::{Checked, Limiter, TimeMode};
 pub use policy::{Algorithm, Policy, PolicyError};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::RespStore;

@@ -2,7 +2,6 @@
 //! answers repeat offenders with no round trip, a per-limit failure mode for when the store
 //! cannot answer, and counters.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, SystemClock};
@@ -17,8 +16,9 @@ use crate::store::{
 /// How long a fail-closed denial tells the client to wait, in ms.
 pub const FAIL_CLOSED_RETRY_MS: u64 = 1_000;
 
-/// The default bound on cached denials.
-pub const DEFAULT_DENIAL_CACHE: usize = 100_000;
+/// The default bound on cached denials (and on the fallback limiter's states): small enough for a
+/// Worker isolate's 128 MB, ample for the repeat offenders of one process.
+pub const DEFAULT_DENIAL_CACHE: usize = 10_000;
 
 /// Where a [`Limiter`] takes "now" from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,40 +40,6 @@ struct CachedDenial {
     cost: i64,
 }
 
-/// Counts of what a limiter decided, since it was made.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LimiterStats {
-    /// Checks admitted.
-    pub allowed: u64,
-    /// Checks denied (including from the cache and by failing closed).
-    pub denied: u64,
-    /// Checks denied from the denial cache, with no round trip.
-    pub cache_hits: u64,
-    /// Limits admitted because the store failed and they fail open.
-    pub failed_open: u64,
-    /// Limits denied because the store failed and they fail closed.
-    pub failed_closed: u64,
-    /// Limits decided by the local fallback while the store failed.
-    pub fallback: u64,
-    /// Store calls that failed.
-    pub store_errors: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    allowed: AtomicU64,
-    denied: AtomicU64,
-    cache_hits: AtomicU64,
-    failed_open: AtomicU64,
-    failed_closed: AtomicU64,
-    fallback: AtomicU64,
-    store_errors: AtomicU64,
-}
-
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Ordering::Relaxed);
-}
-
 /// A rate limiter over a [`Store`]. Never fails: when the store does, each limit follows its
 /// [`FailMode`], and the verdict says so in each decision's [`Reason`].
 #[derive(Debug)]
@@ -83,8 +49,20 @@ pub struct Limiter<S> {
     clock: Arc<dyn Clock>,
     denials: Option<Mutex<DenialCache>>,
     fallback: MemoryStore,
-    counters: Counters,
     metrics: Metrics,
+}
+
+/// What [`Limiter::check_all`] answers: one verdict per check, and how long the store took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    /// One verdict per check, in order.
+    pub verdicts: Vec<Verdict>,
+    /// The limiter's own clock when it checked (epoch ms): the time its denial cache and fail
+    /// modes used, which differs from [`Verdict::decided_at_ms`] when the store's clock decides.
+    pub local_ms: u64,
+    /// The store round trip's duration in ms; `None` when no check needed the store (every one
+    /// was answered from the denial cache, or the batch was empty).
+    pub store_ms: Option<f64>,
 }
 
 impl<S: Store> Limiter<S> {
@@ -97,7 +75,6 @@ impl<S: Store> Limiter<S> {
             clock: Arc::new(SystemClock),
             denials: Some(Mutex::new(ExpiringMap::new(DEFAULT_DENIAL_CACHE))),
             fallback: MemoryStore::with_capacity(DEFAULT_DENIAL_CACHE),
-            counters: Counters::default(),
             metrics: Metrics::default(),
         }
     }
@@ -125,23 +102,9 @@ impl<S: Store> Limiter<S> {
         &self.store
     }
 
-    /// What the limiter has decided so far.
-    pub fn stats(&self) -> LimiterStats {
-        let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        LimiterStats {
-            allowed: get(&c.allowed),
-            denied: get(&c.denied),
-            cache_hits: get(&c.cache_hits),
-            failed_open: get(&c.failed_open),
-            failed_closed: get(&c.failed_closed),
-            fallback: get(&c.fallback),
-            store_errors: get(&c.store_errors),
-        }
-    }
-
-    /// Per-limit decision counts and the store-latency histogram, e.g. for a `/metrics` page
-    /// ([`MetricsSnapshot::to_prometheus`]).
+    /// What the limiter has decided so far: checks admitted and denied, per-limit decision counts
+    /// (their sum is [`MetricsSnapshot::totals`]), store errors and the store-latency histogram,
+    /// e.g. for a `/metrics` page ([`MetricsSnapshot::to_prometheus`]).
     pub fn metrics(&self) -> MetricsSnapshot {
         self.metrics.snapshot()
     }
@@ -150,30 +113,42 @@ impl<S: Store> Limiter<S> {
     pub async fn check(&self, check: &Check) -> Verdict {
         self.check_all(std::slice::from_ref(check))
             .await
+            .verdicts
             .pop()
             .expect("one verdict per check")
     }
 
     /// Decides a batch of checks with at most one store round trip, one verdict per check.
-    pub async fn check_all(&self, checks: &[Check]) -> Vec<Verdict> {
+    pub async fn check_all(&self, checks: &[Check]) -> Checked {
         let now = self.clock.now_ms();
         let mut verdicts: Vec<Option<Verdict>> =
             checks.iter().map(|c| self.cached_denial(c, now)).collect();
-        let pending: Vec<Check> = checks
-            .iter()
-            .zip(&verdicts)
-            .filter(|(_, v)| v.is_none())
-            .map(|(c, _)| c.clone())
-            .collect();
+        // Only the checks the cache did not answer go to the store; usually that is all of them,
+        // and then the caller's slice is sent as it is, without a copy.
+        let hits = verdicts.iter().filter(|v| v.is_some()).count();
+        let copied: Vec<Check>;
+        let pending: &[Check] = if hits == 0 {
+            checks
+        } else {
+            copied = checks
+                .iter()
+                .zip(&verdicts)
+                .filter(|(_, v)| v.is_none())
+                .map(|(c, _)| c.clone())
+                .collect();
+            &copied
+        };
+        let mut store_ms = None;
         if !pending.is_empty() {
             let time = match self.time {
                 TimeMode::Local => TimeSource::At(now),
                 TimeMode::Server => TimeSource::Server,
             };
             let started = web_time::Instant::now();
-            let answered = self.store.check(&pending, time).await;
-            self.metrics
-                .observe_store_latency(started.elapsed().as_secs_f64() * 1000.0);
+            let answered = self.store.check(pending, time).await;
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            self.metrics.observe_store_latency(elapsed_ms);
+            store_ms = Some(elapsed_ms);
             let answers = match answered {
                 Ok(answers) if answers.len() == pending.len() => Ok(answers),
                 Ok(answers) => Err(StoreError::Protocol(format!(
@@ -191,7 +166,6 @@ impl<S: Store> Limiter<S> {
                     answers.into_iter()
                 }
                 Err(_) => {
-                    bump(&self.counters.store_errors, 1);
                     self.metrics.store_error();
                     let failed: Vec<Verdict> = pending.iter().map(|c| self.fail(c, now)).collect();
                     failed.into_iter()
@@ -201,25 +175,20 @@ impl<S: Store> Limiter<S> {
                 *slot = answers.next();
             }
         }
-        verdicts
+        let verdicts = verdicts
             .into_iter()
             .zip(checks)
             .map(|(v, check)| {
                 let v = v.expect("every check has a verdict");
-                for (item, decision) in check.items().iter().zip(&v.decisions) {
-                    self.metrics.record(&item.limit.name, decision);
-                }
-                bump(
-                    if v.allowed {
-                        &self.counters.allowed
-                    } else {
-                        &self.counters.denied
-                    },
-                    1,
-                );
+                self.metrics.record_check(check, &v);
                 v
             })
-            .collect()
+            .collect();
+        Checked {
+            verdicts,
+            local_ms: now,
+            store_ms,
+        }
     }
 
     fn cached_denial(&self, check: &Check, now: u64) -> Option<Verdict> {
@@ -241,25 +210,23 @@ impl<S: Store> Limiter<S> {
                             ..d.decision
                         }
                     }
-                    // Not consulted: reported as standing whole, since nothing was taken.
+                    // Not consulted, so nothing was taken from it.
                     _ => Decision {
                         allowed: true,
                         limit: item.limit.policy.capacity(),
                         remaining: item.limit.policy.capacity(),
                         reset_at_ms: now,
                         retry_after_ms: 0,
-                        reason: Reason::CachedDenial,
+                        reason: Reason::Skipped,
                     },
                 }
             })
             .collect();
-        hit.then(|| {
-            bump(&self.counters.cache_hits, 1);
-            Verdict {
-                allowed: false,
-                decisions,
-                atomic: true,
-            }
+        hit.then_some(Verdict {
+            allowed: false,
+            decisions,
+            atomic: true,
+            decided_at_ms: now,
         })
     }
 
@@ -291,36 +258,30 @@ impl<S: Store> Limiter<S> {
             allowed: decisions.iter().all(|d| d.allowed),
             decisions,
             atomic: false,
+            decided_at_ms: now,
         }
     }
 
     fn fail_item(&self, item: &CheckItem, now: u64) -> Decision {
         let capacity = item.limit.policy.capacity();
         match item.limit.fail_mode {
-            FailMode::Open => {
-                bump(&self.counters.failed_open, 1);
-                Decision {
-                    allowed: true,
-                    limit: capacity,
-                    remaining: capacity,
-                    reset_at_ms: now,
-                    retry_after_ms: 0,
-                    reason: Reason::FailedOpen,
-                }
-            }
-            FailMode::Closed => {
-                bump(&self.counters.failed_closed, 1);
-                Decision {
-                    allowed: false,
-                    limit: capacity,
-                    remaining: 0,
-                    reset_at_ms: now + FAIL_CLOSED_RETRY_MS,
-                    retry_after_ms: FAIL_CLOSED_RETRY_MS,
-                    reason: Reason::FailedClosed,
-                }
-            }
+            FailMode::Open => Decision {
+                allowed: true,
+                limit: capacity,
+                remaining: capacity,
+                reset_at_ms: now,
+                retry_after_ms: 0,
+                reason: Reason::FailedOpen,
+            },
+            FailMode::Closed => Decision {
+                allowed: false,
+                limit: capacity,
+                remaining: 0,
+                reset_at_ms: now + FAIL_CLOSED_RETRY_MS,
+                retry_after_ms: FAIL_CLOSED_RETRY_MS,
+                reason: Reason::FailedClosed,
+            },
             FailMode::Fallback { per_mille } => {
-                bump(&self.counters.fallback, 1);
                 let local = Limit {
                     name: item.limit.name.clone(),
                     policy: scaled(&item.limit.policy, per_mille),

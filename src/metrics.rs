@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::decision::{Decision, Reason};
+use crate::store::{Check, Verdict};
 
 #[cfg(not(target_arch = "wasm32"))]
 mod collector;
@@ -24,7 +25,7 @@ pub const LATENCY_BUCKETS_MS: [f64; 11] = [
 /// A decision counts as near the limit when at most this share of the limit remains (80% used).
 pub const NEAR_LIMIT_REMAINING: f64 = 0.2;
 
-/// Decisions for one limit, by outcome.
+/// Decisions for one limit (or, summed, for all: [`MetricsSnapshot::totals`]), by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimitCounts {
     /// Admitted by the store.
@@ -44,6 +45,16 @@ pub struct LimitCounts {
 }
 
 impl LimitCounts {
+    fn add(&mut self, other: &LimitCounts) {
+        self.allowed += other.allowed;
+        self.denied += other.denied;
+        self.cache_hits += other.cache_hits;
+        self.failed_open += other.failed_open;
+        self.failed_closed += other.failed_closed;
+        self.fallback += other.fallback;
+        self.near_limit += other.near_limit;
+    }
+
     /// The decision counts labelled by outcome, as every exporter names them.
     pub fn by_outcome(&self) -> [(&'static str, u64); 6] {
         [
@@ -71,6 +82,10 @@ pub struct LatencyHistogram {
 /// Everything counted so far.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetricsSnapshot {
+    /// Checks (requests, whatever their number of limits) admitted.
+    pub checks_allowed: u64,
+    /// Checks denied: by the store, from the denial cache, or by failing closed.
+    pub checks_denied: u64,
     /// Per limit name.
     pub limits: BTreeMap<String, LimitCounts>,
     /// Round trips to the store and how long they took.
@@ -82,6 +97,7 @@ pub struct MetricsSnapshot {
 /// The live counters behind a [`MetricsSnapshot`].
 #[derive(Debug)]
 pub struct Metrics {
+    checks: [AtomicU64; 2],
     limits: Mutex<BTreeMap<Arc<str>, LimitCounts>>,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS_MS.len() + 1],
     latency_sum_us: AtomicU64,
@@ -91,6 +107,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
+            checks: [AtomicU64::new(0), AtomicU64::new(0)],
             limits: Mutex::new(BTreeMap::new()),
             latency_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             latency_sum_us: AtomicU64::new(0),
@@ -100,24 +117,20 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Counts one limit's decision.
-    pub fn record(&self, limit_name: &Arc<str>, decision: &Decision) {
+    /// Counts one check's verdict: the check, and each limit's decision.
+    pub fn record_check(&self, check: &Check, verdict: &Verdict) {
+        self.checks[usize::from(verdict.allowed)].fetch_add(1, Ordering::Relaxed);
         let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
-        let counts = limits.entry(limit_name.clone()).or_default();
-        match decision.reason {
-            Reason::Admitted => counts.allowed += 1,
-            Reason::OverLimit | Reason::CostExceedsCapacity => counts.denied += 1,
-            Reason::CachedDenial if !decision.allowed => counts.cache_hits += 1,
-            Reason::CachedDenial => {}
-            Reason::FailedOpen => counts.failed_open += 1,
-            Reason::FailedClosed => counts.failed_closed += 1,
-            Reason::Fallback => counts.fallback += 1,
-        }
-        if decision.allowed
-            && decision.reason == Reason::Admitted
-            && (decision.remaining as f64) <= decision.limit as f64 * NEAR_LIMIT_REMAINING
-        {
-            counts.near_limit += 1;
+        for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+            // A limit that was never consulted decided nothing.
+            if decision.reason == Reason::Skipped {
+                continue;
+            }
+            let counts = match limits.get_mut(&item.limit.name) {
+                Some(counts) => counts,
+                None => limits.entry(item.limit.name.clone()).or_default(),
+            };
+            count(counts, decision);
         }
     }
 
@@ -146,6 +159,8 @@ impl Metrics {
             .map(|b| b.load(Ordering::Relaxed))
             .collect();
         MetricsSnapshot {
+            checks_allowed: self.checks[1].load(Ordering::Relaxed),
+            checks_denied: self.checks[0].load(Ordering::Relaxed),
             limits: limits.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             store_latency: LatencyHistogram {
                 count: buckets.iter().sum(),
@@ -154,6 +169,24 @@ impl Metrics {
             },
             store_errors: self.store_errors.load(Ordering::Relaxed),
         }
+    }
+}
+
+fn count(counts: &mut LimitCounts, decision: &Decision) {
+    match decision.reason {
+        Reason::Admitted => counts.allowed += 1,
+        Reason::OverLimit | Reason::CostExceedsCapacity => counts.denied += 1,
+        Reason::CachedDenial => counts.cache_hits += 1,
+        Reason::FailedOpen => counts.failed_open += 1,
+        Reason::FailedClosed => counts.failed_closed += 1,
+        Reason::Fallback => counts.fallback += 1,
+        Reason::Skipped => {}
+    }
+    if decision.allowed
+        && decision.reason == Reason::Admitted
+        && (decision.remaining as f64) <= decision.limit as f64 * NEAR_LIMIT_REMAINING
+    {
+        counts.near_limit += 1;
     }
 }
 
@@ -166,9 +199,28 @@ fn label(value: &str) -> String {
 }
 
 impl MetricsSnapshot {
+    /// Every limit's counts summed.
+    pub fn totals(&self) -> LimitCounts {
+        let mut totals = LimitCounts::default();
+        for counts in self.limits.values() {
+            totals.add(counts);
+        }
+        totals
+    }
+
     /// The Prometheus text exposition format (version 0.0.4).
     pub fn to_prometheus(&self) -> String {
         let mut out = String::new();
+        out.push_str(
+            "# HELP edgelimit_checks_total Requests decided, by outcome.\n\
+             # TYPE edgelimit_checks_total counter\n",
+        );
+        for (outcome, n) in [
+            ("allowed", self.checks_allowed),
+            ("denied", self.checks_denied),
+        ] {
+            let _ = writeln!(out, "edgelimit_checks_total{{outcome=\"{outcome}\"}} {n}");
+        }
         out.push_str(
             "# HELP edgelimit_decisions_total Limit decisions by outcome.\n\
              # TYPE edgelimit_decisions_total counter\n",

@@ -344,23 +344,38 @@ proptest! {
         probe in 1i64..6,
     ) {
         let probe = probe.min(p.capacity() as i64);
-        let mut state = State::fresh(p.algorithm());
-        let mut denials = 0;
-        for call in &calls {
-            let d = state.clone().apply(&p, call.at, probe).decision;
+        // The request `probe` sent at `at` against `state`: when denied, the same request is
+        // admitted exactly `retry_after_ms` later and not one ms sooner.
+        let exact = |state: &State, at: u64| -> Result<bool, TestCaseError> {
+            let d = state.clone().apply(&p, at, probe).decision;
             if !d.allowed {
-                denials += 1;
                 prop_assert_ne!(d.retry_after_ms, RETRY_NEVER);
                 let retry = d.retry_after_ms;
                 prop_assert!(retry >= 1);
-                let at_retry = state.clone().apply(&p, call.at + retry, probe).decision;
-                prop_assert!(at_retry.allowed, "{}: cost {} still denied {} ms after {:?}", p, probe, retry, call);
-                let before = state.clone().apply(&p, call.at + retry - 1, probe).decision;
-                prop_assert!(!before.allowed, "{}: cost {} admitted 1 ms before {} ms after {:?}", p, probe, retry, call);
+                let at_retry = state.clone().apply(&p, at + retry, probe).decision;
+                prop_assert!(at_retry.allowed, "{}: cost {} still denied {} ms after {}", p, probe, retry, at);
+                let before = state.clone().apply(&p, at + retry - 1, probe).decision;
+                prop_assert!(!before.allowed, "{}: cost {} admitted 1 ms before {} ms after {}", p, probe, retry, at);
             }
+            Ok(!d.allowed)
+        };
+        let mut state = State::fresh(p.algorithm());
+        let mut denials = 0;
+        for call in &calls {
+            denials += usize::from(exact(&state, call.at)?);
             state.apply(&p, call.at, call.cost);
         }
-        let _ = denials;
+        // Whatever the sequence did, fill the quota at its last instant until a probe is denied,
+        // so every case checks at least one retry time.
+        let end = calls.last().map_or(0, |c| c.at);
+        for _ in 0..=p.capacity() {
+            if exact(&state, end)? {
+                denials += 1;
+                break;
+            }
+            state.apply(&p, end, probe);
+        }
+        prop_assert!(denials > 0, "{}: no probe was ever denied", p);
     }
 
     #[test]

@@ -197,7 +197,7 @@ fn repeat_offenders_are_denied_from_the_cache_with_no_round_trip() {
         calls,
         "no round trip"
     );
-    assert_eq!(limiter.stats().cache_hits, 5);
+    assert_eq!(limiter.metrics().totals().cache_hits, 5);
     // At the retry time the cache lets the request through to the store, which admits it.
     clock.advance(1_000);
     assert!(block_on(limiter.check(&check)).allowed);
@@ -227,12 +227,14 @@ fn each_limit_follows_its_fail_mode_and_the_store_takes_over_again() {
     assert_eq!(admitted, 2);
     let v = block_on(limiter.check(&Check::single(&local, "x", 1)));
     assert_eq!(v.decisions[0].reason, Reason::Fallback);
-    let stats = limiter.stats();
+    let metrics = limiter.metrics();
+    let totals = metrics.totals();
     assert_eq!(
-        (stats.failed_open, stats.failed_closed, stats.fallback),
+        (totals.failed_open, totals.failed_closed, totals.fallback),
         (1, 1, 6)
     );
-    assert_eq!(stats.store_errors, 8);
+    assert_eq!(metrics.store_errors, 8);
+    assert_eq!((metrics.checks_allowed, metrics.checks_denied), (3, 5));
 
     limiter.store().down.store(false, Ordering::SeqCst);
     clock.advance(5_000);
@@ -277,4 +279,34 @@ fn decisions_are_counted_per_limit_and_rendered_for_prometheus() {
     ));
     assert!(text.contains("edgelimit_store_latency_seconds_bucket{le=\"+Inf\"} 7\n"));
     assert!(text.contains("edgelimit_near_limit_total{limit=\"api\"} 2\n"));
+}
+
+#[test]
+fn limits_skipped_by_a_cached_denial_are_reported_and_never_counted() {
+    let clock = Arc::new(ManualClock::at(0));
+    let limiter = Limiter::new(MemoryStore::new()).with_clock(clock.clone());
+    let tight = limit("tight", "fixed 1/1s");
+    let loose = limit("loose", "fixed 10/1s");
+    let check = Check::new().with(&tight, "u", 1).with(&loose, "u", 1);
+    assert!(block_on(limiter.check(&check)).allowed);
+    let by_store = block_on(limiter.check(&check));
+    assert_eq!(
+        (by_store.decisions[0].reason, by_store.decisions[1].reason),
+        (Reason::OverLimit, Reason::Admitted)
+    );
+    let by_cache = block_on(limiter.check(&check));
+    assert!(!by_cache.allowed);
+    assert_eq!(
+        (by_cache.decisions[0].reason, by_cache.decisions[1].reason),
+        (Reason::CachedDenial, Reason::Skipped)
+    );
+    assert_eq!(by_cache.decided_at_ms, 0);
+    let m = limiter.metrics();
+    // `loose` decided twice (admitted, then a look for the denied check); the skip is not counted.
+    assert_eq!(m.limits["loose"].allowed, 2);
+    assert_eq!(m.limits["loose"].cache_hits, 0);
+    assert_eq!(m.limits["tight"].cache_hits, 1);
+    assert_eq!((m.checks_allowed, m.checks_denied), (1, 2));
+    // Only the uncached checks went to the store.
+    assert_eq!(m.store_latency.count, 2);
 }

@@ -11,11 +11,14 @@ rm -rf .wrangler/dryrun && mkdir -p .wrangler
 wrangler deploy --dry-run --outdir .wrangler/dryrun 2>&1 | tee .wrangler/dryrun.log | grep -E "worker:|Total Upload|rror" || true
 grep -q "Total Upload" .wrangler/dryrun.log || { cat .wrangler/dryrun.log; exit 1; }
 gzipped=$(gzip -9 -c worker/build/index_bg.wasm | wc -c)
-if [ "$gzipped" -gt $((3 * 1024 * 1024)) ]; then
-  echo "the Worker's wasm is $gzipped bytes gzipped: over Cloudflare's 3 MiB free-plan limit" >&2
+# The budget is ours, not Cloudflare's (3 MiB on the free plan): cold starts pay for every byte,
+# and a dependency change that silently adds ICU tables (see docs/decisions.md, "Size") must fail.
+budget=$((300 * 1000))
+if [ "$gzipped" -gt "$budget" ]; then
+  echo "the Worker's wasm is $gzipped bytes gzipped: over its $budget-byte budget (docs/decisions.md, Size)" >&2
   exit 1
 fi
-echo "-- Worker size: $gzipped bytes of gzipped wasm (target 300 KB; free plan limit 3 MiB)"
+echo "-- Worker size: $gzipped bytes of gzipped wasm (budget $budget; free plan limit 3 MiB)"
 
 echo "-- wasm32 tests under node (wasm-bindgen-test-runner)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \

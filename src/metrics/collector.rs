@@ -51,6 +51,20 @@ impl Collector for LimiterCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
         let snapshot = (self.snapshot)();
         {
+            let mut checks = encoder.encode_descriptor(
+                "edgelimit_checks",
+                "Requests decided, by outcome.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (outcome, n) in [
+                ("allowed", snapshot.checks_allowed),
+                ("denied", snapshot.checks_denied),
+            ] {
+                ConstCounter::new(n).encode(checks.encode_family(&[("outcome", outcome)])?)?;
+            }
+        }
+        {
             let mut decisions = encoder.encode_descriptor(
                 "edgelimit_decisions",
                 "Limit decisions by outcome.",
@@ -115,6 +129,8 @@ mod tests {
     use super::*;
     use crate::decision::{Decision, Reason};
     use crate::metrics::Metrics;
+    use crate::store::{Check, Limit, Verdict};
+    use crate::Policy;
 
     fn value(text: &str, series: &str) -> f64 {
         text.lines()
@@ -136,13 +152,26 @@ mod tests {
             retry_after_ms: 0,
             reason,
         };
-        let name: Arc<str> = Arc::from("per-ip");
+        let check = Check::single(
+            &Limit::new("per-ip", "fixed 10/1s".parse::<Policy>().unwrap()),
+            "x",
+            1,
+        );
+        let record = |d: Decision| {
+            let verdict = Verdict {
+                allowed: d.allowed,
+                decisions: vec![d],
+                atomic: true,
+                decided_at_ms: 0,
+            };
+            metrics.record_check(&check, &verdict);
+        };
         for _ in 0..3 {
-            metrics.record(&name, &decision(true, 5, Reason::Admitted));
+            record(decision(true, 5, Reason::Admitted));
         }
-        metrics.record(&name, &decision(true, 1, Reason::Admitted));
-        metrics.record(&name, &decision(false, 0, Reason::OverLimit));
-        metrics.record(&name, &decision(false, 0, Reason::CachedDenial));
+        record(decision(true, 1, Reason::Admitted));
+        record(decision(false, 0, Reason::OverLimit));
+        record(decision(false, 0, Reason::CachedDenial));
         metrics.observe_store_latency(0.3);
         metrics.observe_store_latency(7.0);
         metrics.store_error();
@@ -156,6 +185,14 @@ mod tests {
             )
         };
         assert_eq!((d("allowed"), d("denied"), d("cache_hit")), (4.0, 1.0, 1.0));
+        assert_eq!(
+            value(&text, "edgelimit_checks_total{outcome=\"allowed\"}"),
+            4.0
+        );
+        assert_eq!(
+            value(&text, "edgelimit_checks_total{outcome=\"denied\"}"),
+            2.0
+        );
         assert_eq!(
             value(&text, "edgelimit_near_limit_total{limit=\"per-ip\"}"),
             1.0
@@ -175,7 +212,7 @@ mod tests {
         );
 
         // Live: the next scrape sees the next decision.
-        metrics.record(&name, &decision(true, 5, Reason::Admitted));
+        record(decision(true, 5, Reason::Admitted));
         let mut again = String::new();
         prometheus_client::encoding::text::encode(&mut again, &registry).unwrap();
         assert_eq!(

@@ -48,6 +48,7 @@ pub struct CheckPlan {
     invocations: Vec<Invocation>,
     items: usize,
     atomic: bool,
+    time: TimeSource,
 }
 
 impl CheckPlan {
@@ -113,6 +114,7 @@ impl CheckPlan {
             invocations,
             items: items.len(),
             atomic,
+            time,
         })
     }
 
@@ -137,21 +139,27 @@ impl CheckPlan {
             )));
         }
         if self.invocations.len() == 1 && self.atomic {
-            let (allowed, decisions) = parse(&replies[0], self.items)?;
+            let parsed = parse(&replies[0], self.items)?;
             return Ok(Verdict {
-                allowed,
-                decisions,
+                allowed: parsed.allowed,
+                decisions: parsed.decisions,
                 atomic: true,
+                decided_at_ms: parsed.decided_at_ms,
             });
         }
         let mut decisions = Vec::with_capacity(self.items);
+        // Split across slots, each script read its own clock: the verdict takes the latest.
+        let mut decided_at_ms = self.time.at_ms().unwrap_or(0);
         for reply in replies {
-            decisions.extend(parse(reply, 1)?.1);
+            let parsed = parse(reply, 1)?;
+            decided_at_ms = decided_at_ms.max(parsed.decided_at_ms);
+            decisions.extend(parsed.decisions);
         }
         Ok(Verdict {
             allowed: decisions.iter().all(|d| d.allowed),
             decisions,
             atomic: self.atomic,
+            decided_at_ms,
         })
     }
 }
@@ -259,14 +267,18 @@ mod tests {
         let check = Check::single(&limit("a", "fixed 10/1s"), "x", 100);
         let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
         let ints = |v: &[i64]| Reply::Array(v.iter().map(|&i| Reply::Int(i)).collect());
-        let verdict = plan.verdict(&[ints(&[0, 0, 10, 10, 1000, -1, 2])]).unwrap();
+        let verdict = plan
+            .verdict(&[ints(&[0, 5, 0, 10, 10, 1000, -1, 2])])
+            .unwrap();
         assert!(!verdict.allowed);
+        assert_eq!(verdict.decided_at_ms, 5);
         assert!(verdict.decisions[0].is_permanent_denial());
         for bad in [
-            ints(&[0, 0, 10, 10, 1000, -1]),
-            ints(&[2, 0, 10, 10, 1000, -1, 2]),
-            ints(&[0, 0, 10, -3, 1000, 0, 1]),
-            ints(&[0, 0, 10, 10, 1000, 0, 9]),
+            ints(&[0, 5, 0, 10, 10, 1000, -1]),
+            ints(&[2, 5, 0, 10, 10, 1000, -1, 2]),
+            ints(&[0, 5, 0, 10, -3, 1000, 0, 1]),
+            ints(&[0, 5, 0, 10, 10, 1000, 0, 9]),
+            ints(&[0, -5, 0, 10, 10, 1000, -1, 2]),
             Reply::Nil,
         ] {
             assert!(matches!(plan.verdict(&[bad]), Err(StoreError::Protocol(_))));

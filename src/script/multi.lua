@@ -8,6 +8,8 @@
 -- ARGV[3 + 5(i-1)] limit      ARGV[4 + 5(i-1)] window (ms)      ARGV[5 + 5(i-1)] capacity
 -- ARGV[6 + 5(i-1)] cost
 --
+-- Reply: allowed, the time decided at, then six fields per item (see single.lua).
+--
 -- Rule: every item is decided on its stored state; the states are written only if every item
 -- admits. When one denies, nothing is written, and the items that would have admitted alone
 -- report a zero-cost look at their unchanged state.
@@ -38,7 +40,7 @@ for i = 1, n do
   end
   items[i] = item
 end
-local reply = { allowed }
+local reply = { allowed, now }
 for i = 1, n do
   local item = items[i]
   if allowed == 1 then

@@ -29,28 +29,44 @@ pub fn is_noscript(message: &str) -> bool {
 /// retry_after_ms (-1 for never), reason.
 const FIELDS: usize = 6;
 
-/// Reads a script reply: `allowed`, then [`FIELDS`] integers per decision. Returns the overall
-/// verdict and the decisions, checking there are exactly `items` of them.
-pub(super) fn parse(reply: &Reply, items: usize) -> Result<(bool, Vec<Decision>), StoreError> {
+/// A script reply read back: the overall verdict, the time the script decided at, the decisions.
+pub(super) struct Parsed {
+    pub(super) allowed: bool,
+    pub(super) decided_at_ms: u64,
+    pub(super) decisions: Vec<Decision>,
+}
+
+/// Values before the decisions: `allowed` and the time decided at.
+const HEAD: usize = 2;
+
+/// Reads a script reply: `allowed`, the time decided at, then [`FIELDS`] integers per decision,
+/// checking there are exactly `items` decisions.
+pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
     let values = match reply {
         Reply::Array(values) => values,
         Reply::Error(message) => return Err(StoreError::Script(message.clone())),
         other => return Err(protocol(format!("expected an array, got {other:?}"))),
     };
-    if values.len() != 1 + FIELDS * items {
+    if values.len() != HEAD + FIELDS * items {
         return Err(protocol(format!(
             "expected {} values for {items} decision(s), got {}",
-            1 + FIELDS * items,
+            HEAD + FIELDS * items,
             values.len()
         )));
     }
     let ints = values.iter().map(int).collect::<Result<Vec<i64>, _>>()?;
     let allowed = flag(ints[0])?;
-    let decisions = ints[1..]
+    let decided_at_ms = u64::try_from(ints[1])
+        .map_err(|_| protocol(format!("negative decision time {}", ints[1])))?;
+    let decisions = ints[HEAD..]
         .chunks_exact(FIELDS)
         .map(decision)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((allowed, decisions))
+    Ok(Parsed {
+        allowed,
+        decided_at_ms,
+        decisions,
+    })
 }
 
 fn decision(f: &[i64]) -> Result<Decision, StoreError> {

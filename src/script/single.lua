@@ -6,5 +6,5 @@ local d, value, expire_at = step(redis.call('GET', KEYS[1]), int_arg(ARGV[2]), i
 if value then
   store(KEYS[1], value, expire_at, now)
 end
--- Reply: allowed, then the decision's six fields.
-return { d[1], d[1], d[2], d[3], d[4], d[5], d[6] }
+-- Reply: allowed, the time decided at, then the decision's six fields.
+return { d[1], now, d[1], d[2], d[3], d[4], d[5], d[6] }

@@ -43,6 +43,7 @@ pub fn decide(check: &Check, states: &mut [State], now_ms: u64) -> (Verdict, Vec
         allowed,
         decisions: outcomes.iter().map(|o| o.decision).collect(),
         atomic: true,
+        decided_at_ms: now_ms,
     };
     (verdict, outcomes)
 }

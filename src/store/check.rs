@@ -1,6 +1,7 @@
 //! What a store is asked: checks made of (limit, identifier, cost) items, and what it answers.
 
 use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::decision::Decision;
@@ -62,6 +63,48 @@ pub enum FailMode {
         /// The share of the limit each process may admit on its own, in thousandths.
         per_mille: u16,
     },
+}
+
+impl FromStr for FailMode {
+    type Err = String;
+
+    /// Parses `open`, `closed` or `fallback N%` (0 < N ≤ 100, to a tenth of a percent).
+    fn from_str(text: &str) -> Result<FailMode, String> {
+        let text = text.trim();
+        match text {
+            "open" => return Ok(FailMode::Open),
+            "closed" => return Ok(FailMode::Closed),
+            _ => {}
+        }
+        let share = text
+            .strip_prefix("fallback")
+            .map(str::trim)
+            .and_then(|s| s.strip_suffix('%'))
+            .and_then(|s| s.trim().parse::<f64>().ok());
+        match share {
+            Some(percent) if percent > 0.0 && percent <= 100.0 => Ok(FailMode::Fallback {
+                per_mille: ((percent * 10.0).round() as u16).max(1),
+            }),
+            _ => Err(format!(
+                "`{text}` is not one of `open`, `closed`, `fallback N%` (0 < N ≤ 100)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for FailMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailMode::Open => f.write_str("open"),
+            FailMode::Closed => f.write_str("closed"),
+            FailMode::Fallback { per_mille } if per_mille % 10 == 0 => {
+                write!(f, "fallback {}%", per_mille / 10)
+            }
+            FailMode::Fallback { per_mille } => {
+                write!(f, "fallback {}.{}%", per_mille / 10, per_mille % 10)
+            }
+        }
+    }
 }
 
 /// A named policy with its failure mode: what a rule applies. The name identifies the limit's
@@ -156,6 +199,16 @@ pub enum TimeSource {
     Server,
 }
 
+impl TimeSource {
+    /// The caller's instant, if the caller gave one.
+    pub const fn at_ms(self) -> Option<u64> {
+        match self {
+            TimeSource::At(ms) => Some(ms),
+            TimeSource::Server => None,
+        }
+    }
+}
+
 /// A store's answer to one [`Check`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -167,6 +220,10 @@ pub struct Verdict {
     /// Whether all-or-nothing held. `false` only when the items' keys live on different nodes
     /// and were decided by separate round trips (a denial there may follow another's admission).
     pub atomic: bool,
+    /// The time (epoch ms) the decisions were made at, on the clock that made them: the caller's
+    /// for [`TimeSource::At`], the store's (Redis `TIME`) for [`TimeSource::Server`]. Reset and
+    /// retry times are relative to it.
+    pub decided_at_ms: u64,
 }
 
 impl Verdict {
@@ -176,5 +233,36 @@ impl Verdict {
             .iter()
             .filter(|d| !d.allowed)
             .max_by_key(|d| d.retry_after_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fail_modes_parse_and_print_back() {
+        assert_eq!("closed".parse(), Ok(FailMode::Closed));
+        assert_eq!(" open ".parse(), Ok(FailMode::Open));
+        assert_eq!(
+            "fallback 10%".parse(),
+            Ok(FailMode::Fallback { per_mille: 100 })
+        );
+        assert_eq!(
+            "fallback 0.5 %".parse(),
+            Ok(FailMode::Fallback { per_mille: 5 })
+        );
+        for bad in ["fallback 0%", "fallback 150%", "sometimes", "fallback", ""] {
+            assert!(bad.parse::<FailMode>().is_err(), "{bad}");
+        }
+        for mode in [
+            "open",
+            "closed",
+            "fallback 10%",
+            "fallback 0.5%",
+            "fallback 100%",
+        ] {
+            assert_eq!(mode.parse::<FailMode>().unwrap().to_string(), mode);
+        }
     }
 }

@@ -10,6 +10,10 @@ use sha2::{Digest, Sha256};
 use super::check::Identifier;
 use crate::policy::Algorithm;
 
+/// The namespace keys live under unless a store is told otherwise — the same for every store and
+/// the Worker, so a native service and the Worker sharing one Redis share their counters.
+pub const DEFAULT_NAMESPACE: &str = "edgelimit";
+
 /// Escaped identifiers longer than this are hashed instead.
 const MAX_ESCAPED_LEN: usize = 128;
 

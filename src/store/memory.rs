@@ -130,6 +130,7 @@ fn decide_single(map: &mut StateMap, item: &CheckItem, now_ms: u64) -> Verdict {
         allowed: outcome.decision.allowed,
         decisions: vec![outcome.decision],
         atomic: true,
+        decided_at_ms: now_ms,
     }
 }
 

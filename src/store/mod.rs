@@ -16,6 +16,7 @@ pub use batch::decide;
 pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
 pub use error::StoreError;
 pub use expiring_map::ExpiringMap;
+pub use key::DEFAULT_NAMESPACE;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 #[cfg(not(target_arch = "wasm32"))]
 pub use resp::RespStore;

@@ -22,6 +22,7 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
 
 use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
+use super::key::DEFAULT_NAMESPACE;
 use super::traits::Store;
 use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
 
@@ -59,9 +60,6 @@ impl fmt::Debug for RespStore {
 }
 
 impl RespStore {
-    /// The namespace keys live under unless [`RespStore::with_namespace`] says otherwise.
-    pub const DEFAULT_NAMESPACE: &'static str = "default";
-
     /// How long a connection attempt or a reply may take by default.
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -86,7 +84,7 @@ impl RespStore {
             .map_err(StoreError::from)?;
         Ok(RespStore {
             connection: Connection::Single(manager),
-            namespace: RespStore::DEFAULT_NAMESPACE.to_string(),
+            namespace: DEFAULT_NAMESPACE.to_string(),
             timeout,
         })
     }
@@ -112,7 +110,7 @@ impl RespStore {
             .map_err(StoreError::from)?;
         Ok(RespStore {
             connection: Connection::Cluster(connection),
-            namespace: RespStore::DEFAULT_NAMESPACE.to_string(),
+            namespace: DEFAULT_NAMESPACE.to_string(),
             timeout,
         })
     }

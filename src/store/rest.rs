@@ -16,6 +16,7 @@ use serde_json::Value as Json;
 
 use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
+use super::key::DEFAULT_NAMESPACE;
 use super::traits::Store;
 use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
 
@@ -53,9 +54,6 @@ impl std::fmt::Debug for RestStore {
 }
 
 impl RestStore {
-    /// The namespace keys live under unless [`RestStore::with_namespace`] says otherwise.
-    pub const DEFAULT_NAMESPACE: &'static str = "default";
-
     /// How long one request may take by default. At the edge a limiter must answer fast or
     /// step aside (each limit's fail mode decides how).
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1_000);
@@ -95,7 +93,7 @@ impl RestStore {
             pipeline_url,
             authorization,
             token,
-            namespace: RestStore::DEFAULT_NAMESPACE.to_string(),
+            namespace: DEFAULT_NAMESPACE.to_string(),
             timeout: RestStore::DEFAULT_TIMEOUT,
         })
     }

@@ -161,10 +161,12 @@ impl Store for ShardedStore {
             let mut decisions = vec![None; check.items().len()];
             let mut allowed = true;
             let mut atomic = routing.len() <= 1;
+            let mut decided_at_ms = time.at_ms().unwrap_or(0);
             for (shard, position, items) in routing {
                 let verdict = &answers[*shard][*position];
                 allowed &= verdict.allowed;
                 atomic &= verdict.atomic;
+                decided_at_ms = decided_at_ms.max(verdict.decided_at_ms);
                 for (&i, decision) in items.iter().zip(&verdict.decisions) {
                     decisions[i] = Some(*decision);
                 }
@@ -193,6 +195,7 @@ impl Store for ShardedStore {
                 allowed,
                 decisions,
                 atomic,
+                decided_at_ms,
             });
         }
         if !refunded.is_empty() {

@@ -165,7 +165,8 @@ pub async fn an_empty_check_is_admitted<S: Store>(store: &S) {
         vec![Verdict {
             allowed: true,
             decisions: vec![],
-            atomic: true
+            atomic: true,
+            decided_at_ms: T0,
         }]
     );
     assert!(store
@@ -201,7 +202,23 @@ pub async fn server_time_is_near_the_wall_clock<S: Store>(store: &S) {
     assert!(
         reset > wall.saturating_sub(60_000) && reset <= wall + 3_600_000 + 60_000,
         "reset {reset} vs wall clock {wall}"
+    ); // The verdict says when it was decided, on the store's clock: in that hour's window.
+    let at = v.decided_at_ms;
+    assert!(
+        at.abs_diff(wall) <= 60_000 && at / 3_600_000 == (reset - 1) / 3_600_000,
+        "decided at {at}, reset {reset}, wall clock {wall}"
     );
+    // A multi-limit check is decided at one instant, and the caller's time is echoed exactly.
+    let both = Check::new()
+        .with(&l, "m", 1)
+        .with(&limit("conf-server-2", "gcra 5/1s"), "m", 1);
+    let v = store
+        .check(std::slice::from_ref(&both), TimeSource::Server)
+        .await
+        .expect("store answers")
+        .remove(0);
+    assert!(v.decided_at_ms.abs_diff(wall) <= 60_000, "{v:?}");
+    assert_eq!(one(store, both, T0).await.decided_at_ms, T0);
 }
 
 pub async fn every_algorithm_agrees_with_the_rust_steps<S: Store>(store: &S) {

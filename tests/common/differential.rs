@@ -371,6 +371,7 @@ fn reference(
                 allowed: decisions.iter().all(|d| d.allowed),
                 decisions,
                 atomic: false,
+                decided_at_ms: call.time,
             }
         })
         .collect()

@@ -4,26 +4,23 @@
 //! `rules[1] "api" → limits[0] "per-key" → identifier: unknown source `cookie:x` …`.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::time::Duration;
 
+use edgelimit::limiter::DEFAULT_DENIAL_CACHE;
+use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{FailMode, Limit, Policy, TimeMode};
 use serde::Deserialize;
 
 use crate::identify::IdentifierSource;
-use crate::rules::{HostPattern, PathMatch};
+use crate::rules::{HostPattern, Missing, PathMatch, Rule, RuleLimit};
 
 /// The name of the var holding the configuration.
 pub const CONFIG_VAR: &str = "EDGELIMIT_CONFIG";
 
 /// The default store timeout: at the edge a limiter must answer fast or step aside.
 pub const DEFAULT_TIMEOUT_MS: u64 = 50;
-/// The default bound on the in-isolate cache of denied identifiers.
-pub const DEFAULT_DENIAL_CACHE: usize = 10_000;
 /// The default share of requests that get a log line.
 pub const DEFAULT_LOG_SAMPLE: f64 = 0.01;
-/// The default key namespace in Redis.
-pub const DEFAULT_NAMESPACE: &str = "edgelimit";
 
 /// A configuration that could not be used, and where the problem is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,48 +39,6 @@ impl ConfigError {
             problem: problem.into(),
         }
     }
-}
-
-/// What to do with a request when a limit's identifier is absent (or empty).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Missing {
-    /// Refuse the request with 400 and a problem body naming the missing source.
-    Deny,
-    /// Skip this limit for the request.
-    Allow,
-    /// Count the request in one bucket shared by every request without an identifier.
-    #[default]
-    Shared,
-}
-
-/// One limit as a rule applies it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RuleLimit {
-    /// The limit (name, policy, fail mode). Limits with one name share state across rules.
-    pub limit: Limit,
-    /// Where the identifier comes from.
-    pub source: IdentifierSource,
-    /// The cost of one request.
-    pub cost: i64,
-    /// What to do without an identifier.
-    pub missing: Missing,
-}
-
-/// A rule: which requests it matches and the limits it applies.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rule {
-    /// The rule's name, for logs and errors.
-    pub name: String,
-    /// Hosts it matches; empty matches any.
-    pub hosts: Vec<HostPattern>,
-    /// Methods it matches (upper case); empty matches any.
-    pub methods: Vec<String>,
-    /// Paths it matches.
-    pub path: PathMatch,
-    /// Decide and report, but never block.
-    pub shadow: bool,
-    /// The limits applied, all or nothing.
-    pub limits: Vec<RuleLimit>,
 }
 
 /// The response given to admitted requests when no `ORIGIN` is set.
@@ -457,7 +412,10 @@ impl RawLimit {
                 format!("`{}` must be 1–64 of A-Z a-z 0-9 - _ .", self.name),
             ));
         }
-        let fail_mode = parse_fail_mode(self.fail.as_deref().unwrap_or("open"))
+        let fail_mode = self
+            .fail
+            .as_deref()
+            .map_or(Ok(FailMode::Open), str::parse)
             .map_err(|problem| ConfigError::at(format!("{at} → fail"), problem))?;
         let source = IdentifierSource::parse(&self.identifier)
             .map_err(|problem| ConfigError::at(format!("{at} → identifier"), problem))?;
@@ -472,17 +430,11 @@ impl RawLimit {
                 ),
             ));
         }
-        let missing = match self.missing.as_deref().unwrap_or("shared") {
-            "deny" => Missing::Deny,
-            "allow" => Missing::Allow,
-            "shared" => Missing::Shared,
-            other => {
-                return Err(ConfigError::at(
-                    format!("{at} → missing"),
-                    format!("`{other}` is not one of deny, allow, shared"),
-                ))
-            }
-        };
+        let missing = self
+            .missing
+            .as_deref()
+            .map_or(Ok(Missing::default()), str::parse)
+            .map_err(|problem| ConfigError::at(format!("{at} → missing"), problem))?;
         let limit = Limit::new(self.name.as_str(), self.policy).with_fail_mode(fail_mode);
         match seen.get(&self.name) {
             Some((other, first)) if other != &limit => {
@@ -505,39 +457,6 @@ impl RawLimit {
             source,
             cost,
             missing,
-        })
-    }
-}
-
-/// Parses `open`, `closed` or `fallback N%` (N in 0.1..=100).
-pub fn parse_fail_mode(text: &str) -> Result<FailMode, String> {
-    let text = text.trim();
-    match text {
-        "open" => return Ok(FailMode::Open),
-        "closed" => return Ok(FailMode::Closed),
-        _ => {}
-    }
-    let share = text
-        .strip_prefix("fallback")
-        .map(str::trim)
-        .and_then(|s| s.strip_suffix('%'))
-        .and_then(|s| s.trim().parse::<f64>().ok());
-    match share {
-        Some(percent) if percent > 0.0 && percent <= 100.0 => Ok(FailMode::Fallback {
-            per_mille: ((percent * 10.0).round() as u16).max(1),
-        }),
-        _ => Err(format!(
-            "`{text}` is not one of `open`, `closed`, `fallback N%` (0 < N ≤ 100)"
-        )),
-    }
-}
-
-impl fmt::Display for Missing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Missing::Deny => "deny",
-            Missing::Allow => "allow",
-            Missing::Shared => "shared",
         })
     }
 }
@@ -685,20 +604,5 @@ mod tests {
             v[key] = value;
             assert_eq!(error_of(v).field, field);
         }
-    }
-
-    #[test]
-    fn fail_modes_parse() {
-        assert_eq!(parse_fail_mode("closed"), Ok(FailMode::Closed));
-        assert_eq!(
-            parse_fail_mode("fallback 10%"),
-            Ok(FailMode::Fallback { per_mille: 100 })
-        );
-        assert_eq!(
-            parse_fail_mode("fallback 0.5 %"),
-            Ok(FailMode::Fallback { per_mille: 5 })
-        );
-        assert!(parse_fail_mode("fallback 0%").is_err());
-        assert!(parse_fail_mode("fallback 150%").is_err());
     }
 }

@@ -4,17 +4,18 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use edgelimit::http::{Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::{Limiter, RestStore};
+use edgelimit::{Checked, Limiter, RestStore};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
     console_error, console_log, event, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Context,
-    Date, Env, Fetch, Headers, Request, Response, ResponseBuilder, Url,
+    Env, Fetch, Headers, Request, Response, ResponseBuilder, Url,
 };
 
 use crate::config::{Config, ConfigError, FixedResponse, CONFIG_VAR};
 use crate::identify::RequestView;
-use crate::plan::{Action, Outcome, Plan};
+use crate::plan::{Action, Outcome, Plan, NO_STORE};
 
 /// The var naming the origin admitted requests go to. Unset: the request goes on to its own URL
 /// (the Worker runs on a route in front of the origin), or to `respond` when configured.
@@ -167,21 +168,18 @@ impl RequestView for View {
     }
 }
 
-fn problem_response(status: u16, title: &str, detail: &str) -> worker::Result<Response> {
-    let body = serde_json::json!({
-        "type": "about:blank", "title": title, "status": status, "detail": detail,
-    });
+fn problem_response(problem: &Problem) -> worker::Result<Response> {
     let headers = Headers::new();
-    headers.set("content-type", edgelimit::http::PROBLEM_CONTENT_TYPE)?;
-    headers.set("cache-control", crate::plan::NO_STORE)?;
+    headers.set("content-type", PROBLEM_CONTENT_TYPE)?;
+    headers.set("cache-control", NO_STORE)?;
     Ok(ResponseBuilder::new()
-        .with_status(status)
+        .with_status(problem.status)
         .with_headers(headers)
-        .fixed(body.to_string().into_bytes()))
+        .fixed(problem.to_json().into_bytes()))
 }
 
 /// A copy of `response` (whose headers are immutable) with `extra` header fields set.
-fn with_headers(response: Response, extra: &[(String, String)]) -> worker::Result<Response> {
+fn with_headers(response: Response, extra: &[(&str, String)]) -> worker::Result<Response> {
     let status = response.status_code();
     let headers = Headers::new();
     for (name, value) in response.headers().entries() {
@@ -201,8 +199,9 @@ async fn forward(
     req: Request,
     origin: Option<&str>,
     respond: Option<&FixedResponse>,
-    extra: &[(String, String)],
+    extra: &[(&str, String)],
 ) -> worker::Result<Response> {
+    let path = req.path();
     let upstream = match (origin, respond) {
         (Some(origin), _) => {
             let url = req.url()?;
@@ -233,69 +232,51 @@ async fn forward(
         Ok(response) => with_headers(response, extra),
         Err(e) => {
             console_error!("edgelimit: origin unreachable: {e}");
-            let response =
-                problem_response(502, "Bad Gateway", "The origin could not be reached.")?;
+            let response = problem_response(&Problem::origin_unreachable(&path))?;
             with_headers(response, extra)
         }
     }
 }
 
-fn report(
-    edge: &Edge,
-    env: &Env,
-    plan: &Plan,
-    outcome: &Outcome,
-    store_ms: Option<f64>,
-    path: &str,
-) {
+fn report(edge: &Edge, env: &Env, decided: (&Plan<'_>, &Checked, &Outcome), view: &View) {
+    let (plan, checked, outcome) = decided;
     let sampled = js_sys::Math::random() < edge.config.log_sample;
     if sampled || !outcome.shadow_denied.is_empty() {
-        let stats = edge.limiter.stats();
-        console_log!("{}", outcome.log_line(plan, store_ms, path, Some(&stats)));
+        let isolate = edge.limiter.metrics();
+        console_log!("{}", outcome.log_line(plan, checked, view, Some(&isolate)));
     }
-    let Some(binding) = &edge.config.analytics else {
+    let Some(binding_name) = &edge.config.analytics else {
         return;
     };
-    let dataset = match env.analytics_engine(binding) {
+    let dataset = match env.analytics_engine(binding_name) {
         Ok(dataset) => dataset,
         Err(e) => {
-            console_error!("edgelimit: analytics binding `{binding}`: {e}");
+            console_error!("edgelimit: analytics binding `{binding_name}`: {e}");
             return;
         }
     };
-    let first = outcome
-        .limits
-        .iter()
-        .find(|l| !l.allowed)
-        .or(outcome.limits.first());
-    let limit = first.map(|l| l.name.clone()).unwrap_or_default();
-    let reason = first
-        .map(|l| {
-            serde_json::to_value(l.reason)
-                .unwrap_or_default()
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_default();
+    let binding = outcome.binding.as_ref();
+    let limit = binding.map_or("", |b| &*b.name);
+    let rules: Vec<&str> = plan.rules.iter().map(|r| r.name.as_str()).collect();
+    let shadow_denied: Vec<&str> = outcome.shadow_denied.iter().map(|n| &**n).collect();
     let point = AnalyticsEngineDataPointBuilder::new()
-        .indexes([limit.as_str()])
+        .indexes([limit])
         .blobs([
-            plan.rules.join(","),
-            limit.clone(),
+            rules.join(","),
+            limit.to_string(),
             if outcome.allowed() {
                 "allowed"
             } else {
                 "denied"
             }
             .to_string(),
-            reason,
-            outcome.shadow_denied.join(","),
+            binding.map_or("", |b| b.reason.as_str()).to_string(),
+            shadow_denied.join(","),
         ])
         .doubles([
             1.0,
-            first.map(|l| l.remaining as f64).unwrap_or(0.0),
-            store_ms.unwrap_or(0.0),
+            binding.map_or(0.0, |b| b.remaining as f64),
+            checked.store_ms.unwrap_or(0.0),
         ]);
     if let Err(e) = point.write_to(&dataset) {
         console_error!("edgelimit: analytics write: {e}");
@@ -308,11 +289,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         Ok(edge) => edge,
         Err(message) => {
             console_error!("edgelimit: refusing requests: {message}");
-            return problem_response(
-                500,
-                "Internal Server Error",
-                &format!("edgelimit is misconfigured: {message}"),
-            );
+            return problem_response(&Problem::misconfigured(&message));
         }
     };
     let view = View::of(&req)?;
@@ -321,30 +298,21 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
     {
         let headers = Headers::new();
         headers.set("content-type", "text/plain; version=0.0.4")?;
-        let stats = edge.limiter.stats();
+        let metrics = edge.limiter.metrics();
         let text = format!(
             "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n",
-            edge.limiter.metrics().to_prometheus(),
-            stats.cache_hits
+            metrics.to_prometheus(),
+            metrics.totals().cache_hits
         );
         return Ok(ResponseBuilder::new()
             .with_headers(headers)
             .fixed(text.into_bytes()));
     }
     let plan = edge.config.plan(&view);
-    let checks = plan.checks();
-    let (verdicts, store_ms) = if checks.is_empty() {
-        (Vec::new(), None)
-    } else {
-        let started = Date::now().as_millis();
-        let verdicts = edge.limiter.check_all(&checks).await;
-        (
-            verdicts,
-            Some(Date::now().as_millis().saturating_sub(started) as f64),
-        )
-    };
-    let outcome = plan.decide(&verdicts, Date::now().as_millis(), &view.path);
-    report(&edge, &env, &plan, &outcome, store_ms, &view.path);
+    // The limiter times the store itself; the decisions carry the time they were made at.
+    let checked = edge.limiter.check_all(plan.checks()).await;
+    let outcome = plan.decide(&checked.verdicts, &view.path);
+    report(&edge, &env, (&plan, &checked, &outcome), &view);
     match &outcome.action {
         Action::Respond {
             status,

@@ -28,6 +28,76 @@ pub trait RequestView {
     fn header(&self, name: &str) -> Option<String>;
 }
 
+/// A request held as plain values: for tests, benchmarks and replays (the Worker reads its live
+/// request through its own adapter instead, without copying the headers).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnedRequest {
+    /// The method, upper case.
+    pub method: String,
+    /// The host, lower case, without port.
+    pub host: String,
+    /// The path, as sent, starting with `/`.
+    pub path: String,
+    /// Query parameters, decoded, in order.
+    pub query: Vec<(String, String)>,
+    /// Header fields; names lower case.
+    pub headers: Vec<(String, String)>,
+}
+
+impl OwnedRequest {
+    /// A request with this method, host and path, and nothing else.
+    pub fn new(method: &str, host: &str, path: &str) -> OwnedRequest {
+        OwnedRequest {
+            method: method.to_ascii_uppercase(),
+            host: host.to_ascii_lowercase(),
+            path: path.to_string(),
+            ..OwnedRequest::default()
+        }
+    }
+
+    /// A `GET` of `path` on `host`.
+    pub fn get(host: &str, path: &str) -> OwnedRequest {
+        OwnedRequest::new("GET", host, path)
+    }
+
+    /// The same request with a header field added (the name is lower-cased).
+    pub fn with_header(mut self, name: &str, value: &str) -> OwnedRequest {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.to_string()));
+        self
+    }
+
+    /// The same request with a query parameter added.
+    pub fn with_query(mut self, name: &str, value: &str) -> OwnedRequest {
+        self.query.push((name.to_string(), value.to_string()));
+        self
+    }
+}
+
+impl RequestView for OwnedRequest {
+    fn method(&self) -> &str {
+        &self.method
+    }
+    fn host(&self) -> &str {
+        &self.host
+    }
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn query(&self, name: &str) -> Option<String> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
 /// A source of identifiers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentifierSource {
@@ -142,56 +212,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    /// A request for tests: method, host, path, query pairs, headers.
-    #[derive(Debug, Default, Clone)]
-    pub(crate) struct FakeRequest {
-        pub method: String,
-        pub host: String,
-        pub path: String,
-        pub query: Vec<(String, String)>,
-        pub headers: HashMap<String, String>,
-    }
-
-    impl FakeRequest {
-        pub(crate) fn get(host: &str, path: &str) -> FakeRequest {
-            FakeRequest {
-                method: "GET".into(),
-                host: host.into(),
-                path: path.into(),
-                ..FakeRequest::default()
-            }
-        }
-
-        pub(crate) fn with_header(mut self, name: &str, value: &str) -> FakeRequest {
-            self.headers.insert(name.to_ascii_lowercase(), value.into());
-            self
-        }
-    }
-
-    impl RequestView for FakeRequest {
-        fn method(&self) -> &str {
-            &self.method
-        }
-        fn host(&self) -> &str {
-            &self.host
-        }
-        fn path(&self) -> &str {
-            &self.path
-        }
-        fn query(&self, name: &str) -> Option<String> {
-            self.query
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        }
-        fn header(&self, name: &str) -> Option<String> {
-            self.headers.get(name).cloned()
-        }
-    }
 
     #[test]
     fn sources_parse_and_refuse_spoofable_headers() {
@@ -219,7 +241,7 @@ pub(crate) mod tests {
 
     #[test]
     fn identifiers_come_from_their_source_only() {
-        let req = FakeRequest::get("a.example", "/users/42/posts")
+        let req = OwnedRequest::get("a.example", "/users/42/posts")
             .with_header("CF-Connecting-IP", "203.0.113.7")
             .with_header("X-Forwarded-For", "1.2.3.4")
             .with_header("X-User", "  alice ");
@@ -237,18 +259,18 @@ pub(crate) mod tests {
     #[test]
     fn huge_identifiers_are_hashed_and_cannot_collide_with_raw_ones() {
         let huge = "x".repeat(64 * 1024);
-        let req = FakeRequest::get("h", "/").with_header("x-user", &huge);
+        let req = OwnedRequest::get("h", "/").with_header("x-user", &huge);
         let id = IdentifierSource::Header("x-user".into())
             .extract(&req)
             .unwrap();
         assert_eq!(id.as_bytes().len(), 33);
         assert_eq!(id.as_bytes()[0], 0xFF);
-        let other = FakeRequest::get("h", "/").with_header("x-user", &"x".repeat(64 * 1024 - 1));
+        let other = OwnedRequest::get("h", "/").with_header("x-user", &"x".repeat(64 * 1024 - 1));
         assert_ne!(
             Some(id),
             IdentifierSource::Header("x-user".into()).extract(&other)
         );
-        let empty = FakeRequest::get("h", "/").with_header("x-user", "   ");
+        let empty = OwnedRequest::get("h", "/").with_header("x-user", "   ");
         assert_eq!(
             IdentifierSource::Header("x-user".into()).extract(&empty),
             None

@@ -4,10 +4,18 @@
 //! request ([`identify`]), decide every limit in one `/pipeline` round trip to Redis over the
 //! Upstash REST protocol, then forward to the origin with `RateLimit` headers or answer 429 with
 //! a problem body ([`plan`]). Configuration is the `EDGELIMIT_CONFIG` var, validated once per
-//! isolate ([`config`]).
+//! isolate ([`config`]). See docs/design.md §4.
 //!
-//! Everything but the runtime glue is plain Rust, tested natively and under wasm32; the glue
-//! (`edge`, reading the request, calling fetch) exists only on wasm32.
+//! # Layout
+//!
+//! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
+//! - [`rules`]: rules, the limits they apply, and matching by host, method and path.
+//! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its field.
+//! - [`plan`]: request → checks → status, headers, problem body, log line (pure).
+//! - `edge` (wasm32 only): the fetch handler — the runtime glue and nothing else.
+//!
+//! Everything but the glue is plain Rust, tested natively and under wasm32, and shared with the
+//! simulator, which replays configurations through it.
 
 #![warn(missing_docs, rust_2018_idioms)]
 
@@ -20,5 +28,6 @@ pub mod rules;
 mod edge;
 
 pub use config::{Config, ConfigError, CONFIG_VAR};
-pub use identify::{IdentifierSource, RequestView};
-pub use plan::{Action, Outcome, Plan};
+pub use identify::{IdentifierSource, OwnedRequest, RequestView};
+pub use plan::{Absent, Action, Binding, Outcome, Plan};
+pub use rules::{Missing, Rule, RuleLimit};

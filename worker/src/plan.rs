@@ -1,13 +1,21 @@
 //! Per request: which limits apply with which identifiers (the [`Plan`]), and what to answer once
 //! the store has decided (the [`Outcome`]). Pure, so the whole request → limits → headers path is
-//! tested natively and under wasm32 without a runtime.
+//! tested natively and under wasm32 without a runtime, and `sim` replays configurations through it.
+//!
+//! The checks are built once, when planning; the store's verdicts come back in their order; the
+//! binding limit and `Retry-After` are found once, by [`Answer`].
 
-use edgelimit::http::{rate_limit_headers, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
-use edgelimit::{Check, Identifier, Limit, LimiterStats, Reason, Verdict};
+use std::sync::Arc;
+
+use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
+use edgelimit::metrics::MetricsSnapshot;
+use edgelimit::store::key::encode_identifier;
+use edgelimit::{Check, Checked, Identifier, Reason, Verdict};
 use serde::Serialize;
 
-use crate::config::{Config, Missing};
+use crate::config::Config;
 use crate::identify::RequestView;
+use crate::rules::{Missing, Rule, RuleLimit};
 
 /// The header that reports shadow-mode decisions: `allow`, or `deny; policies="a, b"`.
 pub const SHADOW_HEADER: &str = "X-EdgeLimit-Shadow";
@@ -15,43 +23,28 @@ pub const SHADOW_HEADER: &str = "X-EdgeLimit-Shadow";
 /// `Cache-Control` of the answers the Worker gives itself (denials, missing identifiers).
 pub const NO_STORE: &str = "no-store";
 
-/// One limit to decide for this request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Planned {
-    /// The rule that applies it.
-    pub rule: String,
-    /// The limit.
-    pub limit: Limit,
-    /// Whose quota.
-    pub identifier: Identifier,
-    /// How much this request takes.
-    pub cost: i64,
-}
-
-/// A limit whose identifier the request lacks, configured to deny.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingIdentifier {
+/// A limit of a matched rule whose identifier the request lacks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Absent<'c> {
     /// The rule.
-    pub rule: String,
-    /// The limit.
-    pub limit: String,
-    /// The source that was empty, described.
-    pub source: String,
+    pub rule: &'c Rule,
+    /// The limit, with its `missing` setting.
+    pub limit: &'c RuleLimit,
 }
 
-/// What one request is checked against.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Plan {
-    /// The names of the rules that matched.
-    pub rules: Vec<String>,
-    /// Limits of enforcing rules: decided all or nothing as one check.
-    pub enforced: Vec<Planned>,
-    /// Limits of shadow rules: decided as a second check, never blocking.
-    pub shadow: Vec<Planned>,
-    /// An enforcing limit whose identifier is missing and whose rule says deny.
-    pub missing: Option<MissingIdentifier>,
-    /// Shadow limits whose identifier is missing and whose rule says deny (reported only).
-    pub shadow_missing: Vec<String>,
+/// What one request is checked against: built once by [`Config::plan`], borrowed from the
+/// configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan<'c> {
+    /// The rules that matched, in configuration order.
+    pub rules: Vec<&'c Rule>,
+    /// Every limit of a matched rule whose identifier the request lacks, whatever its `missing`
+    /// setting (`allow` skipped it, `shared` counted it in the shared bucket, `deny` refused).
+    pub absent: Vec<Absent<'c>>,
+    checks: Vec<Check>,
+    enforced: Option<usize>,
+    shadow: Option<usize>,
+    refused: Option<Absent<'c>>,
 }
 
 /// What to do with the request.
@@ -70,72 +63,83 @@ pub enum Action {
     },
 }
 
-/// One limit's result in the log line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LimitLog {
+/// The limit an answer is about (see [`Answer::binding`]), for logs and analytics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
     /// The limit's name.
-    pub name: String,
-    /// Whether it admitted.
-    pub allowed: bool,
-    /// Quota left.
-    pub remaining: u64,
-    /// Why.
+    pub name: Arc<str>,
+    /// Why it decided as it did.
     pub reason: Reason,
-    /// Whether it belongs to a shadow rule.
-    pub shadow: bool,
+    /// Its remaining quota.
+    pub remaining: u64,
 }
 
-/// The answer for one request, and what to log about it.
+/// The answer for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// Forward or answer.
     pub action: Action,
     /// Header fields to add to the response either way.
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<(&'static str, String)>,
     /// Shadow limits that would have denied.
-    pub shadow_denied: Vec<String>,
-    /// Every decided limit, for the log line and analytics.
-    pub limits: Vec<LimitLog>,
+    pub shadow_denied: Vec<Arc<str>>,
+    /// The enforced limit the answer is about, if any was decided.
+    pub binding: Option<Binding>,
     /// Whether all-or-nothing held for the enforced limits (false only across shards).
     pub atomic: bool,
+    /// When the store decided (epoch ms, on the clock that decided), if it was asked.
+    pub decided_at_ms: Option<u64>,
 }
 
 impl Config {
-    /// The limits that apply to `request`, with their identifiers.
-    pub fn plan(&self, request: &dyn RequestView) -> Plan {
-        let mut plan = Plan::default();
+    /// The limits that apply to `request`, with their identifiers, as the checks to send.
+    pub fn plan(&self, request: &dyn RequestView) -> Plan<'_> {
+        let mut plan = Plan {
+            rules: Vec::new(),
+            absent: Vec::new(),
+            checks: Vec::new(),
+            enforced: None,
+            shadow: None,
+            refused: None,
+        };
+        let mut enforced = Check::new();
+        let mut shadow = Check::new();
         for rule in self.rules.iter().filter(|r| r.matches(request)) {
-            plan.rules.push(rule.name.clone());
+            plan.rules.push(rule);
             for applied in &rule.limits {
                 let identifier = match applied.source.extract(request) {
                     Some(id) => id,
-                    None => match applied.missing {
-                        Missing::Allow => continue,
-                        Missing::Shared => Identifier::from(""),
-                        Missing::Deny if rule.shadow => {
-                            plan.shadow_missing.push(applied.limit.name.to_string());
-                            continue;
+                    None => {
+                        let absent = Absent {
+                            rule,
+                            limit: applied,
+                        };
+                        plan.absent.push(absent);
+                        match applied.missing {
+                            Missing::Allow => continue,
+                            Missing::Shared => Identifier::from(""),
+                            Missing::Deny => {
+                                if !rule.shadow {
+                                    plan.refused.get_or_insert(absent);
+                                }
+                                continue;
+                            }
                         }
-                        Missing::Deny => {
-                            plan.missing.get_or_insert_with(|| MissingIdentifier {
-                                rule: rule.name.clone(),
-                                limit: applied.limit.name.to_string(),
-                                source: applied.source.describe(),
-                            });
-                            continue;
-                        }
-                    },
+                    }
                 };
-                let planned = Planned {
-                    rule: rule.name.clone(),
-                    limit: applied.limit.clone(),
-                    identifier,
-                    cost: applied.cost,
-                };
-                if rule.shadow {
-                    plan.shadow.push(planned);
+                let check = if rule.shadow {
+                    &mut shadow
                 } else {
-                    plan.enforced.push(planned);
+                    &mut enforced
+                };
+                *check = std::mem::take(check).with(&applied.limit, identifier, applied.cost);
+            }
+        }
+        if plan.refused.is_none() {
+            for (check, slot) in [(enforced, &mut plan.enforced), (shadow, &mut plan.shadow)] {
+                if !check.items().is_empty() {
+                    *slot = Some(plan.checks.len());
+                    plan.checks.push(check);
                 }
             }
         }
@@ -143,133 +147,166 @@ impl Config {
     }
 }
 
-fn check_of(planned: &[Planned]) -> Check {
-    planned.iter().fold(Check::new(), |check, p| {
-        check.with(&p.limit, p.identifier.clone(), p.cost)
-    })
-}
-
-impl Plan {
+impl<'c> Plan<'c> {
     /// The checks to send in one batch: the enforced limits first, then the shadow ones (each
-    /// only when present). Nothing when the request is refused for a missing identifier.
-    pub fn checks(&self) -> Vec<Check> {
-        if self.missing.is_some() {
-            return Vec::new();
-        }
-        [&self.enforced, &self.shadow]
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .map(|p| check_of(p))
-            .collect()
+    /// only when present). None when the request is refused for a missing identifier.
+    pub fn checks(&self) -> &[Check] {
+        &self.checks
     }
 
-    /// The answer, given the verdicts for [`Plan::checks`] (in order), the time the decision was
-    /// made (epoch ms) and the request path.
-    pub fn decide(&self, verdicts: &[Verdict], now_ms: u64, path: &str) -> Outcome {
-        if let Some(missing) = &self.missing {
-            let problem = serde_json::json!({
-                "type": "about:blank",
-                "title": "Bad Request",
-                "status": 400,
-                "detail": format!(
-                    "Rule \"{}\" limits requests by {} (limit \"{}\"), and this request has none.",
-                    missing.rule, missing.source, missing.limit
-                ),
-                "instance": path,
-                "policy": missing.limit,
-            });
+    /// The enforced limits' check, if any applies.
+    pub fn enforced(&self) -> Option<&Check> {
+        self.enforced.map(|i| &self.checks[i])
+    }
+
+    /// The shadow limits' check, if any applies.
+    pub fn shadow(&self) -> Option<&Check> {
+        self.shadow.map(|i| &self.checks[i])
+    }
+
+    /// The enforced limit whose identifier is missing and whose setting says deny: the request
+    /// is refused with 400 without asking the store.
+    pub fn refused(&self) -> Option<Absent<'c>> {
+        self.refused
+    }
+
+    /// Shadow limits whose identifier is missing and whose setting says deny (reported only).
+    fn shadow_refusals(&self) -> impl Iterator<Item = &'c RuleLimit> + '_ {
+        self.absent
+            .iter()
+            .filter(|a| a.rule.shadow && a.limit.missing == Missing::Deny)
+            .map(|a| a.limit)
+    }
+
+    /// The check at `slot` with its verdict, when both exist.
+    fn decided<'v>(
+        &self,
+        slot: Option<usize>,
+        verdicts: &'v [Verdict],
+    ) -> Option<(&Check, &'v Verdict)> {
+        let i = slot?;
+        Some((&self.checks[i], verdicts.get(i)?))
+    }
+
+    /// The answer, given the verdicts for [`Plan::checks`] (in order) and the request path.
+    /// Headers are computed at the time the store decided.
+    pub fn decide(&self, verdicts: &[Verdict], path: &str) -> Outcome {
+        if let Some(refused) = self.refused {
+            let problem = Problem::missing_identifier(
+                &refused.rule.name,
+                &refused.limit.limit.name,
+                &refused.limit.source.describe(),
+                path,
+            );
             return Outcome {
                 action: Action::Respond {
-                    status: 400,
-                    body: problem.to_string(),
+                    status: problem.status,
+                    body: problem.to_json(),
                     content_type: PROBLEM_CONTENT_TYPE,
                 },
-                headers: vec![("Cache-Control".to_string(), NO_STORE.to_string())],
+                headers: vec![("Cache-Control", NO_STORE.to_string())],
                 shadow_denied: Vec::new(),
-                limits: Vec::new(),
+                binding: None,
                 atomic: true,
+                decided_at_ms: None,
             };
         }
-        let mut verdicts = verdicts.iter();
-        let enforced_check = (!self.enforced.is_empty()).then(|| check_of(&self.enforced));
-        // Verdicts come in the order of `checks()`: enforced (if any), then shadow (if any).
-        let enforced = enforced_check
-            .as_ref()
-            .and_then(|c| verdicts.next().map(|v| (c, v)));
-        let shadow_check = (!self.shadow.is_empty()).then(|| check_of(&self.shadow));
-        let shadow = shadow_check
-            .as_ref()
-            .and_then(|c| verdicts.next().map(|v| (c, v)));
-
-        let mut limits = Vec::new();
-        let mut headers = Vec::new();
-        let mut action = Action::Forward;
-        let mut atomic = true;
-        if let Some((check, verdict)) = enforced {
-            atomic = verdict.atomic;
+        let mut outcome = Outcome {
+            action: Action::Forward,
+            headers: Vec::new(),
+            shadow_denied: Vec::new(),
+            binding: None,
+            atomic: true,
+            decided_at_ms: None,
+        };
+        if let Some((check, verdict)) = self.decided(self.enforced, verdicts) {
+            outcome.atomic = verdict.atomic;
+            outcome.decided_at_ms = Some(verdict.decided_at_ms);
+            // A limit the denial cache never consulted decided nothing: it is not advertised.
             let reports: Vec<LimitReport<'_>> = check
                 .items()
                 .iter()
                 .zip(&verdict.decisions)
+                .filter(|(_, decision)| decision.reason != Reason::Skipped)
                 .map(|(item, decision)| LimitReport {
                     name: &item.limit.name,
                     policy: &item.limit.policy,
                     decision,
                 })
                 .collect();
-            headers.extend(
-                rate_limit_headers(&reports, now_ms)
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v)),
-            );
-            if let Some(problem) = Problem::for_denial(&reports, Some(path)) {
+            let answer = Answer::new(&reports);
+            outcome.headers = answer.headers(verdict.decided_at_ms);
+            if let Some(problem) = answer.problem(Some(path)) {
                 // A denial is about this client at this moment: no cache may replay it.
-                headers.push(("Cache-Control".to_string(), NO_STORE.to_string()));
-                action = Action::Respond {
+                outcome
+                    .headers
+                    .push(("Cache-Control", NO_STORE.to_string()));
+                outcome.action = Action::Respond {
                     status: problem.status,
                     body: problem.to_json(),
                     content_type: PROBLEM_CONTENT_TYPE,
                 };
             }
-            limits.extend(reports.iter().map(|r| LimitLog {
-                name: r.name.to_string(),
-                allowed: r.decision.allowed,
-                remaining: r.decision.remaining,
-                reason: r.decision.reason,
-                shadow: false,
-            }));
+            outcome.binding = answer.binding().map(|b| Binding {
+                name: check
+                    .items()
+                    .iter()
+                    .find(|i| &*i.limit.name == b.name)
+                    .map_or_else(|| Arc::from(b.name), |i| i.limit.name.clone()),
+                reason: b.decision.reason,
+                remaining: b.decision.remaining,
+            });
         }
-        let mut shadow_denied = self.shadow_missing.clone();
+        outcome.shadow_denied = self
+            .shadow_refusals()
+            .map(|l| l.limit.name.clone())
+            .collect();
+        let shadow = self.decided(self.shadow, verdicts);
         if let Some((check, verdict)) = shadow {
+            outcome.decided_at_ms.get_or_insert(verdict.decided_at_ms);
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
                 if !decision.allowed {
-                    shadow_denied.push(item.limit.name.to_string());
+                    outcome.shadow_denied.push(item.limit.name.clone());
                 }
-                limits.push(LimitLog {
-                    name: item.limit.name.to_string(),
-                    allowed: decision.allowed,
-                    remaining: decision.remaining,
-                    reason: decision.reason,
-                    shadow: true,
-                });
             }
         }
-        if !self.shadow.is_empty() || !self.shadow_missing.is_empty() {
-            let value = if shadow_denied.is_empty() {
+        if shadow.is_some() || self.shadow_refusals().next().is_some() {
+            let value = if outcome.shadow_denied.is_empty() {
                 "allow".to_string()
             } else {
-                format!("deny; policies=\"{}\"", shadow_denied.join(", "))
+                let names: Vec<&str> = outcome.shadow_denied.iter().map(|n| &**n).collect();
+                format!("deny; policies=\"{}\"", names.join(", "))
             };
-            headers.push((SHADOW_HEADER.to_string(), value));
+            outcome.headers.push((SHADOW_HEADER, value));
         }
-        Outcome {
-            action,
-            headers,
-            shadow_denied,
-            limits,
-            atomic,
-        }
+        outcome
     }
+}
+
+/// One limit's decision in the log line: enough to replay the request (`sim replay --format
+/// edgelimit`).
+#[derive(Debug, Serialize)]
+struct LimitLine<'a> {
+    name: &'a str,
+    /// The identifier as keyed in Redis (escaped, or hashed when long).
+    identifier: String,
+    cost: i64,
+    allowed: bool,
+    remaining: u64,
+    reason: &'static str,
+    shadow: bool,
+}
+
+/// The isolate's counters in the log line.
+#[derive(Debug, Serialize)]
+struct IsolateLine {
+    allowed: u64,
+    denied: u64,
+    cache_hits: u64,
+    failed_open: u64,
+    failed_closed: u64,
+    fallback: u64,
+    store_errors: u64,
 }
 
 impl Outcome {
@@ -278,72 +315,96 @@ impl Outcome {
         self.action == Action::Forward
     }
 
-    /// The log line for this request (one JSON object), given the store's latency and, when
-    /// known, the isolate's counters so far (denial-cache hits among them).
+    /// The response status the Worker gives (200 stands for "forwarded").
+    pub fn status(&self) -> u16 {
+        match &self.action {
+            Action::Forward => 200,
+            Action::Respond { status, .. } => *status,
+        }
+    }
+
+    /// The log line for this request (one JSON object): the request, the time the store decided
+    /// at and the isolate's clock (`local_ms`, what its denial cache used), every decided limit
+    /// with its identifier as keyed, its cost, decision and reason — what a replay needs — and,
+    /// when known, the store's latency and the isolate's counters.
     pub fn log_line(
         &self,
-        plan: &Plan,
-        store_ms: Option<f64>,
-        path: &str,
-        isolate: Option<&LimiterStats>,
+        plan: &Plan<'_>,
+        checked: &Checked,
+        request: &dyn RequestView,
+        isolate: Option<&MetricsSnapshot>,
     ) -> String {
-        #[derive(Serialize)]
-        struct Isolate {
-            allowed: u64,
-            denied: u64,
-            cache_hits: u64,
-            failed_open: u64,
-            failed_closed: u64,
-            fallback: u64,
-            store_errors: u64,
-        }
         #[derive(Serialize)]
         struct Line<'a> {
             edgelimit: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            time_ms: Option<u64>,
+            local_ms: u64,
+            method: &'a str,
+            host: &'a str,
             path: &'a str,
-            rules: &'a [String],
+            rules: Vec<&'a str>,
             allowed: bool,
             status: u16,
-            limits: &'a [LimitLog],
-            shadow_denied: &'a [String],
+            limits: Vec<LimitLine<'a>>,
+            shadow_denied: Vec<&'a str>,
             atomic: bool,
             #[serde(skip_serializing_if = "Option::is_none")]
             store_ms: Option<f64>,
             #[serde(skip_serializing_if = "Option::is_none")]
-            isolate: Option<Isolate>,
+            isolate: Option<IsolateLine>,
         }
-        let status = match &self.action {
-            Action::Forward => 200,
-            Action::Respond { status, .. } => *status,
-        };
-        serde_json::to_string(&Line {
+        let mut limits = Vec::new();
+        for (slot, shadow) in [(plan.enforced, false), (plan.shadow, true)] {
+            if let Some((check, verdict)) = plan.decided(slot, &checked.verdicts) {
+                for (item, d) in check.items().iter().zip(&verdict.decisions) {
+                    limits.push(LimitLine {
+                        name: &item.limit.name,
+                        identifier: encode_identifier(&item.identifier),
+                        cost: item.cost,
+                        allowed: d.allowed,
+                        remaining: d.remaining,
+                        reason: d.reason.as_str(),
+                        shadow,
+                    });
+                }
+            }
+        }
+        let line = Line {
             edgelimit: "decision",
-            path,
-            rules: &plan.rules,
+            time_ms: self.decided_at_ms,
+            local_ms: checked.local_ms,
+            method: request.method(),
+            host: request.host(),
+            path: request.path(),
+            rules: plan.rules.iter().map(|r| r.name.as_str()).collect(),
             allowed: self.allowed(),
-            status,
-            limits: &self.limits,
-            shadow_denied: &self.shadow_denied,
+            status: self.status(),
+            limits,
+            shadow_denied: self.shadow_denied.iter().map(|n| &**n).collect(),
             atomic: self.atomic,
-            store_ms,
-            isolate: isolate.map(|s| Isolate {
-                allowed: s.allowed,
-                denied: s.denied,
-                cache_hits: s.cache_hits,
-                failed_open: s.failed_open,
-                failed_closed: s.failed_closed,
-                fallback: s.fallback,
-                store_errors: s.store_errors,
+            store_ms: checked.store_ms,
+            isolate: isolate.map(|m| {
+                let totals = m.totals();
+                IsolateLine {
+                    allowed: m.checks_allowed,
+                    denied: m.checks_denied,
+                    cache_hits: totals.cache_hits,
+                    failed_open: totals.failed_open,
+                    failed_closed: totals.failed_closed,
+                    fallback: totals.fallback,
+                    store_errors: m.store_errors,
+                }
             }),
-        })
-        .unwrap_or_default()
+        };
+        serde_json::to_string(&line).unwrap_or_default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identify::tests::FakeRequest;
+    use crate::identify::OwnedRequest;
     use edgelimit::MemoryStore;
     use serde_json::json;
 
@@ -366,10 +427,14 @@ mod tests {
         .unwrap()
     }
 
-    fn run(config: &Config, store: &MemoryStore, request: &FakeRequest, now: u64) -> Outcome {
+    fn run(config: &Config, store: &MemoryStore, request: &OwnedRequest, now: u64) -> Outcome {
         let plan = config.plan(request);
-        let verdicts = store.check_now(&plan.checks(), now);
-        plan.decide(&verdicts, now, request.path())
+        let verdicts = store.check_now(plan.checks(), now);
+        plan.decide(&verdicts, request.path())
+    }
+
+    fn names(plan: &Plan<'_>) -> Vec<String> {
+        plan.rules.iter().map(|r| r.name.clone()).collect()
     }
 
     fn header<'a>(outcome: &'a Outcome, name: &str) -> Option<&'a str> {
@@ -383,24 +448,23 @@ mod tests {
     #[test]
     fn rules_apply_by_path_and_method() {
         let c = config();
-        let req = FakeRequest::get("h", "/api/x")
+        let req = OwnedRequest::get("h", "/api/x")
             .with_header("cf-connecting-ip", "1.1.1.1")
             .with_header("x-api-key", "k");
         let plan = c.plan(&req);
-        assert_eq!(plan.rules, ["api", "watch"]);
-        assert_eq!(plan.enforced.len(), 2);
-        assert_eq!(plan.shadow.len(), 1);
+        assert_eq!(names(&plan), ["api", "watch"]);
+        assert_eq!(plan.enforced().unwrap().items().len(), 2);
+        assert_eq!(plan.shadow().unwrap().items().len(), 1);
         assert_eq!(plan.checks().len(), 2);
-        let mut post = FakeRequest::get("h", "/other").with_header("x-user", "u");
-        post.method = "POST".into();
-        assert_eq!(c.plan(&post).rules, ["watch", "writes"]);
+        let post = OwnedRequest::new("POST", "h", "/other").with_header("x-user", "u");
+        assert_eq!(names(&c.plan(&post)), ["watch", "writes"]);
     }
 
     #[test]
     fn a_missing_identifier_is_handled_as_configured() {
         let c = config();
         let store = MemoryStore::new();
-        let no_key = FakeRequest::get("h", "/api/x").with_header("cf-connecting-ip", "1.1.1.1");
+        let no_key = OwnedRequest::get("h", "/api/x").with_header("cf-connecting-ip", "1.1.1.1");
         let outcome = run(&c, &store, &no_key, 0);
         match &outcome.action {
             Action::Respond { status, body, .. } => {
@@ -410,22 +474,22 @@ mod tests {
             }
             other => panic!("expected a 400, got {other:?}"),
         }
-        let mut post = FakeRequest::get("h", "/other");
-        post.method = "POST".into();
+        let post = OwnedRequest::new("POST", "h", "/other");
+        let plan = c.plan(&post);
+        assert!(plan.enforced().is_none(), "missing = allow skips the limit");
+        assert_eq!(plan.absent.len(), 2, "both absent identifiers are recorded");
+        let no_ip = OwnedRequest::get("h", "/other");
         assert_eq!(
-            c.plan(&post).enforced.len(),
-            0,
-            "missing = allow skips the limit"
+            c.plan(&no_ip).shadow().unwrap().items()[0].identifier,
+            Identifier::from("")
         );
-        let no_ip = FakeRequest::get("h", "/other");
-        assert_eq!(c.plan(&no_ip).shadow[0].identifier, Identifier::from(""));
     }
 
     #[test]
     fn denials_answer_429_with_headers_and_a_problem_naming_the_policy() {
         let c = config();
         let store = MemoryStore::new();
-        let req = FakeRequest::get("h", "/api/x")
+        let req = OwnedRequest::get("h", "/api/x")
             .with_header("cf-connecting-ip", "1.1.1.1")
             .with_header("x-api-key", "k");
         let status = |out: &Outcome| match &out.action {
@@ -468,7 +532,7 @@ mod tests {
             .contains("\"per-key\";q=2;w=1"));
 
         // A burst from another client: the key's GCRA denies the third at once.
-        let other = FakeRequest::get("h", "/api/x")
+        let other = OwnedRequest::get("h", "/api/x")
             .with_header("cf-connecting-ip", "2.2.2.2")
             .with_header("x-api-key", "k2");
         let burst: Vec<u16> = (0..3)
@@ -481,25 +545,79 @@ mod tests {
     fn shadow_rules_report_but_never_block() {
         let c = config();
         let store = MemoryStore::new();
-        let req = FakeRequest::get("h", "/public").with_header("cf-connecting-ip", "9.9.9.9");
+        let req = OwnedRequest::get("h", "/public").with_header("cf-connecting-ip", "9.9.9.9");
         let first = run(&c, &store, &req, 0);
         assert!(first.allowed());
         assert_eq!(header(&first, SHADOW_HEADER), Some("allow"));
-        let second = run(&c, &store, &req, 1);
+        let plan = c.plan(&req);
+        let verdicts = store.check_now(plan.checks(), 1);
+        let second = plan.decide(&verdicts, req.path());
         assert!(second.allowed(), "shadow mode must never block");
         assert_eq!(
             header(&second, SHADOW_HEADER),
             Some("deny; policies=\"shadow-ip\"")
         );
-        assert_eq!(second.shadow_denied, ["shadow-ip"]);
+        assert_eq!(&*second.shadow_denied[0], "shadow-ip");
         assert!(
             header(&second, "RateLimit").is_none(),
             "shadow limits are not advertised"
         );
+        let checked = Checked {
+            verdicts,
+            local_ms: 1,
+            store_ms: Some(1.5),
+        };
         let line: serde_json::Value =
-            serde_json::from_str(&second.log_line(&c.plan(&req), Some(1.5), "/public", None))
-                .unwrap();
+            serde_json::from_str(&second.log_line(&plan, &checked, &req, None)).unwrap();
         assert_eq!(line["shadow_denied"][0], "shadow-ip");
         assert_eq!(line["allowed"], true);
+        assert_eq!(line["limits"][0]["shadow"], true);
+        assert_eq!(line["limits"][0]["reason"], "over_limit");
+    }
+
+    #[test]
+    fn the_log_line_carries_what_a_replay_needs() {
+        let c = config();
+        let store = MemoryStore::new();
+        let req = OwnedRequest::get("api.example.com", "/api/items")
+            .with_header("cf-connecting-ip", "2001:db8::7")
+            .with_header("x-api-key", "secret");
+        let plan = c.plan(&req);
+        let verdicts = store.check_now(plan.checks(), 1_700_000_000_123);
+        let outcome = plan.decide(&verdicts, req.path());
+        let metrics = edgelimit::metrics::Metrics::default().snapshot();
+        let checked = Checked {
+            verdicts,
+            local_ms: 1_700_000_000_100,
+            store_ms: Some(2.0),
+        };
+        let line: serde_json::Value =
+            serde_json::from_str(&outcome.log_line(&plan, &checked, &req, Some(&metrics))).unwrap();
+        assert_eq!(line["time_ms"], 1_700_000_000_123u64);
+        assert_eq!(line["local_ms"], 1_700_000_000_100u64);
+        assert_eq!(
+            (&line["method"], &line["host"], &line["path"]),
+            (
+                &json!("GET"),
+                &json!("api.example.com"),
+                &json!("/api/items")
+            )
+        );
+        assert_eq!(line["rules"], json!(["api", "watch"]));
+        let limits = line["limits"].as_array().unwrap();
+        assert_eq!(limits.len(), 3);
+        assert_eq!(limits[0]["name"], "per-ip");
+        assert_eq!(
+            limits[0]["identifier"], "2001%3Adb8%3A%3A7",
+            "as keyed in Redis"
+        );
+        assert_eq!(limits[0]["cost"], 1);
+        assert_eq!(limits[0]["reason"], "admitted");
+        let key = limits[1]["identifier"].as_str().unwrap();
+        assert_eq!(key.len(), 64, "API keys are logged hashed: {key}");
+        assert!(!key.contains("secret"));
+        assert_eq!(limits[2]["shadow"], true);
+        assert_eq!(line["isolate"]["allowed"], 0);
+        assert_eq!(line["store_ms"], 2.0);
     }
 }

@@ -1,7 +1,77 @@
-//! Which rules a request matches: by host, method and path.
+//! Rules: which requests they match (by host, method and path) and the limits they apply.
+//! [`crate::config`] builds them from `EDGELIMIT_CONFIG`; [`crate::plan`] applies them.
 
-use crate::config::Rule;
-use crate::identify::RequestView;
+use std::fmt;
+use std::str::FromStr;
+
+use edgelimit::Limit;
+
+use crate::identify::{IdentifierSource, RequestView};
+
+/// What to do with a request when a limit's identifier is absent (or empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Missing {
+    /// Refuse the request with 400 and a problem body naming the missing source.
+    Deny,
+    /// Skip this limit for the request.
+    Allow,
+    /// Count the request in one bucket shared by every request without an identifier.
+    #[default]
+    Shared,
+}
+
+/// One limit as a rule applies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleLimit {
+    /// The limit (name, policy, fail mode). Limits with one name share state across rules.
+    pub limit: Limit,
+    /// Where the identifier comes from.
+    pub source: IdentifierSource,
+    /// The cost of one request.
+    pub cost: i64,
+    /// What to do without an identifier.
+    pub missing: Missing,
+}
+
+/// A rule: which requests it matches and the limits it applies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// The rule's name, for logs and errors.
+    pub name: String,
+    /// Hosts it matches; empty matches any.
+    pub hosts: Vec<HostPattern>,
+    /// Methods it matches (upper case); empty matches any.
+    pub methods: Vec<String>,
+    /// Paths it matches.
+    pub path: PathMatch,
+    /// Decide and report, but never block.
+    pub shadow: bool,
+    /// The limits applied, all or nothing.
+    pub limits: Vec<RuleLimit>,
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Missing::Deny => "deny",
+            Missing::Allow => "allow",
+            Missing::Shared => "shared",
+        })
+    }
+}
+
+impl FromStr for Missing {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Missing, String> {
+        match text.trim() {
+            "deny" => Ok(Missing::Deny),
+            "allow" => Ok(Missing::Allow),
+            "shared" => Ok(Missing::Shared),
+            other => Err(format!("`{other}` is not one of deny, allow, shared")),
+        }
+    }
+}
 
 /// A host to match: exact (`api.example.com`) or every subdomain (`*.example.com`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,35 +5,9 @@
 
 #![cfg(target_arch = "wasm32")]
 
-use std::collections::HashMap;
-
 use edgelimit::{Limiter, MemoryStore, TimeMode};
-use edgelimit_worker::{Action, Config, RequestView};
+use edgelimit_worker::{Action, Config, OwnedRequest, RequestView};
 use wasm_bindgen_test::wasm_bindgen_test;
-
-struct Req {
-    method: &'static str,
-    path: &'static str,
-    headers: HashMap<&'static str, &'static str>,
-}
-
-impl RequestView for Req {
-    fn method(&self) -> &str {
-        self.method
-    }
-    fn host(&self) -> &str {
-        "api.example.com"
-    }
-    fn path(&self) -> &str {
-        self.path
-    }
-    fn query(&self, _: &str) -> Option<String> {
-        None
-    }
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).map(|v| v.to_string())
-    }
-}
 
 fn config() -> Config {
     Config::from_json(
@@ -50,19 +24,16 @@ fn config() -> Config {
     .expect("valid config")
 }
 
-fn request(path: &'static str, key: Option<&'static str>) -> Req {
-    let mut headers = HashMap::from([("cf-connecting-ip", "198.51.100.4")]);
-    if let Some(key) = key {
-        headers.insert("authorization", key);
-    }
-    Req {
-        method: "GET",
-        path,
-        headers,
+fn request(path: &str, key: Option<&str>) -> OwnedRequest {
+    let req =
+        OwnedRequest::get("api.example.com", path).with_header("cf-connecting-ip", "198.51.100.4");
+    match key {
+        Some(key) => req.with_header("authorization", key),
+        None => req,
     }
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+fn header<'a>(headers: &'a [(&str, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -78,7 +49,7 @@ fn a_burst_is_admitted_then_denied_with_headers() {
     for i in 0..4 {
         let plan = config.plan(&req);
         let now = 1_700_000_000_000 + i;
-        let outcome = plan.decide(&store.check_now(&plan.checks(), now), now, req.path());
+        let outcome = plan.decide(&store.check_now(plan.checks(), now), req.path());
         seen.push(outcome.clone());
     }
     assert!(seen[..3].iter().all(|o| o.allowed()));
@@ -109,7 +80,7 @@ fn unmatched_requests_and_missing_keys() {
     assert!(config.plan(&request("/v2/items", None)).checks().is_empty());
     let plan = config.plan(&request("/v1/items", None));
     assert!(plan.checks().is_empty());
-    let outcome = plan.decide(&[], 0, "/v1/items");
+    let outcome = plan.decide(&[], "/v1/items");
     assert!(matches!(
         outcome.action,
         Action::Respond { status: 400, .. }
@@ -124,13 +95,14 @@ async fn the_limiter_caches_denials_under_wasm32() {
     let mut allowed = 0;
     for _ in 0..6 {
         let plan = config.plan(&req);
-        let verdicts = limiter.check_all(&plan.checks()).await;
-        if plan.decide(&verdicts, 0, "/v1/x").allowed() {
+        let checked = limiter.check_all(plan.checks()).await;
+        if plan.decide(&checked.verdicts, "/v1/x").allowed() {
             allowed += 1;
         }
     }
     assert_eq!(allowed, 3);
-    assert!(limiter.stats().cache_hits >= 2, "{:?}", limiter.stats());
+    let metrics = limiter.metrics();
+    assert!(metrics.totals().cache_hits >= 2, "{metrics:?}");
 }
 
 #[wasm_bindgen_test]
