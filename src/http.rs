@@ -331,29 +331,25 @@ mod tests {
         }
     }
 
+    fn report<'a>(name: &'a str, policy: &'a Policy, decision: &'a Decision) -> LimitReport<'a> {
+        LimitReport {
+            name,
+            policy,
+            decision,
+        }
+    }
+
     #[test]
     fn buckets_report_the_quota_they_grant() {
         let gcra: Policy = "gcra 10/1s burst 25".parse().unwrap();
         let d = decision(true, 24, 2_600, 0);
-        let r = LimitReport {
-            name: "api",
-            policy: &gcra,
-            decision: &d,
-        };
+        let r = report("api", &gcra, &d);
         assert_eq!((r.quota(), r.window_seconds()), (25, 3)); // 25 tokens refill in 2.5 s
         let fixed: Policy = "fixed 100/1m".parse().unwrap();
-        let r = LimitReport {
-            name: "api",
-            policy: &fixed,
-            decision: &d,
-        };
+        let r = report("api", &fixed, &d);
         assert_eq!((r.quota(), r.window_seconds()), (100, 60));
         let short: Policy = "fixed 5/200ms".parse().unwrap();
-        let r = LimitReport {
-            name: "api",
-            policy: &short,
-            decision: &d,
-        };
+        let r = report("api", &short, &d);
         assert_eq!(r.window_seconds(), 1);
     }
 
@@ -364,21 +360,9 @@ mod tests {
         let b = decision(false, 0, 12_000, 2_000);
         let c = decision(true, 2, 4_500, 0);
         let reports = [
-            LimitReport {
-                name: "a",
-                policy: &p,
-                decision: &a,
-            },
-            LimitReport {
-                name: "b",
-                policy: &p,
-                decision: &b,
-            },
-            LimitReport {
-                name: "c",
-                policy: &p,
-                decision: &c,
-            },
+            report("a", &p, &a),
+            report("b", &p, &b),
+            report("c", &p, &c),
         ];
         let headers = Answer::new(&reports).headers(0);
         let get = |k: &str| {
@@ -405,18 +389,7 @@ mod tests {
         let p: Policy = "fixed 10/1m".parse().unwrap();
         let loose = decision(true, 9, 60_000, 0);
         let tight = decision(true, 3, 60_000, 0);
-        let reports = [
-            LimitReport {
-                name: "loose",
-                policy: &p,
-                decision: &loose,
-            },
-            LimitReport {
-                name: "tight",
-                policy: &p,
-                decision: &tight,
-            },
-        ];
+        let reports = [report("loose", &p, &loose), report("tight", &p, &tight)];
         let headers = Answer::new(&reports).headers(1_500);
         assert!(headers.iter().all(|(n, _)| *n != "Retry-After"));
         assert!(headers.contains(&("X-RateLimit-Remaining", "3".to_string())));
@@ -434,11 +407,7 @@ mod tests {
     fn problem_names_the_policy_and_is_503_when_failing_closed() {
         let p: Policy = "fixed 10/1m".parse().unwrap();
         let over = decision(false, 0, 60_000, 42_100);
-        let reports = [LimitReport {
-            name: "per-ip",
-            policy: &p,
-            decision: &over,
-        }];
+        let reports = [report("per-ip", &p, &over)];
         let problem = Answer::new(&reports).problem(Some("/x")).unwrap();
         assert_eq!((problem.status, problem.retry_after), (429, Some(43)));
         assert!(problem.detail.contains("\"per-ip\""), "{}", problem.detail);
@@ -448,11 +417,7 @@ mod tests {
 
         let mut closed = over;
         closed.reason = Reason::FailedClosed;
-        let reports = [LimitReport {
-            name: "per-ip",
-            policy: &p,
-            decision: &closed,
-        }];
+        let reports = [report("per-ip", &p, &closed)];
         assert_eq!(Answer::new(&reports).problem(None).unwrap().status, 503);
     }
 
@@ -460,11 +425,7 @@ mod tests {
     fn a_denial_no_wait_lifts_has_no_retry_after() {
         let p: Policy = "fixed 10/1m".parse().unwrap();
         let never = decision(false, 10, 0, RETRY_NEVER);
-        let reports = [LimitReport {
-            name: "big",
-            policy: &p,
-            decision: &never,
-        }];
+        let reports = [report("big", &p, &never)];
         let headers = Answer::new(&reports).headers(0);
         assert!(headers.iter().all(|(n, _)| *n != "Retry-After"));
         assert_eq!(
@@ -516,21 +477,9 @@ mod tests {
             decision(false, 0, 60_000, 5_000),
         );
         let reports = [
-            LimitReport {
-                name: "a",
-                policy: &p,
-                decision: &a,
-            },
-            LimitReport {
-                name: "b",
-                policy: &p,
-                decision: &b,
-            },
-            LimitReport {
-                name: "c",
-                policy: &p,
-                decision: &c,
-            },
+            report("a", &p, &a),
+            report("b", &p, &b),
+            report("c", &p, &c),
         ];
         let answer = Answer::new(&reports);
         assert!(!answer.allowed());
