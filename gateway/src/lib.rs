@@ -4,26 +4,51 @@
 //! path, `/pipeline` and `/multi-exec` forms, bearer tokens (header or `_token`), base64 results,
 //! `upstash-sync-token`, and the rewrite of scripts carrying the Upstash-only
 //! `#!lua flags=allow-key-locking` shebang. It is how tests, local development and self-hosters
-//! run the edgelimit Worker (or any Upstash client) without an Upstash account.
+//! run the edgelimit Worker (or any Upstash client) without an Upstash account (docs/design.md
+//! §5).
+//!
+//! Its boundary: a token may run the commands on the allow-list and nothing else, scripts
+//! included — every command runs as a Redis ACL user allowed exactly that list ([`acl`]). Clients
+//! that stall are cut off: a header-read timeout, an idle keep-alive timeout and a cap on open
+//! connections ([`listener`]).
 //!
 //! # Layout
 //!
-//! - [`config`]: what it is told — address, Redis, tokens, allow-list, limits.
+//! - [`config`]: what it is told — address, Redis, tokens, allow-list, limits, timeouts.
+//! - [`gateway`]: [`Gateway`], started and shut down.
+//! - [`listener`]: the accept loop — timeouts, connection cap, graceful shutdown.
+//! - `app`: the router — routes, the 405 fallback, the two middleware layers.
+//! - `middleware`: around every request — the token check; counting, logging, sync token.
+//! - `routes`: one module per route — `single` (`POST /` and the path form), `pipeline`,
+//!   `transaction` (`/multi-exec`), `metrics_page`; `call` is what they share (body limits,
+//!   allow-list check, script rewrite).
+//! - `state`: what handlers share; `respond`: the gateway's own JSON answers.
+//! - `redis_exec`: the Redis connections, round trips, recovery after a Redis restart.
+//! - [`acl`]: the Redis ACL user that holds scripts to the allow-list.
 //! - [`auth`]: tokens from the header or query, compared in constant time.
 //! - [`command`]: JSON and path forms into commands, the allow-list, script rewrites.
 //! - [`reply`]: Redis replies into `{"result"}` / `{"error"}` JSON, base64 on request.
-//! - [`server`]: routes, body limits, running commands, graceful shutdown.
 //! - [`metrics`]: the optional Prometheus page, `GET /metrics`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+pub mod acl;
+mod app;
 pub mod auth;
 pub mod command;
 pub mod config;
+pub mod gateway;
+pub mod listener;
 pub mod metrics;
+mod middleware;
+mod redis_exec;
 pub mod reply;
-pub mod server;
+mod respond;
+mod routes;
+mod state;
 
-pub use config::{Config, MetricsPage};
-pub use server::{router, serve, Gateway, GatewayError};
+pub use app::router;
+pub use config::{Config, MetricsPage, RedisAcl};
+pub use gateway::{Gateway, GatewayError};
+pub use listener::serve;

@@ -1,16 +1,26 @@
 //! `gateway`: serve the Upstash REST protocol in front of a Redis. See `gateway --help`.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
-use clap::Parser;
-use edgelimit_gateway::config::DEFAULT_COMMANDS;
-use edgelimit_gateway::{Config, Gateway, MetricsPage};
+use clap::{Parser, ValueEnum};
+use edgelimit_gateway::config::{
+    parse_duration, DEFAULT_ACL_USER, DEFAULT_COMMANDS, DEFAULT_CONNECTIONS,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
+use edgelimit_gateway::{Config, Gateway, MetricsPage, RedisAcl};
 
 /// Serves the Upstash REST protocol (single command, path form, /pipeline, /multi-exec, base64
 /// results) in front of a real Redis, so the edgelimit Worker and the official Upstash clients
 /// run against your own Redis. Every flag can also be set by the environment variable shown.
+///
+/// The boundary: a token may run the commands on the allow-list (--list-commands,
+/// --allow-command) and nothing else, inside scripts too: every command runs as a Redis ACL user
+/// allowed exactly that list (--redis-acl), so `EVAL "return redis.call('FLUSHALL')" 0` is
+/// refused like FLUSHALL itself.
 #[derive(Debug, Parser)]
 #[command(name = "gateway", version)]
 struct Args {
@@ -18,9 +28,31 @@ struct Args {
     #[arg(long, env = "GATEWAY_LISTEN", default_value = "127.0.0.1:8079")]
     listen: SocketAddr,
 
-    /// The Redis to serve.
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379/")]
+    /// The Redis to serve (also spelled --redis).
+    #[arg(
+        long,
+        visible_alias = "redis",
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/"
+    )]
     redis_url: String,
+
+    /// How scripts are held to the allow-list. `create`: at start (and again after Redis
+    /// restarts and forgets it) create or reset the ACL user --redis-acl-user, allowed every key,
+    /// no pub/sub channel and exactly the allowed commands, and run every command as that user;
+    /// Redis then refuses inside EVAL what the gateway refuses outside. The --redis-url user needs
+    /// the right to run ACL SETUSER (the default user has it). `off`: run as the --redis-url user;
+    /// scripts may then call anything that user may, so only with a user you restricted yourself
+    /// (ACL SETUSER … -@all +<each allowed command>), or when every token holder may do anything
+    /// to this Redis.
+    #[arg(long, env = "GATEWAY_REDIS_ACL", value_enum, default_value_t = AclMode::Create)]
+    redis_acl: AclMode,
+
+    /// The ACL user --redis-acl create makes. Its password derives from --token, so gateways
+    /// sharing a Redis, this name and the token agree; give gateways with other tokens or
+    /// allow-lists other names.
+    #[arg(long, env = "GATEWAY_REDIS_ACL_USER", default_value = DEFAULT_ACL_USER)]
+    redis_acl_user: String,
 
     /// The bearer token clients must present (`Authorization: Bearer …` or `?_token=…`). Required.
     #[arg(long, env = "GATEWAY_TOKEN", hide_env_values = true)]
@@ -30,8 +62,10 @@ struct Args {
     #[arg(long, env = "GATEWAY_READ_ONLY_TOKEN", hide_env_values = true)]
     read_only_token: Option<String>,
 
-    /// Also allow these commands (comma-separated, e.g. `KEYS,FLUSHDB`, or `SCRIPT FLUSH`). The
-    /// default list covers the limiter's scripts and the official clients' basic use.
+    /// Also allow these commands (comma-separated, e.g. `KEYS,FLUSHDB`, or `SCRIPT FLUSH`),
+    /// directly and inside scripts. The default list covers the limiter's scripts, the official
+    /// clients' basic use and every feature of @upstash/ratelimit 2.2 (deny lists, dynamic
+    /// limits, analytics, getRemaining, resetUsedTokens).
     #[arg(long, env = "GATEWAY_ALLOW_COMMANDS", value_delimiter = ',')]
     allow_command: Vec<String>,
 
@@ -44,8 +78,23 @@ struct Args {
     max_pipeline: usize,
 
     /// Multiplexed Redis connections shared by requests (transactions get one more of their own).
-    #[arg(long, env = "GATEWAY_CONNECTIONS", default_value_t = edgelimit_gateway::config::DEFAULT_CONNECTIONS)]
+    #[arg(long, env = "GATEWAY_CONNECTIONS", default_value_t = DEFAULT_CONNECTIONS)]
     connections: usize,
+
+    /// How long a client may take to send a request's headers, counted from the connection's
+    /// opening or from the first byte after an idle spell; then the connection is closed. The
+    /// body must then arrive within the same time (else 408). Takes 500ms, 10s, 2m or seconds.
+    #[arg(long, env = "GATEWAY_HEADER_READ_TIMEOUT", default_value_t = Timeout(DEFAULT_HEADER_READ_TIMEOUT))]
+    header_read_timeout: Timeout,
+
+    /// How long a keep-alive connection may wait for its next request before it is closed.
+    #[arg(long, env = "GATEWAY_IDLE_TIMEOUT", default_value_t = Timeout(DEFAULT_IDLE_TIMEOUT))]
+    idle_timeout: Timeout,
+
+    /// Most client connections served at once; further ones wait in the listen queue until one
+    /// closes. Keep it below the open-file limit (`ulimit -n`).
+    #[arg(long, env = "GATEWAY_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
 
     /// Serve Prometheus metrics at GET /metrics, in the OpenMetrics text format: requests by
     /// route and status, commands by name, the Redis round-trip time, Redis failures (503s) and
@@ -61,14 +110,49 @@ struct Args {
     #[arg(long, env = "GATEWAY_METRICS_PUBLIC", value_parser = BoolishValueParser::new())]
     metrics_public: bool,
 
-    /// Log filter (tracing's syntax), e.g. `info` or `edgelimit_gateway=debug`. Tokens are never
-    /// logged.
+    /// Log filter (tracing's syntax). `info` logs start-up, and Redis failures as warnings;
+    /// `edgelimit_gateway=debug` adds one line per request (route, status, commands, time) and
+    /// per closed stalled connection. Tokens and request paths are never logged.
     #[arg(long, env = "GATEWAY_LOG", default_value = "info")]
     log: String,
 
     /// Print the default command allow-list and exit.
     #[arg(long)]
     list_commands: bool,
+
+    /// For tests of clients' retries only: every N-th /pipeline runs on Redis, then its
+    /// connection is closed without an answer.
+    #[arg(long, hide = true)]
+    test_drop_response: Option<NonZeroU32>,
+}
+
+/// A timeout flag: parsed by [`parse_duration`], shown as it takes it.
+#[derive(Debug, Clone, Copy)]
+struct Timeout(Duration);
+
+impl std::str::FromStr for Timeout {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Timeout, String> {
+        parse_duration(text).map(Timeout)
+    }
+}
+
+impl std::fmt::Display for Timeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.subsec_millis() {
+            0 => write!(f, "{}s", self.0.as_secs()),
+            _ => write!(f, "{}ms", self.0.as_millis()),
+        }
+    }
+}
+
+/// `--redis-acl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AclMode {
+    /// Create the ACL user and run commands as it.
+    Create,
+    /// Run commands as the --redis-url user.
+    Off,
 }
 
 #[tokio::main]
@@ -97,6 +181,27 @@ async fn main() -> ExitCode {
     config.max_body_bytes = args.max_body_bytes;
     config.max_pipeline = args.max_pipeline.max(1);
     config.connections = args.connections.max(1);
+    config.header_read_timeout = args.header_read_timeout.0;
+    config.idle_timeout = args.idle_timeout.0;
+    config.max_connections = args.max_connections.max(1);
+    config.redis_acl = match args.redis_acl {
+        AclMode::Create => RedisAcl::Create {
+            user: args.redis_acl_user,
+        },
+        AclMode::Off => {
+            tracing::warn!(
+                "--redis-acl off: scripts may call any command the Redis URL's user may"
+            );
+            RedisAcl::Off
+        }
+    };
+    config.drop_responses_every = args.test_drop_response;
+    if let Some(n) = config.drop_responses_every {
+        tracing::warn!(
+            every = n,
+            "dropping the answer of every N-th /pipeline, for tests"
+        );
+    }
     config.metrics = match (args.metrics, args.metrics_public) {
         (false, _) => MetricsPage::Off,
         (true, false) => MetricsPage::Token,
@@ -110,7 +215,6 @@ async fn main() -> ExitCode {
                 .insert(command.split_whitespace().collect::<Vec<_>>().join(" "));
         }
     }
-    tracing::info!(?config, "starting");
     let gateway = match Gateway::start(config).await {
         Ok(g) => g,
         Err(e) => {

@@ -86,6 +86,23 @@ pub fn write_error(out: &mut Vec<u8>, message: &str) {
     out.push(b'}');
 }
 
+/// Appends `[a,b,…]` to `out`, each item written by `write`: the array of a `/pipeline` or
+/// `/multi-exec` answer, and of every array result.
+pub fn write_array<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(out, item);
+    }
+    out.push(b']');
+}
+
 fn write_str(out: &mut Vec<u8>, s: &str) {
     // serde_json's own string escaping; writing into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
@@ -127,27 +144,12 @@ pub fn write_result(out: &mut Vec<u8>, value: &Value, encoding: Encoding) {
         Value::BulkString(b) => write_string(out, b, encoding),
         Value::VerbatimString { text, .. } => write_string(out, text.as_bytes(), encoding),
         Value::Array(items) | Value::Set(items) => {
-            out.push(b'[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_result(out, v, encoding);
-            }
-            out.push(b']');
+            write_array(out, items, |out, v| write_result(out, v, encoding))
         }
-        Value::Map(pairs) => {
-            out.push(b'[');
-            for (i, (k, v)) in pairs.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_result(out, k, encoding);
-                out.push(b',');
-                write_result(out, v, encoding);
-            }
-            out.push(b']');
-        }
+        // A map is its keys and values in turn, flat.
+        Value::Map(pairs) => write_array(out, pairs.iter().flat_map(|(k, v)| [k, v]), |out, v| {
+            write_result(out, v, encoding)
+        }),
         Value::Attribute { data, .. } => write_result(out, data, encoding),
         // Rare shapes: exactly as `result` makes them.
         other => {

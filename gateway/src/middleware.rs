@@ -1,0 +1,95 @@
+//! What every request goes through around its route: the token check, and the counting, logging
+//! and `upstash-sync-token` of its answer.
+//!
+//! Two layers, because a request with a method its route does not take is answered 405 before
+//! any token is asked for: [`authenticate`] is a route layer (it runs only when a route takes the
+//! request), [`observe`] a layer around everything.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::auth::{access, presented_token};
+use crate::metrics::Route;
+use crate::respond::{error, Commands};
+use crate::state::Shared;
+
+/// Admits a request whose token (header or `_token`) is the token or the read-only token, and
+/// hands its [`Access`](crate::auth::Access) to the route as a request extension; else 401. The
+/// public metrics page needs no token.
+pub(crate) async fn authenticate(
+    State(shared): State<Arc<Shared>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let public_page = shared.config.metrics == crate::config::MetricsPage::Public
+        && shared.is_metrics_page(request.method(), request.uri().path());
+    if public_page {
+        return next.run(request).await;
+    }
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let token = presented_token(authorization, request.uri().query());
+    let config = &shared.config;
+    match access(
+        token.as_deref(),
+        &config.token,
+        config.read_only_token.as_deref(),
+    ) {
+        Some(access) => {
+            request.extensions_mut().insert(access);
+            next.run(request).await
+        }
+        None => {
+            if let Some(m) = &shared.metrics {
+                m.auth_failure();
+            }
+            error(StatusCode::UNAUTHORIZED, "Unauthorized")
+        }
+    }
+}
+
+/// Gives every JSON answer its `upstash-sync-token`, and counts and logs (at debug: one line per
+/// request costs CPU under load) every request but the metrics page's. The log line names the
+/// route, never the path or query, which may carry data or the token.
+pub(crate) async fn observe(
+    State(shared): State<Arc<Shared>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let page = shared.is_metrics_page(&method, request.uri().path());
+    let route = Route::of_path(request.uri().path());
+    let mut response = next.run(request).await;
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if json {
+        let token = HeaderValue::from(shared.next_sync_token());
+        response.headers_mut().insert("upstash-sync-token", token);
+    }
+    if !page {
+        let status = response.status();
+        if let Some(m) = &shared.metrics {
+            m.request(route, status.as_u16());
+        }
+        let commands = response.extensions().get::<Commands>().map_or(0, |c| c.0);
+        tracing::debug!(
+            %method,
+            route = route.as_str(),
+            status = status.as_u16(),
+            commands,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
+    response
+}
