@@ -1,7 +1,9 @@
 //! The official `@upstash/redis` and `@upstash/ratelimit` npm packages, unchanged, drive the
 //! gateway from node: base64 results, pipelines, multi-exec, EVAL/EVALSHA, the NOSCRIPT fall
-//! back, and ratelimit's `#!lua flags=allow-key-locking` scripts. `scripts/test` installs them
-//! (`npm ci` in `gateway/tests/js`).
+//! back, ratelimit's `#!lua flags=allow-key-locking` scripts, and every documented feature of
+//! `@upstash/ratelimit` 2.2 (deny lists, dynamic limits, getRemaining/resetUsedTokens, analytics,
+//! blockUntilReady, multi-region) through the default allow-list and its ACL user.
+//! `scripts/test` installs them (`npm ci` in `gateway/tests/js`).
 
 use std::path::Path;
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 // Usage: node client.mjs <gateway url> <token>. Exits non-zero on the first failed check.
 import assert from "node:assert/strict";
 import { Redis } from "@upstash/redis";
-import { Ratelimit } from "@upstash/ratelimit";
+import { IpDenyList, MultiRegionRatelimit, Ratelimit } from "@upstash/ratelimit";
 
 const [url, token] = process.argv.slice(2);
 // Defaults as users run them: base64 responses, auto-pipelining, the sync token.
@@ -67,6 +67,90 @@ await check("@upstash/ratelimit 2.2 (scripts with #!lua flags=allow-key-locking)
     const outcomes = [];
     for (let i = 0; i < 5; i++) outcomes.push((await ratelimit.limit("user")).success);
     assert.deepEqual(outcomes, [true, true, true, false, false]);
+  }
+});
+
+// Every documented feature of @upstash/ratelimit 2.2, with the commands it sends through the
+// gateway's default allow-list (directly, or from its scripts, which the gateway's Redis ACL user
+// holds to the same list).
+const uniquePrefix = (name) => `js:${name}:${Math.random().toString(36).slice(2)}`;
+async function outcomes(ratelimit, identifier, n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const response = await ratelimit.limit(identifier);
+    await response.pending;
+    out.push(response.success);
+  }
+  return out;
+}
+
+await check("ratelimit deny list: enableProtection (EVAL with SMISMEMBER, TTL, SETEX)", async () => {
+  const prefix = uniquePrefix("deny");
+  // The IP deny list is downloaded from the internet unless switched off, as its documented
+  // switch does: MULTI with SDIFFSTORE, DEL and SET.
+  const disabled = await IpDenyList.disableIpDenyList(redis, prefix);
+  assert.equal(disabled.length, 3);
+  await redis.sadd(`${prefix}:denyList:all`, "blocked-user", "203.0.113.9");
+  const ratelimit = new Ratelimit({ redis, limiter: Ratelimit.fixedWindow(10, "10 s"), prefix, enableProtection: true });
+  const byIdentifier = await ratelimit.limit("blocked-user");
+  assert.equal(byIdentifier.success, false);
+  assert.equal(byIdentifier.reason, "denyList");
+  assert.equal(byIdentifier.deniedValue, "blocked-user");
+  const byIp = await ratelimit.limit("another-user", { ip: "203.0.113.9" });
+  assert.equal(byIp.success, false);
+  assert.equal(byIp.deniedValue, "203.0.113.9");
+  const allowed = await ratelimit.limit("good-user", { ip: "198.51.100.1", userAgent: "test", country: "NL" });
+  await allowed.pending;
+  assert.equal(allowed.success, true);
+  assert.equal(allowed.reason, undefined);
+});
+await check("ratelimit dynamic limits: set, read, apply, clear (SET, GET, DEL)", async () => {
+  for (const limiter of [Ratelimit.fixedWindow(5, "10 s"), Ratelimit.slidingWindow(5, "10 s"), Ratelimit.tokenBucket(1, "10 s", 5)]) {
+    const ratelimit = new Ratelimit({ redis, limiter, prefix: uniquePrefix("dynamic"), dynamicLimits: true, ephemeralCache: false });
+    assert.deepEqual(await ratelimit.getDynamicLimit(), { dynamicLimit: null });
+    await ratelimit.setDynamicLimit({ limit: 2 });
+    assert.deepEqual(await ratelimit.getDynamicLimit(), { dynamicLimit: 2 });
+    assert.deepEqual(await outcomes(ratelimit, "user", 3), [true, true, false]);
+    const remaining = await ratelimit.getRemaining("user");
+    assert.equal(remaining.limit, 2);
+    assert.equal(remaining.remaining, 0);
+    await ratelimit.setDynamicLimit({ limit: false });
+    assert.deepEqual(await ratelimit.getDynamicLimit(), { dynamicLimit: null });
+  }
+});
+await check("ratelimit getRemaining and resetUsedTokens (a script with SCAN and DEL)", async () => {
+  for (const limiter of [Ratelimit.fixedWindow(2, "10 s"), Ratelimit.slidingWindow(2, "10 s"), Ratelimit.tokenBucket(1, "10 s", 2), Ratelimit.cachedFixedWindow(2, "10 s")]) {
+    const ratelimit = new Ratelimit({ redis, limiter, prefix: uniquePrefix("reset") });
+    assert.deepEqual(await outcomes(ratelimit, "user", 3), [true, true, false]);
+    assert.equal((await ratelimit.getRemaining("user")).remaining, 0);
+    await ratelimit.resetUsedTokens("user");
+    assert.equal((await ratelimit.getRemaining("user")).remaining, 2);
+    assert.deepEqual(await outcomes(ratelimit, "user", 1), [true]);
+  }
+});
+await check("ratelimit analytics (ZINCRBY; EVAL with ZRANGE and ZUNION)", async () => {
+  const ratelimit = new Ratelimit({ redis, limiter: Ratelimit.fixedWindow(1, "10 s"), prefix: uniquePrefix("analytics"), analytics: true, ephemeralCache: false });
+  assert.deepEqual(await outcomes(ratelimit, "user", 3), [true, false, false]);
+  const usage = await ratelimit.analytics.getUsage();
+  assert.deepEqual(usage.user, { success: 1, blocked: 2 });
+  const series = await ratelimit.analytics.getUsageOverTime(1, "identifier");
+  assert.equal(series.length, 1);
+});
+await check("ratelimit blockUntilReady", async () => {
+  const ratelimit = new Ratelimit({ redis, limiter: Ratelimit.fixedWindow(1, "500 ms"), prefix: uniquePrefix("block") });
+  assert.equal((await ratelimit.limit("user")).success, true);
+  const started = Date.now();
+  const waited = await ratelimit.blockUntilReady("user", 3000);
+  assert.equal(waited.success, true);
+  assert.ok(Date.now() - started < 3000);
+});
+await check("multi-region ratelimit (HSET, scripts with HGETALL)", async () => {
+  for (const limiter of [MultiRegionRatelimit.fixedWindow(2, "10 s"), MultiRegionRatelimit.slidingWindow(2, "10 s")]) {
+    const ratelimit = new MultiRegionRatelimit({ redis: [redis], limiter, prefix: uniquePrefix("multi") });
+    assert.deepEqual(await outcomes(ratelimit, "user", 3), [true, true, false]);
+    assert.equal((await ratelimit.getRemaining("user")).remaining, 0);
+    await ratelimit.resetUsedTokens("user");
+    assert.equal((await ratelimit.getRemaining("user")).remaining, 2);
   }
 });
 

@@ -1,0 +1,248 @@
+//! The allow-list holds inside scripts too: a refused command is refused when a script calls it,
+//! whichever way the script arrives (EVAL, EVALSHA after SCRIPT LOAD, in a pipeline or a
+//! transaction), and the data stays. Against a real redis-server behind the gateway.
+
+mod common;
+
+use common::{Running, READ_ONLY, TOKEN};
+use edgelimit_gateway::{Config, Gateway, GatewayError, RedisAcl};
+use edgelimit_testkit::{RedisServer, Reply};
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+
+/// Scripts calling commands the default allow-list refuses, each with the data it would touch.
+const REFUSED: &[(&str, &str)] = &[
+    ("FLUSHALL", "return redis.call('FLUSHALL')"),
+    ("FLUSHDB", "return redis.call('FLUSHDB')"),
+    ("KEYS", "return redis.call('KEYS', '*')"),
+    (
+        "CONFIG",
+        "return redis.call('CONFIG', 'SET', 'maxmemory', '1')",
+    ),
+    ("DEBUG", "return redis.call('DEBUG', 'SLEEP', '0')"),
+    ("SWAPDB", "return redis.pcall('SWAPDB', '0', '1')"),
+];
+
+async fn post(s: &Running, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    let response = Client::new()
+        .post(s.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("the gateway answers");
+    let status = response.status();
+    (status, response.json().await.expect("a JSON body"))
+}
+
+fn error_of(entry: &Value) -> &str {
+    entry["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error: {entry}"))
+}
+
+/// `keep` is still there, and Redis's maxmemory untouched.
+fn data_stays(s: &Running) {
+    assert_eq!(s.get("keep").as_deref(), Some("me"));
+    let maxmemory = s.redis.command(&["CONFIG", "GET", "maxmemory"]).unwrap();
+    assert_eq!(
+        maxmemory,
+        Reply::Array(vec![
+            Reply::Bulk(b"maxmemory".to_vec()),
+            Reply::Bulk(b"0".to_vec())
+        ])
+    );
+}
+
+#[tokio::test]
+async fn scripts_cannot_call_what_the_allow_list_refuses() {
+    let s = Running::start(|_| {}).await;
+    s.redis.command(&["SET", "keep", "me"]).unwrap();
+    for (name, script) in REFUSED {
+        // Refused directly, as before.
+        let (status, body) = post(&s, TOKEN, "/", json!([name])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
+        // Refused from a script: EVAL.
+        let (status, body) = post(&s, TOKEN, "/", json!(["EVAL", script, 0])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
+        let error = error_of(&body);
+        assert!(
+            error.contains("can't run this command") || error.contains("not allowed from script"),
+            "{name}: {error}"
+        );
+        // SCRIPT LOAD then EVALSHA, in a pipeline; EVAL in a transaction.
+        let sha = s
+            .redis
+            .command(&["SCRIPT", "LOAD", script])
+            .unwrap()
+            .text()
+            .unwrap();
+        let (_, body) = post(
+            &s,
+            TOKEN,
+            "/pipeline",
+            json!([["EVALSHA", sha, 0], ["PING"]]),
+        )
+        .await;
+        assert!(error_of(&body[0]).contains("script"), "{name}: {body}");
+        assert_eq!(body[1], json!({"result": "PONG"}));
+        let (_, body) = post(&s, TOKEN, "/multi-exec", json!([["EVAL", script, 0]])).await;
+        assert!(error_of(&body[0]).contains("script"), "{name}: {body}");
+        // The read-only token's EVAL_RO is held to the same list.
+        let (status, _) = post(&s, READ_ONLY, "/", json!(["EVAL_RO", script, 0])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}");
+        data_stays(&s);
+    }
+    // What the allow-list allows, scripts may call.
+    let (status, body) = post(
+        &s,
+        TOKEN,
+        "/",
+        json!([
+            "EVAL",
+            "return redis.call('INCRBY', KEYS[1], ARGV[1])",
+            1,
+            "n",
+            5
+        ]),
+    )
+    .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"result": 5})));
+}
+
+#[tokio::test]
+async fn configured_commands_are_allowed_inside_scripts_too() {
+    let s = Running::start(|c| {
+        c.allowed.insert("KEYS".into());
+    })
+    .await;
+    s.redis.command(&["SET", "keep", "me"]).unwrap();
+    let (status, body) = post(
+        &s,
+        TOKEN,
+        "/",
+        json!(["EVAL", "return redis.call('KEYS', '*')", 0]),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({"result": ["keep"]}))
+    );
+    let (status, _) = post(
+        &s,
+        TOKEN,
+        "/",
+        json!(["EVAL", "return redis.call('FLUSHALL')", 0]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    data_stays(&s);
+}
+
+#[tokio::test]
+async fn without_the_acl_a_script_escapes_which_is_why_it_is_on() {
+    let s = Running::start(|c| c.redis_acl = RedisAcl::Off).await;
+    s.redis.command(&["SET", "keep", "me"]).unwrap();
+    let (status, body) = post(
+        &s,
+        TOKEN,
+        "/",
+        json!(["EVAL", "return redis.call('FLUSHALL')", 0]),
+    )
+    .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"result": "OK"})));
+    assert_eq!(s.get("keep"), None, "the data is gone");
+}
+
+#[tokio::test]
+async fn the_acl_user_is_made_again_when_a_restarted_redis_forgot_it() {
+    let mut s = Running::start(|_| {}).await;
+    let script = json!(["EVAL", "return redis.call('INCR', KEYS[1])", 1, "n"]);
+    assert_eq!(
+        post(&s, TOKEN, "/", script.clone()).await.1,
+        json!({"result": 1})
+    );
+    s.redis.restart();
+    assert_eq!(
+        s.redis
+            .command(&["ACL", "GETUSER", "edgelimit-gateway"])
+            .unwrap(),
+        Reply::Nil,
+        "the restarted Redis has no such user"
+    );
+    let mut answered = None;
+    for _ in 0..50 {
+        let (status, body) = post(&s, TOKEN, "/", script.clone()).await;
+        if status == StatusCode::OK {
+            answered = Some(body);
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answered,
+        Some(json!({"result": 1})),
+        "served again, by itself"
+    );
+    assert_ne!(
+        s.redis
+            .command(&["ACL", "GETUSER", "edgelimit-gateway"])
+            .unwrap(),
+        Reply::Nil
+    );
+    // And the boundary holds on the new connections.
+    let (status, _) = post(
+        &s,
+        TOKEN,
+        "/",
+        json!(["EVAL", "return redis.call('FLUSHALL')", 0]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(s.get("n").as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_redis_user_without_acl_rights_is_a_clear_error_at_start() {
+    let redis = RedisServer::start();
+    redis
+        .command(&[
+            "ACL", "SETUSER", "app", "on", ">app-pw", "~*", "+@all", "-acl",
+        ])
+        .unwrap();
+    let url = format!("redis://app:app-pw@127.0.0.1:{}/", redis.port());
+    let config = Config::new("127.0.0.1:0".parse().unwrap(), url.clone(), TOKEN);
+    let error = Gateway::start(config)
+        .await
+        .expect_err("no right to ACL SETUSER");
+    assert!(matches!(error, GatewayError::Acl(_)), "{error:?}");
+    let text = error.to_string();
+    for part in ["edgelimit-gateway", "no permissions", "--redis-acl off"] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(!text.contains("app-pw"), "{text}");
+    // With the boundary off, that user is served as it is.
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), url, TOKEN);
+    config.redis_acl = RedisAcl::Off;
+    Gateway::start(config)
+        .await
+        .expect("starts")
+        .shutdown()
+        .await;
+}
+
+#[tokio::test]
+async fn allowed_commands_this_redis_does_not_know_are_left_out_of_the_acl() {
+    let s = Running::start(|c| {
+        c.allowed.insert("NOSUCHCOMMAND".into());
+    })
+    .await;
+    let (status, body) = post(&s, TOKEN, "/", json!(["NOSUCHCOMMAND"])).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&body).contains("unknown command"), "{body}");
+    assert_eq!(
+        post(&s, TOKEN, "/", json!(["PING"])).await.1,
+        json!({"result": "PONG"})
+    );
+}

@@ -1,0 +1,319 @@
+//! Probes from outside, as tests: stalled and idle connections are closed on time, the
+//! connection cap queues, bad input gets a clear 4xx, 50,000 keep-alive requests count exactly,
+//! and the token never reaches the logs. Each test starts its own redis-server and gateway on free
+//! loopback ports; every wait is bounded.
+
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::{closed_within, parse_answer, raw_post, KeepAlive, Running, READ_ONLY, TOKEN};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Everything every test in this binary logs, at every level: the token test reads it.
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .init();
+        logs
+    })
+    .clone()
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Half a request: the headers never end.
+const HALF_HEADERS: &[u8] = b"POST /pipeline HTTP/1.1\r\nHost: gateway\r\nContent-Type: appl";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_connections_are_closed_after_the_header_read_timeout() {
+    captured_logs();
+    let timeout = Duration::from_millis(800);
+    let s = Running::start(|c| c.header_read_timeout = timeout).await;
+    let mut stalled = Vec::new();
+    for _ in 0..200 {
+        let mut stream = TcpStream::connect(s.addr()).await.unwrap();
+        stream.write_all(HALF_HEADERS).await.unwrap();
+        stalled.push((Instant::now(), stream));
+    }
+    // A connection that sends nothing at all is held to the same time.
+    let silent = (Instant::now(), TcpStream::connect(s.addr()).await.unwrap());
+    stalled.push(silent);
+    let waits = stalled.into_iter().map(|(opened, mut stream)| async move {
+        assert!(
+            closed_within(&mut stream, Duration::from_secs(5)).await,
+            "a stalled connection is closed"
+        );
+        opened.elapsed()
+    });
+    let waits = futures_join_all(waits).await;
+    let (min, max) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+    assert!(
+        *min >= timeout - Duration::from_millis(50),
+        "not before the timeout: {min:?}"
+    );
+    assert!(
+        *max < timeout + Duration::from_secs(2),
+        "soon after it: {max:?}"
+    );
+    // The gateway still serves.
+    let (status, body) = raw_post(s.addr(), "/", TOKEN, br#"["PING"]"#)
+        .await
+        .unwrap();
+    assert_eq!((status, body.as_str()), (200, r#"{"result":"PONG"}"#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_gets_408_within_the_same_time() {
+    captured_logs();
+    let timeout = Duration::from_millis(500);
+    let s = Running::start(|c| c.header_read_timeout = timeout).await;
+    let mut stream = TcpStream::connect(s.addr()).await.unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: 100\r\n\r\n[\"SET\",\"k\","
+    );
+    let started = Instant::now();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("answered within 5 s")
+        .unwrap();
+    let (status, body) = parse_answer(&answer[..n]);
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("did not arrive within 500 ms"), "{body}");
+    assert!(started.elapsed() >= timeout - Duration::from_millis(50));
+    assert_eq!(s.get("k"), None, "nothing ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_connections_are_closed_but_busy_ones_stay() {
+    captured_logs();
+    let idle = Duration::from_millis(700);
+    let s = Running::start(|c| c.idle_timeout = idle).await;
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: 8\r\n\r\n[\"PING\"]"
+    );
+    // One request every 300 ms for 2.1 s: never idle for long, never closed.
+    let mut busy = TcpStream::connect(s.addr()).await.unwrap();
+    for _ in 0..7 {
+        ping(&mut busy, &request).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // One request, then silence: closed after the idle timeout.
+    let mut quiet = TcpStream::connect(s.addr()).await.unwrap();
+    ping(&mut quiet, &request).await;
+    let answered = Instant::now();
+    assert!(closed_within(&mut quiet, Duration::from_secs(5)).await);
+    let waited = answered.elapsed();
+    assert!(waited >= idle - Duration::from_millis(50), "{waited:?}");
+    assert!(waited < idle + Duration::from_secs(2), "{waited:?}");
+}
+
+/// Sends `request` (a PING) on `stream` and checks its answer.
+async fn ping(stream: &mut TcpStream, request: &str) {
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = stream.read(&mut answer).await.unwrap();
+    let (status, body) = parse_answer(&answer[..n]);
+    assert_eq!((status, body.as_str()), (200, r#"{"result":"PONG"}"#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_the_cap_connections_wait_until_one_closes() {
+    captured_logs();
+    let timeout = Duration::from_millis(800);
+    let s = Running::start(|c| {
+        c.max_connections = 16;
+        c.header_read_timeout = timeout;
+    })
+    .await;
+    let mut stalled = Vec::new();
+    for _ in 0..16 {
+        let mut stream = TcpStream::connect(s.addr()).await.unwrap();
+        stream.write_all(HALF_HEADERS).await.unwrap();
+        stalled.push(stream);
+    }
+    // Let the gateway take all 16 before the 17th arrives.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let (status, body) = raw_post(s.addr(), "/", TOKEN, br#"["PING"]"#)
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert_eq!((status, body.as_str()), (200, r#"{"result":"PONG"}"#));
+    assert!(
+        waited >= timeout - Duration::from_millis(250),
+        "the 17th connection waited for a free place: {waited:?}"
+    );
+    assert!(waited < timeout + Duration::from_secs(3), "{waited:?}");
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_4xx_and_the_gateway_carries_on() {
+    captured_logs();
+    let s = Running::start(|_| {}).await;
+    let post = |path: &'static str, token: &str, body: Vec<u8>| {
+        let (addr, token) = (s.addr(), token.to_string());
+        async move {
+            raw_post(addr, path, &token, &body)
+                .await
+                .expect("an answer")
+        }
+    };
+    let error = |body: &str| -> String {
+        let json: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        json["error"].as_str().unwrap_or_default().to_string()
+    };
+    for bad in ["", "wrong", &TOKEN[1..], &TOKEN.to_uppercase()] {
+        let (status, body) = post("/", bad, br#"["PING"]"#.to_vec()).await;
+        assert_eq!(
+            (status, error(&body).as_str()),
+            (401, "Unauthorized"),
+            "{bad:?}"
+        );
+    }
+    // The default body limit is 1 MiB.
+    let big = serde_json::to_vec(&json!(["SET", "big", "x".repeat(1 << 20)])).unwrap();
+    let (status, body) = post("/", TOKEN, big).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(error(&body).contains("limit of 1048576 bytes"), "{body}");
+    // The default pipeline limit is 1000 commands.
+    let long = serde_json::to_vec(&vec![json!(["INCR", "n"]); 1001]).unwrap();
+    let (status, body) = post("/pipeline", TOKEN, long).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        error(&body).contains("1001 commands exceeds the limit of 1000"),
+        "{body}"
+    );
+    assert_eq!(s.get("n"), None, "nothing of it ran");
+    // Deep nesting is refused by the parser's depth limit, not by exhausting the stack.
+    let mut nested = "[".repeat(100_000).into_bytes();
+    nested.extend_from_slice("]".repeat(100_000).as_bytes());
+    for path in ["/", "/pipeline", "/multi-exec"] {
+        let (status, body) = post(path, TOKEN, nested.clone()).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(
+            error(&body).contains("recursion limit exceeded"),
+            "{path}: {body}"
+        );
+    }
+    let (status, body) = post("/", TOKEN, br#"["PING"]"#.to_vec()).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"result":"PONG"}"#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_thousand_increments_from_32_keep_alive_clients_count_exactly() {
+    captured_logs();
+    const CLIENTS: usize = 32;
+    const TOTAL: usize = 50_000;
+    let s = Running::start(|_| {}).await;
+    let request = format!(
+        "POST /incr/load HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: 0\r\n\r\n"
+    );
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (addr, request) = (s.addr(), request.clone());
+            let requests = TOTAL / CLIENTS + usize::from(c < TOTAL % CLIENTS);
+            tokio::spawn(async move {
+                let mut client = KeepAlive::connect(addr).await;
+                let mut ok = 0usize;
+                for _ in 0..requests {
+                    let (status, _) = client.send(request.as_bytes()).await.unwrap();
+                    if status == 200 {
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    for task in tasks {
+        ok += task.await.unwrap();
+    }
+    println!("{TOTAL} requests in {:?}", started.elapsed());
+    assert_eq!(ok, TOTAL, "every request answered 200");
+    assert_eq!(
+        s.get("load"),
+        Some(TOTAL.to_string()),
+        "Redis counted each 200 once"
+    );
+}
+
+#[tokio::test]
+async fn tokens_never_reach_the_logs() {
+    let logs = captured_logs();
+    let s = Running::start(|_| {}).await;
+    let http = reqwest::Client::new();
+    let wrong = "wrong-token-7d2a";
+    let sends = [
+        http.post(s.url("/"))
+            .bearer_auth(TOKEN)
+            .json(&json!(["SET", "k", 1])),
+        http.post(s.url(&format!("/get/k?_token={TOKEN}"))),
+        http.post(s.url("/pipeline"))
+            .bearer_auth(READ_ONLY)
+            .json(&json!([["GET", "k"]])),
+        http.post(s.url("/"))
+            .bearer_auth(wrong)
+            .json(&json!(["PING"])),
+        http.get(s.url(&format!("/get/k?_token={wrong}"))),
+    ];
+    let mut statuses = Vec::new();
+    for send in sends {
+        statuses.push(send.send().await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 401, 401]);
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    // The capture works: the requests above are in it, at debug.
+    assert!(
+        text.contains("DEBUG") && text.contains("status=401"),
+        "{text}"
+    );
+    assert!(text.contains("route=\"pipeline\" status=200"), "{text}");
+    for secret in [TOKEN, READ_ONLY, wrong] {
+        assert!(!text.contains(secret), "`{secret}` is in the logs");
+    }
+}
+
+/// Awaits every future, concurrently, in order.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for handle in handles {
+        out.push(handle.await.unwrap());
+    }
+    out
+}
