@@ -93,6 +93,6 @@ impl Shared {
             return false;
         };
         let n = self.pipelines.fetch_add(1, Ordering::Relaxed) + 1;
-        n % every.get() == 0
+        n.is_multiple_of(every.get())
     }
 }

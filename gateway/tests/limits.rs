@@ -66,7 +66,7 @@ async fn stalled_connections_are_closed_after_the_header_read_timeout() {
         );
         opened.elapsed()
     });
-    let waits = futures_join_all(waits).await;
+    let waits = join_all(waits).await;
     let (min, max) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
     assert!(
         *min >= timeout - Duration::from_millis(50),
@@ -170,6 +170,57 @@ async fn beyond_the_cap_connections_wait_until_one_closes() {
     );
     assert!(waited < timeout + Duration::from_secs(3), "{waited:?}");
     drop(stalled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_the_request_in_flight_and_closes_idle_connections() {
+    captured_logs();
+    let s = Running::start(|_| {}).await;
+    let addr = s.addr();
+    let mut idle = KeepAlive::connect(addr).await;
+    let ping = format!(
+        "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: 8\r\n\r\n[\"PING\"]"
+    );
+    assert_eq!(idle.send(ping.as_bytes()).await.unwrap().0, 200);
+    // A request in flight: its headers and half its body are in.
+    let mut in_flight = TcpStream::connect(addr).await.unwrap();
+    let body = br#"["SET","during","shutdown"]"#;
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    in_flight.write_all(head.as_bytes()).await.unwrap();
+    in_flight.write_all(&body[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let Running { redis, gateway } = s;
+    let shutdown = tokio::spawn(gateway.shutdown());
+    // The idle connection is closed at once; the gateway waits for the other.
+    let mut idle_closed = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(2), idle.stream().read(&mut idle_closed));
+    assert!(matches!(read.await, Ok(Ok(0)) | Ok(Err(_))), "idle closed");
+    assert!(
+        !shutdown.is_finished(),
+        "still finishing the request in flight"
+    );
+    in_flight.write_all(&body[10..]).await.unwrap();
+    let mut answer = Vec::new();
+    in_flight.read_to_end(&mut answer).await.unwrap();
+    let (status, answer) = parse_answer(&answer);
+    assert_eq!((status, answer.as_str()), (200, r#"{"result":"OK"}"#));
+    tokio::time::timeout(Duration::from_secs(2), shutdown)
+        .await
+        .expect("shut down once it answered")
+        .unwrap();
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "no longer listening"
+    );
+    assert_eq!(
+        redis.command(&["GET", "during"]).unwrap().text().as_deref(),
+        Some("shutdown")
+    );
 }
 
 #[tokio::test]
@@ -303,11 +354,9 @@ async fn tokens_never_reach_the_logs() {
 }
 
 /// Awaits every future, concurrently, in order.
-async fn futures_join_all<F: std::future::Future>(
-    futures: impl IntoIterator<Item = F>,
-) -> Vec<F::Output>
+async fn join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();

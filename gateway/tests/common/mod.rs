@@ -118,6 +118,11 @@ impl KeepAlive {
         }
     }
 
+    /// The socket, to watch it close.
+    pub fn stream(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
     /// Sends one request (its whole raw text) and reads its answer: status and body.
     pub async fn send(&mut self, request: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
         self.stream.write_all(request).await?;
