@@ -192,8 +192,8 @@ const IDLE: u8 = 2;
 struct Phase {
     origin: Instant,
     phase: AtomicU8,
-    /// When the phase began, in ms since `origin`.
-    since_ms: AtomicU64,
+    /// When the phase began, in µs since `origin`.
+    since_us: AtomicU64,
     /// A handler asked to close without answering.
     dropped: AtomicBool,
     /// Wakes the watchdog when the phase (and so the deadline) changes.
@@ -205,15 +205,15 @@ impl Phase {
         Phase {
             origin: Instant::now(),
             phase: AtomicU8::new(HEAD),
-            since_ms: AtomicU64::new(0),
+            since_us: AtomicU64::new(0),
             dropped: AtomicBool::new(false),
             changed: Notify::new(),
         }
     }
 
     fn enter(&self, phase: u8) {
-        let now = self.origin.elapsed().as_millis() as u64;
-        self.since_ms.store(now, Ordering::Relaxed);
+        let now = self.origin.elapsed().as_micros() as u64;
+        self.since_us.store(now, Ordering::Relaxed);
         self.phase.store(phase, Ordering::Relaxed);
         self.changed.notify_one();
     }
@@ -231,7 +231,7 @@ impl Phase {
             IDLE => limits.idle_timeout,
             _ => return None,
         };
-        let since = Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
+        let since = Duration::from_micros(self.since_us.load(Ordering::Relaxed));
         Some(self.origin + since + limit)
     }
 

@@ -250,3 +250,48 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_is_spelled_either_way_and_timeouts_take_units() {
+        let args = Args::try_parse_from([
+            "gateway",
+            "--token",
+            "t",
+            "--redis",
+            "redis://example:1/",
+            "--header-read-timeout",
+            "500ms",
+            "--idle-timeout",
+            "2m",
+        ])
+        .unwrap();
+        assert_eq!(args.redis_url, "redis://example:1/");
+        assert_eq!(args.header_read_timeout.0, Duration::from_millis(500));
+        assert_eq!(args.idle_timeout.0, Duration::from_secs(120));
+        let args =
+            Args::try_parse_from(["gateway", "--token", "t", "--redis-url", "redis://b/"]).unwrap();
+        assert_eq!(args.redis_url, "redis://b/");
+        assert!(Args::try_parse_from(["gateway", "--token", "t", "--idle-timeout", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_configs() {
+        let args = Args::try_parse_from(["gateway", "--token", "t"]).unwrap();
+        let config = Config::new(args.listen, args.redis_url, args.token);
+        assert_eq!(args.header_read_timeout.0, config.header_read_timeout);
+        assert_eq!(args.idle_timeout.0, config.idle_timeout);
+        assert_eq!(args.max_connections, config.max_connections);
+        assert_eq!(args.connections, config.connections);
+        assert_eq!(
+            RedisAcl::Create {
+                user: args.redis_acl_user
+            },
+            config.redis_acl
+        );
+        assert_eq!(args.test_drop_response, None);
+    }
+}

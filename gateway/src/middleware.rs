@@ -14,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::auth::{access, presented_token};
+use crate::config::MetricsPage;
 use crate::metrics::Route;
 use crate::respond::{error, Commands};
 use crate::state::Shared;
@@ -26,7 +27,7 @@ pub(crate) async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let public_page = shared.config.metrics == crate::config::MetricsPage::Public
+    let public_page = shared.config.metrics == MetricsPage::Public
         && shared.is_metrics_page(request.method(), request.uri().path());
     if public_page {
         return next.run(request).await;

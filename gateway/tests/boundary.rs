@@ -35,6 +35,11 @@ async fn post(s: &Running, token: &str, path: &str, body: Value) -> (StatusCode,
     (status, response.json().await.expect("a JSON body"))
 }
 
+/// `EVAL script 0` with the token.
+async fn eval(s: &Running, script: &str) -> (StatusCode, Value) {
+    post(s, TOKEN, "/", json!(["EVAL", script, 0])).await
+}
+
 fn error_of(entry: &Value) -> &str {
     entry["error"]
         .as_str()
@@ -63,7 +68,7 @@ async fn scripts_cannot_call_what_the_allow_list_refuses() {
         let (status, body) = post(&s, TOKEN, "/", json!([name])).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
         // Refused from a script: EVAL.
-        let (status, body) = post(&s, TOKEN, "/", json!(["EVAL", script, 0])).await;
+        let (status, body) = eval(&s, script).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
         let error = error_of(&body);
         assert!(
@@ -117,24 +122,12 @@ async fn configured_commands_are_allowed_inside_scripts_too() {
     })
     .await;
     s.redis.command(&["SET", "keep", "me"]).unwrap();
-    let (status, body) = post(
-        &s,
-        TOKEN,
-        "/",
-        json!(["EVAL", "return redis.call('KEYS', '*')", 0]),
-    )
-    .await;
+    let (status, body) = eval(&s, "return redis.call('KEYS', '*')").await;
     assert_eq!(
         (status, body),
         (StatusCode::OK, json!({"result": ["keep"]}))
     );
-    let (status, _) = post(
-        &s,
-        TOKEN,
-        "/",
-        json!(["EVAL", "return redis.call('FLUSHALL')", 0]),
-    )
-    .await;
+    let (status, _) = eval(&s, "return redis.call('FLUSHALL')").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     data_stays(&s);
 }
@@ -143,13 +136,7 @@ async fn configured_commands_are_allowed_inside_scripts_too() {
 async fn without_the_acl_a_script_escapes_which_is_why_it_is_on() {
     let s = Running::start(|c| c.redis_acl = RedisAcl::Off).await;
     s.redis.command(&["SET", "keep", "me"]).unwrap();
-    let (status, body) = post(
-        &s,
-        TOKEN,
-        "/",
-        json!(["EVAL", "return redis.call('FLUSHALL')", 0]),
-    )
-    .await;
+    let (status, body) = eval(&s, "return redis.call('FLUSHALL')").await;
     assert_eq!((status, body), (StatusCode::OK, json!({"result": "OK"})));
     assert_eq!(s.get("keep"), None, "the data is gone");
 }
@@ -192,13 +179,7 @@ async fn the_acl_user_is_made_again_when_a_restarted_redis_forgot_it() {
         Reply::Nil
     );
     // And the boundary holds on the new connections.
-    let (status, _) = post(
-        &s,
-        TOKEN,
-        "/",
-        json!(["EVAL", "return redis.call('FLUSHALL')", 0]),
-    )
-    .await;
+    let (status, _) = eval(&s, "return redis.call('FLUSHALL')").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(s.get("n").as_deref(), Some("1"));
 }

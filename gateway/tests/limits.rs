@@ -51,14 +51,16 @@ async fn stalled_connections_are_closed_after_the_header_read_timeout() {
     let timeout = Duration::from_millis(800);
     let s = Running::start(|c| c.header_read_timeout = timeout).await;
     let mut stalled = Vec::new();
+    // Each timed from before its connect: the gateway's clock for it starts later.
     for _ in 0..200 {
+        let opened = Instant::now();
         let mut stream = TcpStream::connect(s.addr()).await.unwrap();
         stream.write_all(HALF_HEADERS).await.unwrap();
-        stalled.push((Instant::now(), stream));
+        stalled.push((opened, stream));
     }
     // A connection that sends nothing at all is held to the same time.
-    let silent = (Instant::now(), TcpStream::connect(s.addr()).await.unwrap());
-    stalled.push(silent);
+    let opened = Instant::now();
+    stalled.push((opened, TcpStream::connect(s.addr()).await.unwrap()));
     let waits = stalled.into_iter().map(|(opened, mut stream)| async move {
         assert!(
             closed_within(&mut stream, Duration::from_secs(5)).await,
@@ -68,10 +70,7 @@ async fn stalled_connections_are_closed_after_the_header_read_timeout() {
     });
     let waits = join_all(waits).await;
     let (min, max) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
-    assert!(
-        *min >= timeout - Duration::from_millis(50),
-        "not before the timeout: {min:?}"
-    );
+    assert!(*min >= timeout, "not before the timeout: {min:?}");
     assert!(
         *max < timeout + Duration::from_secs(2),
         "soon after it: {max:?}"
@@ -103,7 +102,7 @@ async fn a_body_that_stalls_gets_408_within_the_same_time() {
     let (status, body) = parse_answer(&answer[..n]);
     assert_eq!(status, 408, "{body}");
     assert!(body.contains("did not arrive within 500 ms"), "{body}");
-    assert!(started.elapsed() >= timeout - Duration::from_millis(50));
+    assert!(started.elapsed() >= timeout);
     assert_eq!(s.get("k"), None, "nothing ran");
 }
 
@@ -123,13 +122,14 @@ async fn idle_keep_alive_connections_are_closed_but_busy_ones_stay() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     // One request, then silence: closed after the idle timeout.
+    // The idle clock starts once the gateway has its answer, so after `sent`.
     let mut quiet = TcpStream::connect(s.addr()).await.unwrap();
+    let sent = Instant::now();
     ping(&mut quiet, &request).await;
-    let answered = Instant::now();
     assert!(closed_within(&mut quiet, Duration::from_secs(5)).await);
-    let waited = answered.elapsed();
-    assert!(waited >= idle - Duration::from_millis(50), "{waited:?}");
-    assert!(waited < idle + Duration::from_secs(2), "{waited:?}");
+    let waited = sent.elapsed();
+    assert!(waited >= idle, "{waited:?}");
+    assert!(waited < idle + Duration::from_secs(3), "{waited:?}");
 }
 
 /// Sends `request` (a PING) on `stream` and checks its answer.
@@ -151,6 +151,8 @@ async fn beyond_the_cap_connections_wait_until_one_closes() {
     })
     .await;
     let mut stalled = Vec::new();
+    // The first place frees up no sooner than `timeout` after this.
+    let first_opened = Instant::now();
     for _ in 0..16 {
         let mut stream = TcpStream::connect(s.addr()).await.unwrap();
         stream.write_all(HALF_HEADERS).await.unwrap();
@@ -158,14 +160,13 @@ async fn beyond_the_cap_connections_wait_until_one_closes() {
     }
     // Let the gateway take all 16 before the 17th arrives.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let started = Instant::now();
     let (status, body) = raw_post(s.addr(), "/", TOKEN, br#"["PING"]"#)
         .await
         .unwrap();
-    let waited = started.elapsed();
+    let waited = first_opened.elapsed();
     assert_eq!((status, body.as_str()), (200, r#"{"result":"PONG"}"#));
     assert!(
-        waited >= timeout - Duration::from_millis(250),
+        waited >= timeout,
         "the 17th connection waited for a free place: {waited:?}"
     );
     assert!(waited < timeout + Duration::from_secs(3), "{waited:?}");
