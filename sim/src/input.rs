@@ -50,24 +50,28 @@ impl Source {
             Source::File(p) => Box::new(File::open(p).map_err(|e| SimError::io(p, e))?),
             Source::Bytes { data, .. } => Box::new(*data),
         };
-        let mut buffered = BufReader::with_capacity(
-            1 << 16,
-            Counting {
+        decompressing(
+            Box::new(Counting {
                 inner: raw,
                 counter,
-            },
-        );
-        let head = buffered
-            .fill_buf()
-            .map_err(|e| SimError::io(self.name(), e))?;
-        if head.starts_with(&[0x1f, 0x8b]) {
-            Ok(Box::new(BufReader::with_capacity(
-                1 << 16,
-                MultiGzDecoder::new(buffered),
-            )))
-        } else {
-            Ok(Box::new(buffered))
-        }
+            }),
+            &self.name(),
+        )
+    }
+}
+
+/// Buffers raw trace bytes for reading lines, decompressing them when they start with gzip's
+/// magic bytes. `name` is for the error message.
+pub fn decompressing(raw: Box<dyn Read>, name: &str) -> Result<Box<dyn BufRead>, SimError> {
+    let mut buffered = BufReader::with_capacity(1 << 16, raw);
+    let head = buffered.fill_buf().map_err(|e| SimError::io(name, e))?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(BufReader::with_capacity(
+            1 << 16,
+            MultiGzDecoder::new(buffered),
+        )))
+    } else {
+        Ok(Box::new(buffered))
     }
 }
 

@@ -152,7 +152,7 @@ impl RestStore {
             }
             Err(e) => return Err(StoreError::Unreachable(e.to_string())),
         };
-        let status = response.status();
+        let status = response.status().as_u16();
         let text = match response.text().await {
             Ok(t) => t,
             Err(e) if timed_out(&e) => {
@@ -162,39 +162,55 @@ impl RestStore {
             }
             Err(e) => return Err(StoreError::Unreachable(e.to_string())),
         };
-        let message = || {
-            serde_json::from_str::<Json>(&text)
-                .ok()
-                .and_then(|j| j.get("error").and_then(Json::as_str).map(str::to_string))
-                .unwrap_or_else(|| text.chars().take(200).collect())
-        };
-        match status.as_u16() {
-            200 => {}
-            401 | 403 => return Err(StoreError::Auth(message())),
-            500..=599 => {
-                return Err(StoreError::Unreachable(format!(
-                    "HTTP {status}: {}",
-                    message()
-                )))
-            }
-            _ => {
-                return Err(StoreError::Protocol(format!(
-                    "HTTP {status}: {}",
-                    message()
-                )))
-            }
-        }
-        let entries: Vec<Json> = serde_json::from_str(&text).map_err(|e| {
-            StoreError::Protocol(format!("the pipeline answer is not a JSON array: {e}"))
-        })?;
-        if entries.len() != n {
-            return Err(StoreError::Protocol(format!(
-                "pipeline of {n} commands answered {} entries",
-                entries.len()
-            )));
-        }
-        entries.iter().map(entry).collect()
+        decode_pipeline(status, &text, n)
     }
+}
+
+/// Reads a `/pipeline` answer — the HTTP status and the body text — into one reply per command,
+/// expecting `commands` of them. Pure, so what a server (or an attacker between us and it) may
+/// send can be tested and fuzzed without a network: every answer is a reply list or a
+/// [`StoreError`] saying whether to retry, never a panic.
+pub fn decode_pipeline(status: u16, text: &str, commands: usize) -> Result<Vec<Reply>, StoreError> {
+    let message = || {
+        serde_json::from_str::<Json>(text)
+            .ok()
+            .and_then(|j| j.get("error").and_then(Json::as_str).map(str::to_string))
+            .unwrap_or_else(|| text.chars().take(200).collect())
+    };
+    // As reqwest prints a status (`500 Internal Server Error`), when it knows the code.
+    let shown = || {
+        reqwest::StatusCode::from_u16(status)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|_| status.to_string())
+    };
+    match status {
+        200 => {}
+        401 | 403 => return Err(StoreError::Auth(message())),
+        500..=599 => {
+            return Err(StoreError::Unreachable(format!(
+                "HTTP {}: {}",
+                shown(),
+                message()
+            )))
+        }
+        _ => {
+            return Err(StoreError::Protocol(format!(
+                "HTTP {}: {}",
+                shown(),
+                message()
+            )))
+        }
+    }
+    let entries: Vec<Json> = serde_json::from_str(text).map_err(|e| {
+        StoreError::Protocol(format!("the pipeline answer is not a JSON array: {e}"))
+    })?;
+    if entries.len() != commands {
+        return Err(StoreError::Protocol(format!(
+            "pipeline of {commands} commands answered {} entries",
+            entries.len()
+        )));
+    }
+    entries.iter().map(entry).collect()
 }
 
 /// One command as the JSON array the protocol carries:

@@ -1,0 +1,10 @@
+# Installs what the fuzz hook (scripts/test.d/fuzz.sh) needs, each only when missing or at the
+# wrong version: cargo-fuzz (cargo, pinned) and a C++ compiler for libFuzzer (apt).
+# Sourced by scripts/test.
+CARGO_FUZZ_VERSION=0.13.2
+
+ensure_apt c++ g++
+if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
+  echo "== installing cargo-fuzz $CARGO_FUZZ_VERSION (cargo)"
+  cargo install "cargo-fuzz@$CARGO_FUZZ_VERSION" --locked
+fi
