@@ -60,7 +60,11 @@ pub fn percent_decode(text: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
+            // Two hex digits, checked as such: `from_str_radix` alone also takes a sign (`%+1`).
+            b'%' if i + 2 < bytes.len()
+                && bytes[i + 1].is_ascii_hexdigit()
+                && bytes[i + 2].is_ascii_hexdigit() =>
+            {
                 let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
                 match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                     Some(b) => {
@@ -113,5 +117,14 @@ mod tests {
     #[test]
     fn percent_decoding_keeps_malformed_escapes() {
         assert_eq!(percent_decode("a%20b%zz%4"), "a b%zz%4");
+    }
+
+    #[test]
+    fn percent_signs_before_a_signed_number_are_no_escape() {
+        // Found by the gateway_command fuzz target: `u8::from_str_radix("+f", 16)` is 15, so
+        // `%+f` decoded to the control byte 0x0F instead of staying `%+f` (then `% f`).
+        assert_eq!(percent_decode("%+f"), "% f");
+        assert_eq!(percent_decode("bba~%+f++"), "bba~% f  ");
+        assert_eq!(percent_decode("%-1%+1%2B"), "%-1% 1+");
     }
 }
