@@ -62,6 +62,13 @@ pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
         .chunks_exact(FIELDS)
         .map(decision)
         .collect::<Result<Vec<_>, _>>()?;
+    // The scripts admit only when every limit admits. A reply saying otherwise was corrupted
+    // on the way (or forged): trusting its flag could admit a request a limit denied.
+    if allowed != decisions.iter().all(|d| d.allowed) {
+        return Err(protocol(format!(
+            "the verdict ({allowed}) disagrees with its decisions: {values:?}"
+        )));
+    }
     Ok(Parsed {
         allowed,
         decided_at_ms,
@@ -71,8 +78,16 @@ pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
 
 fn decision(f: &[i64]) -> Result<Decision, StoreError> {
     let unsigned = |v: i64| u64::try_from(v).map_err(|_| protocol(format!("negative field {v}")));
+    let allowed = flag(f[0])?;
+    // A script admits with reason 0 and denies with 1 or 2, never otherwise.
+    if allowed != (f[5] == 0) {
+        return Err(protocol(format!(
+            "allowed {} with reason code {}",
+            f[0], f[5]
+        )));
+    }
     Ok(Decision {
-        allowed: flag(f[0])?,
+        allowed,
         limit: unsigned(f[1])?,
         remaining: unsigned(f[2])?,
         reset_at_ms: unsigned(f[3])?,
@@ -113,4 +128,50 @@ fn flag(v: i64) -> Result<bool, StoreError> {
 
 fn protocol(message: String) -> StoreError {
     StoreError::Protocol(format!("limiter script reply: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(values: &[i64]) -> Reply {
+        Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
+    }
+
+    #[test]
+    fn replies_that_contradict_themselves_are_refused() {
+        // Found by the script_reply fuzz target: these were read as verdicts. A flag saying
+        // "allowed" over a denying decision would admit a request the limit refused.
+        // Each reply: allowed, the time decided at, then six fields per decision.
+        for contradiction in [
+            // Denied, with reason "admitted".
+            ints(&[0, 5, 0, 0, 0, 0, 2, 0]),
+            // Admitted, with reason "over limit".
+            ints(&[1, 5, 1, 10, 9, 1000, 0, 1]),
+            // The overall flag admits, the decision denies.
+            ints(&[1, 5, 0, 10, 0, 1000, 500, 1]),
+            // The overall flag denies, every decision admits.
+            ints(&[0, 5, 1, 10, 9, 1000, 0, 0]),
+        ] {
+            assert!(
+                matches!(parse(&contradiction, 1), Err(StoreError::Protocol(_))),
+                "{contradiction:?}"
+            );
+        }
+        // What the scripts really send still reads: a denial, and a multi-limit denial where
+        // one limit would have admitted alone.
+        assert!(
+            !parse(&ints(&[0, 5, 0, 10, 0, 1000, 500, 1]), 1)
+                .unwrap()
+                .allowed
+        );
+        let Parsed {
+            allowed, decisions, ..
+        } = parse(
+            &ints(&[0, 5, 1, 10, 9, 1000, 0, 0, 0, 5, 0, 60_000, 100, 1]),
+            2,
+        )
+        .unwrap();
+        assert!(!allowed && decisions[0].allowed && !decisions[1].allowed);
+    }
 }
