@@ -45,7 +45,9 @@ fuzz_target!(|data: &[u8]| {
             _ => u64::MAX,
         },
     };
-    let bytes = if more & 4 != 0 {
+    // One input in four arrives gzipped: compressing costs more than reading, and flate2 is not
+    // what is under test here, the readers on what it unpacks are.
+    let bytes = if more & 0x0C == 0x04 {
         let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
         gz.write_all(rest).expect("writing to memory");
         gz.finish().expect("writing to memory")

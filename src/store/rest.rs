@@ -359,4 +359,46 @@ mod tests {
         ]);
         assert_eq!(text, serde_json::to_string(&expected).unwrap());
     }
+
+    #[test]
+    fn pipeline_answers_decode_or_say_what_is_wrong() {
+        let replies = decode_pipeline(
+            200,
+            r#"[{"result":["MQ==",2,null,"OK"]},{"error":"NOSCRIPT x"}]"#,
+            2,
+        )
+        .unwrap();
+        assert_eq!(
+            replies,
+            vec![
+                Reply::Array(vec![
+                    Reply::Bulk(b"1".to_vec()),
+                    Reply::Int(2),
+                    Reply::Nil,
+                    Reply::Bulk(b"OK".to_vec()),
+                ]),
+                Reply::Error("NOSCRIPT x".into()),
+            ]
+        );
+        let err = |status, text: &str, n| decode_pipeline(status, text, n).unwrap_err();
+        assert!(
+            matches!(err(401, r#"{"error":"bad token"}"#, 1), StoreError::Auth(m) if m == "bad token")
+        );
+        assert!(
+            matches!(err(503, "down", 1), StoreError::Unreachable(m) if m == "HTTP 503 Service Unavailable: down")
+        );
+        for (status, text, n) in [
+            (404, "nope", 1),
+            (200, "not json", 1),
+            (200, "[]", 1),
+            (200, r#"[{"result":"not base64!"}]"#, 1),
+            (200, r#"[{"result":1.5}]"#, 1),
+            (200, r#"[{"neither":1}]"#, 1),
+        ] {
+            assert!(
+                matches!(err(status, text, n), StoreError::Protocol(_)),
+                "{text}"
+            );
+        }
+    }
 }
