@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use edgelimit::store::key::state_key;
 use edgelimit::{Algorithm, Identifier};
-use edgelimit_worker::{IdentifierSource, RequestView};
+use edgelimit_worker::{IdentifierSource, OwnedRequest};
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -255,25 +255,11 @@ fn identifiers_that_spell_another_ones_key_form_get_their_own_key() {
     }
 }
 
-/// A request offering one value under every source (header, query, path segment 1, client IP).
-struct OneValue(String);
-
-impl RequestView for OneValue {
-    fn method(&self) -> &str {
-        "GET"
-    }
-    fn host(&self) -> &str {
-        "example.com"
-    }
-    fn path(&self) -> &str {
-        &self.0
-    }
-    fn query(&self, _name: &str) -> Option<String> {
-        Some(self.0.clone())
-    }
-    fn header(&self, _name: &str) -> Option<String> {
-        Some(self.0.clone())
-    }
+/// A request carrying `value` in both headers the sources below read.
+fn one_value(value: &str) -> OwnedRequest {
+    OwnedRequest::get("example.com", "/")
+        .with_header("x-user", value)
+        .with_header("authorization", value)
 }
 
 /// Header values (any Unicode, as the Worker sees them), around the 256-byte raw limit, and
@@ -298,7 +284,7 @@ proptest! {
         let api_key = IdentifierSource::parse("api-key:header:authorization").expect("valid");
         let mut by_identifier: HashMap<Vec<u8>, (String, &str)> = HashMap::new();
         for value in &values {
-            let request = OneValue(value.clone());
+            let request = one_value(value);
             let trimmed = value.trim();
             let (Some(raw), Some(key)) = (header.extract(&request), api_key.extract(&request))
             else {
@@ -343,7 +329,7 @@ proptest! {
 fn a_long_value_and_its_hash_sent_raw_stay_apart() {
     let header = IdentifierSource::parse("header:x-user").expect("valid");
     let long = "k".repeat(300);
-    let hashed = header.extract(&OneValue(long.clone())).expect("non-empty");
+    let hashed = header.extract(&one_value(&long)).expect("non-empty");
     // The hashed form's bytes after 0xFF, sent as text (lossy), and its hex: both stay raw.
     let digest = Sha256::digest(long.as_bytes());
     for forged in [
@@ -351,9 +337,7 @@ fn a_long_value_and_its_hash_sent_raw_stay_apart() {
         hex(&digest),
         format!("\u{FF}{}", hex(&digest)),
     ] {
-        let id = header
-            .extract(&OneValue(forged.clone()))
-            .expect("non-empty");
+        let id = header.extract(&one_value(&forged)).expect("non-empty");
         assert_ne!(id, hashed, "`{forged}` forged a hashed identifier");
     }
 }
