@@ -38,7 +38,8 @@ for t in $targets; do
   # -runs=0: run each input once and stop. Any panic or broken invariant fails the hook.
   "$bin_dir/$t" -runs=0 -timeout=10 -artifact_prefix="$work/" "${corpora[@]}" \
     >"$work/$t.replay.log" 2>&1 || { cat "$work/$t.replay.log"; exit 1; }
-  echo "$t: $(grep -o 'INITED.*' "$work/$t.replay.log" | head -1)"
+  replayed=$(grep -o '^#[0-9]* *INITED' "$work/$t.replay.log" | grep -o '[0-9]*' | head -1)
+  echo "$t: ${replayed:-0} inputs replayed, no crash"
 done
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
@@ -49,6 +50,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/" \
       >"$work/$t.fuzz.log" 2>&1 || { tail -40 "$work/$t.fuzz.log"; exit 1; }
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.fuzz.log" | grep -o '[0-9]*$')
-    echo "$t: $runs executions in ${FUZZ_SECONDS}s, $(($runs / FUZZ_SECONDS))/s, no crash"
+    runs=${runs:-0}
+    echo "$t: $runs executions in ${FUZZ_SECONDS}s ($((runs / FUZZ_SECONDS))/s), no crash"
   done
 fi
