@@ -1,5 +1,6 @@
-//! `sim bench`: parse throughput of combined logs and replay throughput of five policies over a
-//! generated trace, on one core, with peak memory from `/proc/self/status`.
+//! `sim bench`: parse throughput of combined logs, replay throughput of five policies over
+//! generated traces, and the memory a trace of a million clients takes through `sim replay`'s
+//! reader — on one core, each row with its own peak memory from `/proc/self/status`.
 
 use std::io::{BufReader, Read};
 use std::sync::Arc;
@@ -9,19 +10,23 @@ use edgelimit::Policy;
 
 use crate::bundled;
 use crate::error::SimError;
-use crate::generate::{Generator, Kind};
+use crate::generate::{CsvStream, Generator, Kind};
 use crate::readers::{Format, ReadOptions, TraceReader};
 use crate::replay::Replay;
 
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
-    /// Events in the generated replay trace.
+    /// Events in each generated replay trace.
     pub events: u64,
     /// Megabytes of combined log to parse.
     pub parse_mb: u64,
-    /// Clients in the generated trace.
-    pub clients: u32,
+    /// Clients in the generated traces: one replay row each.
+    pub clients: Vec<u32>,
+    /// Events in the memory row, read as CSV through `sim replay`'s reader (0: skip it).
+    pub memory_events: u64,
+    /// Clients in the memory row.
+    pub memory_clients: u32,
 }
 
 /// One benchmark's result.
@@ -42,6 +47,9 @@ pub struct BenchRow {
     pub events_per_cpu_s: Option<f64>,
     /// Megabytes per second (parse only).
     pub mb_per_s: Option<f64>,
+    /// The most memory the process held while this row ran (`VmHWM`, reset before each row),
+    /// in KiB, where `/proc` has it.
+    pub peak_memory_kib: Option<u64>,
 }
 
 /// The policies the replay benchmark runs: one per algorithm, at a limit heavy clients reach.
@@ -79,11 +87,49 @@ impl Read for Repeat {
     }
 }
 
-/// Runs both benchmarks.
+/// Wall time, CPU time and peak memory of one measured run.
+struct Measured {
+    wall: f64,
+    cpu: Option<f64>,
+    peak_kib: Option<u64>,
+}
+
+/// Runs `f` with the peak-memory mark reset first (the peak is then this run's own).
+fn measure<T>(f: impl FnOnce() -> Result<T, SimError>) -> Result<(T, Measured), SimError> {
+    reset_peak_memory();
+    let started = Instant::now();
+    let cpu0 = cpu_seconds();
+    let out = f()?;
+    let measured = Measured {
+        wall: started.elapsed().as_secs_f64(),
+        cpu: cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
+        peak_kib: peak_memory_kib(),
+    };
+    Ok((out, measured))
+}
+
+/// Runs every benchmark.
 pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
-    let mut rows = Vec::new();
-    // Parse: the bundled combined log, decompressed once, read over and over — once with the
-    // reorder buffer off (the parser and interner alone) and once as `sim replay` reads (60 s).
+    let mut rows = parse_rows(options)?;
+    let policies: Vec<Policy> = BENCH_POLICIES
+        .iter()
+        .map(|s| {
+            s.parse()
+                .map_err(|e: edgelimit::PolicyError| SimError::Usage(e.to_string()))
+        })
+        .collect::<Result<_, _>>()?;
+    for &clients in &options.clients {
+        rows.extend(replay_rows(options.events, clients, &policies)?);
+    }
+    if options.memory_events > 0 {
+        rows.push(memory_row(options, &policies)?);
+    }
+    Ok(rows)
+}
+
+/// Parse: the bundled combined log, decompressed once, read over and over — once with the
+/// reorder buffer off (the parser and interner alone) and once as `sim replay` reads (60 s).
+fn parse_rows(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
     let mut log = Vec::new();
     flate2::read::GzDecoder::new(bundled::TRACE)
         .read_to_end(&mut log)
@@ -93,6 +139,7 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
         .div_ceil(log.len() as u64)
         .max(1);
     let bytes = copies * log.len() as u64;
+    let mut rows = Vec::new();
     for (name, window) in [
         ("parse combined log (+ intern)", 0),
         ("  … + reorder buffer (60s), as replay reads", 60_000),
@@ -111,80 +158,115 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
             reorder_window_ms: window,
             ..ReadOptions::default()
         };
-        let started = Instant::now();
-        let cpu0 = cpu_seconds();
-        let mut n = 0u64;
-        for ev in TraceReader::from_reader(Box::new(reader), "bench".into(), read) {
-            ev?;
-            n += 1;
-        }
-        let s = started.elapsed().as_secs_f64();
-        let cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
-        rows.push(row(name.into(), n, s, cpu, Some(bytes)));
+        let (n, m) = measure(|| {
+            let mut n = 0u64;
+            for ev in TraceReader::from_reader(Box::new(reader), "bench".into(), read) {
+                ev?;
+                n += 1;
+            }
+            Ok(n)
+        })?;
+        rows.push(row(name.into(), n, &m, Some(bytes)));
     }
-
-    // Replay: a heavy-tailed trace, streamed from the generator so memory stays O(clients).
-    // Generating costs time too, so it is timed alone and subtracted.
-    let generator = || {
-        Generator::new(
-            Kind::HeavyTailed {
-                rate: 20_000.0,
-                clients: options.clients,
-                alpha: 1.1,
-            },
-            42,
-            options.events,
-            1_700_000_000_000,
-        )
-    };
-    let started = Instant::now();
-    let cpu0 = cpu_seconds();
-    let mut checksum = 0u64;
-    for ev in generator() {
-        checksum = checksum.wrapping_add(ev.time_ms ^ u64::from(ev.client));
-    }
-    let generate_s = started.elapsed().as_secs_f64();
-    let generate_cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
-    std::hint::black_box(checksum);
-    let policies: Vec<Policy> = BENCH_POLICIES
-        .iter()
-        .map(|s| {
-            s.parse()
-                .map_err(|e: edgelimit::PolicyError| SimError::Usage(e.to_string()))
-        })
-        .collect::<Result<_, _>>()?;
-    let mut replay = Replay::new(&policies)?;
-    let started = Instant::now();
-    let cpu0 = cpu_seconds();
-    // Replay reads events in runs, as `run` does from a trace.
-    let mut chunk = Vec::with_capacity(CHUNK);
-    for ev in generator() {
-        chunk.push(ev);
-        if chunk.len() == CHUNK {
-            replay.step_all(&chunk);
-            chunk.clear();
-        }
-    }
-    replay.step_all(&chunk);
-    let total_s = started.elapsed().as_secs_f64();
-    let total_cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
-    let n = replay.events();
-    let cpu = total_cpu.zip(generate_cpu).map(|(t, g)| (t - g).max(0.01));
-    rows.push(row(
-        format!("replay 5 policies + metrics ({} clients)", options.clients),
-        n,
-        total_s - generate_s,
-        cpu,
-        None,
-    ));
-    rows.push(row(
-        "  (generator alone, subtracted above)".into(),
-        n,
-        generate_s,
-        generate_cpu,
-        None,
-    ));
     Ok(rows)
+}
+
+/// The replay benchmark's trace: heavy-tailed, streamed from the generator so memory stays
+/// O(clients).
+fn heavy_tailed(events: u64, clients: u32) -> Generator {
+    Generator::new(
+        Kind::HeavyTailed {
+            rate: 20_000.0,
+            clients,
+            alpha: 1.1,
+        },
+        42,
+        events,
+        1_700_000_000_000,
+    )
+}
+
+/// Replay of the five policies with every metric, events handed over in runs as `run` does.
+/// Generating costs time too, so it is timed alone and subtracted.
+fn replay_rows(events: u64, clients: u32, policies: &[Policy]) -> Result<Vec<BenchRow>, SimError> {
+    let (_, generate) = measure(|| {
+        let mut checksum = 0u64;
+        for ev in heavy_tailed(events, clients) {
+            checksum = checksum.wrapping_add(ev.time_ms ^ u64::from(ev.client));
+        }
+        Ok(std::hint::black_box(checksum))
+    })?;
+    let (n, total) = measure(|| {
+        let mut replay = Replay::new(policies)?;
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for ev in heavy_tailed(events, clients) {
+            chunk.push(ev);
+            if chunk.len() == CHUNK {
+                replay.step_all(&chunk);
+                chunk.clear();
+            }
+        }
+        replay.step_all(&chunk);
+        Ok(replay.events())
+    })?;
+    let replay = Measured {
+        wall: total.wall - generate.wall,
+        cpu: total.cpu.zip(generate.cpu).map(|(t, g)| (t - g).max(0.01)),
+        peak_kib: total.peak_kib,
+    };
+    Ok(vec![
+        row(
+            format!("replay 5 policies + metrics ({clients} clients)"),
+            n,
+            &replay,
+            None,
+        ),
+        row(
+            "  (generator alone, subtracted above)".into(),
+            n,
+            &generate,
+            None,
+        ),
+    ])
+}
+
+/// `sim replay` end to end but for the file: a generated CSV trace (uniform clients, so nearly
+/// all of them appear) streamed through the reader (parse, intern, reorder) into the replay.
+/// Its peak memory is what a trace with that many clients costs.
+fn memory_row(options: &BenchOptions, policies: &[Policy]) -> Result<BenchRow, SimError> {
+    let clients = options.memory_clients;
+    let events = options.memory_events;
+    let ((n, seen), m) = measure(|| {
+        let generator = Generator::new(
+            Kind::Poisson {
+                rate: 20_000.0,
+                clients,
+            },
+            7,
+            events,
+            1_700_000_000_000,
+        );
+        let input = BufReader::with_capacity(1 << 16, CsvStream::new(generator));
+        let mut reader =
+            TraceReader::from_reader(Box::new(input), "bench.csv".into(), ReadOptions::default());
+        let mut replay = Replay::new(policies)?;
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for ev in reader.by_ref() {
+            chunk.push(ev?);
+            if chunk.len() == CHUNK {
+                replay.step_all(&chunk);
+                chunk.clear();
+            }
+        }
+        replay.step_all(&chunk);
+        Ok((replay.events(), reader.interner().len()))
+    })?;
+    Ok(row(
+        format!("read CSV + replay ({seen} of {clients} clients)"),
+        n,
+        &m,
+        None,
+    ))
 }
 
 /// CPU seconds (user + system) this process has used, from `/proc/self/stat` (clock ticks at the
@@ -199,17 +281,25 @@ pub fn cpu_seconds() -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
-fn row(name: String, events: u64, wall: f64, cpu: Option<f64>, bytes: Option<u64>) -> BenchRow {
-    let wall = wall.max(1e-9);
+fn row(name: String, events: u64, m: &Measured, bytes: Option<u64>) -> BenchRow {
+    let wall = m.wall.max(1e-9);
     BenchRow {
         name,
         events,
         seconds: wall,
         events_per_s: events as f64 / wall,
-        cpu_seconds: cpu,
-        events_per_cpu_s: cpu.filter(|&c| c > 0.0).map(|c| events as f64 / c),
+        cpu_seconds: m.cpu,
+        events_per_cpu_s: m.cpu.filter(|&c| c > 0.0).map(|c| events as f64 / c),
         mb_per_s: bytes.map(|b| b as f64 / 1e6 / wall),
+        peak_memory_kib: m.peak_kib,
     }
+}
+
+/// Resets the peak resident memory mark to the current resident size (Linux: `5` to
+/// `/proc/self/clear_refs`), so the next [`peak_memory_kib`] is the peak since now. Where that is
+/// not possible the mark keeps the process's peak, which is at least as large.
+fn reset_peak_memory() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// Peak resident memory (`VmHWM`) in KiB, where `/proc` has it.
@@ -224,25 +314,31 @@ pub fn peak_memory_kib() -> Option<u64> {
 /// The table `sim bench` prints.
 pub fn render(rows: &[BenchRow]) -> String {
     let mut out = format!(
-        "{:<46} {:>10} {:>8} {:>12} {:>8} {:>12} {:>6}\n",
-        "benchmark (one thread)", "events", "wall s", "events/s", "cpu s", "events/cpu-s", "MB/s"
+        "{:<50} {:>10} {:>8} {:>12} {:>8} {:>12} {:>6} {:>9}\n",
+        "benchmark (one thread)",
+        "events",
+        "wall s",
+        "events/s",
+        "cpu s",
+        "events/cpu-s",
+        "MB/s",
+        "peak MiB"
     );
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for r in rows {
         out.push_str(&format!(
-            "{:<46} {:>10} {:>8.2} {:>12.0} {:>8} {:>12} {:>6}\n",
+            "{:<50} {:>10} {:>8.2} {:>12.0} {:>8} {:>12} {:>6} {:>9}\n",
             r.name,
             r.events,
             r.seconds,
             r.events_per_s,
-            r.cpu_seconds.map_or("-".into(), |c| format!("{c:.2}")),
-            r.events_per_cpu_s.map_or("-".into(), |e| format!("{e:.0}")),
-            r.mb_per_s.map_or("-".into(), |m| format!("{m:.0}"))
-        ));
-    }
-    if let Some(kib) = peak_memory_kib() {
-        out.push_str(&format!(
-            "peak memory (VmHWM): {:.1} MiB\n",
-            kib as f64 / 1024.0
+            or_dash(r.cpu_seconds.map(|c| format!("{c:.2}"))),
+            or_dash(r.events_per_cpu_s.map(|e| format!("{e:.0}"))),
+            or_dash(r.mb_per_s.map(|m| format!("{m:.0}"))),
+            or_dash(
+                r.peak_memory_kib
+                    .map(|k| format!("{:.1}", k as f64 / 1024.0))
+            ),
         ));
     }
     out

@@ -13,6 +13,7 @@ use crate::bench::{self, BenchOptions};
 use crate::bundled;
 use crate::generate::{write_csv, Generator, Kind};
 use crate::input::Source;
+use crate::readers::time::LATEST_MS;
 use crate::readers::{Format, Key, ReadOptions};
 use crate::report::{html, table, Report};
 use crate::run::{run, RunOptions};
@@ -147,9 +148,15 @@ pub struct BenchArgs {
     /// Megabytes of combined log to parse.
     #[arg(long, default_value_t = 500)]
     pub parse_mb: u64,
-    /// Clients in the generated trace.
-    #[arg(long, default_value_t = 100_000)]
-    pub clients: u32,
+    /// Clients in the generated traces, comma-separated: one replay row each.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    pub clients: Vec<u32>,
+    /// Events in the memory row (a CSV trace read as `sim replay` reads it); 0 skips it.
+    #[arg(long, default_value_t = 5_000_000)]
+    pub memory_events: u64,
+    /// Clients in the memory row.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub memory_clients: u32,
     /// Also write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -205,13 +212,12 @@ pub fn main(cli: Cli) -> Result<()> {
                 events: args.events,
                 parse_mb: args.parse_mb,
                 clients: args.clients,
+                memory_events: args.memory_events,
+                memory_clients: args.memory_clients,
             })?;
             print!("{}", bench::render(&rows));
             if let Some(path) = args.json {
-                let json = serde_json::json!({
-                    "rows": rows,
-                    "peak_memory_kib": bench::peak_memory_kib(),
-                });
+                let json = serde_json::json!({ "rows": rows });
                 fs::write(&path, serde_json::to_string_pretty(&json)?)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
@@ -293,6 +299,11 @@ fn generate(args: &GenerateArgs) -> Result<()> {
     };
     if args.rate <= 0.0 || !args.rate.is_finite() {
         bail!("--rate must be a positive number of requests per second");
+    }
+    if args.start_ms > LATEST_MS {
+        bail!(
+            "--start-ms must be at most {LATEST_MS} (9999-12-31), the latest time a trace may hold"
+        );
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

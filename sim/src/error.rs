@@ -14,6 +14,20 @@ pub enum SimError {
         /// The underlying failure (shown in the message, so not chained as a source too).
         cause: std::io::Error,
     },
+    /// Reading failed part way through the trace (a truncated or corrupt gzip stream, a device
+    /// error). What was read before is counted in the message; the replay stops, because a
+    /// report of part of a trace would read as one of all of it.
+    #[error("{file}: {cause} (after {lines} lines, {events} events)")]
+    Read {
+        /// The trace's name.
+        file: String,
+        /// Lines read whole before the failure.
+        lines: u64,
+        /// Events parsed from them.
+        events: u64,
+        /// The underlying failure.
+        cause: std::io::Error,
+    },
     /// A line could not be parsed (only returned with `--strict`).
     #[error("{file}:{line}: {field}: {problem}")]
     BadLine {

@@ -32,15 +32,15 @@ impl Interner {
         Interner::default()
     }
 
-    /// The id of `name`, assigning the next one if it is new.
-    pub fn intern(&mut self, name: &[u8]) -> u32 {
+    /// The id of `name`, assigning the next one if it is new; `None` once 2^32 ids are taken.
+    pub fn intern(&mut self, name: &[u8]) -> Option<u32> {
         if let Some(&id) = self.ids.get(name) {
-            return id;
+            return Some(id);
         }
-        let id = u32::try_from(self.names.len()).expect("more than 2^32 distinct clients");
+        let id = u32::try_from(self.names.len()).ok()?;
         self.names.push(name.into());
         self.ids.insert(name.into(), id);
-        id
+        Some(id)
     }
 
     /// The name of `id`, lossily decoded (logs are not always UTF-8).

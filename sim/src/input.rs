@@ -68,7 +68,7 @@ pub fn decompressing(raw: Box<dyn Read>, name: &str) -> Result<Box<dyn BufRead>,
     if head.starts_with(&[0x1f, 0x8b]) {
         Ok(Box::new(BufReader::with_capacity(
             1 << 16,
-            MultiGzDecoder::new(buffered),
+            Gzip(MultiGzDecoder::new(buffered)),
         )))
     } else {
         Ok(Box::new(buffered))
@@ -86,5 +86,23 @@ impl<R: Read> Read for Counting<R> {
         let n = self.inner.read(buf)?;
         self.counter.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
+    }
+}
+
+/// A gzip decoder whose errors say what happened to the file: flate2 reports a stream that stops
+/// early as a bare "unexpected end of file".
+struct Gzip<R>(MultiGzDecoder<R>);
+
+impl<R: BufRead> Read for Gzip<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => io::Error::new(
+                e.kind(),
+                "truncated gzip: the file ends inside compressed data (cut short, or still \
+                 being written); `gzip -dc FILE | sim replay -` replays what it holds",
+            ),
+            io::ErrorKind::Interrupted => e,
+            _ => io::Error::new(e.kind(), format!("not a valid gzip stream: {e}")),
+        })
     }
 }

@@ -2,7 +2,8 @@
 //! process; `redis://…` sends the same checks, on the trace's virtual clock, to a real Redis
 //! through the library's `RespStore` (its Lua twins), batched into pipelines; `upstash+http://…`
 //! does the same over the Upstash REST protocol through the library's `RestStore` (Upstash, or
-//! `edgelimit-gateway` in front of any Redis), with the token from `UPSTASH_REDIS_REST_TOKEN`.
+//! `edgelimit-gateway` in front of any Redis), with the token given, or else from
+//! `UPSTASH_REDIS_REST_TOKEN`.
 //!
 //! A store-backed replay writes keys under a fresh namespace (`sim-<pid>-<ms>`), so earlier runs'
 //! state never leaks into this one; the keys expire on their own (their TTLs are durations).
@@ -19,15 +20,21 @@ use crate::event::Event;
 use crate::replay::Replay;
 
 /// The store named by `--store`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub enum StoreChoice {
     /// The library's steps in process.
     #[default]
     Memory,
     /// A Redis server over RESP (`redis://host:port`).
     Redis(String),
-    /// An Upstash REST endpoint (`upstash+http://host:port`, token in `UPSTASH_REDIS_REST_TOKEN`).
-    Upstash(String),
+    /// An Upstash REST endpoint (`upstash+http://host:port`).
+    Upstash {
+        /// The endpoint, without the `upstash+` prefix.
+        url: String,
+        /// The REST token; `None` reads `UPSTASH_REDIS_REST_TOKEN` when connecting (what
+        /// `--store` does), so a caller in process (a test) need not touch the environment.
+        token: Option<String>,
+    },
 }
 
 impl FromStr for StoreChoice {
@@ -39,7 +46,10 @@ impl FromStr for StoreChoice {
         } else if s.starts_with("redis://") || s.starts_with("rediss://") {
             Ok(StoreChoice::Redis(s.to_string()))
         } else if let Some(rest) = s.strip_prefix("upstash+") {
-            Ok(StoreChoice::Upstash(rest.to_string()))
+            Ok(StoreChoice::Upstash {
+                url: rest.to_string(),
+                token: None,
+            })
         } else {
             Err(format!(
                 "unknown store `{s}` (expected memory, redis://…, or upstash+http(s)://…)"
@@ -48,12 +58,19 @@ impl FromStr for StoreChoice {
     }
 }
 
+/// As `Display`: the token stays out of debug output and logs.
+impl fmt::Debug for StoreChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl fmt::Display for StoreChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreChoice::Memory => f.write_str("memory"),
             StoreChoice::Redis(url) => f.write_str(url),
-            StoreChoice::Upstash(url) => write!(f, "upstash+{url}"),
+            StoreChoice::Upstash { url, .. } => write!(f, "upstash+{url}"),
         }
     }
 }
@@ -80,12 +97,15 @@ impl StoreChoice {
                     policies,
                 ))))
             }
-            StoreChoice::Upstash(url) => {
-                let token = std::env::var(REST_TOKEN_VAR).map_err(|_| {
-                    SimError::Usage(format!(
-                        "--store upstash+{url}: set {REST_TOKEN_VAR} to the REST token"
-                    ))
-                })?;
+            StoreChoice::Upstash { url, token } => {
+                let token = match token {
+                    Some(token) => token.clone(),
+                    None => std::env::var(REST_TOKEN_VAR).map_err(|_| {
+                        SimError::Usage(format!(
+                            "--store upstash+{url}: set {REST_TOKEN_VAR} to the REST token"
+                        ))
+                    })?,
+                };
                 let runtime = runtime()?;
                 let store = RestStore::new(url, &token)
                     .map_err(|e| SimError::Store(format!("{url}: {e}")))?

@@ -1,11 +1,9 @@
 //! Replay through `RespStore` (the Lua twins on a real redis-server) and through `RestStore` (the
 //! Upstash REST protocol, via the gateway in front of the same server) gives the same decisions as
 //! the in-process steps: per-policy counts equal, and no single decision differs.
-//! Skipped, with a note, where `redis-server` is not installed.
-
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+//! Needs `redis-server` (`scripts/test` installs it); without it each test fails with a message
+//! naming it and how to install it (`edgelimit_testkit::RedisServer`), rather than passing
+//! without having compared anything.
 
 use edgelimit::Policy;
 use edgelimit_sim::generate::{write_csv, Generator, Kind};
@@ -13,65 +11,17 @@ use edgelimit_sim::input::Source;
 use edgelimit_sim::readers::ReadOptions;
 use edgelimit_sim::run::{run, RunOptions};
 use edgelimit_sim::store::StoreChoice;
-
-/// Kills the server when the test ends, pass or fail.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_redis() -> Option<(Server, u16)> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some((server, port));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
+use edgelimit_testkit::RedisServer;
 
 #[test]
 fn resp_store_decides_as_the_steps() {
-    let Some((_server, port)) = start_redis() else {
-        panic!("redis-server did not start: install it (scripts/test does) — apt-get install redis-server");
-    };
-    agrees_with_memory(
-        "resp",
-        StoreChoice::Redis(format!("redis://127.0.0.1:{port}")),
-    );
+    let server = RedisServer::start();
+    agrees_with_memory("resp", StoreChoice::Redis(server.url()));
 }
 
 #[test]
 fn rest_store_through_the_gateway_decides_as_the_steps() {
-    let Some((_server, port)) = start_redis() else {
-        panic!("redis-server did not start: install it (scripts/test does) — apt-get install redis-server");
-    };
+    let server = RedisServer::start();
     // The gateway needs a runtime of its own: `sim` blocks on its own single-threaded one.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -79,18 +29,17 @@ fn rest_store_through_the_gateway_decides_as_the_steps() {
         .build()
         .unwrap();
     let token = "sim-test-token";
-    let config = edgelimit_gateway::Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        format!("redis://127.0.0.1:{port}/"),
-        token,
-    );
+    let config =
+        edgelimit_gateway::Config::new("127.0.0.1:0".parse().unwrap(), server.url(), token);
     let gateway = runtime
         .block_on(edgelimit_gateway::Gateway::start(config))
         .unwrap();
-    std::env::set_var(edgelimit::store::REST_TOKEN_VAR, token);
     agrees_with_memory(
         "rest",
-        StoreChoice::Upstash(format!("http://{}", gateway.local_addr())),
+        StoreChoice::Upstash {
+            url: format!("http://{}", gateway.local_addr()),
+            token: Some(token.into()),
+        },
     );
     runtime.block_on(gateway.shutdown());
 }

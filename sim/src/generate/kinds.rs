@@ -175,13 +175,55 @@ pub fn write_csv(
     events: impl Iterator<Item = Event>,
     out: &mut impl std::io::Write,
 ) -> std::io::Result<u64> {
-    writeln!(out, "timestamp_ms,client,cost")?;
+    out.write_all(CSV_HEADER)?;
     let mut n = 0;
     for e in events {
-        writeln!(out, "{},c{},{}", e.time_ms, e.client, e.cost)?;
+        write_csv_line(&e, out)?;
         n += 1;
     }
     Ok(n)
+}
+
+const CSV_HEADER: &[u8] = b"timestamp_ms,client,cost\n";
+
+fn write_csv_line(e: &Event, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    writeln!(out, "{},c{},{}", e.time_ms, e.client, e.cost)
+}
+
+/// The CSV [`write_csv`] writes, as a reader that generates it as it is read: a trace of any
+/// length in constant memory (the benchmark reads one through `sim replay`'s reader).
+#[derive(Debug)]
+pub struct CsvStream<I> {
+    events: I,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl<I: Iterator<Item = Event>> CsvStream<I> {
+    /// Streams `events` as CSV, header first.
+    pub fn new(events: I) -> CsvStream<I> {
+        CsvStream {
+            events,
+            buf: CSV_HEADER.to_vec(),
+            pos: 0,
+        }
+    }
+}
+
+impl<I: Iterator<Item = Event>> std::io::Read for CsvStream<I> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            for e in self.events.by_ref().take(1024) {
+                write_csv_line(&e, &mut self.buf)?;
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +259,23 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_stream_reads_as_written() {
+        use std::io::Read;
+        let kind = Kind::Poisson {
+            rate: 100.0,
+            clients: 50,
+        };
+        let mut written = Vec::new();
+        write_csv(Generator::new(kind.clone(), 9, 3000, 0), &mut written).unwrap();
+        let mut streamed = Vec::new();
+        CsvStream::new(Generator::new(kind, 9, 3000, 0))
+            .read_to_end(&mut streamed)
+            .unwrap();
+        assert_eq!(streamed, written);
+        assert_eq!(written.iter().filter(|&&b| b == b'\n').count(), 3001);
     }
 
     #[test]

@@ -3,5 +3,5 @@
 mod kinds;
 mod rng;
 
-pub use kinds::{write_csv, Generator, Kind};
+pub use kinds::{write_csv, CsvStream, Generator, Kind};
 pub use rng::Rng;

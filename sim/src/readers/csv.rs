@@ -9,9 +9,9 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::format::{Key, LineProblem, LineResult, Parsed};
+use super::format::{json_cost, parse_cost, Key, LineProblem, LineResult, Parsed};
 use super::logpush::{json_key, json_time};
-use super::time::{lossy, parse_any};
+use super::time::parse_any;
 
 const MS_NAMES: [&str; 2] = ["timestamp_ms", "time_ms"];
 const TIME_NAMES: [&str; 5] = ["timestamp_ms", "time_ms", "timestamp", "time", "ts"];
@@ -90,12 +90,7 @@ impl CsvParser {
         };
         let cost = match cost {
             None | Some(b"") => 1,
-            Some(c) => std::str::from_utf8(c)
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok())
-                .ok_or_else(|| {
-                    LineProblem::new("cost", format!("`{}` is not an integer", lossy(c)))
-                })?,
+            Some(c) => parse_cost(c)?,
         };
         Ok(Some(Parsed {
             time_ms,
@@ -159,10 +154,8 @@ impl CsvParser {
             .map_err(|e| LineProblem::new("json", format!("not a JSON object: {e}")))?;
         let time_ms = match TIME_NAMES.iter().find_map(|n| obj.get(*n).map(|v| (n, v))) {
             None => return Err(LineProblem::new("timestamp", "missing")),
-            Some((name, Value::Number(n))) if MS_NAMES.contains(name) => n
-                .as_u64()
-                .ok_or_else(|| LineProblem::new("timestamp", format!("`{n}` is not whole ms")))?,
-            Some((_, v)) => json_time(v).map_err(|p| LineProblem::new("timestamp", p))?,
+            Some((name, v)) => json_time(v, MS_NAMES.contains(name))
+                .map_err(|p| LineProblem::new("timestamp", p))?,
         };
         let field = match &self.key {
             Key::Ip => ["client", "ip"].into_iter().find(|f| obj.contains_key(*f)),
@@ -176,9 +169,8 @@ impl CsvParser {
             .map_err(|p| LineProblem::new("client", format!("`{field}` {p}")))?;
         let cost = match obj.get("cost") {
             None => 1,
-            Some(v) => v
-                .as_i64()
-                .ok_or_else(|| LineProblem::new("cost", format!("`{v}` is not an integer")))?,
+            Some(Value::Number(n)) => json_cost(n)?,
+            Some(v) => return Err(LineProblem::new("cost", format!("`{v}` is not a number"))),
         };
         Ok(Some(Parsed {
             time_ms,

@@ -4,6 +4,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
+use super::time::lossy;
+
 /// A trace format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -124,6 +126,65 @@ impl LineProblem {
 
 /// The result of parsing one line: an event, nothing (a blank line or a header), or a problem.
 pub type LineResult<'a> = Result<Option<Parsed<'a>>, LineProblem>;
+
+/// The largest cost a trace may give one request: 2^50, the largest capacity any policy can have
+/// (`edgelimit::policy::MAX_SCALED`). A larger cost could never be admitted, and up to it every
+/// Redis Lua twin computes exactly, so `--store` replays agree with the steps.
+pub const MAX_COST: u64 = edgelimit::policy::MAX_SCALED;
+
+/// A request's cost, written as text (a CSV column): a whole number from 1 to [`MAX_COST`]. A
+/// cost of 0 (a look) or below (a refund) is something the library does, but not a request.
+pub(crate) fn parse_cost(text: &[u8]) -> Result<i64, LineProblem> {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(cost_problem(format!("`{}` is not an integer", lossy(text))));
+    }
+    if text[0] == b'-' && digits.iter().any(|&d| d != b'0') {
+        return Err(cost_problem(format!(
+            "`{}` is a refund, not a request: a cost is 1 to 2^50",
+            lossy(text)
+        )));
+    }
+    // Digits only, so the parse fails only when the number exceeds u64, which is too large too.
+    let cost = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    check_cost(cost, &lossy(text))
+}
+
+/// A request's cost given as a JSON number, under the rules of [`parse_cost`].
+pub(crate) fn json_cost(n: &serde_json::Number) -> Result<i64, LineProblem> {
+    if let Some(cost) = n.as_u64() {
+        return check_cost(cost, &n.to_string());
+    }
+    if n.as_i64().is_some() || n.as_f64().is_some_and(|f| f < 0.0) {
+        return Err(cost_problem(format!(
+            "`{n}` is a refund, not a request: a cost is 1 to 2^50"
+        )));
+    }
+    match n.as_f64() {
+        Some(f) if f > MAX_COST as f64 => check_cost(u64::MAX, &n.to_string()),
+        _ => Err(cost_problem(format!("`{n}` is not an integer"))),
+    }
+}
+
+fn check_cost(cost: u64, text: &str) -> Result<i64, LineProblem> {
+    match cost {
+        0 => Err(cost_problem(
+            "a cost of 0 is a look, not a request: a cost is 1 to 2^50",
+        )),
+        // MAX_COST < i64::MAX, so the cast is exact.
+        c if c <= MAX_COST => Ok(c as i64),
+        _ => Err(cost_problem(format!(
+            "`{text}` exceeds 2^50, the largest capacity a policy can have"
+        ))),
+    }
+}
+
+fn cost_problem(problem: impl Into<String>) -> LineProblem {
+    LineProblem::new("cost", problem)
+}
 
 #[cfg(test)]
 mod tests {

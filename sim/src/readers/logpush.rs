@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::format::{Key, LineProblem, LineResult, Parsed};
-use super::time::{parse_rfc3339, unix_integer_to_ms, unix_number_to_ms};
+use super::time::{checked_ms, parse_rfc3339, unix_integer_to_ms, unix_number_to_ms};
 
 /// Parses Logpush lines.
 #[derive(Debug, Clone)]
@@ -40,7 +40,9 @@ impl LogpushParser {
                     "missing (add it to the Logpush job's fields)",
                 ))
             }
-            Some(v) => json_time(v).map_err(|p| LineProblem::new("EdgeStartTimestamp", p))?,
+            Some(v) => {
+                json_time(v, false).map_err(|p| LineProblem::new("EdgeStartTimestamp", p))?
+            }
         };
         let client = json_key(&obj, &self.field).map_err(|p| LineProblem {
             field: "key",
@@ -54,17 +56,25 @@ impl LogpushParser {
     }
 }
 
-/// A JSON timestamp: an integer or float Unix time (unit by magnitude) or an RFC 3339 string.
-pub(crate) fn json_time(v: &Value) -> Result<u64, String> {
+/// A JSON timestamp: an integer or float Unix time (unit by magnitude, or milliseconds when
+/// `millis`) or an RFC 3339 string.
+pub(crate) fn json_time(v: &Value, millis: bool) -> Result<u64, String> {
+    let integer = |i: u64| {
+        if millis {
+            checked_ms(i)
+        } else {
+            unix_integer_to_ms(i)
+        }
+    };
     match v {
         Value::Number(n) => match n.as_u64() {
-            Some(i) => Ok(unix_integer_to_ms(i)),
-            None => unix_number_to_ms(n.as_f64().unwrap_or(f64::NAN)),
+            Some(i) => integer(i),
+            None => unix_number_to_ms(n.as_f64().unwrap_or(f64::NAN), millis),
         },
         Value::String(s) if s.bytes().all(|c| c.is_ascii_digit()) && !s.is_empty() => s
             .parse::<u64>()
-            .map(unix_integer_to_ms)
-            .map_err(|e| format!("`{s}`: {e}")),
+            .map_err(|e| format!("`{s}`: {e}"))
+            .and_then(integer),
         Value::String(s) => parse_rfc3339(s.as_bytes()),
         other => Err(format!("`{other}` is not a timestamp")),
     }

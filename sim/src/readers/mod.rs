@@ -4,6 +4,7 @@ mod clf;
 mod csv;
 mod format;
 mod haproxy;
+mod lines;
 mod logpush;
 mod reorder;
 pub mod time;
@@ -11,8 +12,9 @@ mod trace;
 
 pub use clf::ClfParser;
 pub use csv::CsvParser;
-pub use format::{Format, Key, LineProblem, LineResult, Parsed};
+pub use format::{Format, Key, LineProblem, LineResult, Parsed, MAX_COST};
 pub use haproxy::HaproxyParser;
+pub use lines::MAX_LINE_BYTES;
 pub use logpush::LogpushParser;
 pub use reorder::{Reorder, ReorderStats};
 pub use trace::{BadLine, ReadOptions, ReadStats, TraceReader};

@@ -2,6 +2,14 @@
 //!
 //! Hand-written rather than chrono: these run once per line, and the log formats are fixed-width
 //! enough that a direct parse is both simpler and several times faster.
+//!
+//! A trace's times lie from the epoch to the end of year 9999 ([`LATEST_MS`]); a date that does
+//! not exist (`30/Feb/2020`, `2021-02-29`) is an error, never moved to a neighbouring day. A
+//! `:60` second is read as a leap second (the next second, as Unix time does).
+
+/// The latest time a trace may hold: 9999-12-31T23:59:59.999Z, the last instant a four-digit
+/// year can write. Later (or earlier than 1970) is a bad line.
+pub const LATEST_MS: u64 = 253_402_300_799_999;
 
 /// Days from 1970-01-01 to the given civil date (proleptic Gregorian; Howard Hinnant's algorithm).
 pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
@@ -58,6 +66,16 @@ fn digits(b: &[u8]) -> Option<u32> {
     })
 }
 
+/// Days in `month` of `year` (proleptic Gregorian).
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
 fn to_epoch_ms(
     year: i64,
     month: u32,
@@ -67,8 +85,17 @@ fn to_epoch_ms(
     offset_s: i64,
 ) -> Result<u64, String> {
     let (h, mi, s) = hms;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || mi > 59 || s > 60 {
-        return Err("date or time out of range".into());
+    if !(1..=12).contains(&month) {
+        return Err(format!("month {month} does not exist"));
+    }
+    if day == 0 || day > days_in_month(year, month) {
+        return Err(format!(
+            "{year:04}-{month:02}-{day:02} does not exist ({year:04}-{month:02} has {} days)",
+            days_in_month(year, month)
+        ));
+    }
+    if h > 23 || mi > 59 || s > 60 {
+        return Err(format!("{h:02}:{mi:02}:{s:02} is not a time of day"));
     }
     let secs = days_from_civil(year, month, day) * 86_400
         + i64::from(h) * 3600
@@ -76,9 +103,21 @@ fn to_epoch_ms(
         + i64::from(s)
         - offset_s;
     if secs < 0 {
-        return Err("before 1970-01-01 (the epoch)".into());
+        return Err(BEFORE_EPOCH.into());
     }
-    Ok(secs as u64 * 1000 + u64::from(ms))
+    checked_ms(secs as u64 * 1000 + u64::from(ms))
+}
+
+const BEFORE_EPOCH: &str = "before 1970-01-01 (the epoch)";
+
+/// `ms` if it is no later than [`LATEST_MS`].
+pub(crate) fn checked_ms(ms: u64) -> Result<u64, String> {
+    if ms > LATEST_MS {
+        return Err(format!(
+            "{ms} ms is after 9999-12-31T23:59:59.999Z, the latest time a trace may hold"
+        ));
+    }
+    Ok(ms)
 }
 
 /// Parses a `±hhmm` or `±hh:mm` zone offset into seconds east of UTC; `Z` is zero.
@@ -179,26 +218,33 @@ pub(crate) fn parse_rfc3339(b: &[u8]) -> Result<u64, String> {
 
 /// Interprets a bare number as a Unix time, choosing the unit by magnitude: nanoseconds (as
 /// Logpush's `unixnano`), microseconds, milliseconds or seconds. Dates between 1973 and 5138 are
-/// read unambiguously this way.
-pub(crate) fn unix_number_to_ms(v: f64) -> Result<u64, String> {
-    if !v.is_finite() || v < 0.0 {
+/// read unambiguously this way. `millis` reads it as milliseconds whatever its size.
+pub(crate) fn unix_number_to_ms(v: f64, millis: bool) -> Result<u64, String> {
+    if !v.is_finite() {
         return Err(format!("`{v}` is not a Unix time"));
     }
-    let ms = if v >= 1e17 {
+    if v < 0.0 {
+        return Err(BEFORE_EPOCH.into());
+    }
+    let ms = if millis || (1e11..1e14).contains(&v) {
+        v
+    } else if v >= 1e17 {
         v / 1e6
     } else if v >= 1e14 {
         v / 1e3
-    } else if v >= 1e11 {
-        v
     } else {
         v * 1e3
     };
-    Ok(ms.floor() as u64)
+    // Compared as a float first: the cast saturates, so a huge `ms` would read as u64::MAX.
+    if ms.floor() > LATEST_MS as f64 {
+        return checked_ms(u64::MAX);
+    }
+    checked_ms(ms.floor() as u64)
 }
 
 /// Parses an integer Unix time (unit by magnitude, as [`unix_number_to_ms`]) exactly.
-pub(crate) fn unix_integer_to_ms(v: u64) -> u64 {
-    if v >= 100_000_000_000_000_000 {
+pub(crate) fn unix_integer_to_ms(v: u64) -> Result<u64, String> {
+    checked_ms(if v >= 100_000_000_000_000_000 {
         v / 1_000_000
     } else if v >= 100_000_000_000_000 {
         v / 1_000
@@ -206,7 +252,7 @@ pub(crate) fn unix_integer_to_ms(v: u64) -> u64 {
         v
     } else {
         v * 1_000
-    }
+    })
 }
 
 /// Any timestamp a CSV/NDJSON trace may hold: RFC 3339, an integer or a decimal Unix time.
@@ -221,7 +267,11 @@ pub(crate) fn parse_any(b: &[u8], millis: bool) -> Result<u64, String> {
             .ok()
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| format!("`{}` is too large", lossy(b)))?;
-        return Ok(if millis { v } else { unix_integer_to_ms(v) });
+        return if millis {
+            checked_ms(v)
+        } else {
+            unix_integer_to_ms(v)
+        };
     }
     if b.len() >= 20 && b[4] == b'-' {
         return parse_rfc3339(b);
@@ -235,10 +285,7 @@ pub(crate) fn parse_any(b: &[u8], millis: bool) -> Result<u64, String> {
                 lossy(&b[..b.len().min(40)])
             )
         })?;
-    if millis {
-        return Ok(v.max(0.0).floor() as u64);
-    }
-    unix_number_to_ms(v)
+    unix_number_to_ms(v, millis)
 }
 
 /// Lossy text of a byte slice, for error messages.
@@ -277,8 +324,8 @@ mod tests {
             parse_rfc3339(b"2019-04-09T22:47:41.5+02:00").unwrap(),
             t + 500
         );
-        assert_eq!(unix_integer_to_ms(1_554_842_861_000_000_000), t);
-        assert_eq!(unix_integer_to_ms(1_554_842_861), t);
+        assert_eq!(unix_integer_to_ms(1_554_842_861_000_000_000), Ok(t));
+        assert_eq!(unix_integer_to_ms(1_554_842_861), Ok(t));
         assert_eq!(parse_any(b"1554842861.25", false).unwrap(), t + 250);
         assert_eq!(parse_any(b"42", true).unwrap(), 42);
         assert!(parse_any(b"yesterday", false).is_err());

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::clf::ClfParser;
 use super::csv::CsvParser;
-use super::format::{Format, Key, LineResult};
+use super::format::{Format, Key, LineProblem, LineResult};
 use super::haproxy::HaproxyParser;
+use super::lines::{read_line, Line, MAX_LINE_BYTES};
 use super::logpush::LogpushParser;
 use super::reorder::{Reorder, ReorderStats};
 use crate::error::SimError;
@@ -115,6 +116,8 @@ pub struct TraceReader {
     options: ReadOptions,
     parser: Option<Parser>,
     buf: Vec<u8>,
+    /// Events parsed so far (some may still wait in the reorder buffer).
+    parsed: u64,
     interner: Interner,
     reorder: Reorder,
     stats: ReadStats,
@@ -155,6 +158,7 @@ impl TraceReader {
             options,
             parser: None,
             buf: Vec::with_capacity(1024),
+            parsed: 0,
             interner: Interner::new(),
             done: false,
         }
@@ -182,61 +186,94 @@ impl TraceReader {
     /// Returns `false` at the end of the input.
     fn read_one(&mut self) -> Result<bool, SimError> {
         loop {
-            self.buf.clear();
-            let n = self
-                .input
-                .read_until(b'\n', &mut self.buf)
-                .map_err(|e| SimError::io(&self.name, e))?;
-            if n == 0 {
+            let read =
+                read_line(&mut *self.input, &mut self.buf).map_err(|cause| SimError::Read {
+                    file: self.name.clone(),
+                    lines: self.stats.lines,
+                    events: self.parsed,
+                    cause,
+                })?;
+            let Some(read) = read else {
                 return Ok(false);
-            }
+            };
             self.stats.lines += 1;
-            let line_no = self.stats.lines;
-            let mut line = &self.buf[..];
-            while let [rest @ .., b'\n' | b'\r'] = line {
-                line = rest;
-            }
-            if self.parser.is_none() {
-                if line.trim_ascii().is_empty() {
-                    continue;
-                }
-                let format = self.options.format.unwrap_or_else(|| Format::sniff(line));
-                self.stats.format = Some(format);
-                self.parser = Some(Parser::new(format, &self.options.key)?);
-            }
-            let parser = self.parser.as_mut().expect("set above");
-            match parser.parse(line) {
-                Ok(None) => continue,
-                Ok(Some(parsed)) => {
-                    let client = self.interner.intern(&parsed.client);
-                    let ev = Event {
-                        time_ms: parsed.time_ms,
-                        client,
-                        cost: parsed.cost,
-                    };
-                    self.reorder.push(ev);
-                    return Ok(true);
-                }
-                Err(problem) => {
-                    if self.options.strict {
-                        return Err(SimError::BadLine {
-                            file: self.name.clone(),
-                            line: line_no,
-                            field: problem.field,
-                            problem: problem.problem,
-                        });
-                    }
-                    self.stats.bad_lines += 1;
-                    if self.stats.bad_samples.len() < BAD_SAMPLES {
-                        self.stats.bad_samples.push(BadLine {
-                            line: line_no,
-                            field: problem.field,
-                            problem: problem.problem,
-                        });
-                    }
-                }
-            }
+            let problem = match (read, memchr::memchr(0, &self.buf)) {
+                (Line::TooLong(bytes), _) => LineProblem::new(
+                    "line",
+                    format!("{bytes} bytes long, more than the {MAX_LINE_BYTES} a line may have"),
+                ),
+                (Line::Whole, Some(at)) => LineProblem::new(
+                    "line",
+                    format!(
+                        "a NUL byte at column {}: binary data, not a log line (a log rotated \
+                         under its writer leaves runs of NULs)",
+                        at + 1
+                    ),
+                ),
+                (Line::Whole, None) => match self.parse_line()? {
+                    Ok(true) => return Ok(true),
+                    Ok(false) => continue,
+                    Err(problem) => problem,
+                },
+            };
+            self.bad_line(problem)?;
         }
+    }
+
+    /// Parses the line in `buf`: `Ok(true)` if it gave an event, `Ok(false)` for a blank line or
+    /// a header; the inner error is a bad line, the outer one a usage error (the key does not
+    /// fit the format, too many clients).
+    fn parse_line(&mut self) -> Result<Result<bool, LineProblem>, SimError> {
+        let line = &self.buf[..];
+        if self.parser.is_none() {
+            if line.trim_ascii().is_empty() {
+                return Ok(Ok(false));
+            }
+            let format = self.options.format.unwrap_or_else(|| Format::sniff(line));
+            self.stats.format = Some(format);
+            self.parser = Some(Parser::new(format, &self.options.key)?);
+        }
+        let parser = self.parser.as_mut().expect("set above");
+        let parsed = match parser.parse(line) {
+            Ok(None) => return Ok(Ok(false)),
+            Ok(Some(parsed)) => parsed,
+            Err(problem) => return Ok(Err(problem)),
+        };
+        let client = self.interner.intern(&parsed.client).ok_or_else(|| {
+            SimError::Usage(format!(
+                "{}:{}: more than 2^32 distinct clients; choose a coarser --key",
+                self.name, self.stats.lines
+            ))
+        })?;
+        self.reorder.push(Event {
+            time_ms: parsed.time_ms,
+            client,
+            cost: parsed.cost,
+        });
+        self.parsed += 1;
+        Ok(Ok(true))
+    }
+
+    /// Counts a bad line (or, with `--strict`, stops at it).
+    fn bad_line(&mut self, problem: LineProblem) -> Result<(), SimError> {
+        let line = self.stats.lines;
+        if self.options.strict {
+            return Err(SimError::BadLine {
+                file: self.name.clone(),
+                line,
+                field: problem.field,
+                problem: problem.problem,
+            });
+        }
+        self.stats.bad_lines += 1;
+        if self.stats.bad_samples.len() < BAD_SAMPLES {
+            self.stats.bad_samples.push(BadLine {
+                line,
+                field: problem.field,
+                problem: problem.problem,
+            });
+        }
+        Ok(())
     }
 
     fn emit(&mut self, ev: Event) -> Event {
@@ -252,7 +289,11 @@ impl TraceReader {
                 " ({} bad lines; line {}: {}: {})",
                 self.stats.bad_lines, b.line, b.field, b.problem
             ),
-            None => " (the file is empty)".to_string(),
+            None if self.stats.lines == 0 => " (the file is empty)".to_string(),
+            None => format!(
+                " ({} lines, all blank, comments or a header)",
+                self.stats.lines
+            ),
         };
         SimError::Empty {
             file: self.name.clone(),
