@@ -35,6 +35,7 @@ mod probe {
     use std::task::{Context, Poll, Wake, Waker};
 
     use async_trait::async_trait;
+    use edgelimit::limiter::Checked;
     use edgelimit::script::{CheckPlan, Invocation, Topology};
     use edgelimit::store::{decode_pipeline_answer, evalsha_pipeline_body, Shard, ShardedStore};
     use edgelimit::{Check, Clock, Limiter, Store, StoreError, SystemClock, TimeSource, Verdict};
@@ -168,15 +169,15 @@ mod probe {
 
     struct Probe {
         config_json: String,
-        config: Config,
+        // Leaked (one per scenario) so the probe can keep a `Plan`, which borrows it.
+        config: &'static Config,
         request: Request,
         limiter: Limiter<ShardedStore>,
         store: Canned,
-        plan: Plan,
+        plan: Plan<'static>,
         checks: Vec<Check>,
-        verdicts: Vec<Verdict>,
+        checked: Checked,
         invocations: usize,
-        now: u64,
     }
 
     const LIMITS: [&str; 3] = [
@@ -188,7 +189,8 @@ mod probe {
     /// The answer Redis gives the multi-limit script (or a single one) for `check`: admitted
     /// with room to spare, or denied by the first limit with the others untouched.
     fn answer(check: &Check, now: u64, denied: bool) -> String {
-        let mut values = vec![if denied { 0 } else { 1 }];
+        // allowed, the time the script decided at, then six values per limit.
+        let mut values = vec![if denied { 0 } else { 1 }, now as i64];
         for (i, item) in check.items().iter().enumerate() {
             let capacity = item.limit.policy.capacity() as i64;
             let window = item.limit.policy.window_ms() as i64;
@@ -225,7 +227,9 @@ mod probe {
                  "rules": [ {{ "name": "api", "path_prefix": "/api/", "limits": [ {limits} ] }} ] }}"#,
             if denial_cache { 10_000 } else { 0 }
         );
-        let config = Config::from_json(&config_json).map_err(|e| e.to_string())?;
+        let config: &'static Config = Box::leak(Box::new(
+            Config::from_json(&config_json).map_err(|e| e.to_string())?,
+        ));
         let request = Request {
             headers: vec![
                 ("cf-connecting-ip", "198.51.100.7"),
@@ -235,7 +239,7 @@ mod probe {
             ],
         };
         let plan = config.plan(&request);
-        let checks = plan.checks();
+        let checks = plan.checks().to_vec();
         let now = SystemClock.now_ms();
         let check = checks.first().ok_or("the request matches no limit")?;
         let canned = || Canned {
@@ -249,8 +253,7 @@ mod probe {
             .with_time_mode(config.time)
             .with_denial_cache(config.denial_cache);
         let store = canned();
-        let verdicts =
-            ready(store.check(&checks, TimeSource::Server)).map_err(|e| e.to_string())?;
+        let checked = ready(limiter.check_all(&checks));
         let invocations = checks
             .iter()
             .map(|c| {
@@ -272,9 +275,8 @@ mod probe {
             store,
             plan,
             checks,
-            verdicts,
+            checked,
             invocations,
-            now,
         })
     }
 
@@ -316,19 +318,16 @@ mod probe {
     fn once(p: &Probe, stage: u32) -> usize {
         match stage {
             0 => {
-                // As the Worker's fetch handler (`edge.rs`), minus reading the request and the
-                // fetches: its clock reads included (`Date.now()` there, here through web-time).
+                // As the Worker's fetch handler (`edge.rs`), minus reading the request, the
+                // fetches and the 1%-sampled log line.
                 let plan = p.config.plan(&p.request);
-                let checks = plan.checks();
-                let started = SystemClock.now_ms();
-                let verdicts = ready(p.limiter.check_all(&checks));
-                let store_ms = SystemClock.now_ms().saturating_sub(started);
-                let outcome = plan.decide(&verdicts, SystemClock.now_ms(), PATH);
-                outcome.headers.len() + usize::from(outcome.allowed()) + store_ms as usize
+                let checked = ready(p.limiter.check_all(plan.checks()));
+                let outcome = plan.decide(&checked.verdicts, PATH);
+                outcome.headers.len() + usize::from(outcome.allowed())
             }
-            1 => p.config.plan(&p.request).enforced.len(),
+            1 => p.config.plan(&p.request).checks().len(),
             2 => p.plan.checks().len(),
-            3 => ready(p.limiter.check_all(&p.checks)).len(),
+            3 => ready(p.limiter.check_all(&p.checks)).verdicts.len(),
             4 => ready(p.store.check(&p.checks, TimeSource::Server)).map_or(0, |v| v.len()),
             5 => {
                 let plans: Vec<CheckPlan> = p
@@ -349,11 +348,11 @@ mod probe {
                 evalsha_pipeline_body(&invocations).map_or(0, |b| b.len())
             }
             6 => decode_pipeline_answer(&p.store.answer, p.invocations).map_or(0, |r| r.len()),
-            7 => p.plan.decide(&p.verdicts, p.now, PATH).headers.len(),
+            7 => p.plan.decide(&p.checked.verdicts, PATH).headers.len(),
             8 => p
                 .plan
-                .decide(&p.verdicts, p.now, PATH)
-                .log_line(&p.plan, Some(1.5), PATH, None)
+                .decide(&p.checked.verdicts, PATH)
+                .log_line(&p.plan, &p.checked, &p.request, None)
                 .len(),
             9 => Config::from_json(&p.config_json).map_or(0, |c| c.rules.len()),
             10 => p
