@@ -20,6 +20,6 @@ pub use key::DEFAULT_NAMESPACE;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 #[cfg(not(target_arch = "wasm32"))]
 pub use resp::RespStore;
-pub use rest::{decode_pipeline, RestStore, REST_TOKEN_VAR, REST_URL_VAR};
+pub use rest::{decode_pipeline, evalsha_pipeline_body, RestStore, REST_TOKEN_VAR, REST_URL_VAR};
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{MaybeSendSync, Store};

@@ -118,11 +118,8 @@ impl RestStore {
         self
     }
 
-    /// Sends one `/pipeline` and reads one reply per command.
-    async fn pipeline(&self, commands: Vec<Command<'_>>) -> Result<Vec<Reply>, StoreError> {
-        let n = commands.len();
-        let body = serde_json::to_vec(&commands)
-            .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))?;
+    /// Sends one `/pipeline` (`body`, `n` commands) and reads one reply per command.
+    async fn pipeline(&self, body: Vec<u8>, n: usize) -> Result<Vec<Reply>, StoreError> {
         let started = web_time::Instant::now();
         let request = match &self.parsed_url {
             Some(url) => self.client.post(url.clone()),
@@ -213,6 +210,21 @@ pub fn decode_pipeline(status: u16, text: &str, commands: usize) -> Result<Vec<R
     entries.iter().map(entry).collect()
 }
 
+fn encode(commands: &[Command<'_>]) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(commands)
+        .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))
+}
+
+/// The body of the `/pipeline` request that runs `invocations` by `EVALSHA`, as
+/// [`RestStore`] sends it first (pure: the Worker's CPU benchmark times it under wasm32).
+pub fn evalsha_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
+    let commands: Vec<Command<'_>> = invocations
+        .iter()
+        .map(|i| command("EVALSHA", i.script.sha1(), i))
+        .collect();
+    encode(&commands)
+}
+
 /// One command as the JSON array the protocol carries:
 /// `["EVALSHA", "<sha>", <number of keys>, "<key>", …, "<arg>", …]`.
 struct Command<'a> {
@@ -290,13 +302,8 @@ impl Store for RestStore {
         let mut replies = if invocations.is_empty() {
             Vec::new()
         } else {
-            self.pipeline(
-                invocations
-                    .iter()
-                    .map(|i| command("EVALSHA", i.script.sha1(), i))
-                    .collect(),
-            )
-            .await?
+            self.pipeline(evalsha_pipeline_body(&invocations)?, invocations.len())
+                .await?
         };
         let missing: Vec<usize> = replies
             .iter()
@@ -304,14 +311,11 @@ impl Store for RestStore {
             .filter_map(|(i, r)| matches!(r, Reply::Error(m) if is_noscript(m)).then_some(i))
             .collect();
         if !missing.is_empty() {
-            let resent = self
-                .pipeline(
-                    missing
-                        .iter()
-                        .map(|&i| command("EVAL", invocations[i].script.source(), invocations[i]))
-                        .collect(),
-                )
-                .await?;
+            let resend: Vec<Command<'_>> = missing
+                .iter()
+                .map(|&i| command("EVAL", invocations[i].script.source(), invocations[i]))
+                .collect();
+            let resent = self.pipeline(encode(&resend)?, resend.len()).await?;
             for (i, reply) in missing.into_iter().zip(resent) {
                 replies[i] = reply;
             }
@@ -400,5 +404,40 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn pipeline_answers_decode_into_one_reply_per_command() {
+        let text = r#"[{"result":[1,-2]},{"error":"NOSCRIPT No matching script"},{"result":"aGk="},{"result":"OK"},{"result":null}]"#;
+        assert_eq!(
+            decode_pipeline(200, text, 5).unwrap(),
+            [
+                Reply::Array(vec![Reply::Int(1), Reply::Int(-2)]),
+                Reply::Error("NOSCRIPT No matching script".into()),
+                Reply::Bulk(b"hi".to_vec()),
+                Reply::Bulk(b"OK".to_vec()),
+                Reply::Nil,
+            ]
+        );
+        let short = decode_pipeline(200, r#"[{"result":1}]"#, 2).unwrap_err();
+        assert!(
+            short.to_string().contains("2 commands answered 1"),
+            "{short}"
+        );
+        assert!(decode_pipeline(200, "not json", 1).is_err());
+        assert!(decode_pipeline(200, r#"[{"result":"%%"}]"#, 1).is_err());
+    }
+
+    #[test]
+    fn the_evalsha_body_names_each_script_by_its_sha() {
+        let invocation = Invocation {
+            script: Script::single(Algorithm::FixedWindow),
+            keys: vec!["k".into()],
+            args: vec!["".into(), "5".into()],
+        };
+        let body = evalsha_pipeline_body(&[&invocation, &invocation]).unwrap();
+        let sha = invocation.script.sha1();
+        let one = format!(r#"["EVALSHA","{sha}",1,"k","","5"]"#);
+        assert_eq!(String::from_utf8(body).unwrap(), format!("[{one},{one}]"));
     }
 }

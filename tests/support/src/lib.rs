@@ -16,7 +16,8 @@
 //! helpers, and a test without its server cannot say anything useful.
 //!
 //! [`command`] is a minimal RESP client (std only) for setup and assertions, so this crate needs no
-//! Redis client dependency.
+//! Redis client dependency; [`metrics::scrape`] reads a Prometheus page (the gateway's
+//! `/metrics`) the same way, and [`WranglerDev`] runs a Worker under `wrangler dev`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -38,6 +39,7 @@ const START_ATTEMPTS: usize = 5;
 
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
+pub mod metrics;
 pub mod wrangler;
 pub use wrangler::WranglerDev;
 

@@ -1,9 +1,12 @@
 //! `wrangler dev` running the built edgelimit Worker on a free loopback port, with a
-//! configuration of the test's choosing, stopped (with its whole process group) on drop.
+//! configuration of the test's choosing, stopped (with its whole process group) on drop. Another
+//! project's Worker (a JS fixture with its own `wrangler.toml`) runs the same way
+//! ([`WranglerDev::start_project`]).
 //!
 //! Needs what `scripts/setup.d/worker-toolchain.sh` installs and `worker-build --release worker`
 //! produces: `node_modules/.bin/wrangler` and `worker/build/worker/shim.mjs` in the checkout.
 
+use std::ffi::OsString;
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -50,6 +53,51 @@ impl WranglerDev {
             "worker/build/worker/shim.mjs is missing: run `worker-build --release worker` \
              (scripts/test.d/worker.sh does)",
         );
+        let (port, dir) = fresh_dir();
+        let config = format!(
+            "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
+            shim.display()
+        );
+        std::fs::write(dir.join("wrangler.toml"), config).expect("write wrangler.toml");
+        WranglerDev::spawn(port, dir, &[])
+    }
+
+    /// Starts `wrangler dev` on another project's configuration — `config` is its
+    /// `wrangler.toml` (e.g. a JS Worker whose dependencies `npm ci` installed beside it) — with
+    /// `vars` given through an env file (`--env-file`), so they override the file's own `[vars]`,
+    /// and waits until it answers HTTP. Panics when a value cannot be written to an env file
+    /// (a newline or `'`), or with wrangler's output when it does not come up.
+    pub fn start_project(config: &Path, vars: &[(&str, &str)]) -> WranglerDev {
+        assert!(
+            config.is_file(),
+            "{} is not a wrangler configuration file",
+            config.display()
+        );
+        let (port, dir) = fresh_dir();
+        let mut env = String::new();
+        for (name, value) in vars {
+            assert!(
+                !value.contains(['\n', '\r', '\'']),
+                "the var {name} cannot go in an env file (a newline or `'` in it): {value}"
+            );
+            // Single quotes: the value is taken literally (JSON keeps its double quotes).
+            env.push_str(&format!("{name}='{value}'\n"));
+        }
+        let env_file = dir.join("vars.env");
+        std::fs::write(&env_file, env).expect("write the env file");
+        let config = config.canonicalize().expect("the configuration's path");
+        let args = [
+            OsString::from("--config"),
+            config.into_os_string(),
+            OsString::from("--env-file"),
+            env_file.into_os_string(),
+        ];
+        WranglerDev::spawn(port, dir, &args)
+    }
+
+    /// Runs `wrangler dev` in `dir` (the configuration there, unless `extra` names one) on
+    /// `port`, in its own process group, and waits until it answers.
+    fn spawn(port: u16, dir: PathBuf, extra: &[OsString]) -> WranglerDev {
         let root = repo_root();
         let wrangler = root.join("node_modules/.bin/wrangler");
         assert!(
@@ -57,19 +105,6 @@ impl WranglerDev {
             "{} is missing: scripts/setup.d/worker-toolchain.sh installs it",
             wrangler.display()
         );
-        let port = free_port(false);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "edgelimit-wrangler-{}-{port}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the wrangler directory");
-        let config = format!(
-            "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
-            shim.display()
-        );
-        std::fs::write(dir.join("wrangler.toml"), config).expect("write wrangler.toml");
         let log = std::fs::File::create(dir.join("wrangler.log")).expect("create the log");
         let path = format!(
             "{}:{}",
@@ -88,6 +123,7 @@ impl WranglerDev {
             ])
             .arg("--persist-to")
             .arg(dir.join("state"))
+            .args(extra)
             .current_dir(&dir)
             .env("PATH", path)
             .env("WRANGLER_SEND_METRICS", "false")
@@ -163,6 +199,19 @@ impl WranglerDev {
             let _ = child.wait();
         }
     }
+}
+
+/// A free port and a fresh temporary directory for one `wrangler dev`.
+fn fresh_dir() -> (u16, PathBuf) {
+    let port = free_port(false);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "edgelimit-wrangler-{}-{port}-{n}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the wrangler directory");
+    (port, dir)
 }
 
 impl Drop for WranglerDev {
