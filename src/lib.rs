@@ -51,7 +51,7 @@ pub mod policy;
 pub mod script;
 pub mod store;
 
-pub use algorithm::{step, State, Step};
+pub use algorithm::{step, Charge, State, Step};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Reason, RETRY_NEVER};
 pub use limiter::{Checked, Limiter, TimeMode};
