@@ -232,6 +232,7 @@ impl<'c> Plan<'c> {
                     name: &item.limit.name,
                     policy: &item.limit.policy,
                     decision,
+                    unit: self.units.get(&*item.limit.name).copied().flatten(),
                 })
                 .collect();
             let answer = Answer::new(&reports);
