@@ -10,6 +10,10 @@
 //! |---|---|---|
 //! | fixed / sliding-log / sliding-counter `L/W` | `L` | `W` |
 //! | token-bucket / gcra `L/W burst B` | `B` | `B·W/L`, the time to refill `B` |
+//! | concurrency `N timeout D` | `N`, with `qu="concurrent-requests"` | none (not a window) |
+//!
+//! A limit counting another unit than requests (LLM tokens, bytes) says so with the draft's `qu`
+//! parameter (`qu="content-bytes"`, `qu="tokens"`), from [`LimitReport::unit`].
 //!
 //! `r` is the decision's remaining quota. `t` is, for an admitted request, the seconds until the
 //! quota is whole again; for a denied one, the seconds until this request would be admitted — so
@@ -20,7 +24,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
-use crate::policy::Policy;
+use crate::policy::{Algorithm, Policy};
 
 /// The media type of [`Problem`] bodies.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
@@ -34,9 +38,21 @@ pub struct LimitReport<'a> {
     pub policy: &'a Policy,
     /// Its decision for this request.
     pub decision: &'a Decision,
+    /// The unit its quota counts when not requests (`tokens`, `content-bytes`), reported as
+    /// `qu`; `None` for requests. A concurrency limit is always `concurrent-requests`.
+    pub unit: Option<&'a str>,
 }
 
 impl LimitReport<'_> {
+    /// The quota unit `qu`, when not the draft's default (`requests`).
+    pub fn quota_unit(&self) -> Option<&str> {
+        if self.policy.algorithm() == Algorithm::Concurrency {
+            Some("concurrent-requests")
+        } else {
+            self.unit
+        }
+    }
+
     /// The quota `q` the policy grants per [`LimitReport::window_seconds`].
     pub fn quota(&self) -> u64 {
         self.policy.capacity()
@@ -172,12 +188,13 @@ impl<'r, 'a> Answer<'r, 'a> {
         for (i, r) in self.reports.iter().enumerate() {
             let separator = if i == 0 { "" } else { ", " };
             let name = sf_string(r.name);
-            let _ = write!(
-                policies,
-                "{separator}{name};q={};w={}",
-                r.quota(),
-                r.window_seconds()
-            );
+            let _ = write!(policies, "{separator}{name};q={}", r.quota());
+            if r.policy.algorithm() != Algorithm::Concurrency {
+                let _ = write!(policies, ";w={}", r.window_seconds());
+            }
+            if let Some(unit) = r.quota_unit() {
+                let _ = write!(policies, ";qu={}", sf_string(unit));
+            }
             let _ = write!(states, "{separator}{name};r={}", r.decision.remaining);
             if let Some(t) = r.reset_seconds(now_ms) {
                 let _ = write!(states, ";t={t}");
@@ -336,7 +353,39 @@ mod tests {
             name,
             policy,
             decision,
+            unit: None,
         }
+    }
+
+    #[test]
+    fn concurrency_and_token_quotas_say_their_unit() {
+        let conc: Policy = "concurrency 2 timeout 30s".parse().unwrap();
+        let tokens: Policy = "fixed 10000/1m".parse().unwrap();
+        let d = decision(true, 1, 30_000, 0);
+        let t = decision(true, 9_000, 60_000, 0);
+        let reports = [
+            report("inflight", &conc, &d),
+            LimitReport {
+                unit: Some("tokens"),
+                ..report("llm", &tokens, &t)
+            },
+        ];
+        let headers = Answer::new(&reports).headers(0);
+        assert_eq!(
+            headers[0],
+            (
+                "RateLimit-Policy",
+                "\"inflight\";q=2;qu=\"concurrent-requests\", \"llm\";q=10000;w=60;qu=\"tokens\""
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            headers[1],
+            (
+                "RateLimit",
+                "\"inflight\";r=1;t=30, \"llm\";r=9000;t=60".to_string()
+            )
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub mod policy;
 pub mod script;
 pub mod store;
 
-pub use algorithm::{step, State, Step};
+pub use algorithm::{step, Charge, State, Step};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Reason, RETRY_NEVER};
 pub use limiter::{Checked, Limiter, TimeMode};
@@ -59,6 +59,6 @@ pub use policy::{Algorithm, Policy, PolicyError};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::RespStore;
 pub use store::{
-    Check, CheckItem, FailMode, Identifier, Limit, MemoryStore, RestStore, Store, StoreError,
-    TimeSource, Verdict,
+    Check, CheckItem, FailMode, Identifier, Limit, MemoryStore, Reservation, RestStore, Store,
+    StoreError, TimeSource, Verdict,
 };

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
 use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::policy::Policy;
+use crate::policy::{Algorithm, Policy};
 use crate::store::{
-    Check, CheckItem, ExpiringMap, FailMode, Identifier, Limit, MemoryStore, Store, StoreError,
-    TimeSource, Verdict,
+    Check, CheckItem, ExpiringMap, FailMode, Identifier, Limit, MemoryStore, Reservation, Store,
+    StoreError, TimeSource, Verdict,
 };
 
 /// How long a fail-closed denial tells the client to wait, in ms.
@@ -191,6 +191,59 @@ impl<S: Store> Limiter<S> {
         }
     }
 
+    /// Decides `check` as [`Limiter::check`] and, when it is admitted, returns the
+    /// [`Reservation`] it made, named `id`, for [`Limiter::commit`] after the response.
+    pub async fn reserve(
+        &self,
+        check: &Check,
+        id: impl Into<Identifier>,
+    ) -> (Verdict, Option<Reservation>) {
+        let verdict = self.check(check).await;
+        // A verdict the store did not give (failed open, fallback) reserved nothing there.
+        let stored = verdict
+            .decisions
+            .iter()
+            .all(|d| matches!(d.reason, Reason::Admitted));
+        let reservation = stored
+            .then(|| Reservation::new(check, &verdict, id))
+            .flatten();
+        (verdict, reservation)
+    }
+
+    /// Settles `reservation` at the real cost `actual` (see [`Reservation::commit`]): one store
+    /// call, idempotent. Off the request path; an error leaves the reservation charged at its
+    /// estimate, the safe side, so it is only counted.
+    pub async fn commit(
+        &self,
+        reservation: &Reservation,
+        actual: u64,
+    ) -> Result<Option<Verdict>, StoreError> {
+        self.settle(reservation.commit(actual)).await
+    }
+
+    /// Sends a settling check (a [`Reservation`]'s commit) to the store as it is: no denial
+    /// cache, no fail mode, not counted as a decision. `None` for an empty check.
+    pub async fn settle(&self, check: Check) -> Result<Option<Verdict>, StoreError> {
+        if check.items().is_empty() {
+            return Ok(None);
+        }
+        let time = match self.time {
+            TimeMode::Local => TimeSource::At(self.clock.now_ms()),
+            TimeMode::Server => TimeSource::Server,
+        };
+        match self.store.check(std::slice::from_ref(&check), time).await {
+            Ok(mut verdicts) if verdicts.len() == 1 => Ok(verdicts.pop()),
+            Ok(verdicts) => Err(StoreError::Protocol(format!(
+                "store answered {} verdicts for 1 check",
+                verdicts.len()
+            ))),
+            Err(e) => {
+                self.metrics.store_error();
+                Err(e)
+            }
+        }
+    }
+
     fn cached_denial(&self, check: &Check, now: u64) -> Option<Verdict> {
         let denials = self.denials.as_ref()?;
         let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
@@ -234,7 +287,12 @@ impl<S: Store> Limiter<S> {
         let Some(denials) = &self.denials else { return };
         let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
         for (item, decision) in check.items().iter().zip(&verdict.decisions) {
-            if decision.reason == Reason::OverLimit && decision.retry_after_ms > 0 {
+            // A concurrency denial may lift before its retry time (a lease released after its
+            // response), so only the store can tell: never cached.
+            if decision.reason == Reason::OverLimit
+                && decision.retry_after_ms > 0
+                && item.limit.policy.algorithm() != Algorithm::Concurrency
+            {
                 let retry_at_ms = now.saturating_add(decision.retry_after_ms);
                 let key = (item.limit.name.clone(), item.identifier.clone());
                 let denial = CachedDenial {

@@ -1,7 +1,9 @@
 //! Policies: which algorithm, how many, per how long, with what burst.
 //!
 //! A policy is written as a human spec, `<algorithm> <limit>/<window> [burst <n>]`:
-//! `fixed 100/60s`, `gcra 10/1s burst 20`, `sliding-counter 1000/day`. The same text is accepted
+//! `fixed 100/60s`, `gcra 10/1s burst 20`, `sliding-counter 1000/day` — or, for the sixth kind,
+//! `concurrency <n> [timeout <duration>]` (at most `n` requests in flight, each lease ending after
+//! the timeout, 30 s unless given; docs/design.md §2). The same text is accepted
 //! by serde (TOML/JSON), by the simulator's `--policy` flag and by the Worker's configuration,
 //! and [`Policy`]'s `Display` prints it back in canonical form, so a spec round-trips.
 
@@ -40,10 +42,19 @@ pub enum Algorithm {
     TokenBucket,
     /// Generic cell rate algorithm (`gcra`); decides exactly as the token bucket.
     Gcra,
+    /// At most `limit` requests in flight (`concurrency`), each holding a lease that ends when
+    /// it is released or after `window_ms` (the timeout), whichever comes first. Not a rate:
+    /// absent from [`Algorithm::ALL`], listed in [`Algorithm::EVERY`].
+    Concurrency,
 }
 
+/// The lease timeout of a `concurrency` policy that names none: 30 s.
+pub const DEFAULT_LEASE_TIMEOUT_MS: u64 = 30 * SECOND_MS;
+
 impl Algorithm {
-    /// Every algorithm, in a stable order (the order reports list them in).
+    /// Every rate algorithm (the windows and the buckets), in a stable order (the order reports
+    /// list them in). Their guarantees are stated per window of time; `concurrency` is not a rate
+    /// and is listed only in [`Algorithm::EVERY`].
     pub const ALL: [Algorithm; 5] = [
         Algorithm::FixedWindow,
         Algorithm::SlidingLog,
@@ -52,7 +63,18 @@ impl Algorithm {
         Algorithm::Gcra,
     ];
 
-    /// The name used in specs: `fixed`, `sliding-log`, `sliding-counter`, `token-bucket`, `gcra`.
+    /// Every kind of policy: the rate algorithms of [`Algorithm::ALL`], then `concurrency`.
+    pub const EVERY: [Algorithm; 6] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingLog,
+        Algorithm::SlidingCounter,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+        Algorithm::Concurrency,
+    ];
+
+    /// The name used in specs: `fixed`, `sliding-log`, `sliding-counter`, `token-bucket`, `gcra`,
+    /// `concurrency`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Algorithm::FixedWindow => "fixed",
@@ -60,6 +82,7 @@ impl Algorithm {
             Algorithm::SlidingCounter => "sliding-counter",
             Algorithm::TokenBucket => "token-bucket",
             Algorithm::Gcra => "gcra",
+            Algorithm::Concurrency => "concurrency",
         }
     }
 
@@ -79,13 +102,13 @@ impl FromStr for Algorithm {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Algorithm::ALL
+        Algorithm::EVERY
             .into_iter()
             .find(|a| a.as_str() == name)
             .ok_or_else(|| {
                 format!(
                     "unknown algorithm `{name}` (expected one of: fixed, sliding-log, \
-                     sliding-counter, token-bucket, gcra)"
+                     sliding-counter, token-bucket, gcra, concurrency)"
                 )
             })
     }
@@ -132,6 +155,9 @@ impl Policy {
         burst: Option<u64>,
     ) -> Result<Policy, PolicyError> {
         let spec = || {
+            if algorithm == Algorithm::Concurrency {
+                return format!("{algorithm} {limit} timeout {window_ms}ms");
+            }
             let mut s = format!("{algorithm} {limit}/{window_ms}ms");
             if let Some(b) = burst {
                 s.push_str(&format!(" burst {b}"));
@@ -237,6 +263,13 @@ impl Policy {
 
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.algorithm == Algorithm::Concurrency {
+            write!(f, "concurrency {}", self.limit)?;
+            if self.window_ms != DEFAULT_LEASE_TIMEOUT_MS {
+                write!(f, " timeout {}", format_window(self.window_ms))?;
+            }
+            return Ok(());
+        }
         write!(
             f,
             "{} {}/{}",
@@ -325,6 +358,9 @@ fn parse_spec(spec: &str) -> Result<Policy, String> {
         .next()
         .ok_or("empty spec; expected `<algorithm> <limit>/<window> [burst <n>]`")?
         .parse()?;
+    if algorithm == Algorithm::Concurrency {
+        return parse_concurrency(words);
+    }
     let rate = words
         .next()
         .ok_or("missing `<limit>/<window>` after the algorithm")?;
@@ -349,6 +385,29 @@ fn parse_spec(spec: &str) -> Result<Policy, String> {
         return Err(format!("unexpected `{extra}` at the end"));
     }
     Policy::validated(algorithm, limit, window_ms, burst)
+}
+
+/// `concurrency <n> [timeout <duration>]`, after the algorithm's name.
+fn parse_concurrency<'a>(mut words: impl Iterator<Item = &'a str>) -> Result<Policy, String> {
+    let limit = words
+        .next()
+        .ok_or("`concurrency` needs the number of requests in flight (e.g. `concurrency 10`)")?;
+    let limit = parse_count("limit", limit)?;
+    let timeout = match words.next() {
+        None => DEFAULT_LEASE_TIMEOUT_MS,
+        Some("timeout") => {
+            parse_window(words.next().ok_or("`timeout` needs a duration after it")?)?
+        }
+        Some(other) => {
+            return Err(format!(
+                "unexpected `{other}` (only `timeout <duration>` may follow)"
+            ))
+        }
+    };
+    if let Some(extra) = words.next() {
+        return Err(format!("unexpected `{extra}` at the end"));
+    }
+    Policy::validated(Algorithm::Concurrency, limit, timeout, None)
 }
 
 fn parse_count(what: &str, text: &str) -> Result<u64, String> {
@@ -436,6 +495,25 @@ mod tests {
     }
 
     #[test]
+    fn concurrency_specs_name_the_limit_and_the_lease_timeout() {
+        let p: Policy = "concurrency 2".parse().unwrap();
+        assert_eq!(
+            (p.algorithm(), p.limit(), p.window_ms(), p.capacity()),
+            (Algorithm::Concurrency, 2, 30_000, 2)
+        );
+        let p: Policy = "concurrency 3 timeout 2m".parse().unwrap();
+        assert_eq!((p.limit(), p.window_ms()), (3, 120_000));
+        assert_eq!(p.to_string(), "concurrency 3 timeout 2m");
+        assert_eq!(
+            "concurrency 3 timeout 30s"
+                .parse::<Policy>()
+                .unwrap()
+                .to_string(),
+            "concurrency 3"
+        );
+    }
+
+    #[test]
     fn display_round_trips() {
         for spec in [
             "fixed 100/1m",
@@ -443,6 +521,8 @@ mod tests {
             "sliding-counter 1000/day",
             "token-bucket 7/1500ms",
             "sliding-log 1/2d",
+            "concurrency 2",
+            "concurrency 10 timeout 5s",
         ] {
             let p: Policy = spec.parse().unwrap();
             assert_eq!(p.to_string(), spec);
@@ -471,6 +551,16 @@ mod tests {
             ("fixed 10/1s extra", "unexpected `extra`"),
             ("fixed ten/1s", "not a whole number"),
             ("fixed 10/400d", "366 days"),
+            ("concurrency", "needs the number of requests in flight"),
+            ("concurrency 0", "at least 1"),
+            ("concurrency 2 timeout", "needs a duration"),
+            ("concurrency 2 timeout 0s", "at least 1ms"),
+            ("concurrency 2/1s", "not a whole number"),
+            (
+                "concurrency 2 burst 3",
+                "only `timeout <duration>` may follow",
+            ),
+            ("concurrency 2 timeout 1s x", "unexpected `x`"),
         ];
         for (spec, problem) in cases {
             let err = spec.parse::<Policy>().unwrap_err();

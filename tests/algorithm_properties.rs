@@ -312,6 +312,7 @@ proptest! {
             Algorithm::SlidingLog => l,
             Algorithm::SlidingCounter => l + l * w.saturating_sub(2) / w,
             Algorithm::TokenBucket | Algorithm::Gcra => b + l * (w - 1) / w,
+            Algorithm::Concurrency => unreachable!("not a rate: tests/concurrency_properties.rs"),
         };
         prop_assert!(most <= bound, "{} admitted {} in a window, documented bound {}", p, most, bound);
     }

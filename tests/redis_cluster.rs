@@ -28,7 +28,7 @@ async fn store(cluster: &RedisCluster, namespace: &str) -> RespStore {
 async fn every_algorithm_and_multi_limit_checks_match_rust_on_a_cluster() {
     let cluster = RedisCluster::start(3);
     let mut total = Report::default();
-    for (seed, algorithm) in (11..).zip(Algorithm::ALL) {
+    for (seed, algorithm) in (11..).zip(Algorithm::EVERY) {
         let namespace = format!("cdiff-{seed}");
         let store = store(&cluster, &namespace).await;
         let sequences = generate(Kind::Single(algorithm), seed, SEQUENCES, &namespace, false);

@@ -61,6 +61,11 @@ async fn gcra_lua_matches_rust() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_lua_matches_rust() {
+    differential(Kind::Single(Algorithm::Concurrency), 7).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_limit_lua_matches_rust() {
     differential(Kind::Multi, 6).await;
 }

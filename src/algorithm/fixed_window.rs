@@ -46,7 +46,7 @@ pub fn step(policy: &Policy, state: &mut FixedWindowState, now_ms: u64, cost: i6
             None,
         ),
         Cost::Peek => (admitted(policy, limit.saturating_sub(used), end), None),
-        Cost::Refund(r) => {
+        Cost::Refund(r) | Cost::Release { count: r, .. } => {
             let left = used - used.min(r);
             (
                 admitted(policy, limit.saturating_sub(left), end),

@@ -117,7 +117,7 @@ pub fn step(policy: &Policy, state: &mut GcraState, now_ms: u64, cost: i64) -> O
             }
         }
         Cost::Peek => admitted(policy, remaining(base), reset_at(base)),
-        Cost::Refund(r) => {
+        Cost::Refund(r) | Cost::Release { count: r, .. } => {
             let back = times(r.min(policy.burst()), policy.interval(), limit);
             let earlier = if base >= add(now, back, limit) {
                 sub(base, back, limit)

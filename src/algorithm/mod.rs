@@ -1,4 +1,4 @@
-//! The five algorithms as pure steps: no clock, no I/O, integer milliseconds.
+//! The five rate algorithms and the concurrency limit as pure steps: no clock, no I/O, integer milliseconds.
 //!
 //! Each module states its exact semantics (docs/design.md §2), its guarantee and its worst case, and
 //! offers `step(policy, &mut state, now_ms, cost) -> Outcome`, which leaves the state untouched
@@ -6,6 +6,7 @@
 //! the algorithm-independent functional form over [`State`]. Times past [`MAX_TIME_MS`] read as
 //! [`MAX_TIME_MS`].
 
+pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
 mod outcome;
@@ -15,10 +16,11 @@ mod state;
 pub mod token_bucket;
 
 pub use crate::decision::Decision;
+pub use concurrency::ConcurrencyState;
 pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;
 pub use outcome::{Outcome, MAX_TIME_MS};
 pub use sliding_counter::SlidingCounterState;
 pub use sliding_log::SlidingLogState;
-pub use state::{step, State, Step};
+pub use state::{step, Charge, State, Step};
 pub use token_bucket::TokenBucketState;

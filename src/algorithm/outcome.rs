@@ -30,6 +30,14 @@ pub(crate) enum Cost {
     Peek,
     /// Give this much back (a negative cost), never more than was taken.
     Refund(u64),
+    /// Free up to `count` concurrency leases ending at `lease_ms` (a refund of `count` for the
+    /// rate algorithms, which name no lease).
+    Release {
+        /// The end of the leases to free: their name.
+        lease_ms: u64,
+        /// How many.
+        count: u64,
+    },
 }
 
 impl Cost {

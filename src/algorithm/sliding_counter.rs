@@ -76,7 +76,7 @@ pub fn step(policy: &Policy, state: &mut SlidingCounterState, now_ms: u64, cost:
             over_limit(policy, remaining(used), reset_at(p, q), retry_at - t)
         }
         Cost::Peek => admitted(policy, remaining(used), reset_at(p, q)),
-        Cost::Refund(r) => {
+        Cost::Refund(r) | Cost::Release { count: r, .. } => {
             // Give back the current window's cost first, then the previous window's.
             let from_q = r.min(q);
             let from_p = (r - from_q).min(p);

@@ -144,7 +144,7 @@ pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64
             )
         }
         Cost::Peek => admitted(policy, limit.saturating_sub(used), standing(state)),
-        Cost::Refund(r) => {
+        Cost::Refund(r) | Cost::Release { count: r, .. } => {
             // Give back the newest cost first: the most recent admissions are undone. Only
             // cost still in the window can be given back.
             let given = r.min(used);

@@ -1,8 +1,9 @@
 //! The algorithm-independent form: one `State` enum and the functional `step` of docs/design.md §2.
 
+use super::concurrency::{self, ConcurrencyState};
 use super::fixed_window::{self, FixedWindowState};
 use super::gcra::{self, GcraState};
-use super::outcome::Outcome;
+use super::outcome::{Cost, Outcome};
 use super::sliding_counter::{self, SlidingCounterState};
 use super::sliding_log::{self, SlidingLogState};
 use super::token_bucket::{self, TokenBucketState};
@@ -23,6 +24,29 @@ pub enum State {
     TokenBucket(TokenBucketState),
     /// See [`gcra`].
     Gcra(GcraState),
+    /// See [`concurrency`]. Boxed for the same reason as the log.
+    Concurrency(Box<ConcurrencyState>),
+}
+
+/// How an item's cost applies to its state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Charge {
+    /// A request: a positive cost takes quota and is denied if it does not fit, zero looks, a
+    /// negative cost refunds.
+    #[default]
+    Request,
+    /// A cost settled after the response (the work is done): a positive cost is charged even if
+    /// it does not fit — never denied — but only down to an empty quota (the excess beyond empty
+    /// is forgiven, which keeps every state within its bounds and every Lua number exact); a
+    /// negative cost refunds.
+    Settle,
+    /// The release of concurrency leases: frees up to `cost` leases ending at `lease_ms` if they
+    /// are still live (a no-op otherwise, so releasing twice frees once). For a rate algorithm,
+    /// which names no lease, it refunds `cost`.
+    Release {
+        /// The end of the leases, as the admitting decision's `reset_at_ms` gave it.
+        lease_ms: u64,
+    },
 }
 
 impl State {
@@ -34,6 +58,7 @@ impl State {
             Algorithm::SlidingCounter => State::SlidingCounter(SlidingCounterState::default()),
             Algorithm::TokenBucket => State::TokenBucket(TokenBucketState::default()),
             Algorithm::Gcra => State::Gcra(GcraState::default()),
+            Algorithm::Concurrency => State::Concurrency(Box::default()),
         }
     }
 
@@ -45,6 +70,7 @@ impl State {
             State::SlidingCounter(_) => Algorithm::SlidingCounter,
             State::TokenBucket(_) => Algorithm::TokenBucket,
             State::Gcra(_) => Algorithm::Gcra,
+            State::Concurrency(_) => Algorithm::Concurrency,
         }
     }
 
@@ -52,15 +78,61 @@ impl State {
     /// was changed under a live key) is replaced by a fresh one first: the old counts mean nothing
     /// to the new algorithm.
     pub fn apply(&mut self, policy: &Policy, now_ms: u64, cost: i64) -> Outcome {
+        self.apply_charge(policy, now_ms, cost, Charge::Request)
+    }
+
+    /// Applies one item of `cost` charged as `charge` in place (see [`Charge`]). A settlement's
+    /// positive cost is the same as a request for what is left of the quota, at most the cost,
+    /// and is a look when nothing is left: decided as such by every algorithm's own step, and
+    /// so by its Lua twin.
+    pub fn apply_charge(
+        &mut self,
+        policy: &Policy,
+        now_ms: u64,
+        cost: i64,
+        charge: Charge,
+    ) -> Outcome {
         if self.algorithm() != policy.algorithm() {
             *self = State::fresh(policy.algorithm());
         }
+        match charge {
+            Charge::Request => self.step(policy, now_ms, Cost::of(cost)),
+            Charge::Settle if cost > 0 => {
+                let left = self.step(policy, now_ms, Cost::Peek).decision.remaining;
+                match (cost as u64).min(left) {
+                    0 => self.step(policy, now_ms, Cost::Peek),
+                    take => self.step(policy, now_ms, Cost::Take(take)),
+                }
+            }
+            Charge::Settle => self.step(policy, now_ms, Cost::of(cost)),
+            Charge::Release { lease_ms } if cost > 0 => self.step(
+                policy,
+                now_ms,
+                Cost::Release {
+                    lease_ms,
+                    count: cost as u64,
+                },
+            ),
+            Charge::Release { .. } => self.step(policy, now_ms, Cost::Peek),
+        }
+    }
+
+    fn step(&mut self, policy: &Policy, now_ms: u64, cost: Cost) -> Outcome {
+        if let State::Concurrency(s) = self {
+            return concurrency::apply(policy, s, now_ms, cost);
+        }
+        let cost = match cost {
+            Cost::Take(c) => c as i64,
+            Cost::Peek => 0,
+            Cost::Refund(r) | Cost::Release { count: r, .. } => -(r.min(i64::MAX as u64) as i64),
+        };
         match self {
             State::FixedWindow(s) => fixed_window::step(policy, s, now_ms, cost),
             State::SlidingLog(s) => sliding_log::step(policy, s, now_ms, cost),
             State::SlidingCounter(s) => sliding_counter::step(policy, s, now_ms, cost),
             State::TokenBucket(s) => token_bucket::step(policy, s, now_ms, cost),
             State::Gcra(s) => gcra::step(policy, s, now_ms, cost),
+            State::Concurrency(s) => concurrency::step(policy, s, now_ms, cost),
         }
     }
 }

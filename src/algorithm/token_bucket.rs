@@ -66,7 +66,7 @@ pub(crate) fn decide(policy: &Policy, deficit: u64, t: u64, cost: i64) -> (super
             admitted(policy, remaining(deficit), full_at(deficit)),
             deficit,
         ),
-        Cost::Refund(r) => {
+        Cost::Refund(r) | Cost::Release { count: r, .. } => {
             let d = deficit - deficit.min(r.min(burst) * w);
             (admitted(policy, remaining(d), full_at(d)), d)
         }

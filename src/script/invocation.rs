@@ -2,8 +2,9 @@
 
 use super::reply::{parse, Reply};
 use super::source::Script;
+use crate::algorithm::Charge;
 use crate::policy::Algorithm;
-use crate::store::key::{hash_slot, state_key};
+use crate::store::key::{hash_slot, request_key, state_key};
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
 /// Times at or past this (2^52 ms, some 142,000 years after 1970) are refused: the scripts add up
@@ -74,23 +75,24 @@ impl CheckPlan {
             TimeSource::Server => String::new(),
         };
         let items = check.items();
-        let keys: Vec<String> = items.iter().map(|item| key(item, namespace)).collect();
+        // Every key of an item shares its hash tag, so the state keys decide the slots.
+        let keys: Vec<Vec<String>> = items.iter().map(|item| keys(item, namespace)).collect();
         let atomic = items.len() <= 1
             || topology == Topology::SingleNode
             || keys
                 .windows(2)
-                .all(|w| hash_slot(&w[0]) == hash_slot(&w[1]));
+                .all(|w| hash_slot(&w[0][0]) == hash_slot(&w[1][0]));
         let invocations = if items.len() == 1 || !atomic {
             items
                 .iter()
                 .zip(keys)
-                .map(|(item, key)| {
+                .map(|(item, keys)| {
                     let mut args = Vec::with_capacity(5);
                     args.push(now.clone());
-                    push_item(&mut args, item);
+                    push_item(&mut args, item, false);
                     Invocation {
                         script: Script::single(item.limit.policy.algorithm()),
-                        keys: vec![key],
+                        keys,
                         args,
                     }
                 })
@@ -98,15 +100,15 @@ impl CheckPlan {
         } else if items.is_empty() {
             Vec::new()
         } else {
-            let mut args = Vec::with_capacity(1 + 5 * items.len());
+            let mut args = Vec::with_capacity(1 + 6 * items.len());
             args.push(now);
             for item in items {
                 args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
-                push_item(&mut args, item);
+                push_item(&mut args, item, true);
             }
             vec![Invocation {
                 script: Script::multi(),
-                keys,
+                keys: keys.into_iter().flatten().collect(),
                 args,
             }]
         };
@@ -169,22 +171,67 @@ pub fn encode_cost(cost: i64) -> i64 {
     cost.clamp(-MAX_SCRIPT_COST, MAX_SCRIPT_COST)
 }
 
-fn key(item: &CheckItem, namespace: &str) -> String {
-    state_key(
+/// An item's keys: its state key, then one per keyed option (the request key), in the order
+/// [`push_item`] lists the options.
+fn keys(item: &CheckItem, namespace: &str) -> Vec<String> {
+    let mut keys = vec![state_key(
         namespace,
         &item.limit.name,
         item.limit.policy.algorithm(),
         &item.identifier,
-    )
+    )];
+    if let Some(request_id) = &item.request_id {
+        keys.push(request_key(
+            namespace,
+            &item.limit.name,
+            &item.identifier,
+            request_id,
+        ));
+    }
+    keys
 }
 
-/// Limit, window, capacity, cost: the four per-item arguments every script takes.
-fn push_item(args: &mut Vec<String>, item: &CheckItem) {
+/// The cost as the script takes it and the options that change how it applies. A release names
+/// a lease only for `concurrency`; for a rate algorithm it is the refund it means, and a release
+/// of nothing is a look, so those need no option.
+fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, String)>) {
+    let concurrency = item.limit.policy.algorithm() == Algorithm::Concurrency;
+    match item.charge {
+        Charge::Request => (item.cost, None),
+        Charge::Settle if item.cost > 0 => (item.cost, Some(("settle", "1".to_string()))),
+        Charge::Settle => (item.cost, None),
+        Charge::Release { .. } if item.cost <= 0 => (0, None),
+        Charge::Release { lease_ms } if concurrency => {
+            (item.cost, Some(("lease", lease_ms.to_string())))
+        }
+        Charge::Release { .. } => (-item.cost, None),
+    }
+}
+
+/// Limit, window, capacity, cost — the head every script takes — then the number of options and
+/// the options (`settle`, `lease`, `rq`; see `read_item` in prelude.lua). A single-limit call
+/// with no option stops after the cost, as it always has.
+fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool) {
     let policy = &item.limit.policy;
+    let (cost, option) = charge_args(item);
     args.push(policy.limit().to_string());
     args.push(policy.window_ms().to_string());
     args.push(policy.capacity().to_string());
-    args.push(encode_cost(item.cost).to_string());
+    args.push(encode_cost(cost).to_string());
+    let remember = item.request_id.as_ref().map(|_| item.remember_ms());
+    let count = option.is_some() as usize + remember.is_some() as usize;
+    if count == 0 && !multi {
+        return;
+    }
+    args.push(count.to_string());
+    if let Some((name, value)) = option {
+        args.push(name.to_string());
+        args.push(value);
+    }
+    if let Some(ms) = remember {
+        args.push("rq".to_string());
+        args.push(ms.to_string());
+    }
 }
 
 /// The multi-limit script's algorithm codes (see `multi.lua`).
@@ -195,6 +242,7 @@ fn algorithm_code(algorithm: Algorithm) -> u8 {
         Algorithm::SlidingCounter => 3,
         Algorithm::TokenBucket => 4,
         Algorithm::Gcra => 5,
+        Algorithm::Concurrency => 6,
     }
 }
 
@@ -232,7 +280,7 @@ mod tests {
         assert_eq!(single.invocations()[0].script.name(), "multi");
         assert_eq!(
             single.invocations()[0].args,
-            ["", "1", "10", "1000", "10", "1", "2", "5", "60000", "5", "-1"]
+            ["", "1", "10", "1000", "10", "1", "0", "2", "5", "60000", "5", "-1", "0"]
         );
         let keys = &single.invocations()[0].keys;
         let cluster = CheckPlan::new(&check, "ns", TimeSource::Server, Topology::Cluster).unwrap();

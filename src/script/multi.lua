@@ -1,51 +1,77 @@
 -- Multi-limit main: decides N limits of mixed algorithms all or nothing, exactly as
 -- src/store/batch.rs::decide. All keys must share one Cluster slot (the caller checks).
 --
--- KEYS[i]          the state key of item i
--- ARGV[1]          now_ms, or '' to take Redis TIME
--- ARGV[2 + 5(i-1)] item i's algorithm: 1 fixed, 2 sliding-log, 3 sliding-counter,
---                  4 token-bucket, 5 gcra
--- ARGV[3 + 5(i-1)] limit      ARGV[4 + 5(i-1)] window (ms)      ARGV[5 + 5(i-1)] capacity
--- ARGV[6 + 5(i-1)] cost
+-- ARGV[1]  now_ms, or '' to take Redis TIME
+-- then per item (see read_item in prelude.lua): its algorithm (1 fixed, 2 sliding-log,
+-- 3 sliding-counter, 4 token-bucket, 5 gcra, 6 concurrency), limit, window (ms), capacity, cost,
+-- the number of options and the options; KEYS: per item its state key, then its option keys.
 --
 -- Reply: allowed, the time decided at, then six fields per item (see single.lua).
 --
 -- Rule: every item is decided on its stored state; the states are written only if every item
 -- admits. When one denies, nothing is written, and the items that would have admitted alone
--- report a zero-cost look at their unchanged state.
-local steps = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra }
+-- report a zero-cost look at their unchanged state. An admitted check is remembered under each
+-- item's request key; a repeat while one is remembered answers the remembered decisions (and a
+-- look for items that have none) and charges nothing.
+local steps = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra, concurrency }
 local now = now_ms(ARGV[1])
-local n = #KEYS
-if #ARGV ~= 1 + 5 * n then
-  error('edgelimit: expected 5 arguments per key')
-end
-local items, allowed = {}, 1
-for i = 1, n do
-  local base = 1 + 5 * (i - 1)
-  local item = {
-    step = steps[int_arg(ARGV[base + 1])],
-    limit = int_arg(ARGV[base + 2]),
-    window = int_arg(ARGV[base + 3]),
-    cap = int_arg(ARGV[base + 4]),
-    cost = int_arg(ARGV[base + 5]),
-    raw = redis.call('GET', KEYS[i]),
-  }
+local items = {}
+local a, k = 2, 1
+while a <= #ARGV do
+  local item
+  item, a, k = read_item(a, k, true)
+  item.step = steps[item.code]
   if not item.step then
     error('edgelimit: unknown algorithm code')
   end
-  item.d, item.value, item.expire_at = item.step(item.raw, item.limit, item.window, item.cap,
-    now, item.cost)
+  items[#items + 1] = item
+end
+if k ~= #KEYS + 1 then
+  error('edgelimit: expected one state key per item and one key per keyed option')
+end
+local n = #items
+local decided_at
+for i = 1, n do
+  items[i].old = recall(items[i], now)
+  if items[i].old and not decided_at then
+    decided_at = items[i].old[2]
+  end
+end
+if decided_at then
+  local reply = { 1, decided_at }
+  for i = 1, n do
+    local item = items[i]
+    local d
+    if item.old then
+      d = { item.old[3], item.old[4], item.old[5], item.old[6], item.old[7], item.old[8] }
+    else
+      item.raw = redis.call('GET', item.key)
+      d = item.step(item.raw, item.limit, item.window, item.cap, now, 0)
+    end
+    for j = 1, 6 do
+      reply[#reply + 1] = d[j]
+    end
+  end
+  return reply
+end
+local allowed = 1
+for i = 1, n do
+  local item = items[i]
+  item.raw = redis.call('GET', item.key)
+  item.d, item.value, item.expire_at = run_item(item.step, item, now, item.cost)
   if item.d[1] == 0 then
     allowed = 0
   end
-  items[i] = item
 end
 local reply = { allowed, now }
 for i = 1, n do
   local item = items[i]
   if allowed == 1 then
     if item.value then
-      store(KEYS[i], item.value, item.expire_at, now)
+      store(item.key, item.value, item.expire_at, now)
+    end
+    if item.rq_key then
+      remember(item, now, item.d)
     end
   elseif item.d[1] == 1 then
     item.d = item.step(item.raw, item.limit, item.window, item.cap, now, 0)

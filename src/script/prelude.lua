@@ -110,3 +110,86 @@ end
 local function store(key, value, expire_at, now)
   redis.call('SET', key, value, 'PX', fmt(expire_at - now + GC_GRACE_MS))
 end
+
+-- One item's arguments from ARGV[a] and its keys from KEYS[k] (docs/design.md section 2, "the Lua
+-- twin"): [code,] limit, window, capacity, cost, then the number of options and that many
+-- (name, value) pairs. The state key comes first; each option that needs a key takes the item's
+-- next one. A single-limit call may stop after the cost (no options). Returns the item and where
+-- the next item's arguments and keys begin.
+--   settle 1        a positive cost is charged even if it does not fit, down to an empty quota
+--   lease <end_ms>  (concurrency) release up to `cost` leases ending at end_ms
+--   rq <ms>         remember an admitted decision under the next key for <ms> (a request id)
+local function read_item(a, k, with_code)
+  local item = {}
+  if with_code then
+    item.code = int_arg(ARGV[a])
+    a = a + 1
+  end
+  item.limit, item.window = int_arg(ARGV[a]), int_arg(ARGV[a + 1])
+  item.cap, item.cost = int_arg(ARGV[a + 2]), int_arg(ARGV[a + 3])
+  a = a + 4
+  item.key = KEYS[k]
+  k = k + 1
+  local nopts = 0
+  if ARGV[a] ~= nil then
+    nopts = int_arg(ARGV[a])
+    a = a + 1
+  end
+  for _ = 1, nopts do
+    local name, value = ARGV[a], ARGV[a + 1]
+    a = a + 2
+    if name == 'settle' then
+      item.settle = true
+    elseif name == 'lease' then
+      item.lease = int_arg(value)
+    elseif name == 'rq' then
+      item.remember = int_arg(value)
+      item.rq_key = KEYS[k]
+      k = k + 1
+    else
+      error('edgelimit: unknown item option')
+    end
+  end
+  if not item.key or (item.remember and not item.rq_key) then
+    error('edgelimit: missing key')
+  end
+  return item, a, k
+end
+
+-- Decides an item with its algorithm's `step` on its stored state `item.raw`. A settlement's
+-- positive cost is a request for what is left of the quota, at most the cost (a look when
+-- nothing is left), exactly as State::apply_charge.
+local function run_item(step, item, now, cost)
+  if item.settle and cost > 0 then
+    local d = step(item.raw, item.limit, item.window, item.cap, now, 0)
+    cost = math.min(cost, d[3])
+  end
+  return step(item.raw, item.limit, item.window, item.cap, now, cost, item.lease)
+end
+
+-- The decision remembered under the item's request key if it is still live at `now`:
+-- { until, decided_at, six fields }, or nil.
+local function recall(item, now)
+  if not item.rq_key then
+    return nil
+  end
+  local raw = redis.call('GET', item.rq_key)
+  if not raw then
+    return nil
+  end
+  local f = parse_fields(raw, 8)
+  if now >= f[1] then
+    return nil
+  end
+  return f
+end
+
+-- Remembers an admitted decision `d` under the item's request key until now + item.remember.
+local function remember(item, now, d)
+  local parts = { fmt(now + item.remember), fmt(now) }
+  for j = 1, 6 do
+    parts[j + 2] = fmt(d[j])
+  end
+  redis.call('SET', item.rq_key, table.concat(parts, ' '), 'PX',
+    fmt(item.remember + GC_GRACE_MS))
+end

@@ -35,6 +35,7 @@ static SLIDING_COUNTER: Script = single!(
 );
 static TOKEN_BUCKET: Script = single!("token-bucket", ["token_bucket.lua"], "token_bucket");
 static GCRA: Script = single!("gcra", ["gcra.lua"], "gcra");
+static CONCURRENCY: Script = single!("concurrency", ["concurrency.lua"], "concurrency");
 static MULTI: Script = Script::new(
     "multi",
     concat!(
@@ -44,6 +45,7 @@ static MULTI: Script = Script::new(
         include_str!("sliding_counter.lua"),
         include_str!("token_bucket.lua"),
         include_str!("gcra.lua"),
+        include_str!("concurrency.lua"),
         include_str!("multi.lua"),
     ),
 );
@@ -65,6 +67,7 @@ impl Script {
             Algorithm::SlidingCounter => &SLIDING_COUNTER,
             Algorithm::TokenBucket => &TOKEN_BUCKET,
             Algorithm::Gcra => &GCRA,
+            Algorithm::Concurrency => &CONCURRENCY,
         }
     }
 
@@ -73,15 +76,16 @@ impl Script {
         &MULTI
     }
 
-    /// Every script: the five single-limit ones, then the multi-limit one (e.g. to `SCRIPT LOAD`
+    /// Every script: the six single-limit ones, then the multi-limit one (e.g. to `SCRIPT LOAD`
     /// them ahead of traffic).
-    pub fn all() -> [&'static Script; 6] {
+    pub fn all() -> [&'static Script; 7] {
         [
             &FIXED_WINDOW,
             &SLIDING_LOG,
             &SLIDING_COUNTER,
             &TOKEN_BUCKET,
             &GCRA,
+            &CONCURRENCY,
             &MULTI,
         ]
     }

@@ -23,7 +23,7 @@ pub fn decide(check: &Check, states: &mut [State], now_ms: u64) -> (Verdict, Vec
             scratch.push(states[i].clone());
             scratch.last_mut().expect("just pushed")
         };
-        outcomes.push(state.apply(&item.limit.policy, now_ms, item.cost));
+        outcomes.push(state.apply_charge(&item.limit.policy, now_ms, item.cost, item.charge));
     }
     let allowed = outcomes.iter().all(|o| o.decision.allowed);
     if !single {

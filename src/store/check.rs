@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use crate::algorithm::Charge;
 use crate::decision::Decision;
 use crate::policy::Policy;
 
@@ -145,6 +146,44 @@ pub struct CheckItem {
     pub identifier: Identifier,
     /// How much to take (negative: refund, zero: peek).
     pub cost: i64,
+    /// How the cost applies: a request (the default), a settlement after the response, or the
+    /// release of concurrency leases.
+    pub charge: Charge,
+    /// A request id making the item idempotent: once a check carrying it is admitted, a repeat
+    /// with the same id within the limit's window (its timeout for `concurrency`) answers the
+    /// first decision and charges nothing (docs/design.md §3).
+    pub request_id: Option<Identifier>,
+}
+
+impl CheckItem {
+    /// A plain request: `cost` charged as [`Charge::Request`], with no request id.
+    pub fn new(limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> CheckItem {
+        CheckItem {
+            limit: limit.clone(),
+            identifier: identifier.into(),
+            cost,
+            charge: Charge::Request,
+            request_id: None,
+        }
+    }
+
+    /// The same item charged as `charge`.
+    pub fn charged(mut self, charge: Charge) -> CheckItem {
+        self.charge = charge;
+        self
+    }
+
+    /// The same item carrying `request_id`.
+    pub fn with_request_id(mut self, request_id: impl Into<Identifier>) -> CheckItem {
+        self.request_id = Some(request_id.into());
+        self
+    }
+
+    /// How long a decision for this item is remembered under its request id: the limit's
+    /// window (the lease timeout for `concurrency`), long enough for any retry of a lost answer.
+    pub fn remember_ms(&self) -> u64 {
+        self.limit.policy.window_ms()
+    }
 }
 
 /// One request checked against one or several limits, all or nothing: when any item denies,
@@ -167,21 +206,41 @@ impl Check {
 
     /// Adds an item. The same limit name with the same identifier is merged into one item whose
     /// cost is the sum, so one request never races itself.
-    pub fn with(mut self, limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> Check {
-        let identifier = identifier.into();
+    pub fn with(self, limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> Check {
+        self.with_item(CheckItem::new(limit, identifier, cost))
+    }
+
+    /// Adds an item with its charge and request id. An item for a (limit name, identifier)
+    /// already in the check is merged into it (costs summed; the first item's charge and request
+    /// id kept): one script must never decide one key twice.
+    pub fn with_item(mut self, new: CheckItem) -> Check {
         match self
             .items
             .iter_mut()
-            .find(|i| i.limit.name == limit.name && i.identifier == identifier)
+            .find(|i| i.limit.name == new.limit.name && i.identifier == new.identifier)
         {
-            Some(item) => item.cost = item.cost.saturating_add(cost),
-            None => self.items.push(CheckItem {
-                limit: limit.clone(),
-                identifier,
-                cost,
-            }),
+            Some(item) => item.cost = item.cost.saturating_add(new.cost),
+            None => self.items.push(new),
         }
         self
+    }
+
+    /// The same check with every item carrying `request_id` (see [`CheckItem::request_id`]):
+    /// a retry of a check whose answer was lost charges nothing twice.
+    pub fn with_request_id(mut self, request_id: impl Into<Identifier>) -> Check {
+        let request_id = request_id.into();
+        for item in &mut self.items {
+            item.request_id = Some(request_id.clone());
+        }
+        self
+    }
+
+    /// Whether a repeat of this check is harmless: every item is remembered under a request id,
+    /// or cannot charge (a look). A store may then retry it when an answer is lost.
+    pub fn is_idempotent(&self) -> bool {
+        self.items
+            .iter()
+            .all(|i| i.request_id.is_some() || (i.cost == 0 && i.charge == Charge::Request))
     }
 
     /// The items, in the order they were added.

@@ -66,6 +66,26 @@ pub fn state_key(
     key
 }
 
+/// The key remembering the decision for `request_id` on `limit_name` for `identifier`: beside
+/// the state key, in the same hash tag (so one script reads both, on a Cluster too), and without
+/// the algorithm, since a request is the same request whatever the policy.
+pub fn request_key(
+    namespace: &str,
+    limit_name: &str,
+    identifier: &Identifier,
+    request_id: &Identifier,
+) -> String {
+    let mut key = String::from("{el:");
+    escape_into(&mut key, namespace.as_bytes());
+    key.push(':');
+    escape_into(&mut key, limit_name.as_bytes());
+    key.push(':');
+    key.push_str(&encode_identifier(identifier));
+    key.push_str("}:rq:");
+    key.push_str(&encode_identifier(request_id));
+    key
+}
+
 /// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
 pub fn hash_slot(key: &str) -> u16 {
     let bytes = key.as_bytes();

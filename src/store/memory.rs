@@ -12,6 +12,7 @@ use super::expiring_map::ExpiringMap;
 use super::traits::Store;
 use crate::algorithm::State;
 use crate::clock::{Clock, SystemClock};
+use crate::decision::Decision;
 use crate::policy::Algorithm;
 
 /// How long after its state stops mattering a key is kept anyway, in every store: a caller whose
@@ -22,6 +23,31 @@ pub const GC_GRACE_MS: u64 = 60_000;
 pub const DEFAULT_CAPACITY: usize = 1 << 20;
 
 type StateMap = ExpiringMap<StateKey, State>;
+type RequestMap = ExpiringMap<RequestKey, Remembered>;
+
+/// Both maps, behind one lock: a check reads and writes its states and its requests at once.
+#[derive(Debug)]
+struct Maps {
+    states: StateMap,
+    requests: RequestMap,
+}
+
+/// A remembered request, as the Lua twin keys it: beside the (limit, identifier), whatever the
+/// algorithm.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RequestKey {
+    name: Arc<str>,
+    identifier: Identifier,
+    request_id: Identifier,
+}
+
+/// An admitted decision remembered under a request id until `until_ms` (exclusive).
+#[derive(Debug, Clone, Copy)]
+struct Remembered {
+    until_ms: u64,
+    decided_at_ms: u64,
+    decision: Decision,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct StateKey {
@@ -35,7 +61,7 @@ struct StateKey {
 /// [`ExpiringMap`]).
 #[derive(Debug)]
 pub struct MemoryStore {
-    states: Mutex<StateMap>,
+    maps: Mutex<Maps>,
     clock: Arc<dyn Clock>,
 }
 
@@ -54,7 +80,10 @@ impl MemoryStore {
     /// A store holding at most `capacity` keys.
     pub fn with_capacity(capacity: usize) -> MemoryStore {
         MemoryStore {
-            states: Mutex::new(ExpiringMap::new(capacity)),
+            maps: Mutex::new(Maps {
+                states: ExpiringMap::new(capacity),
+                requests: ExpiringMap::new(capacity),
+            }),
             clock: Arc::new(SystemClock),
         }
     }
@@ -65,9 +94,9 @@ impl MemoryStore {
         self
     }
 
-    /// The number of keys held.
+    /// The number of limiter states held (remembered request ids are not counted).
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().states.len()
     }
 
     /// Whether no key is held.
@@ -75,23 +104,93 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, StateMap> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Maps> {
         // A panic while holding the lock cannot leave a half-written state: every write is one
         // insert of a complete value. So a poisoned lock is still safe to use.
-        self.states.lock().unwrap_or_else(|e| e.into_inner())
+        self.maps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Decides checks synchronously (the store has no I/O); the async [`Store::check`] calls this.
     pub fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
-        let mut map = self.lock();
-        map.purge_expired(now_ms.saturating_sub(GC_GRACE_MS));
+        let mut maps = self.lock();
+        let Maps { states, requests } = &mut *maps;
+        states.purge_expired(now_ms.saturating_sub(GC_GRACE_MS));
+        requests.purge_expired(now_ms.saturating_sub(GC_GRACE_MS));
         checks
             .iter()
-            .map(|check| match check.items() {
-                [item] => decide_single(&mut map, item, now_ms),
-                _ => decide_all_or_nothing(&mut map, check, now_ms),
+            .map(|check| {
+                if let Some(repeat) = recall(states, requests, check, now_ms) {
+                    return repeat;
+                }
+                let verdict = match check.items() {
+                    [item] => decide_single(states, item, now_ms),
+                    _ => decide_all_or_nothing(states, check, now_ms),
+                };
+                if verdict.allowed {
+                    remember(requests, check, &verdict, now_ms);
+                }
+                verdict
             })
             .collect()
+    }
+}
+
+fn request_key(item: &CheckItem) -> Option<RequestKey> {
+    Some(RequestKey {
+        name: item.limit.name.clone(),
+        identifier: item.identifier.clone(),
+        request_id: item.request_id.clone()?,
+    })
+}
+
+/// The answer to a repeat of an admitted check, as multi.lua gives it: when any item's request id
+/// is remembered and live, each item answers its remembered decision (a look at its state if it
+/// has none), at the first remembered time, and nothing is charged.
+fn recall(states: &StateMap, requests: &RequestMap, check: &Check, now_ms: u64) -> Option<Verdict> {
+    let remembered: Vec<Option<Remembered>> = check
+        .items()
+        .iter()
+        .map(|item| {
+            let (r, _) = requests.get(&request_key(item)?)?;
+            (now_ms < r.until_ms).then_some(*r)
+        })
+        .collect();
+    let decided_at_ms = remembered.iter().flatten().next()?.decided_at_ms;
+    let decisions = check
+        .items()
+        .iter()
+        .zip(remembered)
+        .map(|(item, r)| match r {
+            Some(r) => r.decision,
+            None => {
+                let mut state = match states.get(&state_key(item)) {
+                    Some((state, _)) => state.clone(),
+                    None => State::fresh(item.limit.policy.algorithm()),
+                };
+                state.apply(&item.limit.policy, now_ms, 0).decision
+            }
+        })
+        .collect();
+    Some(Verdict {
+        allowed: true,
+        decisions,
+        atomic: true,
+        decided_at_ms,
+    })
+}
+
+/// Remembers an admitted check's decisions under each item's request id for its window.
+fn remember(requests: &mut RequestMap, check: &Check, verdict: &Verdict, now_ms: u64) {
+    for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+        if let Some(key) = request_key(item) {
+            let until_ms = now_ms.saturating_add(item.remember_ms());
+            let remembered = Remembered {
+                until_ms,
+                decided_at_ms: now_ms,
+                decision: *decision,
+            };
+            requests.insert(key, remembered, until_ms.saturating_add(GC_GRACE_MS));
+        }
     }
 }
 
@@ -109,7 +208,7 @@ fn decide_single(map: &mut StateMap, item: &CheckItem, now_ms: u64) -> Verdict {
     let policy = &item.limit.policy;
     let outcome = match map.get_mut(&key) {
         Some(state) => {
-            let outcome = state.apply(policy, now_ms, item.cost);
+            let outcome = state.apply_charge(policy, now_ms, item.cost, item.charge);
             if outcome.changed {
                 map.set_expiry(&key, outcome.expire_at_ms.saturating_add(GC_GRACE_MS));
             }
@@ -117,7 +216,7 @@ fn decide_single(map: &mut StateMap, item: &CheckItem, now_ms: u64) -> Verdict {
         }
         None => {
             let mut state = State::fresh(key.algorithm);
-            let outcome = state.apply(policy, now_ms, item.cost);
+            let outcome = state.apply_charge(policy, now_ms, item.cost, item.charge);
             // A fresh key that was only looked at or denied stays absent.
             if outcome.changed {
                 let expiry = outcome.expire_at_ms.saturating_add(GC_GRACE_MS);

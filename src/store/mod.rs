@@ -6,6 +6,7 @@ mod error;
 mod expiring_map;
 pub mod key;
 mod memory;
+mod reservation;
 #[cfg(not(target_arch = "wasm32"))]
 mod resp;
 mod rest;
@@ -18,6 +19,7 @@ pub use error::StoreError;
 pub use expiring_map::ExpiringMap;
 pub use key::DEFAULT_NAMESPACE;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
+pub use reservation::{Reservation, Reserved};
 #[cfg(not(target_arch = "wasm32"))]
 pub use resp::RespStore;
 pub use rest::{decode_pipeline, evalsha_pipeline_body, RestStore, REST_TOKEN_VAR, REST_URL_VAR};

@@ -2,7 +2,8 @@
 //! native services too. One `/pipeline` request per batch; natively and on wasm32 alike.
 //!
 //! Scripts run by `EVALSHA`; entries that come back `NOSCRIPT` (a fresh or flushed Redis) are
-//! re-sent with `EVAL` and the source in one more `/pipeline` — never more than two round trips.
+//! re-sent with `EVAL` and the source in one more `/pipeline`; a lost answer is retried once when
+//! the batch is idempotent — never more than three round trips.
 //! Results are asked for in base64 (`Upstash-Encoding: base64`), as the official clients do, so
 //! any bytes survive JSON.
 
@@ -26,7 +27,10 @@ pub const REST_URL_VAR: &str = "UPSTASH_REDIS_REST_URL";
 pub const REST_TOKEN_VAR: &str = "UPSTASH_REDIS_REST_TOKEN";
 
 /// A [`Store`] speaking the Upstash REST protocol (Upstash, or `edgelimit-gateway` in front of
-/// any Redis).
+/// any Redis). A `/pipeline` whose answer is lost (the connection dropped, the time ran out) is
+/// sent once more when every check of the batch is idempotent ([`Check::is_idempotent`]: its
+/// items carry request ids), since the first may have run: the repeat then answers the first
+/// decisions and charges nothing twice.
 #[derive(Clone)]
 pub struct RestStore {
     client: reqwest::Client,
@@ -302,8 +306,16 @@ impl Store for RestStore {
         let mut replies = if invocations.is_empty() {
             Vec::new()
         } else {
-            self.pipeline(evalsha_pipeline_body(&invocations)?, invocations.len())
-                .await?
+            let n = invocations.len();
+            match self.pipeline(evalsha_pipeline_body(&invocations)?, n).await {
+                // The pipeline may have run with its answer lost: sent again only when a repeat
+                // charges nothing twice (every item remembered under a request id, or a look).
+                Err(e) if e.is_transient() && checks.iter().all(Check::is_idempotent) => {
+                    self.pipeline(evalsha_pipeline_body(&invocations)?, n)
+                        .await?
+                }
+                answer => answer?,
+            }
         };
         let missing: Vec<usize> = replies
             .iter()

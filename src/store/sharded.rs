@@ -21,6 +21,7 @@ use futures_util::future::join_all;
 use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
 use super::traits::Store;
+use crate::algorithm::Charge;
 
 /// One shard: a stable name (e.g. its URL without credentials) and its store. The name, not the
 /// position, decides ownership, so reordering the list moves nothing.
@@ -143,8 +144,7 @@ impl Store for ShardedStore {
                 .map(|(shard, items)| {
                     let mut part = Check::new();
                     for &i in &items {
-                        let item = &check.items()[i];
-                        part = part.with(&item.limit, item.identifier.clone(), item.cost);
+                        part = part.with_item(check.items()[i].clone());
                     }
                     batches[shard].push(part);
                     (shard, batches[shard].len() - 1, items)
@@ -177,8 +177,12 @@ impl Store for ShardedStore {
                     if answers[*shard][*position].allowed {
                         let mut refund = Check::new();
                         for item in batches[*shard][*position].items() {
-                            // Only taken cost is given back; a look gives back nothing.
-                            let taken = item.cost.max(0);
+                            // Only taken cost is given back; a look, a settlement (never part of
+                            // a denial) and a release give back nothing.
+                            let taken = match item.charge {
+                                Charge::Request => item.cost.max(0),
+                                _ => 0,
+                            };
                             refund = refund.with(&item.limit, item.identifier.clone(), -taken);
                         }
                         refunds[*shard].push(refund);

@@ -12,8 +12,8 @@
 
 use edgelimit::store::Store;
 use edgelimit::{
-    Algorithm, Check, Identifier, Limit, MemoryStore, Policy, Reason, TimeSource, Verdict,
-    RETRY_NEVER,
+    Algorithm, Charge, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
+    TimeSource, Verdict, RETRY_NEVER,
 };
 
 use super::rng::Rng;
@@ -31,7 +31,10 @@ macro_rules! conformance_tests {
             a_batch_runs_in_order,
             server_time_is_near_the_wall_clock,
             every_algorithm_agrees_with_the_rust_steps,
-            hostile_identifiers_never_share_state
+            hostile_identifiers_never_share_state,
+            concurrency_leases_end_on_time_and_release_once,
+            a_settlement_is_never_denied_and_stops_at_empty,
+            a_repeated_request_id_charges_once
         ]);
     };
     (@tests $name:ident, $make:expr, [$($test:ident),*]) => {
@@ -223,7 +226,7 @@ pub async fn server_time_is_near_the_wall_clock<S: Store>(store: &S) {
 
 pub async fn every_algorithm_agrees_with_the_rust_steps<S: Store>(store: &S) {
     let mut rng = Rng::new(7);
-    for (n, algorithm) in Algorithm::ALL.into_iter().enumerate() {
+    for (n, algorithm) in Algorithm::EVERY.into_iter().enumerate() {
         let l = limit(
             &format!("conf-all-{n}"),
             match algorithm {
@@ -232,6 +235,7 @@ pub async fn every_algorithm_agrees_with_the_rust_steps<S: Store>(store: &S) {
                 Algorithm::SlidingCounter => "sliding-counter 4/1s",
                 Algorithm::TokenBucket => "token-bucket 4/1s burst 3",
                 Algorithm::Gcra => "gcra 4/1s burst 3",
+                Algorithm::Concurrency => "concurrency 3 timeout 1s",
             },
         );
         let memory = MemoryStore::new();
@@ -287,4 +291,102 @@ pub async fn hostile_identifiers_never_share_state<S: Store>(store: &S) {
     }
     let v = one(store, check, T0).await;
     assert!(v.allowed);
+}
+
+pub async fn concurrency_leases_end_on_time_and_release_once<S: Store>(store: &S) {
+    let l = limit("conf-conc", "concurrency 2 timeout 10s");
+    let first = one(store, Check::single(&l, "c", 1), T0).await;
+    assert!(first.allowed);
+    // The lease's end is its name: T0 + 10 s.
+    assert_eq!(first.decisions[0].reset_at_ms, T0 + 10_000);
+    assert_eq!(first.decisions[0].remaining, 1);
+    assert!(
+        one(store, Check::single(&l, "c", 1), T0 + 1_000)
+            .await
+            .allowed
+    );
+    let third = one(store, Check::single(&l, "c", 1), T0 + 2_000).await;
+    assert!(!third.allowed);
+    assert_eq!(third.decisions[0].retry_after_ms, 8_000);
+    let release = |lease_ms| {
+        Check::new().with_item(CheckItem::new(&l, "c", 1).charged(Charge::Release { lease_ms }))
+    };
+    let released = one(store, release(T0 + 11_000), T0 + 3_000).await;
+    assert_eq!(released.decisions[0].remaining, 1);
+    // The same release again frees nothing more.
+    let again = one(store, release(T0 + 11_000), T0 + 3_001).await;
+    assert_eq!(again.decisions[0].remaining, 1);
+    assert!(
+        one(store, Check::single(&l, "c", 1), T0 + 3_002)
+            .await
+            .allowed
+    );
+    assert!(
+        !one(store, Check::single(&l, "c", 1), T0 + 3_003)
+            .await
+            .allowed
+    );
+    // At the very millisecond the first lease ends, it is over.
+    assert!(
+        one(store, Check::single(&l, "c", 1), T0 + 10_000)
+            .await
+            .allowed
+    );
+}
+
+pub async fn a_settlement_is_never_denied_and_stops_at_empty<S: Store>(store: &S) {
+    let l = limit("conf-settle", "fixed 100/1m");
+    let reserve = one(store, Check::single(&l, "s", 30), T0).await;
+    assert_eq!(reserve.decisions[0].remaining, 70);
+    let settle =
+        |cost| Check::new().with_item(CheckItem::new(&l, "s", cost).charged(Charge::Settle));
+    // Used 20 of the 30 reserved: 10 back.
+    let v = one(store, settle(-10), T0 + 1).await;
+    assert_eq!(v.decisions[0].remaining, 80);
+    // Used 500 more than reserved: charged, not denied, down to empty.
+    let v = one(store, settle(500), T0 + 2).await;
+    assert!(v.allowed);
+    assert_eq!(v.decisions[0].remaining, 0);
+    assert!(!one(store, Check::single(&l, "s", 1), T0 + 3).await.allowed);
+    // An excess on an empty quota is a look.
+    let v = one(store, settle(5), T0 + 4).await;
+    assert!(v.allowed);
+    assert_eq!(v.decisions[0].remaining, 0);
+}
+
+pub async fn a_repeated_request_id_charges_once<S: Store>(store: &S) {
+    let l = limit("conf-idem", "fixed 5/1m");
+    let m = limit("conf-idem-2", "gcra 10/1m");
+    let check = |id: &str| {
+        Check::new()
+            .with(&l, "i", 2)
+            .with(&m, "i", 1)
+            .with_request_id(id)
+    };
+    let first = one(store, check("req-1"), T0).await;
+    assert!(first.allowed);
+    assert_eq!(first.decisions[0].remaining, 3);
+    // Retried later with the same id: the first decision, at its time, and nothing charged.
+    let repeat = one(store, check("req-1"), T0 + 500).await;
+    assert!(repeat.allowed);
+    assert_eq!(repeat.decisions, first.decisions);
+    if repeat.atomic {
+        assert_eq!(repeat.decided_at_ms, T0);
+    }
+    let single = |id: &str| Check::single(&l, "i", 2).with_request_id(id);
+    assert_eq!(
+        one(store, single("req-2"), T0 + 600).await.decisions[0].remaining,
+        1
+    );
+    assert_eq!(
+        one(store, single("req-2"), T0 + 601).await.decisions[0].remaining,
+        1
+    );
+    // Another id charges; a denied one is not remembered, so its retry is decided afresh.
+    assert!(!one(store, single("req-3"), T0 + 700).await.allowed);
+    assert!(!one(store, single("req-3"), T0 + 701).await.allowed);
+    // Past the limit's window the id is forgotten and the window has passed too.
+    let fresh = one(store, single("req-2"), T0 + 60_600).await;
+    assert_eq!(fresh.decided_at_ms, T0 + 60_600);
+    assert_eq!(fresh.decisions[0].remaining, 3);
 }

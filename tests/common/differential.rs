@@ -7,6 +7,10 @@
 //! intervals, long gaps and small steps backwards; costs include peeks, refunds, the capacity,
 //! capacity + 1 and the i64 extremes; policies reach the largest allowed limits and windows.
 //!
+//! Items are also charged as settlements and lease releases (naming the leases earlier calls may
+//! have been granted), and some checks carry request ids from a small pool, so repeats of
+//! admitted and denied checks, and ids reused by other checks, are all exercised.
+//!
 //! Steps backwards stay under `GC_GRACE_MS`: `MemoryStore` collects garbage on the caller's
 //! clock and Redis on its own, so after a jump far back past a collected key the two could
 //! legitimately differ (a clock skew that large is out of the design's scope).
@@ -18,7 +22,8 @@ use edgelimit::script::{CheckPlan, Topology};
 use edgelimit::store::key::{encode_identifier, hash_slot, state_key};
 use edgelimit::store::Store;
 use edgelimit::{
-    Algorithm, Check, Identifier, Limit, MemoryStore, Policy, Reason, TimeSource, Verdict,
+    Algorithm, Charge, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
+    TimeSource, Verdict,
 };
 
 use super::rng::Rng;
@@ -132,7 +137,11 @@ pub fn random_policy(rng: &mut Rng, algorithm: Algorithm) -> Policy {
         let any_large = rng.range(1, max);
         (*rng.pick(&[1, 2, 3, 5, 10, 100, any, any, max, any_large])).min(max)
     };
-    let limit = pick_count(rng);
+    let limit = if algorithm == Algorithm::Concurrency && rng.chance(70) {
+        rng.range(1, 5).min(max)
+    } else {
+        pick_count(rng)
+    };
     let burst = if algorithm.takes_burst() && rng.chance(50) {
         Some(pick_count(rng))
     } else {
@@ -156,6 +165,27 @@ fn random_cost(rng: &mut Rng, capacity: u64) -> i64 {
         13 => rng.range(2, 5) as i64,
         _ => rng.range(1, (capacity as u64).min(3)) as i64,
     }
+}
+
+/// How an item's cost applies: mostly a request; sometimes a settlement, or the release of a
+/// lease one of `leases` (ends earlier calls may have been granted) or a made-up one.
+fn random_charge(rng: &mut Rng, leases: &[u64]) -> Charge {
+    match rng.range(0, 10) {
+        0 => Charge::Settle,
+        1 | 2 if !leases.is_empty() => Charge::Release {
+            lease_ms: *rng.pick(leases),
+        },
+        3 => Charge::Release {
+            lease_ms: rng.range(0, 1 << 51),
+        },
+        _ => Charge::Request,
+    }
+}
+
+/// An item of `limit` for `id`, charged at random.
+fn random_item(rng: &mut Rng, limit: &Limit, id: Identifier, leases: &[u64]) -> CheckItem {
+    let cost = random_cost(rng, limit.policy.capacity());
+    CheckItem::new(limit, id, cost).charged(random_charge(rng, leases))
 }
 
 /// The next time of a sequence after `t`, probing the edges of a policy with window `w`.
@@ -231,7 +261,7 @@ pub fn generate(
                     let n = rng.range(2, 4);
                     (0..n)
                         .map(|i| {
-                            let algorithm = *rng.pick(&Algorithm::ALL);
+                            let algorithm = *rng.pick(&Algorithm::EVERY);
                             Limit::new(format!("m{i}"), random_policy(&mut rng, algorithm))
                         })
                         .collect()
@@ -251,6 +281,9 @@ pub fn generate(
             } else {
                 rng.range(1_600_000_000_000, 1_900_000_000_000)
             };
+            // The names of leases earlier calls may have been granted: their time plus a timeout.
+            let mut leases: Vec<u64> = Vec::new();
+            let request_ids = ["r1", "r2", "r3"];
             let calls = (0..rng.range(1, 16))
                 .map(|_| {
                     t = if changing {
@@ -260,27 +293,37 @@ pub fn generate(
                     };
                     let n_checks = if rng.chance(15) { rng.range(2, 3) } else { 1 };
                     let checks = (0..n_checks)
-                        .map(|_| match kind {
-                            Kind::Single(_) => {
-                                let limit = rng.pick(&limits);
-                                let id = rng.pick(&ids).clone();
-                                let cost = random_cost(&mut rng, limit.policy.capacity());
-                                Check::single(limit, id, cost)
-                            }
-                            Kind::Multi => {
-                                let mut check = Check::new();
-                                for limit in &limits {
-                                    if check.items().len() >= 2 && rng.chance(30) {
-                                        continue;
-                                    }
+                        .map(|_| {
+                            let check = match kind {
+                                Kind::Single(_) => {
+                                    let limit = rng.pick(&limits).clone();
                                     let id = rng.pick(&ids).clone();
-                                    let cost = random_cost(&mut rng, limit.policy.capacity());
-                                    check = check.with(limit, id, cost);
+                                    Check::new()
+                                        .with_item(random_item(&mut rng, &limit, id, &leases))
                                 }
+                                Kind::Multi => {
+                                    let mut check = Check::new();
+                                    for limit in &limits {
+                                        if check.items().len() >= 2 && rng.chance(30) {
+                                            continue;
+                                        }
+                                        let id = rng.pick(&ids).clone();
+                                        check = check
+                                            .with_item(random_item(&mut rng, limit, id, &leases));
+                                    }
+                                    check
+                                }
+                            };
+                            if rng.chance(25) {
+                                check.with_request_id(*rng.pick(&request_ids))
+                            } else {
                                 check
                             }
                         })
                         .collect();
+                    for limit in &limits {
+                        leases.push(t.saturating_add(limit.policy.window_ms()));
+                    }
                     Call { time: t, checks }
                 })
                 .collect();
@@ -363,7 +406,7 @@ fn reference(
                 .items()
                 .iter()
                 .map(|item| {
-                    let single = Check::single(&item.limit, item.identifier.clone(), item.cost);
+                    let single = Check::new().with_item(item.clone());
                     memory.check_now(&[single], call.time).remove(0).decisions[0]
                 })
                 .collect();

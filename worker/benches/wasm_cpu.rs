@@ -1,7 +1,7 @@
 //! The Worker's own cost, compiled to wasm32 as deployed (opt-level z, LTO, one codegen unit,
 //! `wasm-opt -Oz`) and timed under node: CPU µs and heap allocations per request along the
 //! decision path — configuration → rules → plan → the REST `/pipeline` body and the decoding of
-//! its answer (`evalsha_pipeline_body`, `decode_pipeline_answer`, as `RestStore` does) behind
+//! its answer (`evalsha_pipeline_body`, `decode_pipeline`, as `RestStore` does) behind
 //! the `Limiter` and a one-shard `ShardedStore`, as in the Worker → headers and problem body —
 //! for 1 and 3 limits, admitted, denied and answered from the denial cache, stage by stage; and
 //! the cold start of the real `worker/build` output (`WebAssembly.compile` + instantiate, each
@@ -37,7 +37,7 @@ mod probe {
     use async_trait::async_trait;
     use edgelimit::limiter::Checked;
     use edgelimit::script::{CheckPlan, Invocation, Topology};
-    use edgelimit::store::{decode_pipeline_answer, evalsha_pipeline_body, Shard, ShardedStore};
+    use edgelimit::store::{decode_pipeline, evalsha_pipeline_body, Shard, ShardedStore};
     use edgelimit::{Check, Clock, Limiter, Store, StoreError, SystemClock, TimeSource, Verdict};
     use edgelimit_worker::{Config, Plan, RequestView};
     use wasm_bindgen::prelude::wasm_bindgen;
@@ -142,7 +142,7 @@ mod probe {
                 plans.iter().flat_map(|p| p.invocations()).collect();
             let body = evalsha_pipeline_body(&invocations)?;
             self.sent.set(self.sent.get() + body.len());
-            let mut replies = decode_pipeline_answer(&self.answer, invocations.len())?.into_iter();
+            let mut replies = decode_pipeline(200, &self.answer, invocations.len())?.into_iter();
             plans
                 .iter()
                 .map(|plan| {
@@ -290,7 +290,7 @@ mod probe {
             "limiter.check_all (cache, shard, store)",
             "store: plans + body + decode",
             "body: evalsha_pipeline_body",
-            "answer: decode_pipeline_answer",
+            "answer: decode_pipeline",
             "plan.decide (headers, problem)",
             "outcome.log_line (1% sampled)",
             "Config::from_json (once per isolate)",
@@ -347,7 +347,7 @@ mod probe {
                     plans.iter().flat_map(|p| p.invocations()).collect();
                 evalsha_pipeline_body(&invocations).map_or(0, |b| b.len())
             }
-            6 => decode_pipeline_answer(&p.store.answer, p.invocations).map_or(0, |r| r.len()),
+            6 => decode_pipeline(200, &p.store.answer, p.invocations).map_or(0, |r| r.len()),
             7 => p.plan.decide(&p.checked.verdicts, PATH).headers.len(),
             8 => p
                 .plan

@@ -232,6 +232,7 @@ impl<'c> Plan<'c> {
                     name: &item.limit.name,
                     policy: &item.limit.policy,
                     decision,
+                    unit: None,
                 })
                 .collect();
             let answer = Answer::new(&reports);

@@ -170,6 +170,12 @@ impl Replay {
                     logs_per_client += 1;
                     Slot::Log(logs_per_client - 1)
                 }
+                Algorithm::Concurrency => {
+                    return Err(SimError::Usage(format!(
+                        "`{policy}` is a concurrency limit: the rate replay has no durations \
+                         to release its leases with"
+                    )))
+                }
             };
             slots.push((policy, slot));
         }
