@@ -21,7 +21,12 @@ trap 'rm -rf "$work"' EXIT
 echo "-- cargo fmt, lockfile (fuzz/)"
 cargo fmt --manifest-path fuzz/Cargo.toml --check
 # cargo-fuzz has no --locked: refuse a fuzz/Cargo.lock that would change, as CI does elsewhere.
-cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
+cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null || {
+  echo "fuzz/Cargo.lock is out of date (a dependency of edgelimit's crates changed): run" >&2
+  echo "  cargo metadata --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null" >&2
+  echo "and commit fuzz/Cargo.lock" >&2
+  exit 1
+}
 echo "-- building the fuzz targets (instrumented, into $CARGO_TARGET_DIR)"
 cargo fuzz build --fuzz-dir fuzz "${FUZZ_BUILD[@]}" >"$work/build.log" 2>&1 \
   || { cat "$work/build.log"; exit 1; }
