@@ -402,19 +402,26 @@ fn reference(
                     .check_now(std::slice::from_ref(check), call.time)
                     .remove(0);
             }
-            let decisions: Vec<_> = check
+            let parts: Vec<Verdict> = check
                 .items()
                 .iter()
                 .map(|item| {
                     let single = Check::new().with_item(item.clone());
-                    memory.check_now(&[single], call.time).remove(0).decisions[0]
+                    memory.check_now(&[single], call.time).remove(0)
                 })
                 .collect();
+            // As the store joins the parts: the latest time any part decided at (a repeated
+            // request id answers with the time it was first decided).
+            let decided_at_ms = parts
+                .iter()
+                .map(|v| v.decided_at_ms)
+                .fold(call.time, u64::max);
+            let decisions: Vec<_> = parts.iter().map(|v| v.decisions[0]).collect();
             Verdict {
                 allowed: decisions.iter().all(|d| d.allowed),
                 decisions,
                 atomic: false,
-                decided_at_ms: call.time,
+                decided_at_ms,
             }
         })
         .collect()
