@@ -94,6 +94,17 @@ pub struct Outcome {
 impl Config {
     /// The limits that apply to `request`, with their identifiers, as the checks to send.
     pub fn plan(&self, request: &dyn RequestView) -> Plan<'_> {
+        self.plan_with(request, &mut |applied| applied.source.extract(request))
+    }
+
+    /// [`Config::plan`], with each limit's identifier given by `identify` instead of its source:
+    /// `sim` replays the Worker's own log lines, which carry each limit's identifier as keyed,
+    /// not the headers it came from. `None` is a missing identifier, handled as configured.
+    pub fn plan_with(
+        &self,
+        request: &dyn RequestView,
+        identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+    ) -> Plan<'_> {
         let mut plan = Plan {
             rules: Vec::new(),
             absent: Vec::new(),
@@ -107,7 +118,7 @@ impl Config {
         for rule in self.rules.iter().filter(|r| r.matches(request)) {
             plan.rules.push(rule);
             for applied in &rule.limits {
-                let identifier = match applied.source.extract(request) {
+                let identifier = match identify(applied) {
                     Some(id) => id,
                     None => {
                         let absent = Absent {
@@ -340,6 +351,10 @@ impl Outcome {
             edgelimit: &'static str,
             #[serde(skip_serializing_if = "Option::is_none")]
             time_ms: Option<u64>,
+            /// The shadow check's own time: a second script in the same pipeline reads Redis
+            /// `TIME` again, and may read the next millisecond.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            shadow_time_ms: Option<u64>,
             local_ms: u64,
             method: &'a str,
             host: &'a str,
@@ -374,6 +389,9 @@ impl Outcome {
         let line = Line {
             edgelimit: "decision",
             time_ms: self.decided_at_ms,
+            shadow_time_ms: plan
+                .decided(plan.shadow, &checked.verdicts)
+                .map(|(_, verdict)| verdict.decided_at_ms),
             local_ms: checked.local_ms,
             method: request.method(),
             host: request.host(),
@@ -459,6 +477,28 @@ mod tests {
         assert_eq!(plan.checks().len(), 2);
         let post = OwnedRequest::new("POST", "h", "/other").with_header("x-user", "u");
         assert_eq!(names(&c.plan(&post)), ["watch", "writes"]);
+    }
+
+    #[test]
+    fn plan_with_takes_each_identifier_from_the_caller() {
+        let c = config();
+        // No header at all: the identifiers come from the caller (a replayed log line).
+        let req = OwnedRequest::get("h", "/api/x");
+        let plan = c.plan_with(&req, &mut |_| Some(Identifier::from("given")));
+        let items = plan.enforced().unwrap().items();
+        assert_eq!(items.len(), 2);
+        assert!(items
+            .iter()
+            .all(|i| i.identifier == Identifier::from("given")));
+        // `None` is a missing identifier, handled by the limit's `missing` setting.
+        let plan = c.plan_with(&req, &mut |l| {
+            (&*l.limit.name != "per-key").then(|| Identifier::from("given"))
+        });
+        assert_eq!(&*plan.refused().unwrap().limit.limit.name, "per-key");
+        assert_eq!(
+            c.plan(&req),
+            c.plan_with(&req, &mut |l| l.source.extract(&req))
+        );
     }
 
     #[test]
@@ -571,6 +611,7 @@ mod tests {
         let line: serde_json::Value =
             serde_json::from_str(&second.log_line(&plan, &checked, &req, None)).unwrap();
         assert_eq!(line["shadow_denied"][0], "shadow-ip");
+        assert_eq!(line["shadow_time_ms"], 1, "the shadow check's own time");
         assert_eq!(line["allowed"], true);
         assert_eq!(line["limits"][0]["shadow"], true);
         assert_eq!(line["limits"][0]["reason"], "over_limit");
