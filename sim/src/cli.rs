@@ -1,5 +1,6 @@
 //! The command line. `sim` alone replays the bundled trace; `sim replay`, `sim generate` and
-//! `sim bench` do the rest. The interface of `sim replay` is relied on by scripts: keep it.
+//! `sim bench` do the rest. The interface of `sim replay` is relied on by scripts: keep it
+//! (`--config` and its companions are additions beside `--policy`).
 
 use std::fs;
 use std::io::Write;
@@ -11,10 +12,11 @@ use edgelimit::Policy;
 
 use crate::bench::{self, BenchOptions};
 use crate::bundled;
+use crate::edge::{self, outage::Outage, run_config, EdgeRunOptions};
 use crate::generate::{write_csv, Generator, Kind};
 use crate::input::Source;
 use crate::readers::time::LATEST_MS;
-use crate::readers::{Format, Key, ReadOptions};
+use crate::readers::{Format, Key, ReadOptions, RequestOptions};
 use crate::report::{html, table, Report};
 use crate::run::{run, RunOptions};
 use crate::store::StoreChoice;
@@ -35,7 +37,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Replay a trace file (`-` for standard input; gzip is detected).
-    Replay(ReplayArgs),
+    Replay(Box<ReplayArgs>),
     /// Write a synthetic trace as CSV to standard output.
     Generate(GenerateArgs),
     /// Measure parse and replay throughput.
@@ -80,6 +82,24 @@ pub struct ReplayArgs {
     /// How late a line may arrive and still be put in time order (e.g. 60s, 0 for none).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub reorder_window: u64,
+    /// Replay a Worker configuration instead of bare policies: a wrangler.toml (its
+    /// [vars.EDGELIMIT_CONFIG]) or that table alone, as TOML or JSON.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// With --config: also replay this configuration and report what changes from it.
+    #[arg(long, value_name = "FILE", requires = "config")]
+    pub baseline: Option<PathBuf>,
+    /// With --config: the store is unreachable from FROM to TO (trace time: RFC 3339, a Unix
+    /// time, or +DURATION after the first request); repeat for several.
+    #[arg(long = "outage", value_name = "FROM..TO", requires = "config", value_parser = parse_outage)]
+    pub outages: Vec<Outage>,
+    /// With --config: the host of requests whose lines carry none (Apache/nginx logs).
+    #[arg(long, value_name = "NAME", requires = "config", default_value = "")]
+    pub host: String,
+    /// With --config: the names of the request headers HAProxy captured, in order
+    /// (default: host).
+    #[arg(long, value_name = "NAMES", requires = "config", value_delimiter = ',')]
+    pub captured_headers: Vec<String>,
     /// Policies and outputs.
     #[command(flatten)]
     pub out: Outputs,
@@ -166,6 +186,10 @@ fn parse_key(s: &str) -> Result<Key, String> {
     s.parse()
 }
 
+fn parse_outage(s: &str) -> Result<Outage, String> {
+    s.parse()
+}
+
 fn parse_store(s: &str) -> Result<StoreChoice, String> {
     s.parse()
 }
@@ -191,6 +215,7 @@ pub fn main(cli: Cli) -> Result<()> {
                 &bundled::DEFAULT_POLICIES,
             )
         }
+        Some(Command::Replay(args)) if args.config.is_some() => replay_config(&args),
         Some(Command::Replay(args)) => {
             let read = ReadOptions {
                 format: args.format,
@@ -260,6 +285,59 @@ fn replay(
     if !out.quiet {
         let mut stdout = std::io::stdout().lock();
         write!(stdout, "{}", table::render(&report))?;
+        for (what, path) in [("JSON", &out.json), ("HTML", &out.html)] {
+            if let Some(p) = path {
+                writeln!(stdout, "{what} report: {}", p.display())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `sim replay TRACE --config FILE`.
+fn replay_config(args: &ReplayArgs) -> Result<()> {
+    if !args.out.policies.is_empty() {
+        bail!("--config replays a Worker configuration, --policy bare policies: give one or the other");
+    }
+    if args.store != StoreChoice::Memory {
+        bail!("--config replays on the library's in-memory store (--store memory)");
+    }
+    if args.key != Key::Ip {
+        bail!("--config takes each limit's identifier from the configuration: drop --key");
+    }
+    let options = EdgeRunOptions {
+        source: Source::File(args.trace.clone()),
+        read: ReadOptions {
+            format: args.format,
+            key: Key::Ip,
+            strict: args.strict,
+            reorder_window_ms: args.reorder_window,
+        },
+        request: RequestOptions {
+            host: args.host.clone(),
+            captured_headers: args
+                .captured_headers
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .collect(),
+        },
+        config: args.config.clone().unwrap_or_default(),
+        baseline: args.baseline.clone(),
+        outages: args.outages.clone(),
+        progress: !args.out.quiet,
+    };
+    let report = run_config(&options)?;
+    let out = &args.out;
+    if let Some(path) = &out.json {
+        fs::write(path, report.to_json()).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &out.html {
+        fs::write(path, edge::html::render(&report))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if !out.quiet {
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, "{}", edge::table::render(&report))?;
         for (what, path) in [("JSON", &out.json), ("HTML", &out.html)] {
             if let Some(p) = path {
                 writeln!(stdout, "{what} report: {}", p.display())?;

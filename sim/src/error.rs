@@ -54,6 +54,14 @@ pub enum SimError {
     /// A store failed during a store-backed replay.
     #[error("store: {0}")]
     Store(String),
+    /// A `--config` file could not be used: the Worker's own message, naming the field.
+    #[error("{file}: {message}")]
+    Config {
+        /// The file.
+        file: String,
+        /// What is wrong (`EDGELIMIT_CONFIG: rules[0] "api" → …` for the Worker's checks).
+        message: String,
+    },
 }
 
 impl SimError {

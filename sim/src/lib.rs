@@ -14,6 +14,8 @@
 //! - [`replay`]: the replay engine, the exact ground truth and every metric.
 //! - [`report`]: the terminal table, JSON and the self-contained HTML/SVG report.
 //! - [`run`]: one replay end to end (read, replay, chart data); [`store`]: `--store`.
+//! - [`edge`]: `--config`: a deployed Worker configuration replayed through the Worker's own
+//!   code, with per-rule and per-limit reports, what-if and outages.
 //! - [`bundled`]: the real trace compiled into the binary and its default policies.
 //! - [`mod@bench`]: parse and replay throughput, peak memory.
 //! - [`cli`]: the command line (the `sim` binary only parses arguments and calls it).
@@ -29,6 +31,7 @@
 pub mod bench;
 pub mod bundled;
 pub mod cli;
+pub mod edge;
 pub mod error;
 pub mod event;
 pub mod generate;

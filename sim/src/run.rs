@@ -87,7 +87,7 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
     Ok(report)
 }
 
-fn progress_bar(enabled: bool, len: Option<u64>) -> ProgressBar {
+pub(crate) fn progress_bar(enabled: bool, len: Option<u64>) -> ProgressBar {
     if !enabled || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }

@@ -3,7 +3,8 @@
 
 use std::borrow::Cow;
 
-use super::format::{Key, LineProblem, LineResult, Parsed};
+use super::format::{Key, LineProblem, LineResult, Parsed, RequestOptions};
+use super::request::Request;
 use super::time::{lossy, parse_clf_time};
 use crate::error::SimError;
 
@@ -39,64 +40,133 @@ impl ClfParser {
 
     /// Parses one line.
     pub fn parse<'a>(&self, line: &'a [u8]) -> LineResult<'a> {
-        if line.trim_ascii().is_empty() {
+        let Some(fields) = fields(line)? else {
             return Ok(None);
-        }
-        let space = memchr::memchr(b' ', line)
-            .ok_or_else(|| LineProblem::new("host", "truncated line: no fields after the host"))?;
-        let host = &line[..space];
-        let open = memchr::memchr(b'[', &line[space..])
-            .map(|i| space + i)
-            .ok_or_else(|| LineProblem::new("timestamp", "no `[` opening the timestamp"))?;
-        let user = line[space + 1..open]
-            .trim_ascii()
-            .split(|&c| c == b' ')
-            .nth(1)
-            .unwrap_or(b"-");
-        let close = memchr::memchr(b']', &line[open..])
-            .map(|i| open + i)
-            .ok_or_else(|| LineProblem::new("timestamp", "truncated line: no `]` closing it"))?;
-        let time_ms =
-            parse_clf_time(&line[open + 1..close]).map_err(|p| LineProblem::new("timestamp", p))?;
-        // The request, status and size must follow: a line cut short is reported, not half-read.
-        let rest = &line[close + 1..];
-        let rest = rest
-            .strip_prefix(b" \"")
-            .ok_or_else(|| LineProblem::new("request", "truncated line: no quoted request"))?;
-        let end = find_closing_quote(rest)
-            .ok_or_else(|| LineProblem::new("request", "truncated line: request never closed"))?;
-        let mut after = rest[end + 1..].trim_ascii_start().splitn(3, |&c| c == b' ');
-        let status = after.next().unwrap_or_default();
-        if status.len() != 3 || !status.iter().all(u8::is_ascii_digit) {
-            return Err(LineProblem::new(
-                "status",
-                format!("`{}` is not an HTTP status", lossy(status)),
-            ));
-        }
-        let size = after.next().unwrap_or_default().trim_ascii_end();
-        if size.is_empty() || !(size == b"-" || size.iter().all(u8::is_ascii_digit)) {
-            return Err(LineProblem::new(
-                "size",
-                format!("truncated line: `{}` is not a response size", lossy(size)),
-            ));
-        }
+        };
         let client: &[u8] = match self.key {
-            ClfKey::Ip => host,
-            ClfKey::User => user,
-            ClfKey::Agent => {
-                let tail = after.next().unwrap_or_default();
-                quoted_fields(tail).nth(1).unwrap_or(b"-")
-            }
+            ClfKey::Ip => fields.host,
+            ClfKey::User => fields.user,
+            ClfKey::Agent => fields.agent(),
         };
         if client.is_empty() {
             return Err(LineProblem::new("host", "empty client field"));
         }
         Ok(Some(Parsed {
-            time_ms,
+            time_ms: fields.time_ms,
             client: Cow::Borrowed(client),
             cost: 1,
         }))
     }
+
+    /// Reads one line as the request the Worker would have seen (`--config`): the method and
+    /// target of the request line, the client address as `CF-Connecting-IP`, `User-Agent`,
+    /// `Referer`, and the authenticated user (`%u`) as `X-Remote-User`. `Ok(false)` for a blank
+    /// line.
+    pub fn parse_request(
+        &self,
+        line: &[u8],
+        out: &mut Request,
+        options: &RequestOptions,
+    ) -> Result<bool, LineProblem> {
+        let Some(fields) = fields(line)? else {
+            return Ok(false);
+        };
+        let mut parts = fields.request.splitn(3, |&c| c == b' ');
+        let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+            return Err(LineProblem::new(
+                "request",
+                format!(
+                    "`{}` is not a method and a target (a request the server refused to read)",
+                    lossy(fields.request)
+                ),
+            ));
+        };
+        out.time_ms = fields.time_ms;
+        out.set_method(method);
+        out.set_host(options.host.as_bytes());
+        out.set_target(target);
+        out.set_client_ip(fields.host);
+        out.add_header(b"user-agent", fields.agent());
+        out.add_header(
+            b"referer",
+            quoted_fields(fields.tail).next().unwrap_or(b"-"),
+        );
+        out.add_header(REMOTE_USER_HEADER.as_bytes(), fields.user);
+        Ok(true)
+    }
+}
+
+/// The header a CLF line's authenticated user (`%u`) is given as: the name reverse proxies pass
+/// it under.
+pub const REMOTE_USER_HEADER: &str = "x-remote-user";
+
+/// What one CLF line holds.
+struct Fields<'a> {
+    host: &'a [u8],
+    user: &'a [u8],
+    time_ms: u64,
+    /// The request line, without its quotes.
+    request: &'a [u8],
+    /// What follows the size: `"referer" "agent"` in the combined format.
+    tail: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn agent(&self) -> &'a [u8] {
+        quoted_fields(self.tail).nth(1).unwrap_or(b"-")
+    }
+}
+
+/// Splits a line into its fields, checking each; `None` for a blank line.
+fn fields(line: &[u8]) -> Result<Option<Fields<'_>>, LineProblem> {
+    if line.trim_ascii().is_empty() {
+        return Ok(None);
+    }
+    let space = memchr::memchr(b' ', line)
+        .ok_or_else(|| LineProblem::new("host", "truncated line: no fields after the host"))?;
+    let host = &line[..space];
+    let open = memchr::memchr(b'[', &line[space..])
+        .map(|i| space + i)
+        .ok_or_else(|| LineProblem::new("timestamp", "no `[` opening the timestamp"))?;
+    let user = line[space + 1..open]
+        .trim_ascii()
+        .split(|&c| c == b' ')
+        .nth(1)
+        .unwrap_or(b"-");
+    let close = memchr::memchr(b']', &line[open..])
+        .map(|i| open + i)
+        .ok_or_else(|| LineProblem::new("timestamp", "truncated line: no `]` closing it"))?;
+    let time_ms =
+        parse_clf_time(&line[open + 1..close]).map_err(|p| LineProblem::new("timestamp", p))?;
+    // The request, status and size must follow: a line cut short is reported, not half-read.
+    let rest = &line[close + 1..];
+    let rest = rest
+        .strip_prefix(b" \"")
+        .ok_or_else(|| LineProblem::new("request", "truncated line: no quoted request"))?;
+    let end = find_closing_quote(rest)
+        .ok_or_else(|| LineProblem::new("request", "truncated line: request never closed"))?;
+    let mut after = rest[end + 1..].trim_ascii_start().splitn(3, |&c| c == b' ');
+    let status = after.next().unwrap_or_default();
+    if status.len() != 3 || !status.iter().all(u8::is_ascii_digit) {
+        return Err(LineProblem::new(
+            "status",
+            format!("`{}` is not an HTTP status", lossy(status)),
+        ));
+    }
+    let size = after.next().unwrap_or_default().trim_ascii_end();
+    if size.is_empty() || !(size == b"-" || size.iter().all(u8::is_ascii_digit)) {
+        return Err(LineProblem::new(
+            "size",
+            format!("truncated line: `{}` is not a response size", lossy(size)),
+        ));
+    }
+    Ok(Some(Fields {
+        host,
+        user,
+        time_ms,
+        request: &rest[..end],
+        tail: after.next().unwrap_or_default(),
+    }))
 }
 
 /// The index of the `"` closing a quoted field, skipping `\"` escapes (Apache escapes quotes).

@@ -13,8 +13,8 @@ use super::format::{json_cost, parse_cost, Key, LineProblem, LineResult, Parsed}
 use super::logpush::{json_key, json_time};
 use super::time::parse_any;
 
-const MS_NAMES: [&str; 2] = ["timestamp_ms", "time_ms"];
-const TIME_NAMES: [&str; 5] = ["timestamp_ms", "time_ms", "timestamp", "time", "ts"];
+pub(super) const MS_NAMES: [&str; 2] = ["timestamp_ms", "time_ms"];
+pub(super) const TIME_NAMES: [&str; 5] = ["timestamp_ms", "time_ms", "timestamp", "time", "ts"];
 
 /// Column positions, known once the first line has been seen.
 #[derive(Debug, Clone, Copy)]

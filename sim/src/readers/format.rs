@@ -18,6 +18,9 @@ pub enum Format {
     Logpush,
     /// `timestamp,client[,cost]` CSV, or NDJSON objects with those fields.
     Csv,
+    /// The Worker's own decision log lines (`log_sample = 1.0`), bare or as `wrangler tail
+    /// --format json` and Workers Logpush deliver them; replayed with `--config`.
+    Edgelimit,
 }
 
 impl fmt::Display for Format {
@@ -27,6 +30,7 @@ impl fmt::Display for Format {
             Format::Haproxy => "haproxy",
             Format::Logpush => "logpush",
             Format::Csv => "csv",
+            Format::Edgelimit => "edgelimit",
         })
     }
 }
@@ -35,8 +39,16 @@ impl Format {
     /// Guesses the format from the first non-empty line of a trace.
     pub fn sniff(line: &[u8]) -> Format {
         let line = line.trim_ascii();
+        let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
+        // A bare decision line, or one inside a tail event; `{` alone opens the pretty-printed
+        // events `wrangler tail --format json` writes.
+        if has(br#""edgelimit":"decision""#)
+            || has(br#"\"edgelimit\":\"decision\""#)
+            || line == b"{"
+        {
+            return Format::Edgelimit;
+        }
         if line.starts_with(b"{") {
-            let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
             if has(b"\"EdgeStartTimestamp\"") || has(b"\"ClientIP\"") {
                 return Format::Logpush;
             }
@@ -93,6 +105,16 @@ impl fmt::Display for Key {
             Key::Field(name) => f.write_str(name),
         }
     }
+}
+
+/// What a request-reading parser (`--config`) needs beyond the line.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestOptions {
+    /// The host for lines that carry none (Apache/nginx, HAProxy without a captured Host).
+    pub host: String,
+    /// The names of the request headers HAProxy captured, in `capture request header` order
+    /// (its log holds the values only). Default: `host`.
+    pub captured_headers: Vec<String>,
 }
 
 /// One parsed line.
@@ -192,7 +214,7 @@ mod tests {
 
     #[test]
     fn sniffs_each_format_from_a_real_line() {
-        let cases: [(&[u8], Format); 6] = [
+        let cases: [(&[u8], Format); 8] = [
             (
                 br#"83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 203023 "-" "-""#,
                 Format::Clf,
@@ -211,6 +233,11 @@ mod tests {
             ),
             (br#"{"timestamp_ms":1,"client":"a"}"#, Format::Csv),
             (b"timestamp_ms,client,cost", Format::Csv),
+            (
+                br#"{"edgelimit":"decision","local_ms":1,"method":"GET"}"#,
+                Format::Edgelimit,
+            ),
+            (b"{", Format::Edgelimit),
         ];
         for (line, format) in cases {
             assert_eq!(

@@ -6,7 +6,10 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::format::{Key, LineProblem, LineResult, Parsed};
+use edgelimit_worker::identify::CLIENT_IP_HEADER;
+
+use super::format::{Key, LineProblem, LineResult, Parsed, RequestOptions};
+use super::request::Request;
 use super::time::{checked_ms, parse_rfc3339, unix_integer_to_ms, unix_number_to_ms};
 
 /// Parses Logpush lines.
@@ -53,6 +56,76 @@ impl LogpushParser {
             client: Cow::Owned(client.into_bytes()),
             cost: 1,
         }))
+    }
+}
+
+/// Logpush fields read as request headers (`--config`), beside `RequestHeaders`.
+const HEADER_FIELDS: [(&str, &str); 4] = [
+    ("ClientIP", CLIENT_IP_HEADER),
+    ("ClientRequestUserAgent", "user-agent"),
+    ("ClientRequestReferer", "referer"),
+    ("ClientCountry", "cf-ipcountry"),
+];
+
+impl LogpushParser {
+    /// Reads one line as the request the Worker would have seen (`--config`):
+    /// `ClientRequestMethod`, `ClientRequestHost`, `ClientRequestURI` (or `ClientRequestPath`),
+    /// `ClientIP` as `CF-Connecting-IP`, `ClientRequestUserAgent`, `ClientRequestReferer`,
+    /// `ClientCountry` as `CF-IPCountry` (the headers Cloudflare sets), and every field of a
+    /// `RequestHeaders` object (the job's custom request-header fields). `Ok(false)` for a
+    /// blank line.
+    pub fn parse_request(
+        &self,
+        line: &[u8],
+        out: &mut Request,
+        options: &RequestOptions,
+    ) -> Result<bool, LineProblem> {
+        if line.trim_ascii().is_empty() {
+            return Ok(false);
+        }
+        let obj: Map<String, Value> = serde_json::from_slice(line)
+            .map_err(|e| LineProblem::new("json", format!("not a JSON object: {e}")))?;
+        out.time_ms = match obj.get("EdgeStartTimestamp") {
+            None => {
+                return Err(LineProblem::new(
+                    "EdgeStartTimestamp",
+                    "missing (add it to the Logpush job's fields)",
+                ))
+            }
+            Some(v) => json_time(v, false).map_err(|p| LineProblem::new("EdgeStartTimestamp", p))?,
+        };
+        let text = |field: &str| match obj.get(field) {
+            Some(Value::String(s)) => Some(s.as_str()),
+            _ => None,
+        };
+        out.set_method(text("ClientRequestMethod").unwrap_or("GET").as_bytes());
+        let target = text("ClientRequestURI")
+            .or_else(|| text("ClientRequestPath"))
+            .ok_or_else(|| {
+                LineProblem::new(
+                    "ClientRequestURI",
+                    "missing (add it to the Logpush job's fields)",
+                )
+            })?;
+        out.set_host(
+            text("ClientRequestHost")
+                .unwrap_or(options.host.as_str())
+                .as_bytes(),
+        );
+        out.set_target(target.as_bytes());
+        for (field, header) in HEADER_FIELDS {
+            if let Some(value) = text(field) {
+                out.add_header(header.as_bytes(), value.as_bytes());
+            }
+        }
+        if let Some(Value::Object(headers)) = obj.get("RequestHeaders") {
+            for (name, value) in headers {
+                if let Value::String(value) = value {
+                    out.add_header(name.as_bytes(), value.as_bytes());
+                }
+            }
+        }
+        Ok(true)
     }
 }
 

@@ -7,11 +7,14 @@ use std::sync::Arc;
 
 use super::clf::ClfParser;
 use super::csv::CsvParser;
-use super::format::{Format, Key, LineProblem, LineResult};
+use super::csv_request::CsvRequestParser;
+use super::edgelimit::EdgelimitParser;
+use super::format::{Format, Key, LineProblem, LineResult, RequestOptions};
 use super::haproxy::HaproxyParser;
 use super::lines::{read_line, Line, MAX_LINE_BYTES};
 use super::logpush::LogpushParser;
 use super::reorder::{Reorder, ReorderStats};
+use super::request::Request;
 use crate::error::SimError;
 use crate::event::{Event, Interner};
 use crate::input::Source;
@@ -86,6 +89,46 @@ enum Parser {
     Haproxy(HaproxyParser),
     Logpush(LogpushParser),
     Csv(CsvParser),
+    /// Request mode (`--config`): whole requests, not one identifier.
+    Requests(RequestParser),
+}
+
+/// Request mode's parser per format.
+enum RequestParser {
+    Clf(ClfParser),
+    Haproxy(HaproxyParser),
+    Logpush(LogpushParser),
+    Csv(CsvRequestParser),
+    Edgelimit(EdgelimitParser),
+}
+
+impl RequestParser {
+    fn new(format: Format) -> RequestParser {
+        match format {
+            Format::Clf => RequestParser::Clf(ClfParser::new(&Key::Ip).expect("ip is a CLF key")),
+            Format::Haproxy => {
+                RequestParser::Haproxy(HaproxyParser::new(&Key::Ip).expect("ip is a HAProxy key"))
+            }
+            Format::Logpush => RequestParser::Logpush(LogpushParser::new(&Key::Ip)),
+            Format::Csv => RequestParser::Csv(CsvRequestParser::new()),
+            Format::Edgelimit => RequestParser::Edgelimit(EdgelimitParser::new()),
+        }
+    }
+
+    fn parse(
+        &mut self,
+        line: &[u8],
+        out: &mut Request,
+        options: &RequestOptions,
+    ) -> Result<bool, LineProblem> {
+        match self {
+            RequestParser::Clf(p) => p.parse_request(line, out, options),
+            RequestParser::Haproxy(p) => p.parse_request(line, out, options),
+            RequestParser::Logpush(p) => p.parse_request(line, out, options),
+            RequestParser::Csv(p) => p.parse_request(line, out, options),
+            RequestParser::Edgelimit(p) => p.parse_request(line, out),
+        }
+    }
 }
 
 impl Parser {
@@ -95,6 +138,13 @@ impl Parser {
             Format::Haproxy => Parser::Haproxy(HaproxyParser::new(key)?),
             Format::Logpush => Parser::Logpush(LogpushParser::new(key)),
             Format::Csv => Parser::Csv(CsvParser::new(key)),
+            Format::Edgelimit => {
+                return Err(SimError::Usage(
+                    "--format edgelimit holds the Worker's decisions: replay it through a \
+                     configuration with --config FILE"
+                        .into(),
+                ))
+            }
         })
     }
 
@@ -104,8 +154,19 @@ impl Parser {
             Parser::Haproxy(p) => p.parse(line),
             Parser::Logpush(p) => p.parse(line),
             Parser::Csv(p) => p.parse(line),
+            Parser::Requests(_) => Ok(None),
         }
     }
+}
+
+/// Request mode's state: the requests waiting in the reorder buffer, by slot (the events' ids).
+#[derive(Debug, Default)]
+struct Requests {
+    options: RequestOptions,
+    slots: Vec<Request>,
+    free: Vec<u32>,
+    /// Emptied requests whose buffers are reused.
+    spare: Vec<Request>,
 }
 
 /// Streams a trace as ordered events. Iterate it, then read [`TraceReader::stats`] and
@@ -122,6 +183,7 @@ pub struct TraceReader {
     reorder: Reorder,
     stats: ReadStats,
     done: bool,
+    requests: Option<Requests>,
 }
 
 impl std::fmt::Debug for TraceReader {
@@ -161,6 +223,48 @@ impl TraceReader {
             parsed: 0,
             interner: Interner::new(),
             done: false,
+            requests: None,
+        }
+    }
+
+    /// Opens `source` in request mode (`--config`): each line becomes the whole request the
+    /// Worker would have seen, read with [`TraceReader::next_request`]; `options.key` is unused.
+    pub fn open_requests(
+        source: &Source,
+        options: ReadOptions,
+        request: RequestOptions,
+        progress: Arc<AtomicU64>,
+    ) -> Result<TraceReader, SimError> {
+        let mut reader = TraceReader::open(source, options, progress)?;
+        reader.stats.key = "per limit".into();
+        reader.requests = Some(Requests {
+            options: request,
+            ..Requests::default()
+        });
+        Ok(reader)
+    }
+
+    /// The next request in time order (request mode only; `None` otherwise and at the end).
+    /// Hand it back with [`TraceReader::recycle`] to reuse its buffers.
+    pub fn next_request(&mut self) -> Option<Result<Request, SimError>> {
+        self.requests.as_ref()?;
+        let ev = match self.next()? {
+            Ok(ev) => ev,
+            Err(e) => return Some(Err(e)),
+        };
+        let requests = self.requests.as_mut()?;
+        let mut request = std::mem::take(&mut requests.slots[ev.client as usize]);
+        requests.free.push(ev.client);
+        // The reorder buffer clamps an event that came too late; the request says so too.
+        request.time_ms = ev.time_ms;
+        Some(Ok(request))
+    }
+
+    /// Returns a request's buffers for the next one.
+    pub fn recycle(&mut self, mut request: Request) {
+        if let Some(requests) = self.requests.as_mut() {
+            request.clear();
+            requests.spare.push(request);
         }
     }
 
@@ -231,9 +335,17 @@ impl TraceReader {
             }
             let format = self.options.format.unwrap_or_else(|| Format::sniff(line));
             self.stats.format = Some(format);
-            self.parser = Some(Parser::new(format, &self.options.key)?);
+            self.parser = Some(match self.requests {
+                Some(_) => Parser::Requests(RequestParser::new(format)),
+                None => Parser::new(format, &self.options.key)?,
+            });
         }
         let parser = self.parser.as_mut().expect("set above");
+        if let (Parser::Requests(parser), Some(requests)) = (&mut *parser, self.requests.as_mut())
+        {
+            return Ok(Self::parse_request(parser, requests, line, &mut self.reorder)
+                .inspect(|&event| self.parsed += u64::from(event)));
+        }
         let parsed = match parser.parse(line) {
             Ok(None) => return Ok(Ok(false)),
             Ok(Some(parsed)) => parsed,
@@ -252,6 +364,43 @@ impl TraceReader {
         });
         self.parsed += 1;
         Ok(Ok(true))
+    }
+
+    /// Request mode: parses `line` into a spare request parked in a slot, and pushes an event
+    /// naming the slot into the reorder buffer.
+    fn parse_request(
+        parser: &mut RequestParser,
+        requests: &mut Requests,
+        line: &[u8],
+        reorder: &mut Reorder,
+    ) -> Result<bool, LineProblem> {
+        let mut request = requests.spare.pop().unwrap_or_default();
+        match parser.parse(line, &mut request, &requests.options) {
+            Ok(true) => {}
+            other => {
+                request.clear();
+                requests.spare.push(request);
+                return other;
+            }
+        }
+        let time_ms = request.time_ms;
+        let slot = match requests.free.pop() {
+            Some(slot) => {
+                requests.slots[slot as usize] = request;
+                slot
+            }
+            None => {
+                requests.slots.push(request);
+                u32::try_from(requests.slots.len() - 1)
+                    .expect("fewer than 2^32 requests in the reorder buffer")
+            }
+        };
+        reorder.push(Event {
+            time_ms,
+            client: slot,
+            cost: 1,
+        });
+        Ok(true)
     }
 
     /// Counts a bad line (or, with `--strict`, stops at it).

@@ -8,7 +8,7 @@ use super::svg::{boundary_chart, client_error_chart, color, escape, multiples_ch
 use super::table::human_bytes;
 use crate::readers::time::format_utc;
 
-const STYLE: &str =
+pub(crate) const STYLE: &str =
     "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px}\
 p.meta{color:#555;margin:2px 0}table{border-collapse:collapse;font-size:13px}\

@@ -27,7 +27,7 @@ pub fn escape(s: &str) -> String {
 }
 
 /// Round tick values from 0 to at least `max`.
-fn ticks(max: f64) -> Vec<f64> {
+pub fn ticks(max: f64) -> Vec<f64> {
     let max = max.max(1.0);
     let raw = max / 5.0;
     let mag = 10f64.powf(raw.log10().floor());

@@ -4,39 +4,11 @@ use std::fmt::Write;
 
 use super::model::Report;
 use crate::readers::time::format_utc;
+use crate::readers::ReadStats;
 
 /// The header lines describing the trace, then the table.
 pub fn render(report: &Report) -> String {
-    let t = &report.trace;
-    let mut out = String::new();
-    let span = match (t.first_ms, t.last_ms) {
-        (Some(a), Some(b)) => format!("{} → {}", format_utc(a), format_utc(b)),
-        _ => "-".into(),
-    };
-    let _ = writeln!(
-        out,
-        "trace   {} ({}, key {})",
-        t.name,
-        t.format.map_or("-".into(), |f| f.to_string()),
-        t.key
-    );
-    let _ = writeln!(
-        out,
-        "        {} events from {} clients, {span}",
-        t.events, t.clients
-    );
-    let _ = writeln!(
-        out,
-        "        {} lines, {} bad; reorder window {} ms: {} reordered, {} beyond it (clamped)",
-        t.lines, t.bad_lines, t.reorder.window_ms, t.reorder.reordered, t.reorder.late_clamped
-    );
-    for b in &t.bad_samples {
-        let _ = writeln!(
-            out,
-            "        bad line {}: {}: {}",
-            b.line, b.field, b.problem
-        );
-    }
+    let mut out = trace_header(&report.trace);
     let store = match report.store_mismatches {
         Some(m) => format!(
             "{} ({m} decisions differ from the library's steps)",
@@ -62,11 +34,11 @@ pub fn render(report: &Report) -> String {
         "rate error",
         "state",
     ];
-    let rows: Vec<[String; 11]> = report
+    let rows: Vec<Vec<String>> = report
         .policies
         .iter()
         .map(|p| {
-            [
+            vec![
                 p.spec.clone(),
                 p.admitted.to_string(),
                 p.denied.to_string(),
@@ -81,19 +53,72 @@ pub fn render(report: &Report) -> String {
             ]
         })
         .collect();
+    out.push_str(&aligned(&header, &rows));
+    let _ = writeln!(
+        out,
+        "\nmax/window: most admitted for one client in any span of the exact log's window; \
+         false allow/deny: against that exact sliding log, replayed alongside."
+    );
+    out
+}
+
+/// The lines describing what was read: name, format, events, span, bad lines, reordering.
+pub fn trace_header(t: &ReadStats) -> String {
+    let mut out = String::new();
+    let span = match (t.first_ms, t.last_ms) {
+        (Some(a), Some(b)) => format!("{} → {}", format_utc(a), format_utc(b)),
+        _ => "-".into(),
+    };
+    let _ = writeln!(
+        out,
+        "trace   {} ({}, key {})",
+        t.name,
+        t.format.map_or("-".into(), |f| f.to_string()),
+        t.key
+    );
+    let _ = match t.clients {
+        0 => writeln!(out, "        {} events, {span}", t.events),
+        clients => writeln!(
+            out,
+            "        {} events from {clients} clients, {span}",
+            t.events
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "        {} lines, {} bad; reorder window {} ms: {} reordered, {} beyond it (clamped)",
+        t.lines, t.bad_lines, t.reorder.window_ms, t.reorder.reordered, t.reorder.late_clamped
+    );
+    for b in &t.bad_samples {
+        let _ = writeln!(
+            out,
+            "        bad line {}: {}: {}",
+            b.line, b.field, b.problem
+        );
+    }
+    out
+}
+
+/// Rows under a header, columns aligned: the first to the left, the others to the right.
+pub fn aligned(header: &[&str], rows: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..header.len())
         .map(|i| {
             rows.iter()
-                .map(|r| r[i].chars().count())
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
                 .chain([header[i].chars().count()])
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    let line = |cells: &[&str]| {
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
         let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = widths[i] - c.chars().count();
+        for (i, c) in cells.enumerate() {
+            let pad = widths
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(c.chars().count());
             if i == 0 {
                 s.push_str(c);
                 s.push_str(&" ".repeat(pad));
@@ -105,16 +130,12 @@ pub fn render(report: &Report) -> String {
         }
         s.trim_end().to_string()
     };
-    let _ = writeln!(out, "{}", line(&header));
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells));
+    let mut out = line(&mut header.iter().copied());
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(&mut r.iter().map(String::as_str)));
+        out.push('\n');
     }
-    let _ = writeln!(
-        out,
-        "\nmax/window: most admitted for one client in any span of the exact log's window; \
-         false allow/deny: against that exact sliding log, replayed alongside."
-    );
     out
 }
 

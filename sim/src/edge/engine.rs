@@ -1,0 +1,574 @@
+//! One configuration replayed request by request through the Worker's own code: rule matching and
+//! identifiers (`Config::plan`), the library's `Limiter` with the Worker's time mode and denial
+//! cache deciding every limit of the matched rules together, all or nothing, and the Worker's
+//! answer (`Plan::decide`) — then tallied per rule and per limit.
+//!
+//! The sim models one isolate: one denial cache, one fallback limiter (under `wrangler dev` there
+//! is one; in production each isolate has its own). Its clock is the trace's time — for the
+//! Worker's own log lines, the logged `local_ms` — and the store decides at the logged store
+//! time under `time = "server"`.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use edgelimit::{Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
+use edgelimit_worker::plan::Plan;
+use edgelimit_worker::{Config, Missing, Outcome, RequestView, Rule, RuleLimit};
+use rustc_hash::FxHashMap;
+
+use super::against::LogCheck;
+use super::model::{LimitReport, OutageReport, RuleReport, TopIdentifier};
+use super::names::display_identifier;
+use super::outage::Outages;
+use super::series::Series;
+use super::store::ReplayStore;
+use super::truth::LimitTruth;
+use super::whatif::Answered;
+use crate::error::SimError;
+use crate::readers::{Logged, Request};
+
+/// Tallies of one limit of one rule.
+#[derive(Debug, Default)]
+struct LimitTally {
+    checked: u64,
+    denied: u64,
+    over_limit: u64,
+    cached_denial: u64,
+    failed_closed: u64,
+    fallback_denied: u64,
+    refused: u64,
+    answered: u64,
+    missing: u64,
+    skipped: u64,
+    failed_open: u64,
+    fallback_admitted: u64,
+    top: FxHashMap<Identifier, u64>,
+}
+
+/// Tallies of one rule.
+#[derive(Debug, Default)]
+struct RuleTally {
+    matched: u64,
+    admitted: u64,
+    denied: u64,
+    limits: Vec<LimitTally>,
+}
+
+/// Request-level counts.
+#[derive(Debug, Default)]
+struct Totals {
+    requests: u64,
+    /// By status: 200, 400, 429, 503, other.
+    statuses: [u64; 5],
+    unmatched: u64,
+    missing: u64,
+    shadow_would_deny: u64,
+    outage_requests: u64,
+    outage_failed_open: u64,
+    outage_fallback: u64,
+}
+
+fn status_slot(status: u16) -> usize {
+    match status {
+        200 => 0,
+        400 => 1,
+        429 => 2,
+        503 => 3,
+        _ => 4,
+    }
+}
+
+const STATUSES: [u16; 4] = [200, 400, 429, 503];
+
+/// A configuration under replay.
+#[derive(Debug)]
+pub struct EdgeReplay {
+    config: Config,
+    limiter: Limiter<ReplayStore>,
+    clock: Arc<ManualClock>,
+    outages: Outages,
+    rules: Vec<RuleTally>,
+    /// The exact truth per limit name (limits sharing a name share state).
+    truths: Vec<(Arc<str>, LimitTruth)>,
+    totals: Totals,
+    series: Series,
+    log_check: Option<LogCheck>,
+}
+
+/// Polls a future that must be ready at once: the replay store never waits.
+fn ready<F: Future>(future: F) -> Result<F::Output, SimError> {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => Ok(out),
+        Poll::Pending => Err(SimError::Store(
+            "the replay's in-memory store did not answer at once".into(),
+        )),
+    }
+}
+
+/// A limit's identifier for one request: for the Worker's own log lines, the identifier it
+/// logged for the limit of that name (then the request's own parts, which hold the path);
+/// otherwise the limit's source, as the Worker extracts it.
+fn identify(logged: Option<&Logged>, applied: &RuleLimit, request: &Request) -> Option<Identifier> {
+    if let Some(logged) = logged {
+        if logged.limits.iter().any(|l| *l.name == *applied.limit.name) {
+            return logged.identifier(&applied.limit.name);
+        }
+    }
+    applied.source.extract(request)
+}
+
+impl EdgeReplay {
+    /// A replay of `config` on the library's `MemoryStore`, the store down during `outages`;
+    /// `compare_log` checks each request of a `--format edgelimit` trace against its line.
+    pub fn new(
+        config: Config,
+        outages: Outages,
+        compare_log: bool,
+    ) -> Result<EdgeReplay, SimError> {
+        let shadow_limits = config
+            .rules
+            .iter()
+            .filter(|r| r.shadow)
+            .flat_map(|r| r.limits.iter().map(|l| l.limit.name.clone()))
+            .collect();
+        let clock = Arc::new(ManualClock::at(0));
+        let limiter = Limiter::new(ReplayStore::new(shadow_limits))
+            .with_clock(clock.clone())
+            .with_time_mode(config.time)
+            .with_denial_cache(config.denial_cache);
+        let mut truths: Vec<(Arc<str>, LimitTruth)> = Vec::new();
+        for applied in config.rules.iter().flat_map(|r| &r.limits) {
+            if !truths.iter().any(|(n, _)| *n == applied.limit.name) {
+                truths.push((
+                    applied.limit.name.clone(),
+                    LimitTruth::new(&applied.limit.policy)?,
+                ));
+            }
+        }
+        let rules = config
+            .rules
+            .iter()
+            .map(|r| RuleTally {
+                limits: r.limits.iter().map(|_| LimitTally::default()).collect(),
+                ..RuleTally::default()
+            })
+            .collect();
+        Ok(EdgeReplay {
+            series: Series::new(config.rules.len()),
+            config,
+            limiter,
+            clock,
+            outages,
+            rules,
+            truths,
+            totals: Totals::default(),
+            log_check: compare_log.then(LogCheck::default),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Replays one request; `answered` receives what was answered (for `--baseline`).
+    pub fn step(&mut self, request: &Request, answered: &mut Answered) -> Result<(), SimError> {
+        let local_ms = request.time_ms;
+        let logged = request.logged.as_deref();
+        let (enforced_ms, shadow_ms) = match logged {
+            Some(l) => (
+                l.time_ms.unwrap_or(local_ms),
+                l.shadow_time_ms.or(l.time_ms).unwrap_or(local_ms),
+            ),
+            None => (local_ms, local_ms),
+        };
+        let down = self.outages.down_at(local_ms);
+        let EdgeReplay {
+            config,
+            limiter,
+            clock,
+            rules,
+            truths,
+            totals,
+            series,
+            log_check,
+            ..
+        } = self;
+        let plan = config.plan_with(request, &mut |applied| identify(logged, applied, request));
+        clock.set(local_ms);
+        limiter.store().set_times(enforced_ms, shadow_ms);
+        limiter.store().set_down(down);
+        let checked = ready(limiter.check_all(plan.checks()))?;
+        let outcome = plan.decide(&checked.verdicts, request.path());
+
+        let status = outcome.status();
+        totals.requests += 1;
+        totals.statuses[status_slot(status)] += 1;
+        totals.unmatched += u64::from(plan.rules.iter().all(|r| r.shadow));
+        totals.missing += u64::from(!plan.absent.is_empty());
+        totals.shadow_would_deny += u64::from(!outcome.shadow_denied.is_empty());
+        if down {
+            totals.outage_requests += 1;
+        }
+        let slots = Slots::of(&plan, &checked);
+        for (check, verdict, shadow) in slots.decided(&plan, &checked) {
+            let admitted = if shadow {
+                verdict.allowed
+            } else {
+                outcome.allowed()
+            };
+            for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+                if down {
+                    totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
+                    totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
+                }
+                if let Some((_, truth)) = truths.iter_mut().find(|(n, _)| *n == item.limit.name) {
+                    truth.record(
+                        &item.identifier,
+                        item.cost,
+                        decision,
+                        verdict.decided_at_ms,
+                        admitted,
+                    );
+                }
+            }
+        }
+        answered.status = status;
+        answered.rules.clear();
+        answered.binding = None;
+        for rule in &plan.rules {
+            let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
+                continue;
+            };
+            answered.rules.push(index);
+            let denied = tally_rule(
+                &mut rules[index],
+                rule,
+                (&plan, &checked, &outcome, &slots),
+                &mut |applied| identify(logged, applied, request),
+            );
+            let refused = if rule.shadow {
+                denied
+            } else {
+                !outcome.allowed()
+            };
+            series.add(index, local_ms, refused);
+        }
+        if let (Some(binding), Some(check)) = (&outcome.binding, plan.enforced()) {
+            answered.binding = check
+                .items()
+                .iter()
+                .find(|i| i.limit.name == binding.name)
+                .map(|i| (binding.name.to_string(), i.identifier.clone()));
+        }
+        if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
+            log_check.add(logged, &outcome.log_line(&plan, &checked, request, None));
+        }
+        Ok(())
+    }
+
+    /// The rules' reports, in configuration order.
+    pub fn rule_reports(&self) -> Vec<RuleReport> {
+        self.config
+            .rules
+            .iter()
+            .zip(&self.rules)
+            .map(|(rule, tally)| RuleReport {
+                name: rule.name.clone(),
+                shadow: rule.shadow,
+                matched: tally.matched,
+                admitted: tally.admitted,
+                denied: tally.denied,
+                limits: rule
+                    .limits
+                    .iter()
+                    .zip(&tally.limits)
+                    .map(|(applied, t)| self.limit_report(applied, t))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn limit_report(&self, applied: &RuleLimit, t: &LimitTally) -> LimitReport {
+        let mut top: Vec<(&Identifier, u64)> = t.top.iter().map(|(id, n)| (id, *n)).collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let boundary = self
+            .truths
+            .iter()
+            .find(|(n, _)| *n == applied.limit.name)
+            .map(|(_, truth)| truth.finish())
+            .expect("a truth per limit name");
+        LimitReport {
+            name: applied.limit.name.to_string(),
+            policy: applied.limit.policy.to_string(),
+            identifier: source_text(applied),
+            fail: applied.limit.fail_mode.to_string(),
+            missing_setting: applied.missing.to_string(),
+            checked: t.checked,
+            denied: t.denied,
+            denied_by: [
+                ("over_limit", t.over_limit),
+                ("cached_denial", t.cached_denial),
+                ("failed_closed", t.failed_closed),
+                ("fallback", t.fallback_denied),
+                ("missing_identifier", t.refused),
+            ]
+            .into_iter()
+            .collect(),
+            answered: t.answered,
+            missing: t.missing,
+            skipped: t.skipped,
+            failed_open: t.failed_open,
+            fallback_admitted: t.fallback_admitted,
+            top_identifiers: top
+                .into_iter()
+                .take(10)
+                .map(|(id, denied)| TopIdentifier {
+                    identifier: display_identifier(id),
+                    denied,
+                })
+                .collect(),
+            boundary,
+        }
+    }
+
+    /// Request-level counts: requests, admitted, denied, unmatched, statuses, missing
+    /// identifiers, shadow denials.
+    pub fn totals(&self) -> TotalsReport {
+        let t = &self.totals;
+        let mut statuses: std::collections::BTreeMap<u16, u64> = STATUSES
+            .iter()
+            .zip(&t.statuses)
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| (*s, *n))
+            .collect();
+        if t.statuses[4] > 0 {
+            statuses.insert(0, t.statuses[4]);
+        }
+        TotalsReport {
+            requests: t.requests,
+            admitted: t.statuses[0],
+            denied: t.requests - t.statuses[0],
+            unmatched: t.unmatched,
+            statuses,
+            missing_identifiers: t.missing,
+            shadow_would_deny: t.shadow_would_deny,
+        }
+    }
+
+    /// What the outages did, when there were any.
+    pub fn outage_report(&self) -> OutageReport {
+        OutageReport {
+            spans: self.outages.spans(),
+            requests: self.totals.outage_requests,
+            failed_closed: self.totals.statuses[3],
+            failed_open: self.totals.outage_failed_open,
+            fallback_decisions: self.totals.outage_fallback,
+        }
+    }
+
+    /// The comparison with the Worker's own lines (`--format edgelimit`).
+    pub fn log_check(&self) -> Option<&LogCheck> {
+        self.log_check.as_ref()
+    }
+
+    /// The charts' series.
+    pub fn series(&self) -> &Series {
+        &self.series
+    }
+}
+
+/// Request-level counts of one replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TotalsReport {
+    /// Requests replayed.
+    pub requests: u64,
+    /// Forwarded.
+    pub admitted: u64,
+    /// Refused (429, 503, 400).
+    pub denied: u64,
+    /// No enforced rule matched.
+    pub unmatched: u64,
+    /// By status.
+    pub statuses: std::collections::BTreeMap<u16, u64>,
+    /// Requests lacking some identifier.
+    pub missing_identifiers: u64,
+    /// Requests a shadow limit would have denied.
+    pub shadow_would_deny: u64,
+}
+
+/// A limit's identifier source as written in the configuration.
+fn source_text(applied: &RuleLimit) -> String {
+    use edgelimit_worker::IdentifierSource as S;
+    fn text(s: &S) -> String {
+        match s {
+            S::ClientIp => "ip".into(),
+            S::Header(h) => format!("header:{h}"),
+            S::Query(q) => format!("query:{q}"),
+            S::PathSegment(n) => format!("path:{n}"),
+            S::ApiKey(inner) => format!("api-key:{}", text(inner)),
+        }
+    }
+    text(&applied.source)
+}
+
+/// Where the plan's checks' verdicts are: the enforced check first, then the shadow one.
+#[derive(Debug, Clone, Copy)]
+struct Slots {
+    enforced: Option<usize>,
+    shadow: Option<usize>,
+}
+
+impl Slots {
+    fn of(plan: &Plan<'_>, checked: &Checked) -> Slots {
+        let enforced = plan.enforced().map(|_| 0);
+        let shadow = plan.shadow().map(|_| usize::from(enforced.is_some()));
+        let present = |slot: Option<usize>| slot.filter(|&i| i < checked.verdicts.len());
+        Slots {
+            enforced: present(enforced),
+            shadow: present(shadow),
+        }
+    }
+
+    /// The check and verdict of a rule's kind (enforced or shadow).
+    fn of_rule<'p>(
+        &self,
+        plan: &'p Plan<'_>,
+        checked: &'p Checked,
+        shadow: bool,
+    ) -> Option<(&'p Check, &'p Verdict)> {
+        let (check, slot) = if shadow {
+            (plan.shadow(), self.shadow)
+        } else {
+            (plan.enforced(), self.enforced)
+        };
+        Some((check?, &checked.verdicts[slot?]))
+    }
+
+    /// Every decided check with its verdict and whether it is the shadow one.
+    fn decided<'p>(
+        self,
+        plan: &'p Plan<'_>,
+        checked: &'p Checked,
+    ) -> impl Iterator<Item = (&'p Check, &'p Verdict, bool)> {
+        [false, true].into_iter().filter_map(move |shadow| {
+            self.of_rule(plan, checked, shadow)
+                .map(|(c, v)| (c, v, shadow))
+        })
+    }
+}
+
+/// Tallies one matched rule; returns whether one of its limits refused (or would have).
+fn tally_rule(
+    tally: &mut RuleTally,
+    rule: &Rule,
+    decided: (&Plan<'_>, &Checked, &Outcome, &Slots),
+    identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+) -> bool {
+    let (plan, checked, outcome, slots) = decided;
+    tally.matched += 1;
+    let check = slots.of_rule(plan, checked, rule.shadow);
+    let mut denied = false;
+    for (applied, t) in rule.limits.iter().zip(&mut tally.limits) {
+        let absent = plan
+            .absent
+            .iter()
+            .any(|a| std::ptr::eq(a.rule, rule) && std::ptr::eq(a.limit, applied));
+        if absent {
+            t.missing += 1;
+            match applied.missing {
+                Missing::Deny => {
+                    t.refused += 1;
+                    t.denied += 1;
+                    denied = true;
+                    continue;
+                }
+                Missing::Allow => continue,
+                Missing::Shared => {}
+            }
+        }
+        let Some((check, verdict)) = check else {
+            continue;
+        };
+        let items = check.items();
+        let mut same_name = items
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.limit.name == applied.limit.name);
+        let Some((mut index, _)) = same_name.next() else {
+            continue;
+        };
+        // Two rules may apply one limit name to different identifiers: then look it up.
+        if same_name.next().is_some() {
+            let id = if absent {
+                Identifier::from("")
+            } else {
+                identify(applied).unwrap_or_else(|| Identifier::from(""))
+            };
+            match items
+                .iter()
+                .position(|i| i.limit.name == applied.limit.name && i.identifier == id)
+            {
+                Some(i) => index = i,
+                None => continue,
+            }
+        }
+        let Some(decision) = verdict.decisions.get(index) else {
+            continue;
+        };
+        match decision.reason {
+            Reason::Skipped => {
+                t.skipped += 1;
+                continue;
+            }
+            Reason::FailedOpen => t.failed_open += 1,
+            Reason::Fallback if decision.allowed => t.fallback_admitted += 1,
+            _ => {}
+        }
+        t.checked += 1;
+        if decision.allowed {
+            continue;
+        }
+        denied = true;
+        t.denied += 1;
+        match decision.reason {
+            Reason::CachedDenial => t.cached_denial += 1,
+            Reason::FailedClosed => t.failed_closed += 1,
+            Reason::Fallback => t.fallback_denied += 1,
+            _ => t.over_limit += 1,
+        }
+        let identifier = &items[index].identifier;
+        match t.top.get_mut(identifier) {
+            Some(n) => *n += 1,
+            None => {
+                t.top.insert(identifier.clone(), 1);
+            }
+        }
+        if !rule.shadow
+            && outcome
+                .binding
+                .as_ref()
+                .is_some_and(|b| b.name == applied.limit.name)
+        {
+            t.answered += 1;
+        }
+    }
+    if rule.shadow {
+        if denied {
+            tally.denied += 1;
+        } else {
+            tally.admitted += 1;
+        }
+    } else if outcome.allowed() {
+        tally.admitted += 1;
+    } else {
+        tally.denied += 1;
+    }
+    denied
+}

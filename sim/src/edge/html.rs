@@ -1,0 +1,217 @@
+//! The configuration report as one self-contained HTML page: totals, and per rule a chart of its
+//! requests over time (admitted and denied) beside the table of its limits; then what-if,
+//! outages and the comparison with the Worker's log when there are any.
+
+use std::fmt::Write;
+
+use super::model::{ConfigReport, RuleReport};
+use super::series::Series;
+use crate::readers::time::format_utc;
+use crate::report::html::STYLE;
+use crate::report::svg::{escape, ticks};
+
+const W: f64 = 560.0;
+const H: f64 = 230.0;
+const L: f64 = 48.0;
+const R: f64 = 12.0;
+const T: f64 = 36.0;
+const B: f64 = 40.0;
+
+/// Admitted (green) and denied (red) requests of one rule per bucket, stacked.
+fn rule_chart(rule: &RuleReport, series: &Series, counts: &[[u64; 2]]) -> String {
+    let peak = counts.iter().map(|c| c[0] + c[1]).max().unwrap_or(0);
+    let yt = ticks(peak as f64 * 1.1);
+    let ymax = *yt.last().unwrap_or(&1.0);
+    let n = counts.len().max(1) as f64;
+    let bar = (W - L - R) / n;
+    let y = |c: f64| T + (1.0 - c / ymax) * (H - T - B);
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="system-ui,sans-serif" font-size="11"><text x="{L}" y="14" font-size="13" font-weight="600">{}{}</text><text x="{L}" y="28" fill="#555">requests per {} · <tspan fill="#2ca02c">■ {}</tspan> <tspan fill="#d62728">■ {}</tspan></text>"##,
+        escape(&rule.name),
+        if rule.shadow { " (shadow)" } else { "" },
+        crate::report::window_text(series.bucket_ms.max(1)),
+        if rule.shadow {
+            "would admit"
+        } else {
+            "admitted"
+        },
+        if rule.shadow { "would deny" } else { "denied" },
+    );
+    for v in &yt {
+        let yy = y(*v);
+        let _ = write!(
+            o,
+            r##"<line x1="{L}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end" fill="#666">{v}</text>"##,
+            W - R,
+            L - 4.0,
+            yy + 3.5
+        );
+    }
+    for (i, c) in counts.iter().enumerate() {
+        let x = L + i as f64 * bar;
+        let (ok, denied) = (c[0] as f64, c[1] as f64);
+        let w = (bar - 0.5).max(0.5);
+        let _ = write!(
+            o,
+            r##"<rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="#2ca02c"/><rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="#d62728"/>"##,
+            y(ok),
+            y(0.0) - y(ok),
+            y(ok + denied),
+            y(ok) - y(ok + denied),
+        );
+    }
+    let span = series.bucket_ms * counts.len() as u64;
+    for i in 0..=2u64 {
+        let t = series.start_ms + span * i / 2;
+        let anchor = ["start", "middle", "end"][i as usize];
+        let _ = write!(
+            o,
+            r##"<text x="{:.1}" y="{}" text-anchor="{anchor}" fill="#666">{}</text>"##,
+            L + (W - L - R) * i as f64 / 2.0,
+            H - 14.0,
+            &format_utc(t)[..19]
+        );
+    }
+    o.push_str("</svg>");
+    o
+}
+
+fn limits_table(rule: &RuleReport) -> String {
+    let mut o = String::from("<table><tr><th>limit</th><th>policy</th><th>identifier</th><th>decided</th><th>denied</th><th>429s</th><th>missing</th><th>max in window</th><th>× limit</th><th>false allows</th><th>false denies</th><th>most limited</th></tr>");
+    for l in &rule.limits {
+        let b = &l.boundary;
+        let top: Vec<String> = l
+            .top_identifiers
+            .iter()
+            .take(3)
+            .map(|t| format!("{} ({})", escape(&t.identifier), t.denied))
+            .collect();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><b>{:.2}×</b></td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
+            escape(&l.name),
+            escape(&l.policy),
+            escape(&l.identifier),
+            l.checked,
+            l.denied,
+            l.answered,
+            l.missing,
+            b.max_admitted_in_window,
+            b.max_window_multiple,
+            b.false_allows,
+            b.false_denies,
+            top.join(", ")
+        );
+    }
+    o.push_str("</table>");
+    o
+}
+
+/// Renders the report as one HTML document.
+pub fn render(report: &ConfigReport) -> String {
+    let t = &report.trace;
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>edgelimit sim: what the configuration did</title><style>{STYLE}</style></head><body><h1>What {} would have done</h1>",
+        escape(&report.config)
+    );
+    let _ = write!(
+        o,
+        "<p class=\"meta\">Trace <b>{}</b> ({}): {} requests, {} lines, {} bad. Replayed through the Worker's own rules, identifiers and answers, one isolate, in {} ms.</p>",
+        escape(&t.name),
+        t.format.map_or("-".into(), |f| f.to_string()),
+        report.requests,
+        t.lines,
+        t.bad_lines,
+        report.elapsed_ms
+    );
+    let statuses: Vec<String> = report
+        .statuses
+        .iter()
+        .map(|(s, n)| format!("{s}: {n}"))
+        .collect();
+    let _ = write!(
+        o,
+        "<p class=\"meta\"><b>{}</b> forwarded, <b>{}</b> refused ({}); {} matched no enforced rule; {} lacked an identifier; shadow rules would have refused {}.</p>",
+        report.admitted,
+        report.denied,
+        escape(&statuses.join(", ")),
+        report.unmatched,
+        report.missing_identifiers,
+        report.shadow_would_deny
+    );
+    for (i, rule) in report.rules.iter().enumerate() {
+        let _ = write!(
+            o,
+            "<h2>{}{} — {} matched, {} admitted, {} denied</h2><div class=\"grid\"><div>{}</div><div>{}</div></div>",
+            escape(&rule.name),
+            if rule.shadow { " (shadow)" } else { "" },
+            rule.matched,
+            rule.admitted,
+            rule.denied,
+            rule_chart(rule, &report.series, report.series.rules.get(i).map_or(&[][..], |c| &c[..])),
+            limits_table(rule)
+        );
+    }
+    o.push_str("<p class=\"note\"><b>denied</b> (a limit): requests it alone would not have admitted — its own denials and refusals for a missing identifier. <b>429s</b>: refusals whose answer named it. <b>max in window</b>, <b>false allows / denies</b>: against the exact sliding log of the limit's reference, replayed alongside per identifier, as for <code>--policy</code>.</p>");
+    if let Some(w) = &report.whatif {
+        let _ = write!(
+            o,
+            "<h2>What changes from {}</h2><p class=\"meta\">{} requests forwarded before are refused now; {} refused before are forwarded now.</p><table><tr><th>rule</th><th>matched</th><th>200 → refused</th><th>refused → 200</th><th>most affected</th></tr>",
+            escape(&w.baseline),
+            w.newly_denied,
+            w.newly_admitted
+        );
+        for r in &w.rules {
+            let affected: Vec<String> = r
+                .top_identifiers
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} (+{}/−{})",
+                        escape(&a.identifier),
+                        a.newly_denied,
+                        a.newly_admitted
+                    )
+                })
+                .collect();
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
+                escape(&r.name),
+                r.matched,
+                r.newly_denied,
+                r.newly_admitted,
+                affected.join(", ")
+            );
+        }
+        o.push_str("</table>");
+    }
+    if let Some(out) = &report.outage {
+        let _ = write!(
+            o,
+            "<h2>Outages</h2><p class=\"meta\">{} requests while the store was down: {} answered 503, {} limit decisions failed open, {} made by the fallback.</p>",
+            out.requests, out.failed_closed, out.failed_open, out.fallback_decisions
+        );
+    }
+    if let Some(a) = &report.against_log {
+        let _ = write!(
+            o,
+            "<h2>Against the Worker's log</h2><p class=\"meta\">{} requests compared, {} differ ({} in status).</p><ul>",
+            a.compared, a.mismatches, a.status_mismatches
+        );
+        for s in &a.samples {
+            let _ = write!(o, "<li>{}</li>", escape(s));
+        }
+        o.push_str("</ul>");
+    }
+    let _ = write!(
+        o,
+        "<p class=\"note\">Generated by edgelimit-sim {}.</p></body></html>",
+        report.version
+    );
+    o
+}

@@ -1,0 +1,33 @@
+//! `--config`: replaying a deployed Worker configuration. Every request of a trace goes through
+//! the Worker's own code — its rules, identifiers, plan and answers (`edgelimit-worker`, shared
+//! as a dependency, never copied) and the library's `Limiter` with the Worker's time mode and
+//! denial cache — and is tallied per rule and per limit (docs/design.md §4, §6).
+//!
+//! - [`config_file`]: `wrangler.toml` or the `EDGELIMIT_CONFIG` table alone → the Worker's
+//!   `Config`, failing with the Worker's own messages.
+//! - [`engine`]: one configuration replayed request by request; [`store`]: the `MemoryStore` it
+//!   decides against, on the trace's clocks, down during [`outage`]s.
+//! - [`truth`]: each limit's exact sliding log, for the boundary metrics.
+//! - [`against`]: each request's replayed log line against the Worker's own (`--format
+//!   edgelimit`).
+//! - [`whatif`]: a candidate against a baseline configuration.
+//! - [`model`], [`series`], [`table`], [`html`], [`names`]: the report and its renderings.
+//! - [`run`]: one replay end to end.
+
+pub mod against;
+pub mod config_file;
+pub mod engine;
+pub mod html;
+pub mod model;
+pub mod names;
+pub mod outage;
+pub mod run;
+pub mod series;
+pub mod store;
+pub mod table;
+pub mod truth;
+pub mod whatif;
+
+pub use engine::EdgeReplay;
+pub use model::ConfigReport;
+pub use run::{run_config, EdgeRunOptions};

@@ -1,0 +1,116 @@
+//! One configuration replay from start to finish: read requests, replay them through the
+//! configuration (and the baseline, side by side), and build the report.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::config_file;
+use super::engine::EdgeReplay;
+use super::model::ConfigReport;
+use super::outage::{Outage, Outages};
+use super::whatif::{Answered, WhatIfTally};
+use crate::error::SimError;
+use crate::input::Source;
+use crate::readers::{Format, ReadOptions, RequestOptions, TraceReader};
+use crate::run::progress_bar;
+
+/// What to replay and how.
+#[derive(Debug, Clone)]
+pub struct EdgeRunOptions {
+    /// The trace.
+    pub source: Source,
+    /// How to read it.
+    pub read: ReadOptions,
+    /// What request lines lack.
+    pub request: RequestOptions,
+    /// The configuration.
+    pub config: PathBuf,
+    /// The configuration to compare with (`--baseline`).
+    pub baseline: Option<PathBuf>,
+    /// Spans of trace time the store is down.
+    pub outages: Vec<Outage>,
+    /// Show a progress bar (only drawn when standard error is a terminal).
+    pub progress: bool,
+}
+
+/// Replays a trace through a configuration (and its baseline).
+pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
+    let started = Instant::now();
+    let config = config_file::load(&options.config)?;
+    let baseline = options
+        .baseline
+        .as_deref()
+        .map(config_file::load)
+        .transpose()?;
+    let counter = Arc::new(AtomicU64::new(0));
+    let bar = progress_bar(options.progress, options.source.size());
+    let mut reader = TraceReader::open_requests(
+        &options.source,
+        options.read.clone(),
+        options.request.clone(),
+        counter.clone(),
+    )?;
+    let mut candidate = EdgeReplay::new(config, Outages::new(options.outages.clone()), true)?;
+    let mut whatif = match baseline {
+        Some(config) => {
+            let names = |c: &edgelimit_worker::Config| -> Vec<String> {
+                c.rules.iter().map(|r| r.name.clone()).collect()
+            };
+            let tally = WhatIfTally::new(
+                options
+                    .baseline
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                &names(&config),
+                &names(candidate.config()),
+            );
+            let replay = EdgeReplay::new(config, Outages::new(options.outages.clone()), false)?;
+            Some((replay, tally))
+        }
+        None => None,
+    };
+    let mut answered = Answered::default();
+    let mut before = Answered::default();
+    let mut n = 0u64;
+    while let Some(request) = reader.next_request() {
+        let request = request?;
+        candidate.step(&request, &mut answered)?;
+        if let Some((replay, tally)) = whatif.as_mut() {
+            replay.step(&request, &mut before)?;
+            tally.add(&before, &answered);
+        }
+        reader.recycle(request);
+        n += 1;
+        if n.is_multiple_of(1 << 14) {
+            bar.set_position(counter.load(Ordering::Relaxed));
+        }
+    }
+    bar.finish_and_clear();
+    let totals = candidate.totals();
+    let against_log = candidate
+        .log_check()
+        .filter(|_| reader.stats().format == Some(Format::Edgelimit))
+        .map(|c| c.finish());
+    Ok(ConfigReport {
+        tool: "edgelimit-sim",
+        version: env!("CARGO_PKG_VERSION"),
+        config: options.config.display().to_string(),
+        trace: reader.stats(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        requests: totals.requests,
+        admitted: totals.admitted,
+        denied: totals.denied,
+        unmatched: totals.unmatched,
+        statuses: totals.statuses,
+        missing_identifiers: totals.missing_identifiers,
+        shadow_would_deny: totals.shadow_would_deny,
+        rules: candidate.rule_reports(),
+        outage: (!options.outages.is_empty()).then(|| candidate.outage_report()),
+        against_log,
+        whatif: whatif.map(|(_, tally)| tally.finish()),
+        series: candidate.series().clone(),
+    })
+}

@@ -1,0 +1,243 @@
+//! The ground truth each limit of a configuration is held against, as `--policy` mode holds a
+//! policy (see `replay::metrics`): per identifier, the exact sliding log of the limit's reference
+//! (`replay::reference`), replayed alongside as its own limiter on every request the limit
+//! applied to, and the cost that really got through in any span of that log's window.
+//!
+//! - **false allow**: the limit admitted a request (alone, whatever the other limits said) that
+//!   the exact log denied; **false deny**: the reverse. Decisions the denial cache skipped are
+//!   not compared; fallback decisions during an outage are, and are also counted apart.
+//! - **max admitted in window**: the most cost admitted for one identifier in any span of the
+//!   reference window — forwarded requests for an enforced limit (fail-open admissions
+//!   included), would-be admissions for a shadow one.
+
+use std::collections::{HashMap, VecDeque};
+
+use edgelimit::algorithm::{sliding_log, SlidingLogState};
+use edgelimit::{Decision, Identifier, Policy, Reason};
+use rustc_hash::FxBuildHasher;
+
+use super::names::display_identifier;
+use crate::error::SimError;
+use crate::readers::time::format_utc;
+use crate::replay::reference::reference;
+
+/// One identifier's truth.
+#[derive(Debug, Default)]
+struct IdTruth {
+    log: SlidingLogState,
+    admitted: VecDeque<(u64, u64)>,
+    sum: u64,
+    last_ms: u64,
+}
+
+/// One limit's truth, over all its identifiers.
+#[derive(Debug)]
+pub struct LimitTruth {
+    reference: Policy,
+    ids: HashMap<Identifier, IdTruth, FxBuildHasher>,
+    decided: u64,
+    false_allows: u64,
+    false_denies: u64,
+    fallback_decided: u64,
+    fallback_false_allows: u64,
+    fallback_false_denies: u64,
+    max_in_window: u64,
+    worst: Option<(Identifier, u64, u64)>,
+}
+
+/// Where a limit admitted the most in one window.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WorstWindow {
+    /// The identifier (as keyed; see `display_identifier`).
+    pub identifier: String,
+    /// The first admission in the span (UTC epoch ms).
+    pub start_ms: u64,
+    /// The last admission in the span.
+    pub end_ms: u64,
+    /// `end_ms` as UTC text.
+    pub end_utc: String,
+}
+
+/// A limit's boundary metrics, as `--policy` mode reports them for a policy.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Boundary {
+    /// The exact sliding log the limit is held against.
+    pub reference: String,
+    /// Decisions compared (every decision but the denial cache's skips).
+    pub decided: u64,
+    /// The most cost admitted for one identifier in any span of the reference window.
+    pub max_admitted_in_window: u64,
+    /// That over the reference limit.
+    pub max_window_multiple: f64,
+    /// Where it happened.
+    pub worst_window: Option<WorstWindow>,
+    /// Admitted by the limit, denied by the exact log.
+    pub false_allows: u64,
+    /// Denied by the limit, admitted by the exact log.
+    pub false_denies: u64,
+    /// `false_allows` over `decided`, in percent.
+    pub wrongly_allowed_pct: f64,
+    /// `false_denies` over `decided`, in percent.
+    pub wrongly_limited_pct: f64,
+    /// Fallback decisions (store unreachable, `fail = "fallback N%"`).
+    pub fallback_decided: u64,
+    /// Fallback admissions the exact log denied: the fallback's over-admission.
+    pub fallback_false_allows: u64,
+    /// Fallback denials the exact log admitted: its under-admission.
+    pub fallback_false_denies: u64,
+}
+
+fn pct(n: u64, d: u64) -> f64 {
+    if d == 0 {
+        0.0
+    } else {
+        n as f64 * 100.0 / d as f64
+    }
+}
+
+impl LimitTruth {
+    /// The truth for a limit of `policy`.
+    pub fn new(policy: &Policy) -> Result<LimitTruth, SimError> {
+        Ok(LimitTruth {
+            reference: reference(policy)?,
+            ids: HashMap::default(),
+            decided: 0,
+            false_allows: 0,
+            false_denies: 0,
+            fallback_decided: 0,
+            fallback_false_allows: 0,
+            fallback_false_denies: 0,
+            max_in_window: 0,
+            worst: None,
+        })
+    }
+
+    /// One request this limit applied to: its decision (with when it was made), and whether the
+    /// request got through (for an enforced limit) or would have (for a shadow one).
+    pub fn record(
+        &mut self,
+        identifier: &Identifier,
+        cost: i64,
+        decision: &Decision,
+        at_ms: u64,
+        admitted: bool,
+    ) {
+        let id = match self.ids.get_mut(identifier) {
+            Some(id) => id,
+            None => self.ids.entry(identifier.clone()).or_default(),
+        };
+        let exact = sliding_log::step(&self.reference, &mut id.log, at_ms, cost)
+            .decision
+            .allowed;
+        if decision.reason != Reason::Skipped {
+            self.decided += 1;
+            let fallback = decision.reason == Reason::Fallback;
+            self.fallback_decided += u64::from(fallback);
+            if decision.allowed && !exact {
+                self.false_allows += 1;
+                self.fallback_false_allows += u64::from(fallback);
+            } else if !decision.allowed && exact {
+                self.false_denies += 1;
+                self.fallback_false_denies += u64::from(fallback);
+            }
+        }
+        if !admitted || cost <= 0 {
+            return;
+        }
+        // Times may step back a little (several clocks in one log): no time passed then.
+        let t = at_ms.max(id.last_ms);
+        id.last_ms = t;
+        let window = self.reference.window_ms();
+        while let Some(&(s, c)) = id.admitted.front() {
+            if s + window > t {
+                break;
+            }
+            id.admitted.pop_front();
+            id.sum -= c;
+        }
+        id.admitted.push_back((t, cost as u64));
+        id.sum += cost as u64;
+        if id.sum > self.max_in_window {
+            self.max_in_window = id.sum;
+            let start = id.admitted.front().map_or(t, |&(s, _)| s);
+            self.worst = Some((identifier.clone(), start, t));
+        }
+    }
+
+    /// The metrics.
+    pub fn finish(&self) -> Boundary {
+        Boundary {
+            reference: self.reference.to_string(),
+            decided: self.decided,
+            max_admitted_in_window: self.max_in_window,
+            max_window_multiple: self.max_in_window as f64 / self.reference.limit() as f64,
+            worst_window: self.worst.as_ref().map(|(id, start, end)| WorstWindow {
+                identifier: display_identifier(id),
+                start_ms: *start,
+                end_ms: *end,
+                end_utc: format_utc(*end),
+            }),
+            false_allows: self.false_allows,
+            false_denies: self.false_denies,
+            wrongly_allowed_pct: pct(self.false_allows, self.decided),
+            wrongly_limited_pct: pct(self.false_denies, self.decided),
+            fallback_decided: self.fallback_decided,
+            fallback_false_allows: self.fallback_false_allows,
+            fallback_false_denies: self.fallback_false_denies,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(allowed: bool, reason: Reason) -> Decision {
+        Decision {
+            allowed,
+            limit: 2,
+            remaining: 0,
+            reset_at_ms: 0,
+            retry_after_ms: 0,
+            reason,
+        }
+    }
+
+    #[test]
+    fn a_boundary_burst_is_measured_against_the_exact_log() {
+        // A fixed 2/1s window admitting 2 at 999 ms and 2 at 1000 ms: 4 in one second.
+        let mut t = LimitTruth::new(&"fixed 2/1s".parse().unwrap()).unwrap();
+        let id = Identifier::from("a");
+        for at in [999, 999, 1000, 1000] {
+            t.record(&id, 1, &decision(true, Reason::Admitted), at, true);
+        }
+        t.record(&id, 1, &decision(false, Reason::CachedDenial), 1001, false);
+        t.record(&id, 1, &decision(true, Reason::Skipped), 1002, false);
+        let b = t.finish();
+        assert_eq!(b.reference, "sliding-log 2/1s");
+        assert_eq!((b.max_admitted_in_window, b.max_window_multiple), (4, 2.0));
+        assert_eq!((b.decided, b.false_allows, b.false_denies), (5, 2, 0));
+        let worst = b.worst_window.unwrap();
+        assert_eq!(
+            (worst.identifier.as_str(), worst.start_ms, worst.end_ms),
+            ("a", 999, 1000)
+        );
+    }
+
+    #[test]
+    fn fallback_decisions_are_counted_apart() {
+        let mut t = LimitTruth::new(&"fixed 1/1s".parse().unwrap()).unwrap();
+        let id = Identifier::from("a");
+        t.record(&id, 1, &decision(false, Reason::Fallback), 0, false);
+        t.record(&id, 1, &decision(true, Reason::Fallback), 1, true);
+        let b = t.finish();
+        assert_eq!(
+            (
+                b.fallback_decided,
+                b.fallback_false_allows,
+                b.fallback_false_denies
+            ),
+            (2, 1, 1)
+        );
+    }
+}
