@@ -1,6 +1,7 @@
 //! `sim bench`: parse throughput of combined logs, replay throughput of five policies over
-//! generated traces, and the memory a trace of a million clients takes through `sim replay`'s
-//! reader — on one core, each row with its own peak memory from `/proc/self/status`.
+//! generated traces and of a Worker configuration (`--config`) over requests built from one, and
+//! the memory a trace of a million clients takes through `sim replay`'s reader — on one core,
+//! each row with its own peak memory from `/proc/self/status`.
 
 use std::io::{BufReader, Read};
 use std::sync::Arc;
@@ -9,9 +10,13 @@ use std::time::Instant;
 use edgelimit::Policy;
 
 use crate::bundled;
+use crate::edge::outage::Outages;
+use crate::edge::whatif::Answered;
+use crate::edge::EdgeReplay;
 use crate::error::SimError;
+use crate::event::Event;
 use crate::generate::{CsvStream, Generator, Kind};
-use crate::readers::{Format, ReadOptions, TraceReader};
+use crate::readers::{Format, ReadOptions, Request, TraceReader};
 use crate::replay::Replay;
 
 /// What to measure.
@@ -19,6 +24,8 @@ use crate::replay::Replay;
 pub struct BenchOptions {
     /// Events in each generated replay trace.
     pub events: u64,
+    /// Requests in the configuration replay (`--config`; 0: skip it).
+    pub config_events: u64,
     /// Megabytes of combined log to parse.
     pub parse_mb: u64,
     /// Clients in the generated traces: one replay row each.
@@ -120,6 +127,9 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
         .collect::<Result<_, _>>()?;
     for &clients in &options.clients {
         rows.extend(replay_rows(options.events, clients, &policies)?);
+    }
+    if options.config_events > 0 {
+        rows.extend(config_rows(options.config_events)?);
     }
     if options.memory_events > 0 {
         rows.push(memory_row(options, &policies)?);
@@ -225,6 +235,116 @@ fn replay_rows(events: u64, clients: u32, policies: &[Policy]) -> Result<Vec<Ben
             "  (generator alone, subtracted above)".into(),
             n,
             &generate,
+            None,
+        ),
+    ])
+}
+
+/// The configuration the `--config` row replays: three rules, five limits, every algorithm, one
+/// shadow rule, an API key hashed and a limit that skips requests without its header.
+pub const BENCH_CONFIG: &str = r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [
+  { name = "per-ip", policy = "gcra 100/1m burst 50", identifier = "ip" },
+  { name = "per-key", policy = "sliding-counter 1000/1h", identifier = "api-key:header:authorization" },
+]
+
+[[rules]]
+name = "writes"
+methods = ["POST"]
+path_prefix = "/api/"
+limits = [
+  { name = "write-ip", policy = "fixed 20/1m", identifier = "ip" },
+  { name = "write-user", policy = "sliding-log 10/1m", identifier = "header:x-user", missing = "allow" },
+]
+
+[[rules]]
+name = "watch"
+shadow = true
+limits = [{ name = "watch-ip", policy = "token-bucket 10/1s burst 20", identifier = "ip" }]
+"#;
+
+/// Distinct identifiers in the configuration row's trace.
+pub const CONFIG_IDENTIFIERS: u32 = 100_000;
+
+/// One generated event as a request: client `c` is the address `10.x.y.z`, holds API key
+/// `c mod 20000`, writes (POST, with a user header) one request in eight, and asks for a static
+/// file one in five (no rule but the shadow one).
+fn bench_request(ev: &Event, out: &mut Request, text: &mut String) {
+    use std::fmt::Write as _;
+    let c = ev.client;
+    out.clear();
+    out.time_ms = ev.time_ms;
+    let write = ev.time_ms % 8 == 0;
+    out.set_method(if write { b"POST" } else { b"GET" });
+    out.set_host(b"api.example.com");
+    text.clear();
+    if ev.time_ms % 5 == 0 {
+        let _ = write!(text, "/static/{}.css", c % 50);
+    } else {
+        let _ = write!(text, "/api/items/{}?page={}", c % 1000, ev.time_ms % 7);
+    }
+    out.set_target(text.as_bytes());
+    text.clear();
+    let _ = write!(text, "10.{}.{}.{}", c >> 16 & 255, c >> 8 & 255, c & 255);
+    out.set_client_ip(text.as_bytes());
+    text.clear();
+    let _ = write!(text, "Bearer key-{}", c % 20_000);
+    out.add_header(b"authorization", text.as_bytes());
+    if write {
+        text.clear();
+        let _ = write!(text, "user-{}", c % 5_000);
+        out.add_header(b"x-user", text.as_bytes());
+    }
+}
+
+/// The configuration row: requests built from a heavy-tailed trace of [`CONFIG_IDENTIFIERS`]
+/// clients, replayed through [`BENCH_CONFIG`] with every per-rule and per-limit tally on.
+/// Building the requests is timed alone and subtracted.
+fn config_rows(events: u64) -> Result<Vec<BenchRow>, SimError> {
+    let generator = || heavy_tailed(events, CONFIG_IDENTIFIERS);
+    let (_, build) = measure(|| {
+        let mut request = Request::default();
+        let mut text = String::new();
+        let mut checksum = 0usize;
+        for ev in generator() {
+            bench_request(&ev, &mut request, &mut text);
+            checksum = checksum.wrapping_add(request.query_string().len());
+        }
+        Ok(std::hint::black_box(checksum))
+    })?;
+    let (n, total) = measure(|| {
+        let config = crate::edge::config_file::parse(BENCH_CONFIG, "bench")?;
+        let mut replay = EdgeReplay::new(config, Outages::default(), false)?;
+        let mut answered = Answered::default();
+        let mut request = Request::default();
+        let mut text = String::new();
+        let mut n = 0u64;
+        for ev in generator() {
+            bench_request(&ev, &mut request, &mut text);
+            replay.step(&request, &mut answered)?;
+            n += 1;
+        }
+        Ok(n)
+    })?;
+    let replay = Measured {
+        wall: total.wall - build.wall,
+        cpu: total.cpu.zip(build.cpu).map(|(t, g)| (t - g).max(0.01)),
+        peak_kib: total.peak_kib,
+    };
+    Ok(vec![
+        row(
+            format!("replay --config: 3 rules, 5 limits ({CONFIG_IDENTIFIERS} identifiers)"),
+            n,
+            &replay,
+            None,
+        ),
+        row(
+            "  (building the requests, subtracted above)".into(),
+            n,
+            &build,
             None,
         ),
     ])

@@ -165,6 +165,9 @@ pub struct BenchArgs {
     /// Events in the replay benchmark.
     #[arg(long, default_value_t = 10_000_000)]
     pub events: u64,
+    /// Requests in the configuration replay (0 to skip it).
+    #[arg(long, default_value_t = 2_000_000)]
+    pub config_events: u64,
     /// Megabytes of combined log to parse.
     #[arg(long, default_value_t = 500)]
     pub parse_mb: u64,
@@ -235,6 +238,7 @@ pub fn main(cli: Cli) -> Result<()> {
         Some(Command::Bench(args)) => {
             let rows = bench::run(&BenchOptions {
                 events: args.events,
+                config_events: args.config_events,
                 parse_mb: args.parse_mb,
                 clients: args.clients,
                 memory_events: args.memory_events,

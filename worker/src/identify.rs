@@ -160,7 +160,7 @@ impl IdentifierSource {
         match self {
             IdentifierSource::ApiKey(inner) => {
                 let raw = inner.raw(request)?;
-                Some(Identifier::from(hex(&Sha256::digest(raw.as_bytes()))))
+                Some(Identifier::from(&hex(&Sha256::digest(raw.as_bytes()))[..]))
             }
             other => other.raw(request).map(|raw| bounded(raw.into_bytes())),
         }
@@ -179,8 +179,16 @@ impl IdentifierSource {
                 .map(str::to_string),
             IdentifierSource::ApiKey(inner) => inner.raw(request),
         }?;
-        let value = value.trim();
-        (!value.is_empty()).then(|| value.to_string())
+        let trimmed = value.trim();
+        if trimmed.is_empty() {
+            return None;
+        }
+        // Most values need no trimming: keep the string rather than copy it.
+        Some(if trimmed.len() == value.len() {
+            value
+        } else {
+            trimmed.to_string()
+        })
     }
 
     /// A short description for messages: `header X-User`.
@@ -207,8 +215,15 @@ fn bounded(raw: Vec<u8>) -> Identifier {
     Identifier::from(out)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Lower-case hex of a SHA-256, on the stack: the identifier is built from it with one copy.
+fn hex(bytes: &[u8]) -> [u8; 64] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 64];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -253,6 +268,11 @@ mod tests {
         assert_eq!(id("query:key"), None);
         let hashed = id("api-key:header:x-user").unwrap();
         assert_eq!(hashed.as_bytes().len(), 64);
+        // SHA-256 of `alice` in lower-case hex (as `sha256sum` prints it).
+        assert_eq!(
+            hashed,
+            Identifier::from("2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90")
+        );
         assert!(!String::from_utf8_lossy(hashed.as_bytes()).contains("alice"));
     }
 
