@@ -218,29 +218,35 @@ impl<'r, 'a> Answer<'r, 'a> {
         headers
     }
 
-    /// The problem body when the request is denied: 429, or 503 when every denial is a limit
-    /// failing closed (the client did nothing wrong). `None` when everything admitted.
+    /// The status when the request is denied: 429, or 503 when every denial is a limit failing
+    /// closed (the client did nothing wrong). `None` when everything admitted. The status of
+    /// [`Answer::problem`], without writing the body.
+    pub fn status(&self) -> Option<u16> {
+        self.binding.filter(|b| !b.decision.allowed)?;
+        let failed_closed = self
+            .reports
+            .iter()
+            .filter(|r| !r.decision.allowed)
+            .all(|r| r.decision.reason == Reason::FailedClosed);
+        Some(if failed_closed { 503 } else { 429 })
+    }
+
+    /// The problem body when the request is denied, with [`Answer::status`]. `None` when
+    /// everything admitted.
     pub fn problem(&self, instance: Option<&str>) -> Option<Problem> {
-        let binding = self.binding.filter(|b| !b.decision.allowed)?;
+        let status = self.status()?;
+        let binding = self.binding?;
         let denied = || self.reports.iter().filter(|r| !r.decision.allowed);
-        let failed_closed = denied().all(|r| r.decision.reason == Reason::FailedClosed);
         let rate = binding.policy;
         let name = binding.name;
-        let (status, detail) = match (failed_closed, self.retry_after) {
-            (true, _) => (
-                503,
-                format!(
-                    "The rate limiter's store is unreachable and policy \"{name}\" fails closed; retry later."
-                ),
+        let detail = match (status, self.retry_after) {
+            (503, _) => format!(
+                "The rate limiter's store is unreachable and policy \"{name}\" fails closed; retry later."
             ),
-            (false, Some(s)) => (
-                429,
-                format!("Rate limit \"{name}\" ({rate}) exceeded; retry in {s} s."),
-            ),
-            (false, None) => (
-                429,
-                format!("This request costs more than policy \"{name}\" ({rate}) can ever admit."),
-            ),
+            (_, Some(s)) => format!("Rate limit \"{name}\" ({rate}) exceeded; retry in {s} s."),
+            (_, None) => {
+                format!("This request costs more than policy \"{name}\" ({rate}) can ever admit.")
+            }
         };
         let mut problem = Problem::new(status, detail, instance);
         problem.policy = Some(name.to_string());

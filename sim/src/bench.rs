@@ -277,11 +277,11 @@ fn bench_request(ev: &Event, out: &mut Request, text: &mut String) {
     let c = ev.client;
     out.clear();
     out.time_ms = ev.time_ms;
-    let write = ev.time_ms % 8 == 0;
+    let write = ev.time_ms.is_multiple_of(8);
     out.set_method(if write { b"POST" } else { b"GET" });
     out.set_host(b"api.example.com");
     text.clear();
-    if ev.time_ms % 5 == 0 {
+    if ev.time_ms.is_multiple_of(5) {
         let _ = write!(text, "/static/{}.css", c % 50);
     } else {
         let _ = write!(text, "/api/items/{}?page={}", c % 1000, ev.time_ms % 7);

@@ -74,6 +74,22 @@ pub struct Binding {
     pub remaining: u64,
 }
 
+/// What the Worker answers one request, decided before any header or body is written:
+/// [`Plan::rule`]. [`Plan::decide`] writes the [`Outcome`] from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ruling {
+    /// The status: 200 (forwarded), 400 (a missing identifier refused), 429 or 503.
+    pub status: u16,
+    /// The enforced limit the answer is about, if any was decided.
+    pub binding: Option<Binding>,
+    /// Shadow limits that would have denied.
+    pub shadow_denied: Vec<Arc<str>>,
+    /// Whether all-or-nothing held for the enforced limits (false only across shards).
+    pub atomic: bool,
+    /// When the store decided (epoch ms, on the clock that decided), if it was asked.
+    pub decided_at_ms: Option<u64>,
+}
+
 /// The answer for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -199,40 +215,85 @@ impl<'c> Plan<'c> {
         Some((&self.checks[i], verdicts.get(i)?))
     }
 
+    /// What the Worker answers, given the verdicts for [`Plan::checks`] (in order), without
+    /// writing a header or a body: what [`Plan::decide`] writes its answer from.
+    pub fn rule(&self, verdicts: &[Verdict]) -> Ruling {
+        self.judge(verdicts, None).0
+    }
+
     /// The answer, given the verdicts for [`Plan::checks`] (in order) and the request path.
     /// Headers are computed at the time the store decided.
     pub fn decide(&self, verdicts: &[Verdict], path: &str) -> Outcome {
+        let (ruling, written) = self.judge(verdicts, Some(path));
+        let Written {
+            mut headers,
+            problem,
+        } = written.unwrap_or_default();
+        let mut action = Action::Forward;
+        if let Some(problem) = problem {
+            // A denial is about this client at this moment: no cache may replay it.
+            headers.push(("Cache-Control", NO_STORE.to_string()));
+            action = Action::Respond {
+                status: problem.status,
+                body: problem.to_json(),
+                content_type: PROBLEM_CONTENT_TYPE,
+            };
+        }
+        let shadow_decided = self.refused.is_none()
+            && (self.shadow.is_some_and(|i| i < verdicts.len())
+                || self.shadow_refusals().next().is_some());
+        if shadow_decided {
+            let value = if ruling.shadow_denied.is_empty() {
+                "allow".to_string()
+            } else {
+                let names: Vec<&str> = ruling.shadow_denied.iter().map(|n| &**n).collect();
+                format!("deny; policies=\"{}\"", names.join(", "))
+            };
+            headers.push((SHADOW_HEADER, value));
+        }
+        Outcome {
+            action,
+            headers,
+            shadow_denied: ruling.shadow_denied,
+            binding: ruling.binding,
+            atomic: ruling.atomic,
+            decided_at_ms: ruling.decided_at_ms,
+        }
+    }
+
+    /// The ruling, and with a path the enforced limits' headers and problem body too (the
+    /// reports and the binding limit are found once for both).
+    fn judge(&self, verdicts: &[Verdict], path: Option<&str>) -> (Ruling, Option<Written>) {
         if let Some(refused) = self.refused {
-            let problem = Problem::missing_identifier(
-                &refused.rule.name,
-                &refused.limit.limit.name,
-                &refused.limit.source.describe(),
-                path,
-            );
-            return Outcome {
-                action: Action::Respond {
-                    status: problem.status,
-                    body: problem.to_json(),
-                    content_type: PROBLEM_CONTENT_TYPE,
-                },
-                headers: vec![("Cache-Control", NO_STORE.to_string())],
-                shadow_denied: Vec::new(),
+            let ruling = Ruling {
+                status: 400,
                 binding: None,
+                shadow_denied: Vec::new(),
                 atomic: true,
                 decided_at_ms: None,
             };
+            let written = path.map(|path| Written {
+                headers: Vec::new(),
+                problem: Some(Problem::missing_identifier(
+                    &refused.rule.name,
+                    &refused.limit.limit.name,
+                    &refused.limit.source.describe(),
+                    path,
+                )),
+            });
+            return (ruling, written);
         }
-        let mut outcome = Outcome {
-            action: Action::Forward,
-            headers: Vec::new(),
-            shadow_denied: Vec::new(),
+        let mut ruling = Ruling {
+            status: 200,
             binding: None,
+            shadow_denied: Vec::new(),
             atomic: true,
             decided_at_ms: None,
         };
+        let mut written = path.map(|_| Written::default());
         if let Some((check, verdict)) = self.decided(self.enforced, verdicts) {
-            outcome.atomic = verdict.atomic;
-            outcome.decided_at_ms = Some(verdict.decided_at_ms);
+            ruling.atomic = verdict.atomic;
+            ruling.decided_at_ms = Some(verdict.decided_at_ms);
             // A limit the denial cache never consulted decided nothing: it is not advertised.
             let reports: Vec<LimitReport<'_>> = check
                 .items()
@@ -247,19 +308,12 @@ impl<'c> Plan<'c> {
                 })
                 .collect();
             let answer = Answer::new(&reports);
-            outcome.headers = answer.headers(verdict.decided_at_ms);
-            if let Some(problem) = answer.problem(Some(path)) {
-                // A denial is about this client at this moment: no cache may replay it.
-                outcome
-                    .headers
-                    .push(("Cache-Control", NO_STORE.to_string()));
-                outcome.action = Action::Respond {
-                    status: problem.status,
-                    body: problem.to_json(),
-                    content_type: PROBLEM_CONTENT_TYPE,
-                };
+            ruling.status = answer.status().unwrap_or(200);
+            if let (Some(written), Some(path)) = (written.as_mut(), path) {
+                written.headers = answer.headers(verdict.decided_at_ms);
+                written.problem = answer.problem(Some(path));
             }
-            outcome.binding = answer.binding().map(|b| Binding {
+            ruling.binding = answer.binding().map(|b| Binding {
                 name: check
                     .items()
                     .iter()
@@ -269,30 +323,27 @@ impl<'c> Plan<'c> {
                 remaining: b.decision.remaining,
             });
         }
-        outcome.shadow_denied = self
+        ruling.shadow_denied = self
             .shadow_refusals()
             .map(|l| l.limit.name.clone())
             .collect();
-        let shadow = self.decided(self.shadow, verdicts);
-        if let Some((check, verdict)) = shadow {
-            outcome.decided_at_ms.get_or_insert(verdict.decided_at_ms);
+        if let Some((check, verdict)) = self.decided(self.shadow, verdicts) {
+            ruling.decided_at_ms.get_or_insert(verdict.decided_at_ms);
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
                 if !decision.allowed {
-                    outcome.shadow_denied.push(item.limit.name.clone());
+                    ruling.shadow_denied.push(item.limit.name.clone());
                 }
             }
         }
-        if shadow.is_some() || self.shadow_refusals().next().is_some() {
-            let value = if outcome.shadow_denied.is_empty() {
-                "allow".to_string()
-            } else {
-                let names: Vec<&str> = outcome.shadow_denied.iter().map(|n| &**n).collect();
-                format!("deny; policies=\"{}\"", names.join(", "))
-            };
-            outcome.headers.push((SHADOW_HEADER, value));
-        }
-        outcome
+        (ruling, written)
     }
+}
+
+/// What [`Plan::judge`] writes besides the ruling.
+#[derive(Debug, Default)]
+struct Written {
+    headers: Vec<(&'static str, String)>,
+    problem: Option<Problem>,
 }
 
 /// One limit's decision in the log line: enough to replay the request (`sim replay --format
@@ -449,7 +500,18 @@ mod tests {
     fn run(config: &Config, store: &MemoryStore, request: &OwnedRequest, now: u64) -> Outcome {
         let plan = config.plan(request);
         let verdicts = store.check_now(plan.checks(), now);
-        plan.decide(&verdicts, request.path())
+        let outcome = plan.decide(&verdicts, request.path());
+        // The ruling is what the answer is written from: they never disagree.
+        let ruling = plan.rule(&verdicts);
+        assert_eq!(
+            (ruling.status, &ruling.binding, &ruling.shadow_denied),
+            (outcome.status(), &outcome.binding, &outcome.shadow_denied)
+        );
+        assert_eq!(
+            (ruling.atomic, ruling.decided_at_ms),
+            (outcome.atomic, outcome.decided_at_ms)
+        );
+        outcome
     }
 
     fn names(plan: &Plan<'_>) -> Vec<String> {

@@ -15,7 +15,7 @@ use std::task::{Context, Poll, Waker};
 
 use edgelimit::{Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
 use edgelimit_worker::plan::Plan;
-use edgelimit_worker::{Config, Missing, Outcome, RequestView, Rule, RuleLimit};
+use edgelimit_worker::{Config, Missing, RequestView, Rule, RuleLimit, Ruling};
 use rustc_hash::FxHashMap;
 
 use super::against::LogCheck;
@@ -24,7 +24,7 @@ use super::names::display_identifier;
 use super::outage::Outages;
 use super::series::Series;
 use super::store::ReplayStore;
-use super::truth::LimitTruth;
+use super::truth::{Identifiers, LimitTruth};
 use super::whatif::Answered;
 use crate::error::SimError;
 use crate::readers::{Logged, Request};
@@ -92,6 +92,7 @@ pub struct EdgeReplay {
     rules: Vec<RuleTally>,
     /// The exact truth per limit name (limits sharing a name share state).
     truths: Vec<(Arc<str>, LimitTruth)>,
+    identifiers: Identifiers,
     totals: Totals,
     series: Series,
     log_check: Option<LogCheck>,
@@ -167,6 +168,7 @@ impl EdgeReplay {
             outages,
             rules,
             truths,
+            identifiers: Identifiers::default(),
             totals: Totals::default(),
             log_check: compare_log.then(LogCheck::default),
         })
@@ -195,6 +197,7 @@ impl EdgeReplay {
             clock,
             rules,
             truths,
+            identifiers,
             totals,
             series,
             log_check,
@@ -205,32 +208,34 @@ impl EdgeReplay {
         limiter.store().set_times(enforced_ms, shadow_ms);
         limiter.store().set_down(down);
         let checked = ready(limiter.check_all(plan.checks()))?;
-        let outcome = plan.decide(&checked.verdicts, request.path());
+        // What the Worker answers, without writing headers and bodies nobody reads here.
+        let ruling = plan.rule(&checked.verdicts);
+        let forwarded = ruling.status == 200;
 
-        let status = outcome.status();
+        let status = ruling.status;
         totals.requests += 1;
         totals.statuses[status_slot(status)] += 1;
         totals.unmatched += u64::from(plan.rules.iter().all(|r| r.shadow));
         totals.missing += u64::from(!plan.absent.is_empty());
-        totals.shadow_would_deny += u64::from(!outcome.shadow_denied.is_empty());
+        totals.shadow_would_deny += u64::from(!ruling.shadow_denied.is_empty());
         if down {
             totals.outage_requests += 1;
         }
         let slots = Slots::of(&plan, &checked);
+        identifiers.next_request();
         for (check, verdict, shadow) in slots.decided(&plan, &checked) {
-            let admitted = if shadow {
-                verdict.allowed
-            } else {
-                outcome.allowed()
-            };
+            let admitted = if shadow { verdict.allowed } else { forwarded };
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
                 if down {
                     totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
                     totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
                 }
-                if let Some((_, truth)) = truths.iter_mut().find(|(n, _)| *n == item.limit.name) {
+                let truth = truths
+                    .iter_mut()
+                    .find(|(n, _)| Arc::ptr_eq(n, &item.limit.name) || *n == item.limit.name);
+                if let Some((_, truth)) = truth {
                     truth.record(
-                        &item.identifier,
+                        identifiers.id(&item.identifier),
                         item.cost,
                         decision,
                         verdict.decided_at_ms,
@@ -250,17 +255,13 @@ impl EdgeReplay {
             let denied = tally_rule(
                 &mut rules[index],
                 rule,
-                (&plan, &checked, &outcome, &slots),
+                (&plan, &checked, &ruling, &slots),
                 &mut |applied| identify(logged, applied, request),
             );
-            let refused = if rule.shadow {
-                denied
-            } else {
-                !outcome.allowed()
-            };
+            let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
         }
-        if let (Some(binding), Some(check)) = (&outcome.binding, plan.enforced()) {
+        if let (Some(binding), Some(check)) = (&ruling.binding, plan.enforced()) {
             answered.binding = check
                 .items()
                 .iter()
@@ -268,6 +269,8 @@ impl EdgeReplay {
                 .map(|i| (binding.name.to_string(), i.identifier.clone()));
         }
         if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
+            // The Worker's own answer and log line, to set beside the one it logged.
+            let outcome = plan.decide(&checked.verdicts, request.path());
             log_check.add(logged, &outcome.log_line(&plan, &checked, request, None));
         }
         Ok(())
@@ -302,7 +305,7 @@ impl EdgeReplay {
             .truths
             .iter()
             .find(|(n, _)| *n == applied.limit.name)
-            .map(|(_, truth)| truth.finish())
+            .map(|(_, truth)| truth.finish(&self.identifiers))
             .expect("a truth per limit name");
         LimitReport {
             name: applied.limit.name.to_string(),
@@ -468,10 +471,10 @@ impl Slots {
 fn tally_rule(
     tally: &mut RuleTally,
     rule: &Rule,
-    decided: (&Plan<'_>, &Checked, &Outcome, &Slots),
+    decided: (&Plan<'_>, &Checked, &Ruling, &Slots),
     identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
 ) -> bool {
-    let (plan, checked, outcome, slots) = decided;
+    let (plan, checked, ruling, slots) = decided;
     tally.matched += 1;
     let check = slots.of_rule(plan, checked, rule.shadow);
     let mut denied = false;
@@ -551,7 +554,7 @@ fn tally_rule(
             }
         }
         if !rule.shadow
-            && outcome
+            && ruling
                 .binding
                 .as_ref()
                 .is_some_and(|b| b.name == applied.limit.name)
@@ -565,7 +568,7 @@ fn tally_rule(
         } else {
             tally.admitted += 1;
         }
-    } else if outcome.allowed() {
+    } else if ruling.status == 200 {
         tally.admitted += 1;
     } else {
         tally.denied += 1;

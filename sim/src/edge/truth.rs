@@ -30,11 +30,52 @@ struct IdTruth {
     last_ms: u64,
 }
 
+/// Identifiers by dense id, shared by every limit: limits keyed alike (`ip` for several) find
+/// their states with one lookup per request, not one each.
+#[derive(Debug, Default)]
+pub struct Identifiers {
+    ids: HashMap<Identifier, u32, FxBuildHasher>,
+    names: Vec<Identifier>,
+    /// The last few looked up in this request: its limits mostly share one identifier.
+    recent: Vec<(Identifier, u32)>,
+}
+
+impl Identifiers {
+    /// Forgets the per-request memory (call before each request).
+    pub fn next_request(&mut self) {
+        self.recent.clear();
+    }
+
+    /// The dense id of `identifier`.
+    pub fn id(&mut self, identifier: &Identifier) -> u32 {
+        if let Some((_, id)) = self.recent.iter().find(|(i, _)| i == identifier) {
+            return *id;
+        }
+        let id = match self.ids.get(identifier) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(self.names.len()).expect("fewer than 2^32 identifiers");
+                self.ids.insert(identifier.clone(), id);
+                self.names.push(identifier.clone());
+                id
+            }
+        };
+        self.recent.push((identifier.clone(), id));
+        id
+    }
+
+    /// The identifier of a dense id.
+    pub fn name(&self, id: u32) -> &Identifier {
+        &self.names[id as usize]
+    }
+}
+
 /// One limit's truth, over all its identifiers.
 #[derive(Debug)]
 pub struct LimitTruth {
     reference: Policy,
-    ids: HashMap<Identifier, IdTruth, FxBuildHasher>,
+    /// By dense identifier id.
+    states: Vec<IdTruth>,
     decided: u64,
     false_allows: u64,
     false_denies: u64,
@@ -42,7 +83,7 @@ pub struct LimitTruth {
     fallback_false_allows: u64,
     fallback_false_denies: u64,
     max_in_window: u64,
-    worst: Option<(Identifier, u64, u64)>,
+    worst: Option<(u32, u64, u64)>,
 }
 
 /// Where a limit admitted the most in one window.
@@ -100,7 +141,7 @@ impl LimitTruth {
     pub fn new(policy: &Policy) -> Result<LimitTruth, SimError> {
         Ok(LimitTruth {
             reference: reference(policy)?,
-            ids: HashMap::default(),
+            states: Vec::new(),
             decided: 0,
             false_allows: 0,
             false_denies: 0,
@@ -116,16 +157,17 @@ impl LimitTruth {
     /// request got through (for an enforced limit) or would have (for a shadow one).
     pub fn record(
         &mut self,
-        identifier: &Identifier,
+        identifier: u32,
         cost: i64,
         decision: &Decision,
         at_ms: u64,
         admitted: bool,
     ) {
-        let id = match self.ids.get_mut(identifier) {
-            Some(id) => id,
-            None => self.ids.entry(identifier.clone()).or_default(),
-        };
+        let index = identifier as usize;
+        if self.states.len() <= index {
+            self.states.resize_with(index + 1, IdTruth::default);
+        }
+        let id = &mut self.states[index];
         let exact = sliding_log::step(&self.reference, &mut id.log, at_ms, cost)
             .decision
             .allowed;
@@ -160,19 +202,19 @@ impl LimitTruth {
         if id.sum > self.max_in_window {
             self.max_in_window = id.sum;
             let start = id.admitted.front().map_or(t, |&(s, _)| s);
-            self.worst = Some((identifier.clone(), start, t));
+            self.worst = Some((identifier, start, t));
         }
     }
 
-    /// The metrics.
-    pub fn finish(&self) -> Boundary {
+    /// The metrics; `identifiers` names the ids.
+    pub fn finish(&self, identifiers: &Identifiers) -> Boundary {
         Boundary {
             reference: self.reference.to_string(),
             decided: self.decided,
             max_admitted_in_window: self.max_in_window,
             max_window_multiple: self.max_in_window as f64 / self.reference.limit() as f64,
             worst_window: self.worst.as_ref().map(|(id, start, end)| WorstWindow {
-                identifier: display_identifier(id),
+                identifier: display_identifier(identifiers.name(*id)),
                 start_ms: *start,
                 end_ms: *end,
                 end_utc: format_utc(*end),
@@ -207,13 +249,14 @@ mod tests {
     fn a_boundary_burst_is_measured_against_the_exact_log() {
         // A fixed 2/1s window admitting 2 at 999 ms and 2 at 1000 ms: 4 in one second.
         let mut t = LimitTruth::new(&"fixed 2/1s".parse().unwrap()).unwrap();
-        let id = Identifier::from("a");
+        let mut ids = Identifiers::default();
+        let id = ids.id(&Identifier::from("a"));
         for at in [999, 999, 1000, 1000] {
-            t.record(&id, 1, &decision(true, Reason::Admitted), at, true);
+            t.record(id, 1, &decision(true, Reason::Admitted), at, true);
         }
-        t.record(&id, 1, &decision(false, Reason::CachedDenial), 1001, false);
-        t.record(&id, 1, &decision(true, Reason::Skipped), 1002, false);
-        let b = t.finish();
+        t.record(id, 1, &decision(false, Reason::CachedDenial), 1001, false);
+        t.record(id, 1, &decision(true, Reason::Skipped), 1002, false);
+        let b = t.finish(&ids);
         assert_eq!(b.reference, "sliding-log 2/1s");
         assert_eq!((b.max_admitted_in_window, b.max_window_multiple), (4, 2.0));
         assert_eq!((b.decided, b.false_allows, b.false_denies), (5, 2, 0));
@@ -225,12 +268,30 @@ mod tests {
     }
 
     #[test]
+    fn identifiers_get_one_dense_id_each() {
+        let mut ids = Identifiers::default();
+        let a = ids.id(&Identifier::from("a"));
+        let b = ids.id(&Identifier::from("b"));
+        ids.next_request();
+        assert_eq!(
+            (
+                ids.id(&Identifier::from("a")),
+                ids.id(&Identifier::from("b"))
+            ),
+            (a, b)
+        );
+        assert_ne!(a, b);
+        assert_eq!(ids.name(b), &Identifier::from("b"));
+    }
+
+    #[test]
     fn fallback_decisions_are_counted_apart() {
         let mut t = LimitTruth::new(&"fixed 1/1s".parse().unwrap()).unwrap();
-        let id = Identifier::from("a");
-        t.record(&id, 1, &decision(false, Reason::Fallback), 0, false);
-        t.record(&id, 1, &decision(true, Reason::Fallback), 1, true);
-        let b = t.finish();
+        let mut ids = Identifiers::default();
+        let id = ids.id(&Identifier::from("a"));
+        t.record(id, 1, &decision(false, Reason::Fallback), 0, false);
+        t.record(id, 1, &decision(true, Reason::Fallback), 1, true);
+        let b = t.finish(&ids);
         assert_eq!(
             (
                 b.fallback_decided,
