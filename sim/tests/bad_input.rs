@@ -561,3 +561,62 @@ proptest! {
         }
     }
 }
+
+/// Request mode (`--config`) reads the same lines through its own parsers: a NUL byte, a line
+/// over the limit and a date that does not exist are counted bad lines there too, and the good
+/// lines around them still become requests.
+#[test]
+fn request_mode_counts_nul_long_and_impossible_date_lines() {
+    use edgelimit_sim::readers::{RequestOptions, MAX_LINE_BYTES};
+    let mut t = Vec::new();
+    t.extend_from_slice(GOOD.as_bytes());
+    t.push(b'\n');
+    t.extend_from_slice(&GOOD.as_bytes()[..40]);
+    t.push(0);
+    t.extend_from_slice(&GOOD.as_bytes()[40..]);
+    t.push(b'\n');
+    t.extend_from_slice(
+        GOOD.replace("/presentations/", &"x".repeat(MAX_LINE_BYTES))
+            .as_bytes(),
+    );
+    t.push(b'\n');
+    t.extend_from_slice(GOOD.replace("17/May/2015", "31/Feb/2015").as_bytes());
+    t.push(b'\n');
+    t.extend_from_slice(GOOD.as_bytes());
+    t.push(b'\n');
+    let mut reader = TraceReader::requests_from_reader(
+        Box::new(std::io::Cursor::new(t)),
+        "trace.log".into(),
+        ReadOptions {
+            format: Some(Format::Clf),
+            ..ReadOptions::default()
+        },
+        RequestOptions::default(),
+    );
+    let mut paths = Vec::new();
+    while let Some(request) = reader.next_request() {
+        let request = request.unwrap();
+        paths.push(request.time_ms);
+        reader.recycle(request);
+    }
+    assert_eq!(paths, vec![1_431_857_103_000; 2]);
+    let s = reader.stats();
+    assert_eq!(s.bad_lines, 3);
+    let lines: Vec<(u64, &str)> = s.bad_samples.iter().map(|b| (b.line, b.field)).collect();
+    assert_eq!(lines, vec![(2, "line"), (3, "line"), (4, "timestamp")]);
+    assert!(
+        s.bad_samples[0].problem.contains("NUL byte at column 41"),
+        "{:?}",
+        s.bad_samples[0]
+    );
+    assert!(
+        s.bad_samples[1].problem.contains("bytes long"),
+        "{:?}",
+        s.bad_samples[1]
+    );
+    assert!(
+        s.bad_samples[2].problem.contains("does not exist"),
+        "{:?}",
+        s.bad_samples[2]
+    );
+}

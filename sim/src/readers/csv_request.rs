@@ -150,9 +150,8 @@ fn parse_json(line: &[u8], out: &mut Request, options: &RequestOptions) -> Resul
         };
         match Column::named(key) {
             Column::Time { millis } => {
-                time = Some(
-                    json_time(value, millis).map_err(|p| LineProblem::new("timestamp", p))?,
-                );
+                time =
+                    Some(json_time(value, millis).map_err(|p| LineProblem::new("timestamp", p))?);
             }
             Column::Method => out.set_method(text.as_bytes()),
             Column::Host => out.set_host(text.as_bytes()),

@@ -92,7 +92,9 @@ impl LogpushParser {
                     "missing (add it to the Logpush job's fields)",
                 ))
             }
-            Some(v) => json_time(v, false).map_err(|p| LineProblem::new("EdgeStartTimestamp", p))?,
+            Some(v) => {
+                json_time(v, false).map_err(|p| LineProblem::new("EdgeStartTimestamp", p))?
+            }
         };
         let text = |field: &str| match obj.get(field) {
             Some(Value::String(s)) => Some(s.as_str()),

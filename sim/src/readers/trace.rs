@@ -235,13 +235,30 @@ impl TraceReader {
         request: RequestOptions,
         progress: Arc<AtomicU64>,
     ) -> Result<TraceReader, SimError> {
-        let mut reader = TraceReader::open(source, options, progress)?;
+        let input = source.open(progress)?;
+        Ok(TraceReader::requests_from_reader(
+            input,
+            source.name(),
+            options,
+            request,
+        ))
+    }
+
+    /// Request mode over any buffered reader (already decompressed); see
+    /// [`TraceReader::open_requests`].
+    pub fn requests_from_reader(
+        input: Box<dyn BufRead>,
+        name: String,
+        options: ReadOptions,
+        request: RequestOptions,
+    ) -> TraceReader {
+        let mut reader = TraceReader::from_reader(input, name, options);
         reader.stats.key = "per limit".into();
         reader.requests = Some(Requests {
             options: request,
             ..Requests::default()
         });
-        Ok(reader)
+        reader
     }
 
     /// The next request in time order (request mode only; `None` otherwise and at the end).
@@ -341,10 +358,11 @@ impl TraceReader {
             });
         }
         let parser = self.parser.as_mut().expect("set above");
-        if let (Parser::Requests(parser), Some(requests)) = (&mut *parser, self.requests.as_mut())
-        {
-            return Ok(Self::parse_request(parser, requests, line, &mut self.reorder)
-                .inspect(|&event| self.parsed += u64::from(event)));
+        if let (Parser::Requests(parser), Some(requests)) = (&mut *parser, self.requests.as_mut()) {
+            return Ok(
+                Self::parse_request(parser, requests, line, &mut self.reorder)
+                    .inspect(|&event| self.parsed += u64::from(event)),
+            );
         }
         let parsed = match parser.parse(line) {
             Ok(None) => return Ok(Ok(false)),
