@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Worker's tests beyond `cargo test`: build it as deployed, check its size, run the
 # request → headers path as wasm32 under node, then the end-to-end suite (wrangler dev + gateway +
-# redis-server + an origin, all on free loopback ports). Run by scripts/test, after the setup
-# hooks (scripts/setup.d/worker-toolchain.sh) put the toolchain on the PATH.
+# redis-server + an origin, all on free loopback ports) and the replay of its log lines by `sim`
+# (e2e_replay). Run by scripts/test, after the setup hooks (scripts/setup.d/worker-toolchain.sh)
+# put the toolchain on the PATH.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,3 +30,6 @@ cargo build --locked -p edgelimit-worker --target wasm32-unknown-unknown --examp
 
 echo "-- end to end under wrangler dev"
 cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
+
+echo "-- sim replay predicts the Worker: its log lines replayed, request by request"
+cargo test --locked -p edgelimit-worker --test e2e_replay -- --ignored --nocapture
