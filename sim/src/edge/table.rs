@@ -96,7 +96,7 @@ pub fn render(report: &ConfigReport) -> String {
                 .top_identifiers
                 .iter()
                 .take(5)
-                .map(|t| format!("{} ({})", t.identifier, t.denied))
+                .map(|t| format!("{} ({})", shortened(&t.identifier), t.denied))
                 .collect();
             let _ = writeln!(tops, "  {} / {}: {}", rule.name, l.name, list.join(", "));
         }
@@ -180,7 +180,9 @@ pub fn render(report: &ConfigReport) -> String {
                     .map(|a| {
                         format!(
                             "{} (+{}/−{})",
-                            a.identifier, a.newly_denied, a.newly_admitted
+                            shortened(&a.identifier),
+                            a.newly_denied,
+                            a.newly_admitted
                         )
                     })
                     .collect();
@@ -196,4 +198,16 @@ pub fn render(report: &ConfigReport) -> String {
         out.push_str(&aligned(&header, &rows));
     }
     out
+}
+
+/// Identifiers longer than this are cut in the table (user agents run to 150 characters); the
+/// JSON keeps them whole.
+const SHOWN_CHARS: usize = 40;
+
+/// `id`, or its first characters and `…`.
+fn shortened(id: &str) -> std::borrow::Cow<'_, str> {
+    match id.char_indices().nth(SHOWN_CHARS) {
+        Some((at, _)) => format!("{}…", &id[..at]).into(),
+        None => id.into(),
+    }
 }
