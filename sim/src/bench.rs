@@ -336,7 +336,7 @@ fn config_rows(events: u64) -> Result<Vec<BenchRow>, SimError> {
     };
     Ok(vec![
         row(
-            format!("replay --config: 3 rules, 5 limits ({CONFIG_IDENTIFIERS} identifiers)"),
+            format!("replay --config, 3 rules 5 limits ({CONFIG_IDENTIFIERS} ids)"),
             n,
             &replay,
             None,
