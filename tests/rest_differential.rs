@@ -32,6 +32,9 @@ async fn differential(kind: Kind, seed: u64) {
         "differential-token",
     )
     .expect("valid URL")
+    // What is compared is decisions, not latency: a loaded CI machine must not turn a slow
+    // answer into a mismatch (the default timeout is 1 s).
+    .with_timeout(std::time::Duration::from_secs(30))
     .with_namespace(namespace.clone());
     let sequences = generate(kind, seed, SEQUENCES, &namespace, false);
     let report = run(

@@ -43,7 +43,8 @@ for t in $targets; do
   # -runs=0: run each input once and stop. Any panic or broken invariant fails the hook.
   "$bin_dir/$t" -runs=0 -timeout=10 -artifact_prefix="$work/" "${corpora[@]}" \
     >"$work/$t.replay.log" 2>&1 || { cat "$work/$t.replay.log"; exit 1; }
-  replayed=$(grep -o '^#[0-9]* *INITED' "$work/$t.replay.log" | grep -o '[0-9]*' | head -1)
+  # libFuzzer prints "#<inputs>\tINITED …" once the corpus has run; absent, say 0 (never fail here).
+  replayed=$({ grep -o '^#[0-9]*[[:space:]]*INITED' "$work/$t.replay.log" || true; } | grep -o '[0-9]*' | head -1)
   echo "$t: ${replayed:-0} inputs replayed, no crash"
 done
 
@@ -54,7 +55,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
     "$bin_dir/$t" "$work/new/$t" "fuzz/corpus/$t" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/" \
       >"$work/$t.fuzz.log" 2>&1 || { tail -40 "$work/$t.fuzz.log"; exit 1; }
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.fuzz.log" | grep -o '[0-9]*$')
+    runs=$({ grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.fuzz.log" || true; } | grep -o '[0-9]*$')
     runs=${runs:-0}
     echo "$t: $runs executions in ${FUZZ_SECONDS}s ($((runs / FUZZ_SECONDS))/s), no crash"
   done

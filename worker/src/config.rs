@@ -181,7 +181,8 @@ impl Config {
         }
         let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            let field = if path == "." {
+            // An unknown key named "" at the top level has an empty path (found by fuzzing).
+            let field = if path == "." || path.is_empty() {
                 "(top level)".to_string()
             } else {
                 path
@@ -534,6 +535,13 @@ mod tests {
         let mut v = minimal();
         v["rules"][0]["path"] = json!("/x");
         assert!(error_of(v).problem.contains("not both"));
+    }
+
+    #[test]
+    fn an_unknown_empty_key_is_named_at_the_top_level() {
+        let e = Config::from_json(r#"{"":{}}"#).unwrap_err();
+        assert_eq!(e.field, "(top level)", "{e}");
+        assert!(e.problem.contains("unknown field ``"), "{e}");
     }
 
     #[test]
