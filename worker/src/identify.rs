@@ -277,6 +277,21 @@ mod tests {
     }
 
     #[test]
+    fn api_keys_become_the_lowercase_hex_sha256_stored_keys_depend_on() {
+        // FIPS 180-2's test vector for "abc": a different spelling would orphan every counter.
+        let req = OwnedRequest::get("h", "/").with_header("x-key", "abc");
+        let id = IdentifierSource::parse("api-key:header:x-key")
+            .unwrap()
+            .extract(&req);
+        assert_eq!(
+            id,
+            Some(Identifier::from(
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            ))
+        );
+    }
+
+    #[test]
     fn huge_identifiers_are_hashed_and_cannot_collide_with_raw_ones() {
         let huge = "x".repeat(64 * 1024);
         let req = OwnedRequest::get("h", "/").with_header("x-user", &huge);
