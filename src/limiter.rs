@@ -200,13 +200,7 @@ impl<S: Store> Limiter<S> {
     ) -> (Verdict, Option<Reservation>) {
         let verdict = self.check(check).await;
         // A verdict the store did not give (failed open, fallback) reserved nothing there.
-        let stored = verdict
-            .decisions
-            .iter()
-            .all(|d| matches!(d.reason, Reason::Admitted));
-        let reservation = stored
-            .then(|| Reservation::new(check, &verdict, id))
-            .flatten();
+        let reservation = Reservation::new(check, &verdict, id);
         (verdict, reservation)
     }
 

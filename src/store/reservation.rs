@@ -39,7 +39,12 @@ impl Reservation {
     /// nothing), named `id` (e.g. the request's `cf-ray`): its commit is remembered under
     /// `<id>/commit`.
     pub fn new(check: &Check, verdict: &Verdict, id: impl Into<Identifier>) -> Option<Reservation> {
-        if !verdict.allowed || verdict.decisions.len() != check.items().len() {
+        // Only what the store admitted was taken there (not a fail-open or fallback decision).
+        let stored = verdict
+            .decisions
+            .iter()
+            .all(|d| d.reason == crate::Reason::Admitted);
+        if !verdict.allowed || !stored || verdict.decisions.len() != check.items().len() {
             return None;
         }
         let items = check

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use edgelimit::limiter::DEFAULT_DENIAL_CACHE;
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{FailMode, Limit, Policy, TimeMode};
+use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
 use serde::Deserialize;
 
 use crate::identify::IdentifierSource;
-use crate::rules::{HostPattern, Missing, PathMatch, Rule, RuleLimit};
+use crate::rules::{CostSource, HostPattern, Missing, PathMatch, Rule, RuleLimit, Settle};
 
 /// The name of the var holding the configuration.
 pub const CONFIG_VAR: &str = "EDGELIMIT_CONFIG";
@@ -85,6 +85,9 @@ pub struct Config {
     pub respond: Option<FixedResponse>,
     /// The shards; empty means one store from `UPSTASH_REDIS_REST_URL`/`_TOKEN`.
     pub shards: Vec<ShardConfig>,
+    /// The request header whose value is the request id (`cf-ray` unless configured): the
+    /// name of a request's reservation, and what idempotent limits are remembered under.
+    pub request_id_header: String,
     /// The rules, in order; every matching rule applies.
     pub rules: Vec<Rule>,
 }
@@ -102,6 +105,7 @@ struct RawConfig {
     respond: Option<RawResponse>,
     #[serde(default)]
     shards: Vec<RawShard>,
+    request_id_header: Option<String>,
     rules: Vec<RawRule>,
 }
 
@@ -142,9 +146,27 @@ struct RawLimit {
     name: String,
     policy: Policy,
     identifier: String,
-    cost: Option<i64>,
+    cost: Option<RawCost>,
     fail: Option<String>,
     missing: Option<String>,
+    idempotent: Option<bool>,
+}
+
+/// A cost: a whole number, or `{ reserve = N, from = "…", unit = "…" }` settled after the
+/// response.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawCost {
+    Fixed(i64),
+    Settled(RawSettled),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettled {
+    reserve: i64,
+    from: String,
+    unit: Option<String>,
 }
 
 const METHODS: [&str; 9] = [
@@ -276,6 +298,16 @@ impl RawConfig {
             }
             rules.push(rule);
         }
+        let request_id_header = self
+            .request_id_header
+            .unwrap_or_else(|| "cf-ray".to_string())
+            .to_ascii_lowercase();
+        if !is_name(&request_id_header) {
+            return Err(ConfigError::at(
+                "request_id_header",
+                format!("`{request_id_header}` is not a header name"),
+            ));
+        }
         // A limit both enforced and shadowed would be charged twice per request (two checks).
         for (i, rule) in rules.iter().enumerate().filter(|(_, r)| r.shadow) {
             for (l, shadowed) in rule.limits.iter().enumerate() {
@@ -308,6 +340,7 @@ impl RawConfig {
             metrics_path: self.metrics_path,
             respond,
             shards,
+            request_id_header,
             rules,
         })
     }
@@ -420,7 +453,31 @@ impl RawLimit {
             .map_err(|problem| ConfigError::at(format!("{at} → fail"), problem))?;
         let source = IdentifierSource::parse(&self.identifier)
             .map_err(|problem| ConfigError::at(format!("{at} → identifier"), problem))?;
-        let cost = self.cost.unwrap_or(1);
+        let (cost, settle) = match self.cost {
+            None => (1, None),
+            Some(RawCost::Fixed(cost)) => (cost, None),
+            Some(RawCost::Settled(settled)) => {
+                let from = CostSource::parse(&settled.from)
+                    .map_err(|problem| ConfigError::at(format!("{at} → cost → from"), problem))?;
+                if self.policy.algorithm() == Algorithm::Concurrency {
+                    return Err(ConfigError::at(
+                        format!("{at} → cost"),
+                        "a concurrency limit counts requests in flight; its lease is released \
+                         after the response, with no cost to settle",
+                    ));
+                }
+                let unit = settled
+                    .unit
+                    .unwrap_or_else(|| from.default_unit().to_string());
+                if !is_name(&unit) {
+                    return Err(ConfigError::at(
+                        format!("{at} → cost → unit"),
+                        format!("`{unit}` must be 1–64 of A-Z a-z 0-9 - _ ."),
+                    ));
+                }
+                (settled.reserve, Some(Settle { from, unit }))
+            }
+        };
         let capacity = self.policy.capacity();
         if cost < 1 || cost as u64 > capacity {
             return Err(ConfigError::at(
@@ -458,6 +515,8 @@ impl RawLimit {
             source,
             cost,
             missing,
+            settle,
+            idempotent: self.idempotent.unwrap_or(false),
         })
     }
 }

@@ -283,8 +283,41 @@ fn report(edge: &Edge, env: &Env, decided: (&Plan<'_>, &Checked, &Outcome), view
     }
 }
 
+/// Settles what the request reserved — releases its concurrency leases, commits the real cost of
+/// limits whose cost the response states — after the response, off the request path
+/// (docs/design.md §4). A failure leaves the estimate charged and the leases to their timeout.
+fn settle_after(
+    ctx: &Context,
+    edge: &Rc<Edge>,
+    plan: &Plan<'_>,
+    checked: &Checked,
+    response: Option<&Response>,
+) {
+    // Without a request id the reservation still needs a name for its commit's id.
+    let fallback_id = format!(
+        "edge-{:x}-{:x}",
+        js_sys::Date::now() as u64,
+        (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64
+    );
+    let Some(settlement) = plan.settlement(&checked.verdicts, &fallback_id) else {
+        return;
+    };
+    let commits = settlement.commits(|name| response?.headers().get(name).ok().flatten());
+    if commits.is_empty() {
+        return;
+    }
+    let edge = edge.clone();
+    ctx.wait_until(async move {
+        for commit in commits {
+            if let Err(e) = edge.limiter.settle(commit).await {
+                console_error!("edgelimit: settling after the response: {e}");
+            }
+        }
+    });
+}
+
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let edge = match Edge::get(&env) {
         Ok(edge) => edge,
         Err(message) => {
@@ -324,19 +357,23 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
             for (name, value) in &outcome.headers {
                 headers.set(name, value)?;
             }
+            // A denied request took nothing, but an admitting shadow check holds its leases.
+            settle_after(&ctx, &edge, &plan, &checked, None);
             Ok(ResponseBuilder::new()
                 .with_status(*status)
                 .with_headers(headers)
                 .fixed(body.clone().into_bytes()))
         }
         Action::Forward => {
-            forward(
+            let response = forward(
                 req,
                 edge.origin.as_deref(),
                 edge.config.respond.as_ref(),
                 &outcome.headers,
             )
-            .await
+            .await?;
+            settle_after(&ctx, &edge, &plan, &checked, Some(&response));
+            Ok(response)
         }
     }
 }

@@ -29,5 +29,5 @@ mod edge;
 
 pub use config::{Config, ConfigError, CONFIG_VAR};
 pub use identify::{IdentifierSource, OwnedRequest, RequestView};
-pub use plan::{Absent, Action, Binding, Outcome, Plan, Ruling};
-pub use rules::{Missing, Rule, RuleLimit};
+pub use plan::{Absent, Action, Binding, Outcome, Plan, Ruling, Settlement};
+pub use rules::{CostSource, Missing, Rule, RuleLimit, Settle};

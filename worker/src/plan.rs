@@ -10,12 +10,12 @@ use std::sync::Arc;
 use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::store::key::encode_identifier;
-use edgelimit::{Check, Checked, Identifier, Reason, Verdict};
+use edgelimit::{Check, CheckItem, Checked, Identifier, Reason, Reservation, Verdict};
 use serde::Serialize;
 
 use crate::config::Config;
 use crate::identify::RequestView;
-use crate::rules::{Missing, Rule, RuleLimit};
+use crate::rules::{CostSource, Missing, Rule, RuleLimit};
 
 /// The header that reports shadow-mode decisions: `allow`, or `deny; policies="a, b"`.
 pub const SHADOW_HEADER: &str = "X-EdgeLimit-Shadow";
@@ -41,10 +41,41 @@ pub struct Plan<'c> {
     /// Every limit of a matched rule whose identifier the request lacks, whatever its `missing`
     /// setting (`allow` skipped it, `shared` counted it in the shared bucket, `deny` refused).
     pub absent: Vec<Absent<'c>>,
+    /// The request id (the configured header, `cf-ray` by default), if the request has one.
+    pub request_id: Option<String>,
     checks: Vec<Check>,
     enforced: Option<usize>,
     shadow: Option<usize>,
     refused: Option<Absent<'c>>,
+}
+
+/// What to settle once the response is known: the reservations of the admitted checks, and where
+/// each limit's real cost is read.
+#[derive(Debug, Clone)]
+pub struct Settlement<'c> {
+    reservations: Vec<Reservation>,
+    sources: Vec<(&'c str, &'c CostSource)>,
+}
+
+impl Settlement<'_> {
+    /// The checks that settle the request, given the response's header fields by lower-case name:
+    /// every concurrency lease released, every `cost = { from = … }` limit charged its real cost
+    /// (the estimate stands when the response states none). Empty checks are left out.
+    pub fn commits(&self, header: impl Fn(&str) -> Option<String>) -> Vec<Check> {
+        self.reservations
+            .iter()
+            .map(|r| {
+                r.commit_with(|item: &CheckItem| {
+                    let (_, source) = self
+                        .sources
+                        .iter()
+                        .find(|(name, _)| *name == &*item.limit.name)?;
+                    source.read(&header)
+                })
+            })
+            .filter(|c| !c.items().is_empty())
+            .collect()
+    }
 }
 
 /// What to do with the request.
@@ -121,9 +152,13 @@ impl Config {
         request: &dyn RequestView,
         identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
     ) -> Plan<'_> {
+        let request_id = request
+            .header(&self.request_id_header)
+            .filter(|id| !id.is_empty());
         let mut plan = Plan {
             rules: Vec::new(),
             absent: Vec::new(),
+            request_id,
             checks: Vec::new(),
             enforced: None,
             shadow: None,
@@ -159,7 +194,11 @@ impl Config {
                 } else {
                     &mut enforced
                 };
-                *check = std::mem::take(check).with(&applied.limit, identifier, applied.cost);
+                let mut item = CheckItem::new(&applied.limit, identifier, applied.cost);
+                if let (true, Some(id)) = (applied.idempotent, &plan.request_id) {
+                    item = item.with_request_id(id.as_str());
+                }
+                *check = std::mem::take(check).with_item(item);
             }
         }
         if plan.refused.is_none() {
@@ -179,6 +218,44 @@ impl<'c> Plan<'c> {
     /// only when present). None when the request is refused for a missing identifier.
     pub fn checks(&self) -> &[Check] {
         &self.checks
+    }
+
+    /// The unit of a limit whose cost is settled after the response, for `qu`.
+    fn unit_of(&self, name: &str) -> Option<&'c str> {
+        self.rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .find(|l| &*l.limit.name == name)
+            .and_then(|l| l.settle.as_ref())
+            .map(|s| s.unit.as_str())
+    }
+
+    /// What to settle after the response, given the verdicts: `None` when no admitted check
+    /// holds a lease or a cost to settle. `fallback_id` names the reservation when the request
+    /// has no request id.
+    pub fn settlement(&self, verdicts: &[Verdict], fallback_id: &str) -> Option<Settlement<'c>> {
+        let id = self.request_id.as_deref().unwrap_or(fallback_id);
+        let mut sources = Vec::new();
+        for limit in self.rules.iter().flat_map(|r| &r.limits) {
+            if let Some(settle) = &limit.settle {
+                sources.push((&*limit.limit.name, &settle.from));
+            }
+        }
+        let reservations: Vec<Reservation> = [self.enforced, self.shadow]
+            .into_iter()
+            .filter_map(|slot| self.decided(slot, verdicts))
+            .filter_map(|(check, verdict)| Reservation::new(check, verdict, id))
+            .filter(|r| {
+                r.items().iter().any(|i| {
+                    i.lease_ms.is_some()
+                        || sources.iter().any(|(n, _)| *n == &*i.item.limit.name)
+                })
+            })
+            .collect();
+        (!reservations.is_empty()).then_some(Settlement {
+            reservations,
+            sources,
+        })
     }
 
     /// The enforced limits' check, if any applies.
@@ -304,7 +381,7 @@ impl<'c> Plan<'c> {
                     name: &item.limit.name,
                     policy: &item.limit.policy,
                     decision,
-                    unit: None,
+                    unit: self.unit_of(&item.limit.name),
                 })
                 .collect();
             let answer = Answer::new(&reports);

@@ -27,10 +27,74 @@ pub struct RuleLimit {
     pub limit: Limit,
     /// Where the identifier comes from.
     pub source: IdentifierSource,
-    /// The cost of one request.
+    /// The cost of one request (the estimate reserved, when `settle` is set).
     pub cost: i64,
     /// What to do without an identifier.
     pub missing: Missing,
+    /// Where the real cost is read after the response, when it is known only then.
+    pub settle: Option<Settle>,
+    /// Whether checks carry the request id for this limit, so a retry is charged once.
+    pub idempotent: bool,
+}
+
+/// A cost known only after the response: `cost = { reserve = 1000, from = "…" }`. The estimate is
+/// reserved before forwarding; the real cost is committed after the response, off the request
+/// path (docs/design.md §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settle {
+    /// Where the real cost comes from.
+    pub from: CostSource,
+    /// The unit the quota counts, reported as `qu` in `RateLimit-Policy`.
+    pub unit: String,
+}
+
+/// Where a response tells its real cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CostSource {
+    /// A response header holding a whole number (`response-header:X-Tokens-Used`).
+    ResponseHeader(String),
+    /// The response body's length, from its `Content-Length` (`response-bytes`).
+    ResponseBytes,
+}
+
+impl CostSource {
+    /// Parses `response-header:<name>` or `response-bytes`.
+    pub fn parse(text: &str) -> Result<CostSource, String> {
+        match text.trim() {
+            "response-bytes" => Ok(CostSource::ResponseBytes),
+            t => match t.strip_prefix("response-header:") {
+                Some(name)
+                    if !name.is_empty()
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+                {
+                    Ok(CostSource::ResponseHeader(name.to_ascii_lowercase()))
+                }
+                _ => Err(format!(
+                    "`{t}` is not `response-header:<name>` or `response-bytes`"
+                )),
+            },
+        }
+    }
+
+    /// The default unit: `content-bytes` for the body's length, `tokens` for a header.
+    pub fn default_unit(&self) -> &'static str {
+        match self {
+            CostSource::ResponseBytes => "content-bytes",
+            CostSource::ResponseHeader(_) => "tokens",
+        }
+    }
+
+    /// The real cost a response states: `header` gives the response's header fields by
+    /// (lower-case) name. `None` when it states none (the estimate then stands).
+    pub fn read(&self, header: impl Fn(&str) -> Option<String>) -> Option<u64> {
+        let name = match self {
+            CostSource::ResponseHeader(name) => name.as_str(),
+            CostSource::ResponseBytes => "content-length",
+        };
+        header(name)?.trim().parse().ok()
+    }
 }
 
 /// A rule: which requests it matches and the limits it applies.
