@@ -154,11 +154,36 @@ struct RawLimit {
 
 /// A cost: a whole number, or `{ reserve = N, from = "…", unit = "…" }` settled after the
 /// response.
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum RawCost {
     Fixed(i64),
     Settled(RawSettled),
+}
+
+// By hand rather than `untagged`, so a mistake inside the table (`form = …`) is reported as
+// itself, with its path, instead of "did not match any variant".
+impl<'de> Deserialize<'de> for RawCost {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RawCost, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawCost;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a whole number, or a table `{ reserve = N, from = \"…\" }`")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawCost, E> {
+                Ok(RawCost::Fixed(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawCost, E> {
+                i64::try_from(v)
+                    .map(RawCost::Fixed)
+                    .map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawCost, A::Error> {
+                RawSettled::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawCost::Settled)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -480,8 +505,13 @@ impl RawLimit {
         };
         let capacity = self.policy.capacity();
         if cost < 1 || cost as u64 > capacity {
+            let field = if settle.is_some() {
+                "cost → reserve"
+            } else {
+                "cost"
+            };
             return Err(ConfigError::at(
-                format!("{at} → cost"),
+                format!("{at} → {field}"),
                 format!(
                     "{cost} is outside 1..={capacity} (the policy `{}` can never admit more at once)",
                     self.policy
@@ -671,5 +701,99 @@ mod tests {
             v[key] = value;
             assert_eq!(error_of(v).field, field);
         }
+    }
+
+    #[test]
+    fn settled_costs_and_the_request_id_header_are_read_and_checked() {
+        let mut v = minimal();
+        v["request_id_header"] = json!("X-Request-Id");
+        v["rules"][0]["limits"] = json!([
+            {"name": "llm", "policy": "fixed 100000/1h", "identifier": "ip",
+             "cost": {"reserve": 1000, "from": "response-header:X-Tokens-Used"}, "idempotent": true},
+            {"name": "egress", "policy": "fixed 1000000/1h", "identifier": "ip",
+             "cost": {"reserve": 5000, "from": "response-bytes", "unit": "bytes"}},
+            {"name": "inflight", "policy": "concurrency 2 timeout 30s", "identifier": "ip"}
+        ]);
+        let c = Config::from_value(v).unwrap();
+        assert_eq!(c.request_id_header, "x-request-id");
+        let [llm, egress, inflight] = &c.rules[0].limits[..] else {
+            panic!("three limits")
+        };
+        assert_eq!(llm.cost, 1000);
+        assert!(llm.idempotent && !egress.idempotent);
+        assert_eq!(
+            llm.settle,
+            Some(Settle {
+                from: CostSource::ResponseHeader("x-tokens-used".to_string()),
+                unit: "tokens".to_string()
+            })
+        );
+        assert_eq!(
+            egress.settle,
+            Some(Settle {
+                from: CostSource::ResponseBytes,
+                unit: "bytes".to_string()
+            })
+        );
+        assert_eq!((inflight.cost, &inflight.settle), (1, &None));
+        assert_eq!(
+            Config::from_value(minimal()).unwrap().request_id_header,
+            "cf-ray"
+        );
+    }
+
+    #[test]
+    fn settled_cost_errors_name_the_field() {
+        let at = "rules[0] \"api\" → limits[0] \"per-ip\"";
+        for (cost, field, says) in [
+            (
+                json!({"reserve": 10, "from": "body"}),
+                "cost → from",
+                "response-header:<name>",
+            ),
+            (
+                json!({"reserve": 10, "from": "response-header:"}),
+                "cost → from",
+                "response-bytes",
+            ),
+            (
+                json!({"reserve": 0, "from": "response-bytes"}),
+                "cost → reserve",
+                "1..=100",
+            ),
+            (
+                json!({"reserve": 101, "from": "response-bytes"}),
+                "cost → reserve",
+                "1..=100",
+            ),
+            (
+                json!({"reserve": 1, "from": "response-bytes", "unit": "a b"}),
+                "cost → unit",
+                "A-Z",
+            ),
+        ] {
+            let mut v = minimal();
+            v["rules"][0]["limits"][0]["cost"] = cost.clone();
+            let e = error_of(v);
+            assert_eq!(e.field, format!("{at} → {field}"), "{cost}: {e}");
+            assert!(e.problem.contains(says), "{cost}: {e}");
+        }
+        // A mistake inside the table is named as itself, with its path.
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["cost"] = json!({"reserve": 10, "form": "response-bytes"});
+        let e = error_of(v);
+        assert_eq!(e.field, "rules[0].limits[0].cost.form", "{e}");
+        assert!(e.problem.contains("unknown field `form`"), "{e}");
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["cost"] = json!("ten");
+        assert!(error_of(v).problem.contains("a whole number, or a table"));
+        // A concurrency limit has no cost to settle: its lease is released instead.
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["policy"] = json!("concurrency 2 timeout 30s");
+        v["rules"][0]["limits"][0]["cost"] = json!({"reserve": 1, "from": "response-bytes"});
+        assert_eq!(error_of(v).field, format!("{at} → cost"));
+        let mut v = minimal();
+        v["request_id_header"] = json!("x request");
+        assert_eq!(error_of(v).field, "request_id_header");
     }
 }

@@ -247,8 +247,7 @@ impl<'c> Plan<'c> {
             .filter_map(|(check, verdict)| Reservation::new(check, verdict, id))
             .filter(|r| {
                 r.items().iter().any(|i| {
-                    i.lease_ms.is_some()
-                        || sources.iter().any(|(n, _)| *n == &*i.item.limit.name)
+                    i.lease_ms.is_some() || sources.iter().any(|(n, _)| *n == &*i.item.limit.name)
                 })
             })
             .collect();
