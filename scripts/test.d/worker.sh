@@ -31,5 +31,8 @@ cargo build --locked -p edgelimit-worker --target wasm32-unknown-unknown --examp
 echo "-- end to end under wrangler dev"
 cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
 
+echo "-- settling after the response (leases, settled costs, retries)"
+cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2
+
 echo "-- sim replay predicts the Worker: its log lines replayed, request by request"
 cargo test --locked -p edgelimit-worker --test e2e_replay -- --ignored --nocapture

@@ -371,9 +371,11 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
                 edge.config.respond.as_ref(),
                 &outcome.headers,
             )
-            .await?;
-            settle_after(&ctx, &edge, &plan, &checked, Some(&response));
-            Ok(response)
+            .await;
+            // An origin that failed stated no cost (the estimate stands), but the leases are
+            // released all the same.
+            settle_after(&ctx, &edge, &plan, &checked, response.as_ref().ok());
+            response
         }
     }
 }

@@ -53,15 +53,25 @@ pub struct Stack {
 impl Stack {
     /// Starts everything; `config` is the body of `[vars.EDGELIMIT_CONFIG]` (TOML).
     pub async fn start(config: &str) -> Stack {
+        let origin = start_origin().await;
+        Stack::start_with(config, origin, |gateway| gateway).await
+    }
+
+    /// Starts everything in front of an `origin` the test runs, with the gateway configured by
+    /// `gateway` (e.g. to inject faults).
+    pub async fn start_with(
+        config: &str,
+        origin: SocketAddr,
+        gateway: impl FnOnce(GatewayConfig) -> GatewayConfig,
+    ) -> Stack {
         let redis = RedisServer::start();
-        let gateway = Gateway::start(GatewayConfig::new(
+        let gateway = Gateway::start(gateway(GatewayConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             redis.url(),
             TOKEN,
-        ))
+        )))
         .await
         .expect("gateway starts");
-        let origin = start_origin().await;
         let vars = format!(
             "[vars]\nORIGIN = \"http://{origin}\"\nUPSTASH_REDIS_REST_URL = \"http://{}\"\n\
              UPSTASH_REDIS_REST_TOKEN = \"{TOKEN}\"\n\n[vars.EDGELIMIT_CONFIG]\n{config}\n",
