@@ -116,3 +116,31 @@ async fn a_lost_answer_without_request_ids_is_not_retried() {
     assert_eq!(remaining(&store(gateway.local_addr()), &limit).await, 7);
     gateway.shutdown().await;
 }
+
+/// The gateway itself drops every second `/pipeline`'s answer after running it. Against a cold
+/// Redis the first pipeline (`EVALSHA`) answers `NOSCRIPT` and the second — the `EVAL` fall
+/// back, which did run — loses its answer: it is resent too, and charged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_to_the_eval_fall_back_is_retried_and_charged_once() {
+    let redis = RedisServer::start();
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), redis.url(), TOKEN);
+    config.drop_responses_every = std::num::NonZeroU32::new(2);
+    let gateway = Gateway::start(config).await.expect("gateway starts");
+    let limit = Limit::new("tokens", "fixed 10/1m".parse::<Policy>().unwrap());
+    let check = Check::single(&limit, "u", 3).with_request_id("ray-1");
+    let verdict = store(gateway.local_addr())
+        .check(&[check], TimeSource::At(T0))
+        .await
+        .expect("the retry answers");
+    assert_eq!(verdict[0].decisions[0].remaining, 7);
+    let state = redis
+        .command(&["KEYS", "{el:retry:tokens:u}:*"])
+        .expect("redis answers");
+    assert!(
+        matches!(&state, edgelimit_testkit::Reply::Array(keys) if keys.len() == 2),
+        "the state and the remembered request: {state:?}"
+    );
+    // Ran twice, charged once (the look is idempotent too, resent if its answer is dropped).
+    assert_eq!(remaining(&store(gateway.local_addr()), &limit).await, 7);
+    gateway.shutdown().await;
+}

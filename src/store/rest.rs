@@ -294,6 +294,23 @@ fn value(json: &Json) -> Result<Reply, StoreError> {
     }
 }
 
+impl RestStore {
+    /// [`RestStore::pipeline`], sent once more after a transient failure when `idempotent`
+    /// (the `EVAL` fall back after `NOSCRIPT` as much as the first `EVALSHA` pipeline).
+    async fn pipeline_resent_if(
+        &self,
+        idempotent: bool,
+        body: Vec<u8>,
+        n: usize,
+    ) -> Result<Vec<Reply>, StoreError> {
+        let resend = idempotent.then(|| body.clone());
+        match (self.pipeline(body, n).await, resend) {
+            (Err(e), Some(body)) if e.is_transient() => self.pipeline(body, n).await,
+            (answer, _) => answer,
+        }
+    }
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl Store for RestStore {
@@ -303,19 +320,15 @@ impl Store for RestStore {
             .map(|c| CheckPlan::new(c, &self.namespace, time, Topology::SingleNode))
             .collect::<Result<Vec<_>, _>>()?;
         let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
+        // A pipeline may have run with its answer lost: it is sent again only when a repeat
+        // charges nothing twice (every item remembered under a request id, or a look).
+        let idempotent = checks.iter().all(Check::is_idempotent);
         let mut replies = if invocations.is_empty() {
             Vec::new()
         } else {
-            let n = invocations.len();
-            match self.pipeline(evalsha_pipeline_body(&invocations)?, n).await {
-                // The pipeline may have run with its answer lost: sent again only when a repeat
-                // charges nothing twice (every item remembered under a request id, or a look).
-                Err(e) if e.is_transient() && checks.iter().all(Check::is_idempotent) => {
-                    self.pipeline(evalsha_pipeline_body(&invocations)?, n)
-                        .await?
-                }
-                answer => answer?,
-            }
+            let body = evalsha_pipeline_body(&invocations)?;
+            self.pipeline_resent_if(idempotent, body, invocations.len())
+                .await?
         };
         let missing: Vec<usize> = replies
             .iter()
@@ -327,7 +340,9 @@ impl Store for RestStore {
                 .iter()
                 .map(|&i| command("EVAL", invocations[i].script.source(), invocations[i]))
                 .collect();
-            let resent = self.pipeline(encode(&resend)?, resend.len()).await?;
+            let resent = self
+                .pipeline_resent_if(idempotent, encode(&resend)?, resend.len())
+                .await?;
             for (i, reply) in missing.into_iter().zip(resent) {
                 replies[i] = reply;
             }

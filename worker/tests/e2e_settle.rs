@@ -98,10 +98,10 @@ async fn wait_for_key(stack: &Stack, pattern: &str) {
 const INFLIGHT: &str = r#"
 time = "server"
 timeout_ms = 2000
-[[rules]]
+[[vars.EDGELIMIT_CONFIG.rules]]
 name = "api"
 path_prefix = "/"
-[[rules.limits]]
+[[vars.EDGELIMIT_CONFIG.rules.limits]]
 name = "inflight"
 policy = "concurrency 2 timeout 30s"
 identifier = "header:x-user"
@@ -200,10 +200,10 @@ const TOKENS: &str = r#"
 time = "server"
 timeout_ms = 2000
 request_id_header = "x-request-id"
-[[rules]]
+[[vars.EDGELIMIT_CONFIG.rules]]
 name = "llm"
 path_prefix = "/"
-[[rules.limits]]
+[[vars.EDGELIMIT_CONFIG.rules.limits]]
 name = "tokens"
 policy = "fixed 10000/1h"
 identifier = "header:x-user"
@@ -271,19 +271,19 @@ const DROPPED: &str = r#"
 time = "server"
 timeout_ms = 5000
 request_id_header = "x-request-id"
-[[rules]]
+[[vars.EDGELIMIT_CONFIG.rules]]
 name = "retried"
 path_prefix = "/retried"
-[[rules.limits]]
+[[vars.EDGELIMIT_CONFIG.rules.limits]]
 name = "retried"
 policy = "fixed 100/1h"
 identifier = "header:x-user"
 fail = "closed"
 idempotent = true
-[[rules]]
+[[vars.EDGELIMIT_CONFIG.rules]]
 name = "plain"
 path_prefix = "/plain"
-[[rules.limits]]
+[[vars.EDGELIMIT_CONFIG.rules.limits]]
 name = "plain"
 policy = "fixed 100/1h"
 identifier = "header:x-user"
