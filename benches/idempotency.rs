@@ -44,10 +44,12 @@ async fn run(store: &Arc<RespStore>, limit: &Limit, mode: Mode) -> f64 {
         .map(|c| {
             let (store, limit) = (store.clone(), limit.clone());
             tokio::spawn(async move {
+                // One instant: the states stay their smallest (one lease end, one window), so
+                // the rows differ only by the request id.
                 for i in 0..per_client {
                     let check = check(&limit, mode, c, i);
                     let verdict = store
-                        .check(std::slice::from_ref(&check), TimeSource::At(T + i as u64))
+                        .check(std::slice::from_ref(&check), TimeSource::At(T))
                         .await
                         .expect("redis answers");
                     assert!(verdict[0].allowed, "the bench's limits admit everything");
@@ -129,7 +131,6 @@ fn main() {
         for spec in [
             "fixed 1000000/1h",
             "gcra 1000000/1h",
-            "sliding-log 1000000/1h",
             "concurrency 1000000 timeout 1h",
         ] {
             let policy: Policy = spec.parse().unwrap();
