@@ -3,141 +3,240 @@
 //!
 //! Entries past their expiry are dropped as time goes by. When the map is full, the entry that
 //! expires soonest is evicted: it is the one whose state matters for the shortest time, and
-//! forgetting it can at worst admit that one identifier early (a fail-open for one key).
+//! forgetting it can at worst admit that one identifier early (a fail-open for one key). Entries
+//! expiring in the same millisecond are evicted in no particular order.
 //!
-//! The expiry index holds a *lower bound* of each entry's expiry. Expiries almost always move
-//! later (time goes forward), and updating an ordered index on every write costs more than the
-//! rest of a decision; so a later expiry only updates the entry, and the index catches up when
-//! the stale bound reaches the front (re-indexed then, not dropped). An earlier expiry, which is
-//! rare, re-indexes at once, keeping every bound a true lower bound.
+//! Entries live inline in a hash table (one probe reaches key, value and expiry). The expiry
+//! index ([`ExpiryIndex`]) holds a *lower bound* of each entry's expiry, keyed by the entry's
+//! hash rather than a copy of its key. Expiries almost always move later (time goes forward), and
+//! updating an ordered index on every write costs more than the rest of a decision; so a later
+//! expiry only updates the entry, and the index catches up when the stale bound reaches the front
+//! (the entry is filed again at its real expiry then, not dropped). An earlier expiry, which is
+//! rare, files the entry at once under the new bound, keeping every entry's bound a true lower
+//! bound. Records of removed or refiled entries are skipped when met, and the index is rebuilt
+//! when they outnumber the live ones, so it stays O(entries).
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::HashTable;
+
+use super::expiry_index::ExpiryIndex;
+use super::key_hasher::KeyHasher;
 
 /// A bounded map of values that stop mattering at a known time.
-#[derive(Debug)]
 pub struct ExpiringMap<K, V> {
-    entries: HashMap<K, Slot<V>>,
-    // (expiry, insertion sequence) → key: the soonest expiry first; the sequence breaks ties.
-    by_expiry: BTreeMap<(u64, u64), K>,
-    next_seq: u64,
+    table: HashTable<Slot<K, V>>,
+    index: ExpiryIndex,
+    hasher: KeyHasher,
     capacity: usize,
 }
 
-#[derive(Debug)]
-struct Slot<V> {
+struct Slot<K, V> {
+    key: K,
     value: V,
     expire_at: u64,
-    // The expiry under which the index holds this entry: never after `expire_at`.
+    // The bound under which the index holds this entry: never after `expire_at`.
     indexed_at: u64,
-    seq: u64,
 }
 
-impl<K: Eq + Hash + Clone, V> ExpiringMap<K, V> {
+/// Index records beyond the live entries' that trigger a rebuild of the index.
+const STALE_RECORDS_SLACK: usize = 1024;
+
+impl<K, V> fmt::Debug for ExpiringMap<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExpiringMap")
+            .field("len", &self.table.len())
+            .field("capacity", &self.capacity)
+            .field("index_records", &self.index.records())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A held entry found by [`ExpiringMap::find_mut`]: its value, and its expiry to move.
+pub(crate) struct SlotMut<'a, V> {
+    value: &'a mut V,
+    expire_at: &'a mut u64,
+    indexed_at: &'a mut u64,
+    index: &'a mut ExpiryIndex,
+    hash: u64,
+}
+
+impl<V> SlotMut<'_, V> {
+    /// The value.
+    pub(crate) fn value(&mut self) -> &mut V {
+        self.value
+    }
+
+    /// Moves the expiry to `expire_at`.
+    pub(crate) fn set_expiry(&mut self, expire_at: u64) {
+        if expire_at < *self.indexed_at {
+            // The old record goes stale; it is skipped when it reaches the front.
+            self.index.push(expire_at, self.hash);
+            *self.indexed_at = expire_at;
+        }
+        *self.expire_at = expire_at;
+    }
+}
+
+impl<K: Eq + Hash, V> ExpiringMap<K, V> {
     /// A map holding at most `capacity` entries (at least one).
     pub fn new(capacity: usize) -> Self {
+        ExpiringMap::with_hasher(capacity, KeyHasher::random())
+    }
+
+    /// A map hashing with `hasher`, so that a caller holding a clone can compute hashes for
+    /// [`Self::find_mut`] and [`Self::insert_absent`].
+    pub(crate) fn with_hasher(capacity: usize, hasher: KeyHasher) -> Self {
         ExpiringMap {
-            entries: HashMap::new(),
-            by_expiry: BTreeMap::new(),
-            next_seq: 0,
+            table: HashTable::new(),
+            index: ExpiryIndex::new(),
+            hasher,
             capacity: capacity.max(1),
         }
     }
 
     /// The number of entries held.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.table.len()
     }
 
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.table.is_empty()
     }
 
     /// The value for `key` and its expiry, if held.
     pub fn get(&self, key: &K) -> Option<(&V, u64)> {
-        self.entries.get(key).map(|s| (&s.value, s.expire_at))
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |s| s.key == *key)
+            .map(|s| (&s.value, s.expire_at))
     }
 
     /// The value for `key`, mutably, if held. Change its expiry with [`Self::set_expiry`].
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.entries.get_mut(key).map(|s| &mut s.value)
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find_mut(hash, |s| s.key == *key)
+            .map(|s| &mut s.value)
     }
 
     /// Moves the expiry of a held `key` to `expire_at`; does nothing if `key` is not held.
     pub fn set_expiry(&mut self, key: &K, expire_at: u64) {
-        let Some(slot) = self.entries.get_mut(key) else {
-            return;
-        };
-        if expire_at < slot.indexed_at {
-            if let Some(k) = self.by_expiry.remove(&(slot.indexed_at, slot.seq)) {
-                self.by_expiry.insert((expire_at, slot.seq), k);
-            }
-            slot.indexed_at = expire_at;
+        let hash = self.hasher.hash_one(key);
+        if let Some(mut slot) = self.find_mut(hash, |k| k == key) {
+            slot.set_expiry(expire_at);
         }
-        slot.expire_at = expire_at;
     }
 
     /// Removes and returns the value for `key` with its expiry.
     pub fn remove(&mut self, key: &K) -> Option<(V, u64)> {
-        let slot = self.entries.remove(key)?;
-        self.by_expiry.remove(&(slot.indexed_at, slot.seq));
+        let hash = self.hasher.hash_one(key);
+        let (slot, _) = self
+            .table
+            .find_entry(hash, |s| s.key == *key)
+            .ok()?
+            .remove();
+        // Its index record goes stale; it is skipped when it reaches the front.
+        self.compact_if_stale();
         Some((slot.value, slot.expire_at))
     }
 
     /// Inserts or replaces `key`, to be dropped once `now` passes `expire_at`. Evicts the entry
     /// that expires soonest when the map is full.
     pub fn insert(&mut self, key: K, value: V, expire_at: u64) {
-        self.remove(&key);
-        while self.entries.len() >= self.capacity {
-            if let Some(victim) = self.pop_soonest(u64::MAX) {
-                self.entries.remove(&victim);
-            } else {
-                break;
-            }
+        let hash = self.hasher.hash_one(&key);
+        if let Some(mut slot) = self.find_mut(hash, |k| *k == key) {
+            *slot.value() = value;
+            slot.set_expiry(expire_at);
+            self.compact_if_stale();
+            return;
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.by_expiry.insert((expire_at, seq), key.clone());
-        self.entries.insert(
-            key,
-            Slot {
-                value,
-                expire_at,
-                indexed_at: expire_at,
-                seq,
-            },
-        );
+        self.insert_absent(hash, key, value, expire_at);
     }
 
     /// Drops every entry whose expiry is at or before `now`; returns how many.
     pub fn purge_expired(&mut self, now: u64) -> usize {
         let mut dropped = 0;
-        while let Some(victim) = self.pop_soonest(now) {
-            self.entries.remove(&victim);
+        while self.pop_soonest(now) {
             dropped += 1;
         }
         dropped
     }
 
-    /// Takes out of the index the key that truly expires soonest, if it expires at or before
-    /// `until`; stale bounds met on the way are re-indexed at their entry's real expiry.
-    fn pop_soonest(&mut self, until: u64) -> Option<K> {
-        loop {
-            let entry = self.by_expiry.first_entry()?;
-            let (bound, seq) = *entry.key();
-            if bound > until {
-                return None;
+    /// The held entry whose key satisfies `is_key`, given the key's `hash` under this map's
+    /// hasher.
+    pub(crate) fn find_mut(
+        &mut self,
+        hash: u64,
+        mut is_key: impl FnMut(&K) -> bool,
+    ) -> Option<SlotMut<'_, V>> {
+        let slot = self.table.find_mut(hash, |s| is_key(&s.key))?;
+        Some(SlotMut {
+            value: &mut slot.value,
+            expire_at: &mut slot.expire_at,
+            indexed_at: &mut slot.indexed_at,
+            index: &mut self.index,
+            hash,
+        })
+    }
+
+    /// Inserts `key`, which must not be held, with its `hash` under this map's hasher. Evicts the
+    /// entry that expires soonest when the map is full.
+    pub(crate) fn insert_absent(&mut self, hash: u64, key: K, value: V, expire_at: u64) {
+        while self.table.len() >= self.capacity && self.pop_soonest(u64::MAX) {}
+        let hasher = &self.hasher;
+        self.table.insert_unique(
+            hash,
+            Slot {
+                key,
+                value,
+                expire_at,
+                indexed_at: expire_at,
+            },
+            |s| hasher.hash_one(&s.key),
+        );
+        self.index.push(expire_at, hash);
+        self.compact_if_stale();
+    }
+
+    /// Drops the entry that truly expires soonest, if it expires at or before `until`; returns
+    /// whether one was dropped. Records met on the way whose entry is gone are discarded, and
+    /// those whose entry now expires later are filed again under its real expiry.
+    fn pop_soonest(&mut self, until: u64) -> bool {
+        while let Some((bound, hash)) = self.index.pop_due(until) {
+            let hasher = &self.hasher;
+            // The record's entry: its hash, still filed under this bound.
+            let Ok(found) = self.table.find_entry(hash, |s| {
+                s.indexed_at == bound && hasher.hash_one(&s.key) == hash
+            }) else {
+                continue;
+            };
+            if found.get().expire_at == bound {
+                found.remove();
+                return true;
             }
-            let key = entry.remove();
-            let slot = self.entries.get_mut(&key).expect("indexed keys are held");
-            if slot.expire_at == bound {
-                return Some(key);
-            }
-            // All other bounds are ≥ this one, so this entry's real expiry must be compared
-            // again in order: put it back where it truly belongs.
+            // Every other bound is ≥ this one, so this entry's real expiry must be compared
+            // again in order: file it where it truly belongs.
+            let slot = found.into_mut();
             slot.indexed_at = slot.expire_at;
-            self.by_expiry.insert((slot.expire_at, seq), key);
+            self.index.push(slot.expire_at, hash);
+        }
+        false
+    }
+
+    /// Rebuilds the index from the entries once stale records outnumber the live ones, so the
+    /// index stays O(entries) whatever the pattern of removals and earlier expiries.
+    fn compact_if_stale(&mut self) {
+        if self.index.records() <= 2 * self.table.len() + STALE_RECORDS_SLACK {
+            return;
+        }
+        self.index.clear();
+        for slot in self.table.iter_mut() {
+            slot.indexed_at = slot.expire_at;
+            self.index
+                .push(slot.expire_at, self.hasher.hash_one(&slot.key));
         }
     }
 }
@@ -193,5 +292,92 @@ mod tests {
         assert_eq!(map.get(&1), Some((&"c", 300)));
         assert_eq!(map.purge_expired(1000), 1);
         assert!(map.is_empty());
+    }
+
+    #[test]
+    fn a_removed_and_reinserted_key_is_purged_at_its_new_expiry_only() {
+        let mut map = ExpiringMap::new(10);
+        map.insert("k", 1, 100);
+        assert_eq!(map.remove(&"k"), Some((1, 100)));
+        map.insert("k", 2, 500);
+        assert_eq!(map.purge_expired(100), 0, "the old record is stale");
+        assert_eq!(map.get(&"k"), Some((&2, 500)));
+        assert_eq!(map.purge_expired(500), 1);
+        assert!(map.is_empty());
+    }
+
+    #[test]
+    fn stale_records_are_bounded_by_the_live_entries() {
+        let mut map = ExpiringMap::new(10);
+        map.insert(0u64, (), 1_000_000);
+        // Each earlier expiry files a new record; removals leave theirs behind.
+        for i in 0..50_000u64 {
+            map.set_expiry(&0, 999_999 - i);
+            map.insert(i + 1, (), 2_000_000 + i);
+            map.remove(&(i + 1));
+        }
+        assert!(map.index.records() <= 2 * map.len() + STALE_RECORDS_SLACK + 1);
+        assert_eq!(map.get(&0), Some((&(), 949_999 + 1)));
+        assert_eq!(map.purge_expired(949_999), 0);
+        assert_eq!(map.purge_expired(950_000), 1);
+    }
+
+    /// Random operations against a plain model that evicts by scanning for the soonest expiry:
+    /// the lazy index must drop and evict exactly what the model does, up to ties.
+    #[test]
+    fn matches_a_scanning_model_on_random_operations() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut map = ExpiringMap::new(16);
+        // Expiries are `64·t + key`: distinct keys never tie, so the victim is unique.
+        let mut model: Vec<(u64, u64)> = Vec::new();
+        let mut now = 0;
+        for _ in 0..20_000 {
+            let key = next(40);
+            match next(10) {
+                0 => {
+                    now += next(50);
+                    let until = now * 64 + next(64);
+                    let dropped = map.purge_expired(until);
+                    let before = model.len();
+                    model.retain(|&(_, e)| e > until);
+                    assert_eq!(dropped, before - model.len());
+                }
+                1 => {
+                    let got = map.remove(&key).map(|(_, e)| e);
+                    let pos = model.iter().position(|&(k, _)| k == key);
+                    assert_eq!(got, pos.map(|p| model.remove(p).1));
+                }
+                2..=4 => {
+                    let expiry = (now + next(400)) * 64 + key;
+                    map.set_expiry(&key, expiry);
+                    if let Some(e) = model.iter_mut().find(|(k, _)| *k == key) {
+                        e.1 = expiry;
+                    }
+                }
+                _ => {
+                    let expiry = (now + next(400)) * 64 + key;
+                    map.insert(key, key, expiry);
+                    if let Some(e) = model.iter_mut().find(|(k, _)| *k == key) {
+                        e.1 = expiry;
+                    } else {
+                        if model.len() == 16 {
+                            let soonest = (0..model.len()).min_by_key(|&i| model[i].1).unwrap();
+                            model.swap_remove(soonest);
+                        }
+                        model.push((key, expiry));
+                    }
+                }
+            }
+            assert_eq!(map.len(), model.len());
+            for &(k, e) in &model {
+                assert_eq!(map.get(&k), Some((&k, e)));
+            }
+        }
     }
 }

@@ -1,19 +1,26 @@
 //! `MemoryStore`: the pure steps over a bounded in-process map. The embedded default, the
 //! simulator's store, the local fallback, and the reference every other store is tested against.
+//!
+//! The keys are spread over shards by their (secretly seeded) hash, each shard a lock around an
+//! [`ExpiringMap`], so threads deciding for different identifiers rarely wait for one another.
+//! Small stores have one shard. See docs/decisions.md, "Memory", for the measurements behind it.
 
-use std::sync::{Arc, Mutex};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
 use super::batch;
-use super::check::{Check, CheckItem, Identifier, TimeSource, Verdict};
+use super::check::{Check, CheckItem, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
+use super::key_hasher::KeyHasher;
+use super::state_key::{hash_parts, StateKey};
 use super::traits::Store;
-use crate::algorithm::State;
+use crate::algorithm::{Outcome, State};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Decision;
-use crate::policy::Algorithm;
 
 /// How long after its state stops mattering a key is kept anyway, in every store: a caller whose
 /// clock lags a little still finds the state it wrote (Redis TTLs use the same margin).
@@ -22,47 +29,46 @@ pub const GC_GRACE_MS: u64 = 60_000;
 /// The default bound on keys held by a [`MemoryStore`].
 pub const DEFAULT_CAPACITY: usize = 1 << 20;
 
+/// Stores holding fewer than twice this many keys have a single shard (eviction then picks the
+/// soonest-expiring key of the whole store); larger ones get a shard per this many keys.
+const MIN_SHARD_CAPACITY: usize = 4096;
+
+/// The most shards a store has: enough that two threads meet on one lock rarely.
+const MAX_SHARDS: usize = 64;
+
+/// How often (on the callers' clock) shards that no check touched are purged too. A shard is
+/// always purged when a check locks it; this only bounds how long an idle shard keeps garbage.
+const SWEEP_EVERY_MS: u64 = 1_000;
+
 type StateMap = ExpiringMap<StateKey, State>;
-type RequestMap = ExpiringMap<RequestKey, Remembered>;
 
-/// Both maps, behind one lock: a check reads and writes its states and its requests at once.
-#[derive(Debug)]
-struct Maps {
-    states: StateMap,
-    requests: RequestMap,
-}
-
-/// A remembered request, as the Lua twin keys it: beside the (limit, identifier), whatever the
-/// algorithm.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct RequestKey {
-    name: Arc<str>,
-    identifier: Identifier,
-    request_id: Identifier,
-}
-
-/// An admitted decision remembered under a request id until `until_ms` (exclusive).
-#[derive(Debug, Clone, Copy)]
-struct Remembered {
-    until_ms: u64,
-    decided_at_ms: u64,
-    decision: Decision,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct StateKey {
-    name: Arc<str>,
-    algorithm: Algorithm,
-    identifier: Identifier,
-}
+/// One lock's share of the keys, on cache lines of its own, so that two threads working on two
+/// shards never write to one line.
+#[repr(align(128))]
+struct Shard(Mutex<StateMap>);
 
 /// An in-process store. Entries are dropped [`GC_GRACE_MS`] after their state stops mattering,
-/// and at most `capacity` are held: when full, the one that expires soonest is evicted (see
-/// [`ExpiringMap`]).
-#[derive(Debug)]
+/// and at most `capacity` are held. Keys are spread over shards by a secretly seeded hash, each
+/// shard holding its share of the capacity; when a shard is full, its entry that expires soonest
+/// is evicted (see [`ExpiringMap`]). A store with capacity under 8192 has one shard, so there the
+/// soonest-expiring entry of the whole store is evicted.
 pub struct MemoryStore {
-    maps: Mutex<Maps>,
+    shards: Box<[Shard]>,
+    hasher: KeyHasher,
+    capacity: usize,
+    // The callers' time at or after which the next call purges every shard.
+    next_sweep_ms: AtomicU64,
     clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("capacity", &self.capacity)
+            .field("shards", &self.shards.len())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for MemoryStore {
@@ -77,13 +83,23 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
-    /// A store holding at most `capacity` keys.
+    /// A store holding at most `capacity` keys (at least one).
     pub fn with_capacity(capacity: usize) -> MemoryStore {
+        let capacity = capacity.max(1);
+        let count = shard_count(capacity);
+        let hasher = KeyHasher::random();
+        let shards = (0..count)
+            .map(|i| {
+                // The remainder goes to the first shards, so the shares add up to `capacity`.
+                let share = capacity / count + usize::from(i < capacity % count);
+                Shard(Mutex::new(ExpiringMap::with_hasher(share, hasher.clone())))
+            })
+            .collect();
         MemoryStore {
-            maps: Mutex::new(Maps {
-                states: ExpiringMap::new(capacity),
-                requests: ExpiringMap::new(capacity),
-            }),
+            shards,
+            hasher,
+            capacity,
+            next_sweep_ms: AtomicU64::new(0),
             clock: Arc::new(SystemClock),
         }
     }
@@ -94,9 +110,9 @@ impl MemoryStore {
         self
     }
 
-    /// The number of limiter states held (remembered request ids are not counted).
+    /// The number of keys held.
     pub fn len(&self) -> usize {
-        self.lock().states.len()
+        self.shards.iter().map(|s| lock(s).len()).sum()
     }
 
     /// Whether no key is held.
@@ -104,170 +120,208 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Maps> {
-        // A panic while holding the lock cannot leave a half-written state: every write is one
-        // insert of a complete value. So a poisoned lock is still safe to use.
-        self.maps.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Decides checks synchronously (the store has no I/O); the async [`Store::check`] calls this.
     pub fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
-        let mut maps = self.lock();
-        let Maps { states, requests } = &mut *maps;
-        states.purge_expired(now_ms.saturating_sub(GC_GRACE_MS));
-        requests.purge_expired(now_ms.saturating_sub(GC_GRACE_MS));
+        self.sweep_if_due(now_ms);
         checks
             .iter()
-            .map(|check| {
-                if let Some(repeat) = recall(states, requests, check, now_ms) {
-                    return repeat;
+            .map(|check| match check.items() {
+                [item] => {
+                    let decision = self.decide_one(item, now_ms);
+                    Verdict {
+                        allowed: decision.allowed,
+                        decisions: vec![decision],
+                        atomic: true,
+                    }
                 }
-                let verdict = match check.items() {
-                    [item] => decide_single(states, item, now_ms),
-                    _ => decide_all_or_nothing(states, check, now_ms),
-                };
-                if verdict.allowed {
-                    remember(requests, check, &verdict, now_ms);
-                }
-                verdict
+                _ => self.decide_all_or_nothing(check, now_ms),
             })
             .collect()
     }
-}
 
-fn request_key(item: &CheckItem) -> Option<RequestKey> {
-    Some(RequestKey {
-        name: item.limit.name.clone(),
-        identifier: item.identifier.clone(),
-        request_id: item.request_id.clone()?,
-    })
-}
+    /// Decides one limit for one identifier: what `check_now` answers for
+    /// `Check::single(limit, identifier, cost)`, without building the check or the verdict.
+    /// Allocates nothing unless a new state is stored.
+    pub fn check_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
+        self.sweep_if_due(now_ms);
+        let hash = self.hash(limit, identifier);
+        let mut map = lock(self.shard(hash));
+        map.purge_expired(gc_horizon(now_ms));
+        apply(&mut map, hash, limit, identifier, cost, now_ms).decision
+    }
 
-/// The answer to a repeat of an admitted check, as multi.lua gives it: when any item's request id
-/// is remembered and live, each item answers its remembered decision (a look at its state if it
-/// has none), at the first remembered time, and nothing is charged.
-fn recall(states: &StateMap, requests: &RequestMap, check: &Check, now_ms: u64) -> Option<Verdict> {
-    let remembered: Vec<Option<Remembered>> = check
-        .items()
-        .iter()
-        .map(|item| {
-            let (r, _) = requests.get(&request_key(item)?)?;
-            (now_ms < r.until_ms).then_some(*r)
-        })
-        .collect();
-    let decided_at_ms = remembered.iter().flatten().next()?.decided_at_ms;
-    let decisions = check
-        .items()
-        .iter()
-        .zip(remembered)
-        .map(|(item, r)| match r {
-            Some(r) => r.decision,
-            None => {
-                let mut state = match states.get(&state_key(item)) {
-                    Some((state, _)) => state.clone(),
-                    None => State::fresh(item.limit.policy.algorithm()),
-                };
-                state.apply(&item.limit.policy, now_ms, 0).decision
+    fn decide_one(&self, item: &CheckItem, now_ms: u64) -> Decision {
+        let identifier = item.identifier.as_bytes();
+        let hash = self.hash(&item.limit, identifier);
+        let mut map = lock(self.shard(hash));
+        map.purge_expired(gc_horizon(now_ms));
+        apply(&mut map, hash, &item.limit, identifier, item.cost, now_ms).decision
+    }
+
+    /// Several limits, all or nothing: every shard involved is locked, the states are decided
+    /// together by [`batch::decide`] on copies, and those that changed are written back.
+    fn decide_all_or_nothing(&self, check: &Check, now_ms: u64) -> Verdict {
+        let items = check.items();
+        let hashes: Vec<u64> = items
+            .iter()
+            .map(|item| self.hash(&item.limit, item.identifier.as_bytes()))
+            .collect();
+        // Locks are taken in ascending shard order, the one order every caller uses, so two
+        // checks can never each hold a lock the other waits for.
+        let mut involved: Vec<usize> = hashes.iter().map(|&h| self.shard_index(h)).collect();
+        involved.sort_unstable();
+        involved.dedup();
+        let mut locked: Vec<(usize, MutexGuard<'_, StateMap>)> = involved
+            .into_iter()
+            .map(|i| (i, lock(&self.shards[i])))
+            .collect();
+        for (_, map) in &mut locked {
+            map.purge_expired(gc_horizon(now_ms));
+        }
+        let mut states: Vec<State> = items
+            .iter()
+            .zip(&hashes)
+            .map(|(item, &hash)| {
+                let map = shard_map(&mut locked, self.shard_index(hash));
+                let (name, algorithm) = (&item.limit.name, item.limit.policy.algorithm());
+                let id = item.identifier.as_bytes();
+                match map.find_mut(hash, |k| k.is(name, algorithm, id)) {
+                    Some(mut slot) => slot.value().clone(),
+                    None => State::fresh(algorithm),
+                }
+            })
+            .collect();
+        let (verdict, outcomes) = batch::decide(check, &mut states, now_ms);
+        for ((item, &hash), (state, outcome)) in items
+            .iter()
+            .zip(&hashes)
+            .zip(states.into_iter().zip(&outcomes))
+        {
+            // Only what was written changes: a denial changes nothing, and a fresh key that was
+            // only looked at stays absent.
+            if !outcome.changed {
+                continue;
             }
-        })
-        .collect();
-    Some(Verdict {
-        allowed: true,
-        decisions,
-        atomic: true,
-        decided_at_ms,
-    })
-}
+            let map = shard_map(&mut locked, self.shard_index(hash));
+            let (name, algorithm) = (&item.limit.name, item.limit.policy.algorithm());
+            let id = item.identifier.as_bytes();
+            let keep_until = keep_until(outcome);
+            match map.find_mut(hash, |k| k.is(name, algorithm, id)) {
+                Some(mut slot) => {
+                    *slot.value() = state;
+                    slot.set_expiry(keep_until);
+                }
+                None => {
+                    let key = StateKey::new(name, algorithm, id);
+                    map.insert_absent(hash, key, state, keep_until);
+                }
+            }
+        }
+        verdict
+    }
 
-/// Remembers an admitted check's decisions under each item's request id for its window.
-fn remember(requests: &mut RequestMap, check: &Check, verdict: &Verdict, now_ms: u64) {
-    for (item, decision) in check.items().iter().zip(&verdict.decisions) {
-        if let Some(key) = request_key(item) {
-            let until_ms = now_ms.saturating_add(item.remember_ms());
-            let remembered = Remembered {
-                until_ms,
-                decided_at_ms: now_ms,
-                decision: *decision,
-            };
-            requests.insert(key, remembered, until_ms.saturating_add(GC_GRACE_MS));
+    fn hash(&self, limit: &Limit, identifier: &[u8]) -> u64 {
+        hash_parts(
+            &self.hasher,
+            &limit.name,
+            limit.policy.algorithm(),
+            identifier,
+        )
+    }
+
+    fn shard_index(&self, hash: u64) -> usize {
+        // The table inside a shard indexes by the low bits and tags by the top seven, so the
+        // shard is chosen from bits neither uses.
+        (hash >> 32) as usize & (self.shards.len() - 1)
+    }
+
+    fn shard(&self, hash: u64) -> &Shard {
+        &self.shards[self.shard_index(hash)]
+    }
+
+    /// Purges every shard once per [`SWEEP_EVERY_MS`] of the callers' time: shards that checks
+    /// touch are purged then anyway, this reaches the idle ones.
+    fn sweep_if_due(&self, now_ms: u64) {
+        let due = self.next_sweep_ms.load(Ordering::Relaxed);
+        if now_ms < due {
+            return;
+        }
+        let next = now_ms.saturating_add(SWEEP_EVERY_MS);
+        if self
+            .next_sweep_ms
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return; // another caller is sweeping
+        }
+        for shard in self.shards.iter() {
+            lock(shard).purge_expired(gc_horizon(now_ms));
         }
     }
 }
 
-fn state_key(item: &CheckItem) -> StateKey {
-    StateKey {
-        name: item.limit.name.clone(),
-        algorithm: item.limit.policy.algorithm(),
-        identifier: item.identifier.clone(),
-    }
+/// The shard count for `capacity`: a power of two, one per [`MIN_SHARD_CAPACITY`] keys, at most
+/// [`MAX_SHARDS`].
+fn shard_count(capacity: usize) -> usize {
+    let wanted = (capacity / MIN_SHARD_CAPACITY).clamp(1, MAX_SHARDS);
+    1 << wanted.ilog2()
 }
 
-/// One limit: applied in place, since a denial never changes a state (no copy, no rollback).
-fn decide_single(map: &mut StateMap, item: &CheckItem, now_ms: u64) -> Verdict {
-    let key = state_key(item);
-    let policy = &item.limit.policy;
-    let outcome = match map.get_mut(&key) {
-        Some(state) => {
-            let outcome = state.apply_charge(policy, now_ms, item.cost, item.charge);
-            if outcome.changed {
-                map.set_expiry(&key, outcome.expire_at_ms.saturating_add(GC_GRACE_MS));
-            }
-            outcome
-        }
-        None => {
-            let mut state = State::fresh(key.algorithm);
-            let outcome = state.apply_charge(policy, now_ms, item.cost, item.charge);
-            // A fresh key that was only looked at or denied stays absent.
-            if outcome.changed {
-                let expiry = outcome.expire_at_ms.saturating_add(GC_GRACE_MS);
-                map.insert(key, state, expiry);
-            }
-            outcome
-        }
-    };
-    Verdict {
-        allowed: outcome.decision.allowed,
-        decisions: vec![outcome.decision],
-        atomic: true,
-        decided_at_ms: now_ms,
-    }
+fn lock(shard: &Shard) -> MutexGuard<'_, StateMap> {
+    // A poisoned lock is still safe to use: a write replaces a complete state, and nothing that
+    // can panic runs between the writes of one multi-limit check.
+    shard.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Several limits: taken out of the map, decided together by [`batch::decide`], put back.
-fn decide_all_or_nothing(map: &mut StateMap, check: &Check, now_ms: u64) -> Verdict {
-    let keys: Vec<StateKey> = check.items().iter().map(state_key).collect();
-    let mut expiries = Vec::with_capacity(keys.len());
-    let mut states: Vec<State> = keys
-        .iter()
-        .map(|key| match map.remove(key) {
-            Some((state, expire)) => {
-                expiries.push(Some(expire));
-                state
-            }
-            None => {
-                expiries.push(None);
-                State::fresh(key.algorithm)
-            }
-        })
-        .collect();
-    let (verdict, outcomes) = batch::decide(check, &mut states, now_ms);
-    for ((key, state), (outcome, old_expiry)) in keys
-        .into_iter()
-        .zip(states)
-        .zip(outcomes.iter().zip(expiries))
-    {
-        // Keep a state that was written now or held before; a fresh key that was only looked
-        // at or denied stays absent.
-        let expiry = if outcome.changed {
-            Some(outcome.expire_at_ms.saturating_add(GC_GRACE_MS))
-        } else {
-            old_expiry
-        };
-        if let Some(expiry) = expiry {
-            map.insert(key, state, expiry);
+fn shard_map<'a>(
+    locked: &'a mut [(usize, MutexGuard<'_, StateMap>)],
+    shard: usize,
+) -> &'a mut StateMap {
+    let (_, map) = locked
+        .iter_mut()
+        .find(|(i, _)| *i == shard)
+        .expect("every involved shard is locked");
+    map
+}
+
+/// States whose stored expiry is at or before this are dropped before deciding at `now_ms`.
+fn gc_horizon(now_ms: u64) -> u64 {
+    now_ms.saturating_sub(GC_GRACE_MS)
+}
+
+/// The stored expiry of a state written with `outcome`: [`GC_GRACE_MS`] past the moment it
+/// stops mattering.
+fn keep_until(outcome: &Outcome) -> u64 {
+    outcome.expire_at_ms.saturating_add(GC_GRACE_MS)
+}
+
+/// One limit for one identifier, in place: a denial never changes a state, so there is nothing
+/// to copy or roll back.
+fn apply(
+    map: &mut StateMap,
+    hash: u64,
+    limit: &Limit,
+    identifier: &[u8],
+    cost: i64,
+    now_ms: u64,
+) -> Outcome {
+    let policy = &limit.policy;
+    let algorithm = policy.algorithm();
+    if let Some(mut slot) = map.find_mut(hash, |k| k.is(&limit.name, algorithm, identifier)) {
+        let outcome = slot.value().apply(policy, now_ms, cost);
+        if outcome.changed {
+            slot.set_expiry(keep_until(&outcome));
         }
+        return outcome;
     }
-    verdict
+    let mut state = State::fresh(algorithm);
+    let outcome = state.apply(policy, now_ms, cost);
+    // A fresh key that was only looked at or denied stays absent.
+    if outcome.changed {
+        let key = StateKey::new(&limit.name, algorithm, identifier);
+        map.insert_absent(hash, key, state, keep_until(&outcome));
+    }
+    outcome
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
@@ -279,5 +333,49 @@ impl Store for MemoryStore {
             TimeSource::Server => self.clock.now_ms(),
         };
         Ok(self.check_now(checks, now_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+
+    #[test]
+    fn shard_counts_are_powers_of_two_with_a_floor_per_shard() {
+        assert_eq!(shard_count(1), 1);
+        assert_eq!(shard_count(2 * MIN_SHARD_CAPACITY - 1), 1);
+        assert_eq!(shard_count(2 * MIN_SHARD_CAPACITY), 2);
+        assert_eq!(shard_count(100_000), 16);
+        assert_eq!(shard_count(DEFAULT_CAPACITY), MAX_SHARDS);
+        assert_eq!(shard_count(usize::MAX), MAX_SHARDS);
+    }
+
+    #[test]
+    fn a_sharded_store_holds_its_capacity_and_no_more() {
+        let store = MemoryStore::with_capacity(3 * MIN_SHARD_CAPACITY + 5);
+        assert_eq!(store.shards.len(), 2);
+        let limit = Limit::new("l", "fixed 1/1h".parse::<Policy>().unwrap());
+        for i in 0..5 * MIN_SHARD_CAPACITY {
+            store.check_one(&limit, format!("id-{i}").as_bytes(), 1, 0);
+        }
+        // Each shard fills to its share, so the store is exactly full.
+        assert_eq!(store.len(), 3 * MIN_SHARD_CAPACITY + 5);
+    }
+
+    #[test]
+    fn idle_shards_are_swept_on_the_callers_clock() {
+        let store = MemoryStore::with_capacity(4 * MIN_SHARD_CAPACITY);
+        let limit = Limit::new("l", "fixed 1/1s".parse::<Policy>().unwrap());
+        for i in 0..1_000 {
+            store.check_one(&limit, format!("id-{i}").as_bytes(), 1, 0);
+        }
+        assert_eq!(store.len(), 1_000);
+        // Kept while any caller could still need them...
+        store.check_now(&[], 1_000 + 2 * GC_GRACE_MS - 1);
+        assert_eq!(store.len(), 1_000);
+        // ...and gone from every shard once the next sweep is due, though no check touched them.
+        store.check_now(&[], 1_000 + 2 * GC_GRACE_MS + SWEEP_EVERY_MS);
+        assert_eq!(store.len(), 0);
     }
 }

@@ -4,13 +4,16 @@ mod batch;
 mod check;
 mod error;
 mod expiring_map;
+mod expiry_index;
 pub mod key;
+mod key_hasher;
 mod memory;
 mod reservation;
 #[cfg(not(target_arch = "wasm32"))]
 mod resp;
 mod rest;
 mod sharded;
+mod state_key;
 mod traits;
 
 pub use batch::decide;
