@@ -232,12 +232,11 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
         if self.index.records() <= 2 * self.table.len() + STALE_RECORDS_SLACK {
             return;
         }
-        self.index.clear();
-        for slot in self.table.iter_mut() {
+        let hasher = &self.hasher;
+        self.index.rebuild(self.table.iter_mut().map(|slot| {
             slot.indexed_at = slot.expire_at;
-            self.index
-                .push(slot.expire_at, self.hasher.hash_one(&slot.key));
-        }
+            (slot.expire_at, hasher.hash_one(&slot.key))
+        }));
     }
 }
 

@@ -117,7 +117,13 @@ mod tests {
         let hasher = KeyHasher::random();
         let name: Arc<str> = Arc::from("per-ip");
         let other_alloc: Arc<str> = Arc::from("per-ip");
-        for id in [&b""[..], b"203.0.113.7", &[7; INLINE_LEN], &[7; INLINE_LEN + 1], &[0xff; 300]] {
+        for id in [
+            &b""[..],
+            b"203.0.113.7",
+            &[7; INLINE_LEN],
+            &[7; INLINE_LEN + 1],
+            &[0xff; 300],
+        ] {
             let key = StateKey::new(&name, Algorithm::Gcra, id);
             assert!(key.is("per-ip", Algorithm::Gcra, id));
             assert!(key.is(&other_alloc, Algorithm::Gcra, id));

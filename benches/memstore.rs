@@ -1,0 +1,380 @@
+//! `MemoryStore` against governor's keyed limiter at 1M keys: ns per decision with one thread
+//! and with two threads sharing one limiter, and heap bytes per key — all in the same run, then
+//! a table of ratios against governor.
+//!
+//! What makes it fair:
+//! - The same keys on both sides: 1M distinct IPv4 addresses as strings (`String` keys for
+//!   governor, their bytes for `MemoryStore::check_one`), first seen in one order (a warm-up that
+//!   stores every key), then decided in another (a fixed permutation), as real traffic revisits
+//!   keys in an order unrelated to when it first sent them.
+//! - The same policy: GCRA, 1000 per second, burst 1000 (governor's `Quota::per_second(1000)`).
+//!   Each key recurs every 1M decisions, so both sides admit every request.
+//! - The same time source: a shared atomic millisecond counter advanced by 1 ms per 64
+//!   decisions, read on every decision by both (governor's `FakeRelativeClock` is one).
+//! - Governor computes less: a yes/no and, on denial, the retry time. `MemoryStore` also returns
+//!   `remaining` and `reset_at_ms`, and maintains a bounded, expiring map (governor's grows until
+//!   `retain_recent` is called).
+//! - governor is measured with its default hasher (SipHash, DoS-resistant) and with foldhash (the
+//!   hash `MemoryStore` uses), so the table shows how much of the gap is the hash.
+//!
+//! Memory is measured by a counting global allocator: bytes requested and still live after
+//! storing all 1M keys, per key (the allocator's own per-allocation overhead comes on top; each
+//! governor key is one extra allocation).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use edgelimit::{Limit, MemoryStore, Policy};
+use governor::clock::FakeRelativeClock;
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DashMapStateStore;
+use governor::{Quota, RateLimiter};
+
+const KEYS: usize = 1_000_000;
+/// Decisions per millisecond of fake time.
+const PER_MS: u64 = 64;
+const EPOCH_MS: u64 = 1_700_000_000_000;
+const THREADS: usize = 2;
+
+type Governor<S> = RateLimiter<
+    String,
+    DashMapStateStore<String, S>,
+    FakeRelativeClock,
+    NoOpMiddleware<<FakeRelativeClock as governor::clock::Clock>::Instant>,
+>;
+type SipGovernor = Governor<std::collections::hash_map::RandomState>;
+type FoldGovernor = Governor<foldhash::fast::RandomState>;
+
+/// The keys in the order they are first stored, and the order they are then decided in.
+struct Keys {
+    first_seen: Vec<String>,
+    queries: Vec<String>,
+}
+
+fn ip(k: usize) -> String {
+    // An odd multiplier is a bijection on u32: 1M distinct addresses, scattered.
+    let a = (k as u32).wrapping_mul(0x9E37_79B1);
+    format!(
+        "{}.{}.{}.{}",
+        a >> 24,
+        (a >> 16) & 255,
+        (a >> 8) & 255,
+        a & 255
+    )
+}
+
+fn keys() -> Keys {
+    // 7919 is prime and does not divide 1M: j ↦ j·7919 mod 1M visits every key once.
+    Keys {
+        first_seen: (0..KEYS).map(ip).collect(),
+        queries: (0..KEYS).map(|j| ip(j * 7919 % KEYS)).collect(),
+    }
+}
+
+fn policy() -> Policy {
+    "gcra 1000/1s burst 1000".parse().unwrap()
+}
+
+fn quota() -> Quota {
+    Quota::per_second(NonZeroU32::new(1_000).unwrap())
+}
+
+/// The time source both sides read: fake milliseconds since the start.
+#[derive(Default)]
+struct FakeTime {
+    ms: AtomicU64,
+    governor: FakeRelativeClock,
+}
+
+impl FakeTime {
+    /// Called after each of a thread's decisions; `n` counts that thread's decisions.
+    fn tick(&self, n: u64, threads: u64) {
+        if n.is_multiple_of(PER_MS * threads) {
+            self.ms.fetch_add(1, Ordering::Relaxed);
+            self.governor.advance(Duration::from_millis(1));
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        EPOCH_MS + self.ms.load(Ordering::Relaxed)
+    }
+}
+
+/// One side of the comparison: decides for a key at the current fake time.
+trait Keyed: Sync {
+    fn decide(&self, key: &String, time: &FakeTime) -> bool;
+}
+
+impl<S: std::hash::BuildHasher + Clone + Send + Sync> Keyed for Governor<S> {
+    fn decide(&self, key: &String, _: &FakeTime) -> bool {
+        // Reads the shared fake clock itself.
+        self.check_key(key).is_ok()
+    }
+}
+
+struct Memory {
+    store: MemoryStore,
+    limit: Limit,
+}
+
+impl Keyed for Memory {
+    fn decide(&self, key: &String, time: &FakeTime) -> bool {
+        let now = time.now_ms();
+        self.store
+            .check_one(&self.limit, key.as_bytes(), 1, now)
+            .allowed
+    }
+}
+
+fn sip_governor(time: &FakeTime) -> SipGovernor {
+    RateLimiter::dashmap_with_clock(quota(), time.governor.clone())
+}
+
+fn fold_governor(time: &FakeTime) -> FoldGovernor {
+    RateLimiter::dashmap_with_clock_and_hasher(
+        quota(),
+        time.governor.clone(),
+        foldhash::fast::RandomState::default(),
+    )
+}
+
+fn memory() -> Memory {
+    Memory {
+        store: MemoryStore::with_capacity(KEYS),
+        limit: Limit::new("per-ip", policy()),
+    }
+}
+
+/// Stores every key once, in first-seen order.
+fn warm(side: &dyn Keyed, keys: &Keys, time: &FakeTime) {
+    for (n, key) in keys.first_seen.iter().enumerate() {
+        assert!(side.decide(key, time), "a first request is admitted");
+        time.tick(n as u64 + 1, 1);
+    }
+}
+
+/// Runs `iters` decisions on each of `threads` threads sharing `side`, thread `t` taking every
+/// `threads`-th query from `start`; returns the wall time.
+fn run(
+    side: &dyn Keyed,
+    keys: &Keys,
+    time: &FakeTime,
+    threads: usize,
+    start: usize,
+    iters: u64,
+) -> Duration {
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let barrier = &barrier;
+            s.spawn(move || {
+                barrier.wait();
+                let mut j = (start + t) % KEYS;
+                for n in 1..=iters {
+                    black_box(side.decide(&keys.queries[j], time));
+                    time.tick(n, threads as u64);
+                    j += threads;
+                    if j >= KEYS {
+                        j -= KEYS;
+                    }
+                }
+            });
+        }
+        barrier.wait();
+        let began = Instant::now();
+        // Leaving the scope joins the threads.
+        began
+    })
+    .elapsed()
+}
+
+fn bench_threads(c: &mut Criterion, keys: &Keys, threads: usize) {
+    let mut group = c.benchmark_group(format!("1M_keys_{threads}_threads"));
+    group.throughput(Throughput::Elements(threads as u64));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(10));
+    let time = FakeTime::default();
+    let sides: Vec<(&str, Box<dyn Keyed>)> = vec![
+        ("governor_keyed", Box::new(sip_governor(&time))),
+        ("governor_keyed_foldhash", Box::new(fold_governor(&time))),
+        ("memory_store_check_one", Box::new(memory())),
+    ];
+    for (name, side) in &sides {
+        warm(side.as_ref(), keys, &time);
+        let mut start = 0;
+        group.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                let elapsed = run(side.as_ref(), keys, &time, threads, start, iters);
+                start = (start + threads * iters as usize) % KEYS;
+                elapsed
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_check_now(c: &mut Criterion, keys: &Keys) {
+    let mut group = c.benchmark_group("1M_keys_1_threads");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(10));
+    let time = FakeTime::default();
+    let memory = memory();
+    warm(&memory, keys, &time);
+    // The general entry point: a one-item `Check` (built beforehand, untimed), a `Vec` of one
+    // verdict back.
+    let checks: Vec<edgelimit::Check> = keys
+        .queries
+        .iter()
+        .map(|k| edgelimit::Check::single(&memory.limit, k.as_str(), 1))
+        .collect();
+    let mut j = 0;
+    let mut n = 0;
+    group.bench_function("memory_store_check_now", |b| {
+        b.iter(|| {
+            let check = std::slice::from_ref(&checks[j]);
+            let verdicts = memory.store.check_now(check, time.now_ms());
+            n += 1;
+            time.tick(n, 1);
+            j = (j + 1) % KEYS;
+            black_box(verdicts[0].allowed)
+        })
+    });
+    group.finish();
+}
+
+/// Live heap bytes and allocations, counted only while `COUNTING` is set so that the timed runs
+/// pay one relaxed load per allocation.
+struct CountingAlloc;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+static LIVE_ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; only counters are added.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            LIVE_ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.alloc(layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            LIVE_ALLOCS.fetch_sub(1, Ordering::Relaxed);
+        }
+        System.dealloc(ptr, layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
+            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// Heap bytes and allocations per key that `make` and storing every key leave live.
+fn memory_per_key<T: Keyed>(keys: &Keys, make: impl FnOnce(&FakeTime) -> T) -> (f64, f64) {
+    let time = FakeTime::default();
+    // Counting from zero: frees of blocks allocated before would wrap the counters.
+    LIVE_BYTES.store(0, Ordering::Relaxed);
+    LIVE_ALLOCS.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    let side = make(&time);
+    warm(&side, keys, &time);
+    COUNTING.store(false, Ordering::Relaxed);
+    let (bytes, allocs) = (
+        LIVE_BYTES.load(Ordering::Relaxed),
+        LIVE_ALLOCS.load(Ordering::Relaxed),
+    );
+    drop(side);
+    (bytes as f64 / KEYS as f64, allocs as f64 / KEYS as f64)
+}
+
+/// Mean ns per iteration of a finished benchmark, from criterion's saved estimates.
+fn mean_ns(dir: &Path, group: &str, name: &str) -> Option<f64> {
+    let file = dir.join(group).join(name).join("new/estimates.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
+    json["mean"]["point_estimate"].as_f64()
+}
+
+fn print_table(dir: &Path, memory: &[(&str, (f64, f64))]) {
+    println!("\n1M keys, GCRA 1000/s burst 1000, IPv4 strings; ratio = ns per decision / governor_keyed's");
+    println!(
+        "{:<26} {:>7} {:>14} {:>10} {:>14} {:>10} {:>12} {:>12}",
+        "side", "threads", "ns/decision", "ratio", "total Mdec/s", "", "bytes/key", "allocs/key"
+    );
+    for threads in [1, THREADS] {
+        let group = format!("1M_keys_{threads}_threads");
+        let Some(base) = mean_ns(dir, &group, "governor_keyed") else {
+            continue;
+        };
+        for name in [
+            "governor_keyed",
+            "governor_keyed_foldhash",
+            "memory_store_check_one",
+            "memory_store_check_now",
+        ] {
+            let Some(ns) = mean_ns(dir, &group, name) else {
+                continue;
+            };
+            // check_now decides over the same store as check_one.
+            let stored = name.replace("check_now", "check_one");
+            let (bytes, allocs) = memory
+                .iter()
+                .find(|(n, _)| *n == stored)
+                .map_or((f64::NAN, f64::NAN), |(_, m)| *m);
+            println!(
+                "{:<26} {:>7} {:>14.1} {:>9.2}× {:>14.2} {:>10} {:>12.1} {:>12.2}",
+                name,
+                threads,
+                ns,
+                ns / base,
+                threads as f64 * 1e3 / ns,
+                "",
+                bytes,
+                allocs
+            );
+        }
+    }
+    println!("(ns/decision is per thread: the wall time of one decision on each thread at once)");
+}
+
+fn main() {
+    let keys = keys();
+    let memory = [
+        ("governor_keyed", memory_per_key(&keys, sip_governor)),
+        (
+            "governor_keyed_foldhash",
+            memory_per_key(&keys, fold_governor),
+        ),
+        (
+            "memory_store_check_one",
+            memory_per_key(&keys, |_| memory()),
+        ),
+    ];
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("criterion-memstore");
+    let mut c = Criterion::default()
+        .output_directory(&dir)
+        .configure_from_args();
+    bench_threads(&mut c, &keys, 1);
+    bench_check_now(&mut c, &keys);
+    bench_threads(&mut c, &keys, THREADS);
+    c.final_summary();
+    print_table(&dir, &memory);
+}
