@@ -36,7 +36,13 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
 
-const KEYS: usize = 1_000_000;
+/// The number of keys: 1M, or `MEMSTORE_BENCH_KEYS` (to separate compute from cache misses).
+static KEYS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::env::var("MEMSTORE_BENCH_KEYS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+});
 /// Decisions per millisecond of fake time.
 const PER_MS: u64 = 64;
 const EPOCH_MS: u64 = 1_700_000_000_000;
@@ -72,8 +78,8 @@ fn ip(k: usize) -> String {
 fn keys() -> Keys {
     // 7919 is prime and does not divide 1M: j ↦ j·7919 mod 1M visits every key once.
     Keys {
-        first_seen: (0..KEYS).map(ip).collect(),
-        queries: (0..KEYS).map(|j| ip(j * 7919 % KEYS)).collect(),
+        first_seen: (0..*KEYS).map(ip).collect(),
+        queries: (0..*KEYS).map(|j| ip(j * 7919 % *KEYS)).collect(),
     }
 }
 
@@ -146,7 +152,7 @@ fn fold_governor(time: &FakeTime) -> FoldGovernor {
 
 fn memory() -> Memory {
     Memory {
-        store: MemoryStore::with_capacity(KEYS),
+        store: MemoryStore::with_capacity(*KEYS),
         limit: Limit::new("per-ip", policy()),
     }
 }
@@ -159,8 +165,61 @@ fn warm(side: &dyn Keyed, keys: &Keys, time: &FakeTime) {
     }
 }
 
+/// How a run is timed: wall time (the default), or with `MEMSTORE_BENCH_TIME=cpu` the mean time
+/// each thread spent on a CPU, which leaves out time spent descheduled when other processes
+/// compete for the cores (lock waits that sleep are left out too, so quote it beside wall time).
+fn cpu_time() -> bool {
+    std::env::var("MEMSTORE_BENCH_TIME").is_ok_and(|v| v == "cpu")
+}
+
+/// Nanoseconds the calling thread has run on a CPU (Linux's schedstat; 0 elsewhere).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Runs `iters` decisions on each of `threads` threads sharing `side`, thread `t` taking every
-/// `threads`-th query from `start`; returns the wall time.
+/// `threads`-th query from `start`; returns the wall time and the threads' summed CPU time.
+fn run_timed(
+    side: &dyn Keyed,
+    keys: &Keys,
+    time: &FakeTime,
+    threads: usize,
+    start: usize,
+    iters: u64,
+) -> (Duration, Duration) {
+    let barrier = Barrier::new(threads + 1);
+    let (wall, cpu_ns): (Duration, u64) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let cpu_before = thread_cpu_ns();
+                    let mut j = (start + t) % *KEYS;
+                    for n in 1..=iters {
+                        black_box(side.decide(&keys.queries[j], time));
+                        time.tick(n, threads as u64);
+                        j += threads;
+                        if j >= *KEYS {
+                            j -= *KEYS;
+                        }
+                    }
+                    thread_cpu_ns() - cpu_before
+                })
+            })
+            .collect();
+        barrier.wait();
+        let began = Instant::now();
+        let cpu_ns: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        (began.elapsed(), cpu_ns)
+    });
+    (wall, Duration::from_nanos(cpu_ns))
+}
+
+/// [`run_timed`], timed as [`cpu_time`] says (CPU time averaged over the threads).
 fn run(
     side: &dyn Keyed,
     keys: &Keys,
@@ -169,29 +228,21 @@ fn run(
     start: usize,
     iters: u64,
 ) -> Duration {
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let barrier = &barrier;
-            s.spawn(move || {
-                barrier.wait();
-                let mut j = (start + t) % KEYS;
-                for n in 1..=iters {
-                    black_box(side.decide(&keys.queries[j], time));
-                    time.tick(n, threads as u64);
-                    j += threads;
-                    if j >= KEYS {
-                        j -= KEYS;
-                    }
-                }
-            });
-        }
-        barrier.wait();
-        let began = Instant::now();
-        // Leaving the scope joins the threads.
-        began
-    })
-    .elapsed()
+    let (wall, cpu) = run_timed(side, keys, time, threads, start, iters);
+    if cpu_time() {
+        cpu / threads as u32
+    } else {
+        wall
+    }
+}
+
+/// The contenders, in table order; the first is the baseline of every ratio.
+fn sides(time: &FakeTime) -> Vec<(&'static str, Box<dyn Keyed>)> {
+    vec![
+        ("governor_keyed", Box::new(sip_governor(time))),
+        ("governor_keyed_foldhash", Box::new(fold_governor(time))),
+        ("memory_store_check_one", Box::new(memory())),
+    ]
 }
 
 fn bench_threads(c: &mut Criterion, keys: &Keys, threads: usize) {
@@ -200,18 +251,14 @@ fn bench_threads(c: &mut Criterion, keys: &Keys, threads: usize) {
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(10));
     let time = FakeTime::default();
-    let sides: Vec<(&str, Box<dyn Keyed>)> = vec![
-        ("governor_keyed", Box::new(sip_governor(&time))),
-        ("governor_keyed_foldhash", Box::new(fold_governor(&time))),
-        ("memory_store_check_one", Box::new(memory())),
-    ];
+    let sides = sides(&time);
     for (name, side) in &sides {
         warm(side.as_ref(), keys, &time);
         let mut start = 0;
         group.bench_function(*name, |b| {
             b.iter_custom(|iters| {
                 let elapsed = run(side.as_ref(), keys, &time, threads, start, iters);
-                start = (start + threads * iters as usize) % KEYS;
+                start = (start + threads * iters as usize) % *KEYS;
                 elapsed
             })
         });
@@ -242,7 +289,7 @@ fn bench_check_now(c: &mut Criterion, keys: &Keys) {
             let verdicts = memory.store.check_now(check, time.now_ms());
             n += 1;
             time.tick(n, 1);
-            j = (j + 1) % KEYS;
+            j = (j + 1) % *KEYS;
             black_box(verdicts[0].allowed)
         })
     });
@@ -302,7 +349,7 @@ fn memory_per_key<T: Keyed>(keys: &Keys, make: impl FnOnce(&FakeTime) -> T) -> (
         LIVE_ALLOCS.load(Ordering::Relaxed),
     );
     drop(side);
-    (bytes as f64 / KEYS as f64, allocs as f64 / KEYS as f64)
+    (bytes as f64 / *KEYS as f64, allocs as f64 / *KEYS as f64)
 }
 
 /// Mean ns per iteration of a finished benchmark, from criterion's saved estimates.
@@ -314,7 +361,12 @@ fn mean_ns(dir: &Path, group: &str, name: &str) -> Option<f64> {
 }
 
 fn print_table(dir: &Path, memory: &[(&str, (f64, f64))]) {
-    println!("\n1M keys, GCRA 1000/s burst 1000, IPv4 strings; ratio = ns per decision / governor_keyed's");
+    let clock = if cpu_time() {
+        "CPU time per thread"
+    } else {
+        "wall time"
+    };
+    println!("\n1M keys, GCRA 1000/s burst 1000, IPv4 strings, {clock}; ratio = ns per decision / governor_keyed's");
     println!(
         "{:<26} {:>7} {:>14} {:>10} {:>14} {:>10} {:>12} {:>12}",
         "side", "threads", "ns/decision", "ratio", "total Mdec/s", "", "bytes/key", "allocs/key"
@@ -355,6 +407,61 @@ fn print_table(dir: &Path, memory: &[(&str, (f64, f64))]) {
     println!("(ns/decision is per thread: the wall time of one decision on each thread at once)");
 }
 
+/// Decisions per thread in one turn of one side in the interleaved comparison.
+const TURN: u64 = 200_000;
+/// Rounds of the interleaved comparison: every side takes one turn per round.
+const ROUNDS: usize = 15;
+
+/// The interleaved comparison: the sides take turns of [`TURN`] decisions per thread, round
+/// after round, so that whatever else the machine runs meanwhile weighs on all of them alike;
+/// prints the median ns per decision per thread (wall and CPU) and the median of each round's
+/// ratio to the baseline.
+fn interleaved(keys: &Keys, threads: usize) {
+    let time = FakeTime::default();
+    let sides = sides(&time);
+    for (_, side) in &sides {
+        warm(side.as_ref(), keys, &time);
+    }
+    // Per side, per round: (wall ns, CPU ns) per decision per thread.
+    let mut samples = vec![Vec::new(); sides.len()];
+    let mut start = 0;
+    for _ in 0..ROUNDS {
+        for (i, (_, side)) in sides.iter().enumerate() {
+            let (wall, cpu) = run_timed(side.as_ref(), keys, &time, threads, start, TURN);
+            let per = |d: Duration| d.as_nanos() as f64 / TURN as f64;
+            samples[i].push((per(wall), per(cpu) / threads as f64));
+        }
+        start = (start + threads * TURN as usize) % *KEYS;
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (i, (name, _)) in sides.iter().enumerate() {
+        let wall = median(samples[i].iter().map(|s| s.0).collect());
+        let cpu = median(samples[i].iter().map(|s| s.1).collect());
+        let ratio = |pick: fn(&(f64, f64)) -> f64| {
+            median(
+                samples[i]
+                    .iter()
+                    .zip(&samples[0])
+                    .map(|(s, b)| pick(s) / pick(b))
+                    .collect(),
+            )
+        };
+        println!(
+            "{:<26} {:>7} {:>10.1} {:>8.2}× {:>10.1} {:>8.2}× {:>12.2}",
+            name,
+            threads,
+            wall,
+            ratio(|s| s.0),
+            cpu,
+            ratio(|s| s.1),
+            threads as f64 * 1e3 / wall,
+        );
+    }
+}
+
 fn main() {
     let keys = keys();
     let memory = [
@@ -377,4 +484,16 @@ fn main() {
     bench_threads(&mut c, &keys, THREADS);
     c.final_summary();
     print_table(&dir, &memory);
+    println!(
+        "\nInterleaved: {ROUNDS} rounds of {TURN} decisions per thread per side; medians, \
+         ratios = median of each round's ratio to governor_keyed"
+    );
+    println!(
+        "{:<26} {:>7} {:>10} {:>9} {:>10} {:>9} {:>12}",
+        "side", "threads", "wall ns", "ratio", "CPU ns", "ratio", "total Mdec/s"
+    );
+    for threads in [1, THREADS] {
+        interleaved(&keys, threads);
+        println!("decisions {} pops {} refiles {}", edgelimit::store::DECISIONS.load(Ordering::Relaxed), edgelimit::store::POPS.load(Ordering::Relaxed), edgelimit::store::REFILES.load(Ordering::Relaxed));
+    }
 }

@@ -157,7 +157,12 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
     }
 
     /// Drops every entry whose expiry is at or before `now`; returns how many.
+    #[inline]
     pub fn purge_expired(&mut self, now: u64) -> usize {
+        // Every decision asks; almost always nothing is due.
+        if !self.index.due(now) {
+            return 0;
+        }
         let mut dropped = 0;
         while self.pop_soonest(now) {
             dropped += 1;
@@ -208,6 +213,7 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
         while let Some((bound, hash)) = self.index.pop_due(until) {
             let hasher = &self.hasher;
             // The record's entry: its hash, still filed under this bound.
+            crate::store::POPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Ok(found) = self.table.find_entry(hash, |s| {
                 s.indexed_at == bound && hasher.hash_one(&s.key) == hash
             }) else {
@@ -219,6 +225,7 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
             }
             // Every other bound is ≥ this one, so this entry's real expiry must be compared
             // again in order: file it where it truly belongs.
+            crate::store::REFILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let slot = found.into_mut();
             slot.indexed_at = slot.expire_at;
             self.index.push(slot.expire_at, hash);

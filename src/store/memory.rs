@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::batch;
-use super::check::{Check, CheckItem, Limit, TimeSource, Verdict};
+use super::check::{Check, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
 use super::key_hasher::KeyHasher;
-use super::state_key::{hash_parts, StateKey};
+use super::state_key::{KeyRef, StateKey};
 use super::traits::Store;
 use crate::algorithm::{Outcome, State};
 use crate::clock::{Clock, SystemClock};
@@ -30,11 +30,13 @@ pub const GC_GRACE_MS: u64 = 60_000;
 pub const DEFAULT_CAPACITY: usize = 1 << 20;
 
 /// Stores holding fewer than twice this many keys have a single shard (eviction then picks the
-/// soonest-expiring key of the whole store); larger ones get a shard per this many keys.
+/// soonest-expiring key of the whole store).
 const MIN_SHARD_CAPACITY: usize = 4096;
 
-/// The most shards a store has: enough that two threads meet on one lock rarely.
-const MAX_SHARDS: usize = 64;
+/// The most keys a shard holds: exactly what a hash table of 2^14 slots holds at hashbrown's
+/// maximum load of 7/8. A full shard then fills its table instead of doubling it for a few more
+/// keys (1M keys in 64 equal shards took 2^15 slots each, at load 0.48).
+const MAX_SHARD_CAPACITY: usize = (1 << 14) / 8 * 7;
 
 /// How often (on the callers' clock) shards that no check touched are purged too. A shard is
 /// always purged when a check locks it; this only bounds how long an idle shard keeps garbage.
@@ -127,7 +129,8 @@ impl MemoryStore {
             .iter()
             .map(|check| match check.items() {
                 [item] => {
-                    let decision = self.decide_one(item, now_ms);
+                    let id = item.identifier.as_bytes();
+                    let decision = self.decide_one(&item.limit, id, item.cost, now_ms);
                     Verdict {
                         allowed: decision.allowed,
                         decisions: vec![decision],
@@ -144,28 +147,30 @@ impl MemoryStore {
     /// Allocates nothing unless a new state is stored.
     pub fn check_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
         self.sweep_if_due(now_ms);
-        let hash = self.hash(limit, identifier);
-        let mut map = lock(self.shard(hash));
-        map.purge_expired(gc_horizon(now_ms));
-        apply(&mut map, hash, limit, identifier, cost, now_ms).decision
+        self.decide_one(limit, identifier, cost, now_ms)
     }
 
-    fn decide_one(&self, item: &CheckItem, now_ms: u64) -> Decision {
-        let identifier = item.identifier.as_bytes();
-        let hash = self.hash(&item.limit, identifier);
+    fn decide_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
+        crate::store::DECISIONS.fetch_add(1, Ordering::Relaxed);
+        let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
+        let hash = key.hash(&self.hasher);
         let mut map = lock(self.shard(hash));
         map.purge_expired(gc_horizon(now_ms));
-        apply(&mut map, hash, &item.limit, identifier, item.cost, now_ms).decision
+        apply(&mut map, hash, &key, limit, cost, now_ms).decision
     }
 
     /// Several limits, all or nothing: every shard involved is locked, the states are decided
     /// together by [`batch::decide`] on copies, and those that changed are written back.
     fn decide_all_or_nothing(&self, check: &Check, now_ms: u64) -> Verdict {
         let items = check.items();
-        let hashes: Vec<u64> = items
+        let keys: Vec<KeyRef<'_>> = items
             .iter()
-            .map(|item| self.hash(&item.limit, item.identifier.as_bytes()))
+            .map(|item| {
+                let algorithm = item.limit.policy.algorithm();
+                KeyRef::new(&item.limit.name, algorithm, item.identifier.as_bytes())
+            })
             .collect();
+        let hashes: Vec<u64> = keys.iter().map(|key| key.hash(&self.hasher)).collect();
         // Locks are taken in ascending shard order, the one order every caller uses, so two
         // checks can never each hold a lock the other waits for.
         let mut involved: Vec<usize> = hashes.iter().map(|&h| self.shard_index(h)).collect();
@@ -180,21 +185,19 @@ impl MemoryStore {
         }
         let mut states: Vec<State> = items
             .iter()
-            .zip(&hashes)
-            .map(|(item, &hash)| {
+            .zip(keys.iter().zip(&hashes))
+            .map(|(item, (key, &hash))| {
                 let map = shard_map(&mut locked, self.shard_index(hash));
-                let (name, algorithm) = (&item.limit.name, item.limit.policy.algorithm());
-                let id = item.identifier.as_bytes();
-                match map.find_mut(hash, |k| k.is(name, algorithm, id)) {
+                match map.find_mut(hash, |k| k.is(key)) {
                     Some(mut slot) => slot.value().clone(),
-                    None => State::fresh(algorithm),
+                    None => State::fresh(item.limit.policy.algorithm()),
                 }
             })
             .collect();
         let (verdict, outcomes) = batch::decide(check, &mut states, now_ms);
-        for ((item, &hash), (state, outcome)) in items
+        for ((item, (key, &hash)), (state, outcome)) in items
             .iter()
-            .zip(&hashes)
+            .zip(keys.iter().zip(&hashes))
             .zip(states.into_iter().zip(&outcomes))
         {
             // Only what was written changes: a denial changes nothing, and a fresh key that was
@@ -203,36 +206,24 @@ impl MemoryStore {
                 continue;
             }
             let map = shard_map(&mut locked, self.shard_index(hash));
-            let (name, algorithm) = (&item.limit.name, item.limit.policy.algorithm());
-            let id = item.identifier.as_bytes();
             let keep_until = keep_until(outcome);
-            match map.find_mut(hash, |k| k.is(name, algorithm, id)) {
+            match map.find_mut(hash, |k| k.is(key)) {
                 Some(mut slot) => {
                     *slot.value() = state;
                     slot.set_expiry(keep_until);
                 }
-                None => {
-                    let key = StateKey::new(name, algorithm, id);
-                    map.insert_absent(hash, key, state, keep_until);
-                }
+                None => map.insert_absent(hash, key.to_owned(&item.limit.name), state, keep_until),
             }
         }
         verdict
     }
 
-    fn hash(&self, limit: &Limit, identifier: &[u8]) -> u64 {
-        hash_parts(
-            &self.hasher,
-            &limit.name,
-            limit.policy.algorithm(),
-            identifier,
-        )
-    }
-
     fn shard_index(&self, hash: u64) -> usize {
-        // The table inside a shard indexes by the low bits and tags by the top seven, so the
-        // shard is chosen from bits neither uses.
-        (hash >> 32) as usize & (self.shards.len() - 1)
+        // Bits 16..48 scaled to the shard count (a multiply, not a modulo). The table inside a
+        // shard indexes by the low bits and tags entries by the top seven, so the shard is chosen
+        // from bits that neither uses: keys of one shard still differ in both.
+        let bits = (hash >> 16) as u32;
+        ((u64::from(bits) * self.shards.len() as u64) >> 32) as usize
     }
 
     fn shard(&self, hash: u64) -> &Shard {
@@ -241,11 +232,16 @@ impl MemoryStore {
 
     /// Purges every shard once per [`SWEEP_EVERY_MS`] of the callers' time: shards that checks
     /// touch are purged then anyway, this reaches the idle ones.
+    #[inline]
     fn sweep_if_due(&self, now_ms: u64) {
         let due = self.next_sweep_ms.load(Ordering::Relaxed);
-        if now_ms < due {
-            return;
+        if now_ms >= due {
+            self.sweep(due, now_ms);
         }
+    }
+
+    #[cold]
+    fn sweep(&self, due: u64, now_ms: u64) {
         let next = now_ms.saturating_add(SWEEP_EVERY_MS);
         if self
             .next_sweep_ms
@@ -260,11 +256,14 @@ impl MemoryStore {
     }
 }
 
-/// The shard count for `capacity`: a power of two, one per [`MIN_SHARD_CAPACITY`] keys, at most
-/// [`MAX_SHARDS`].
+/// The shard count for `capacity`: one for small stores, else enough that no shard holds more
+/// than [`MAX_SHARD_CAPACITY`] keys (and at least two).
 fn shard_count(capacity: usize) -> usize {
-    let wanted = (capacity / MIN_SHARD_CAPACITY).clamp(1, MAX_SHARDS);
-    1 << wanted.ilog2()
+    if capacity < 2 * MIN_SHARD_CAPACITY {
+        1
+    } else {
+        capacity.div_ceil(MAX_SHARD_CAPACITY).max(2)
+    }
 }
 
 fn lock(shard: &Shard) -> MutexGuard<'_, StateMap> {
@@ -300,26 +299,24 @@ fn keep_until(outcome: &Outcome) -> u64 {
 fn apply(
     map: &mut StateMap,
     hash: u64,
+    key: &KeyRef<'_>,
     limit: &Limit,
-    identifier: &[u8],
     cost: i64,
     now_ms: u64,
 ) -> Outcome {
     let policy = &limit.policy;
-    let algorithm = policy.algorithm();
-    if let Some(mut slot) = map.find_mut(hash, |k| k.is(&limit.name, algorithm, identifier)) {
+    if let Some(mut slot) = map.find_mut(hash, |k| k.is(key)) {
         let outcome = slot.value().apply(policy, now_ms, cost);
         if outcome.changed {
             slot.set_expiry(keep_until(&outcome));
         }
         return outcome;
     }
-    let mut state = State::fresh(algorithm);
+    let mut state = State::fresh(policy.algorithm());
     let outcome = state.apply(policy, now_ms, cost);
     // A fresh key that was only looked at or denied stays absent.
     if outcome.changed {
-        let key = StateKey::new(&limit.name, algorithm, identifier);
-        map.insert_absent(hash, key, state, keep_until(&outcome));
+        map.insert_absent(hash, key.to_owned(&limit.name), state, keep_until(&outcome));
     }
     outcome
 }
@@ -342,13 +339,33 @@ mod tests {
     use crate::policy::Policy;
 
     #[test]
-    fn shard_counts_are_powers_of_two_with_a_floor_per_shard() {
+    fn full_shards_fill_their_tables_and_small_stores_have_one() {
         assert_eq!(shard_count(1), 1);
         assert_eq!(shard_count(2 * MIN_SHARD_CAPACITY - 1), 1);
         assert_eq!(shard_count(2 * MIN_SHARD_CAPACITY), 2);
-        assert_eq!(shard_count(100_000), 16);
-        assert_eq!(shard_count(DEFAULT_CAPACITY), MAX_SHARDS);
-        assert_eq!(shard_count(usize::MAX), MAX_SHARDS);
+        assert_eq!(shard_count(100_000), 7);
+        assert_eq!(shard_count(1_000_000), 70);
+        for capacity in [2 * MIN_SHARD_CAPACITY, 100_000, 1_000_000, DEFAULT_CAPACITY] {
+            let count = shard_count(capacity);
+            assert!(capacity.div_ceil(count) <= MAX_SHARD_CAPACITY, "{capacity}");
+        }
+    }
+
+    #[test]
+    fn keys_spread_evenly_over_a_shard_count_that_is_no_power_of_two() {
+        let store = MemoryStore::with_capacity(1_000_000);
+        let limit = Limit::new("l", "fixed 1/1h".parse::<Policy>().unwrap());
+        let mut per_shard = vec![0usize; store.shards.len()];
+        for i in 0..70_000 {
+            let id = format!("id-{i}");
+            let key = KeyRef::new(&limit.name, limit.policy.algorithm(), id.as_bytes());
+            per_shard[store.shard_index(key.hash(&store.hasher))] += 1;
+        }
+        // 1000 expected each; a binomial spread stays well within ±20%.
+        assert!(
+            per_shard.iter().all(|&n| (800..1200).contains(&n)),
+            "{per_shard:?}"
+        );
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! Redis key is, with short identifiers kept inline.
 //!
 //! The identifier bytes sit inside the key, and so inside the hash table's slot, up to
-//! [`INLINE_LEN`] bytes (any IPv4 address, most IPv6 ones, short ids): a lookup then compares
-//! them without following a pointer, one cache miss fewer per decision in a map of millions.
-//! Longer identifiers are boxed. A lookup needs no key at all, only the borrowed parts: no
-//! allocation unless a new state is stored.
+//! [`INLINE_LEN`] bytes (any IPv4 address in text, short IPv6 ones, short ids): a lookup then
+//! compares them without following a pointer, one cache miss fewer per decision in a map of
+//! millions, and as a fixed-size array rather than through `memcmp`. Longer identifiers are
+//! boxed. A lookup builds a [`KeyRef`] on the stack from borrowed parts: no allocation unless a
+//! new state is stored.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -29,32 +30,69 @@ enum Id {
     Inline {
         algorithm: Algorithm,
         len: u8,
+        // Zero past `len`, so two inline ids are equal exactly when their arrays are.
         bytes: [u8; INLINE_LEN],
     },
     Boxed(Box<[u8]>),
 }
 
-impl StateKey {
+/// A key made of borrowed parts, to look a [`StateKey`] up without building one.
+#[derive(Debug)]
+pub(crate) struct KeyRef<'a> {
+    name: &'a str,
+    algorithm: Algorithm,
+    identifier: &'a [u8],
+    // The inline form of the identifier, when it has one.
+    inline: Option<(u8, [u8; INLINE_LEN])>,
+}
+
+impl<'a> KeyRef<'a> {
     /// The key of `name`'s state under `algorithm` for `identifier`.
-    pub(crate) fn new(name: &Arc<str>, algorithm: Algorithm, identifier: &[u8]) -> StateKey {
-        let id = match u8::try_from(identifier.len()) {
+    #[inline]
+    pub(crate) fn new(name: &'a str, algorithm: Algorithm, identifier: &'a [u8]) -> KeyRef<'a> {
+        let inline = match u8::try_from(identifier.len()) {
             Ok(len) if identifier.len() <= INLINE_LEN => {
                 let mut bytes = [0; INLINE_LEN];
                 bytes[..identifier.len()].copy_from_slice(identifier);
-                Id::Inline {
-                    algorithm,
-                    len,
-                    bytes,
-                }
+                Some((len, bytes))
             }
-            _ => Id::Boxed([&[algorithm as u8], identifier].concat().into()),
+            _ => None,
+        };
+        KeyRef {
+            name,
+            algorithm,
+            identifier,
+            inline,
+        }
+    }
+
+    /// The hash of this key under `hasher`: that of the [`StateKey`] it makes.
+    #[inline]
+    pub(crate) fn hash(&self, hasher: &impl BuildHasher) -> u64 {
+        let mut state = hasher.build_hasher();
+        write_parts(&mut state, self.name, self.algorithm, self.identifier);
+        state.finish()
+    }
+
+    /// The owned key, sharing `name`'s allocation (which must hold this key's name).
+    pub(crate) fn to_owned(&self, name: &Arc<str>) -> StateKey {
+        debug_assert_eq!(**name, *self.name);
+        let id = match self.inline {
+            Some((len, bytes)) => Id::Inline {
+                algorithm: self.algorithm,
+                len,
+                bytes,
+            },
+            None => Id::Boxed([&[self.algorithm as u8], self.identifier].concat().into()),
         };
         StateKey {
             name: name.clone(),
             id,
         }
     }
+}
 
+impl StateKey {
     fn algorithm(&self) -> Algorithm {
         match &self.id {
             Id::Inline { algorithm, .. } => *algorithm,
@@ -69,14 +107,28 @@ impl StateKey {
         }
     }
 
-    /// Whether this is the key of these parts.
+    /// Whether this is the key `key` describes.
     #[inline]
-    pub(crate) fn is(&self, name: &str, algorithm: Algorithm, identifier: &[u8]) -> bool {
-        self.algorithm() == algorithm
-            && self.identifier() == identifier
+    pub(crate) fn is(&self, key: &KeyRef<'_>) -> bool {
+        let same_id = match (&self.id, &key.inline) {
+            (
+                Id::Inline {
+                    algorithm,
+                    len,
+                    bytes,
+                },
+                Some((key_len, key_bytes)),
+            ) => *algorithm == key.algorithm && len == key_len && bytes == key_bytes,
+            (Id::Boxed(bytes), None) => {
+                bytes[0] == key.algorithm as u8 && bytes[1..] == *key.identifier
+            }
+            _ => false,
+        };
+        same_id
             // Keys of one limit share its name's allocation: compare addresses before bytes.
-            && (std::ptr::eq(self.name.as_ptr(), name.as_ptr()) && self.name.len() == name.len()
-                || *self.name == *name)
+            && (std::ptr::eq(self.name.as_ptr(), key.name.as_ptr())
+                && self.name.len() == key.name.len()
+                || *self.name == *key.name)
     }
 }
 
@@ -84,19 +136,6 @@ impl std::hash::Hash for StateKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
         write_parts(state, &self.name, self.algorithm(), self.identifier());
     }
-}
-
-/// The hash of the key of these parts under `hasher`: that of the [`StateKey`] they make.
-#[inline]
-pub(crate) fn hash_parts(
-    hasher: &impl BuildHasher,
-    name: &str,
-    algorithm: Algorithm,
-    identifier: &[u8],
-) -> u64 {
-    let mut state = hasher.build_hasher();
-    write_parts(&mut state, name, algorithm, identifier);
-    state.finish()
 }
 
 #[inline]
@@ -117,27 +156,33 @@ mod tests {
         let hasher = KeyHasher::random();
         let name: Arc<str> = Arc::from("per-ip");
         let other_alloc: Arc<str> = Arc::from("per-ip");
-        for id in [
-            &b""[..],
+        let ids: [&[u8]; 6] = [
+            b"",
+            b"\0",
             b"203.0.113.7",
             &[7; INLINE_LEN],
             &[7; INLINE_LEN + 1],
             &[0xff; 300],
-        ] {
-            let key = StateKey::new(&name, Algorithm::Gcra, id);
-            assert!(key.is("per-ip", Algorithm::Gcra, id));
-            assert!(key.is(&other_alloc, Algorithm::Gcra, id));
-            assert!(!key.is("per-ip", Algorithm::TokenBucket, id));
-            assert!(!key.is("per-ipx", Algorithm::Gcra, id));
-            assert!(!key.is("per-ip", Algorithm::Gcra, &[id, b"x"].concat()));
+        ];
+        for id in ids {
+            let key = KeyRef::new("per-ip", Algorithm::Gcra, id).to_owned(&name);
+            assert!(key.is(&KeyRef::new("per-ip", Algorithm::Gcra, id)));
+            assert!(key.is(&KeyRef::new(&other_alloc, Algorithm::Gcra, id)));
+            assert!(!key.is(&KeyRef::new("per-ip", Algorithm::TokenBucket, id)));
+            assert!(!key.is(&KeyRef::new("per-ipx", Algorithm::Gcra, id)));
+            let longer = [id, b"x"].concat();
+            assert!(!key.is(&KeyRef::new("per-ip", Algorithm::Gcra, &longer)));
+            for other in ids.iter().filter(|o| **o != id) {
+                assert!(!key.is(&KeyRef::new("per-ip", Algorithm::Gcra, other)));
+            }
             assert_eq!(
                 hasher.hash_one(&key),
-                hash_parts(&hasher, "per-ip", Algorithm::Gcra, id)
+                KeyRef::new("per-ip", Algorithm::Gcra, id).hash(&hasher)
             );
         }
         assert_ne!(
-            hash_parts(&hasher, "ab", Algorithm::Gcra, b"c"),
-            hash_parts(&hasher, "a", Algorithm::Gcra, b"bc")
+            KeyRef::new("ab", Algorithm::Gcra, b"c").hash(&hasher),
+            KeyRef::new("a", Algorithm::Gcra, b"bc").hash(&hasher)
         );
     }
 
