@@ -213,7 +213,6 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
         while let Some((bound, hash)) = self.index.pop_due(until) {
             let hasher = &self.hasher;
             // The record's entry: its hash, still filed under this bound.
-            crate::store::POPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Ok(found) = self.table.find_entry(hash, |s| {
                 s.indexed_at == bound && hasher.hash_one(&s.key) == hash
             }) else {
@@ -225,7 +224,6 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
             }
             // Every other bound is ≥ this one, so this entry's real expiry must be compared
             // again in order: file it where it truly belongs.
-            crate::store::REFILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let slot = found.into_mut();
             slot.indexed_at = slot.expire_at;
             self.index.push(slot.expire_at, hash);

@@ -12,13 +12,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::batch;
-use super::check::{Check, Limit, TimeSource, Verdict};
+use super::check::{Check, CheckItem, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
 use super::key_hasher::KeyHasher;
+use super::remembered::{self, RequestMap};
 use super::state_key::{KeyRef, StateKey};
 use super::traits::Store;
-use crate::algorithm::{Outcome, State};
+use crate::algorithm::{Charge, Outcome, State};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Decision;
 
@@ -56,6 +57,9 @@ struct Shard(Mutex<StateMap>);
 /// soonest-expiring entry of the whole store is evicted.
 pub struct MemoryStore {
     shards: Box<[Shard]>,
+    // Remembered request ids (see `remembered`). Taken only by checks carrying one, always
+    // before any shard lock.
+    requests: Mutex<RequestMap>,
     hasher: KeyHasher,
     capacity: usize,
     // The callers' time at or after which the next call purges every shard.
@@ -99,6 +103,7 @@ impl MemoryStore {
             .collect();
         MemoryStore {
             shards,
+            requests: Mutex::new(ExpiringMap::new(capacity)),
             hasher,
             capacity,
             next_sweep_ms: AtomicU64::new(0),
@@ -112,7 +117,7 @@ impl MemoryStore {
         self
     }
 
-    /// The number of keys held.
+    /// The number of limiter states held (remembered request ids are not counted).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| lock(s).len()).sum()
     }
@@ -127,17 +132,12 @@ impl MemoryStore {
         self.sweep_if_due(now_ms);
         checks
             .iter()
-            .map(|check| match check.items() {
-                [item] => {
-                    let id = item.identifier.as_bytes();
-                    let decision = self.decide_one(&item.limit, id, item.cost, now_ms);
-                    Verdict {
-                        allowed: decision.allowed,
-                        decisions: vec![decision],
-                        atomic: true,
-                    }
+            .map(|check| {
+                if remembered::carries_request_id(check) {
+                    self.decide_remembering(check, now_ms)
+                } else {
+                    self.decide(check, now_ms)
                 }
-                _ => self.decide_all_or_nothing(check, now_ms),
             })
             .collect()
     }
@@ -147,39 +147,99 @@ impl MemoryStore {
     /// Allocates nothing unless a new state is stored.
     pub fn check_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
         self.sweep_if_due(now_ms);
-        self.decide_one(limit, identifier, cost, now_ms)
+        self.decide_one(limit, identifier, cost, Charge::Request, now_ms)
     }
 
-    fn decide_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
-        crate::store::DECISIONS.fetch_add(1, Ordering::Relaxed);
+    /// A check without request ids.
+    fn decide(&self, check: &Check, now_ms: u64) -> Verdict {
+        match check.items() {
+            [item] => {
+                let (limit, id) = (&item.limit, item.identifier.as_bytes());
+                let decision = self.decide_one(limit, id, item.cost, item.charge, now_ms);
+                Verdict {
+                    allowed: decision.allowed,
+                    decisions: vec![decision],
+                    atomic: true,
+                    decided_at_ms: now_ms,
+                }
+            }
+            _ => self.decide_all_or_nothing(check, now_ms),
+        }
+    }
+
+    /// A check carrying request ids: a repeat of an admitted one answers what was remembered,
+    /// else it is decided and, if admitted, remembered; all under the requests' lock, so a
+    /// repeat racing its original waits for it.
+    fn decide_remembering(&self, check: &Check, now_ms: u64) -> Verdict {
+        let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        requests.purge_expired(gc_horizon(now_ms));
+        if let Some(found) = remembered::recall(&requests, check, now_ms) {
+            let (keys, hashes) = self.keys(check.items());
+            let mut locked = self.lock_involved(&hashes);
+            return remembered::repeat(check, found, |i, item| {
+                let (key, hash) = (&keys[i], hashes[i]);
+                let map = shard_map(&mut locked, self.shard_index(hash));
+                let mut state = match map.find_mut(hash, |k| k.is(key)) {
+                    Some(mut slot) => slot.value().clone(),
+                    None => State::fresh(item.limit.policy.algorithm()),
+                };
+                state.apply(&item.limit.policy, now_ms, 0).decision
+            });
+        }
+        let verdict = self.decide(check, now_ms);
+        if verdict.allowed {
+            remembered::remember(&mut requests, check, &verdict, now_ms);
+        }
+        verdict
+    }
+
+    fn decide_one(
+        &self,
+        limit: &Limit,
+        identifier: &[u8],
+        cost: i64,
+        charge: Charge,
+        now_ms: u64,
+    ) -> Decision {
         let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
         let hash = key.hash(&self.hasher);
         let mut map = lock(self.shard(hash));
         map.purge_expired(gc_horizon(now_ms));
-        apply(&mut map, hash, &key, limit, cost, now_ms).decision
+        apply(&mut map, hash, &key, limit, cost, charge, now_ms).decision
     }
 
-    /// Several limits, all or nothing: every shard involved is locked, the states are decided
-    /// together by [`batch::decide`] on copies, and those that changed are written back.
-    fn decide_all_or_nothing(&self, check: &Check, now_ms: u64) -> Verdict {
-        let items = check.items();
-        let keys: Vec<KeyRef<'_>> = items
+    /// The state keys of `items` and their hashes.
+    fn keys<'a>(&self, items: &'a [CheckItem]) -> (Vec<KeyRef<'a>>, Vec<u64>) {
+        let keys: Vec<KeyRef<'a>> = items
             .iter()
             .map(|item| {
                 let algorithm = item.limit.policy.algorithm();
                 KeyRef::new(&item.limit.name, algorithm, item.identifier.as_bytes())
             })
             .collect();
-        let hashes: Vec<u64> = keys.iter().map(|key| key.hash(&self.hasher)).collect();
-        // Locks are taken in ascending shard order, the one order every caller uses, so two
-        // checks can never each hold a lock the other waits for.
+        let hashes = keys.iter().map(|key| key.hash(&self.hasher)).collect();
+        (keys, hashes)
+    }
+
+    /// Locks the shards holding `hashes`, each once. Locks are taken in ascending shard
+    /// order, the one order every caller uses, so two checks can never each hold a lock the
+    /// other waits for.
+    fn lock_involved(&self, hashes: &[u64]) -> Vec<(usize, MutexGuard<'_, StateMap>)> {
         let mut involved: Vec<usize> = hashes.iter().map(|&h| self.shard_index(h)).collect();
         involved.sort_unstable();
         involved.dedup();
-        let mut locked: Vec<(usize, MutexGuard<'_, StateMap>)> = involved
+        involved
             .into_iter()
             .map(|i| (i, lock(&self.shards[i])))
-            .collect();
+            .collect()
+    }
+
+    /// Several limits, all or nothing: every shard involved is locked, the states are decided
+    /// together by [`batch::decide`] on copies, and those that changed are written back.
+    fn decide_all_or_nothing(&self, check: &Check, now_ms: u64) -> Verdict {
+        let items = check.items();
+        let (keys, hashes) = self.keys(items);
+        let mut locked = self.lock_involved(&hashes);
         for (_, map) in &mut locked {
             map.purge_expired(gc_horizon(now_ms));
         }
@@ -253,6 +313,8 @@ impl MemoryStore {
         for shard in self.shards.iter() {
             lock(shard).purge_expired(gc_horizon(now_ms));
         }
+        let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        requests.purge_expired(gc_horizon(now_ms));
     }
 }
 
@@ -302,18 +364,19 @@ fn apply(
     key: &KeyRef<'_>,
     limit: &Limit,
     cost: i64,
+    charge: Charge,
     now_ms: u64,
 ) -> Outcome {
     let policy = &limit.policy;
     if let Some(mut slot) = map.find_mut(hash, |k| k.is(key)) {
-        let outcome = slot.value().apply(policy, now_ms, cost);
+        let outcome = slot.value().apply_charge(policy, now_ms, cost, charge);
         if outcome.changed {
             slot.set_expiry(keep_until(&outcome));
         }
         return outcome;
     }
     let mut state = State::fresh(policy.algorithm());
-    let outcome = state.apply(policy, now_ms, cost);
+    let outcome = state.apply_charge(policy, now_ms, cost, charge);
     // A fresh key that was only looked at or denied stays absent.
     if outcome.changed {
         map.insert_absent(hash, key.to_owned(&limit.name), state, keep_until(&outcome));
@@ -394,5 +457,34 @@ mod tests {
         // ...and gone from every shard once the next sweep is due, though no check touched them.
         store.check_now(&[], 1_000 + 2 * GC_GRACE_MS + SWEEP_EVERY_MS);
         assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn a_retry_racing_its_original_on_another_thread_charges_once() {
+        // Many shards, so that the two items of a check sit on different locks.
+        let store = MemoryStore::with_capacity(1_000_000);
+        let a = Limit::new("a", "fixed 1000/1h".parse::<Policy>().unwrap());
+        let b = Limit::new("b", "fixed 1000/1h".parse::<Policy>().unwrap());
+        let rounds = 200u64;
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    for round in 0..rounds {
+                        let check = Check::single(&a, "client", 1)
+                            .with(&b, "client", 2)
+                            .with_request_id(format!("r{round}"));
+                        assert!(store.check_now(&[check], 0)[0].allowed);
+                    }
+                });
+            }
+        });
+        // Each request id was charged once, whichever thread came first.
+        let look = Check::single(&a, "client", 0).with(&b, "client", 0);
+        let remaining: Vec<u64> = store.check_now(&[look], 0)[0]
+            .decisions
+            .iter()
+            .map(|d| d.remaining)
+            .collect();
+        assert_eq!(remaining, [1000 - rounds, 1000 - 2 * rounds]);
     }
 }

@@ -8,6 +8,7 @@ mod expiry_index;
 pub mod key;
 mod key_hasher;
 mod memory;
+mod remembered;
 mod reservation;
 #[cfg(not(target_arch = "wasm32"))]
 mod resp;
@@ -28,9 +29,3 @@ pub use resp::RespStore;
 pub use rest::{decode_pipeline, evalsha_pipeline_body, RestStore, REST_TOKEN_VAR, REST_URL_VAR};
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{MaybeSendSync, Store};
-#[allow(missing_docs)]
-pub static REFILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-#[allow(missing_docs)]
-pub static POPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-#[allow(missing_docs)]
-pub static DECISIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
