@@ -202,10 +202,21 @@ impl MemoryStore {
         now_ms: u64,
     ) -> Decision {
         let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
+        let (hash, mut map) = self.locked(&key, now_ms);
+        apply(&mut map, hash, &key, limit, cost, charge, now_ms).decision
+    }
+
+    /// The key's hash and its shard, locked and purged at `now_ms`: the one way to reach a
+    /// single state. Under the guard, `map.find_mut(hash, |k| k.is(key))` gives the held entry
+    /// (its state to read or change in place, its expiry to move), `map.insert_absent` stores a
+    /// new one (evicting the soonest-expiring when the shard is full), and `map.remove` drops one
+    /// (by `key.to_owned(name)`). Several states at once: [`Self::keys`] and
+    /// [`Self::lock_involved`].
+    fn locked(&self, key: &KeyRef<'_>, now_ms: u64) -> (u64, MutexGuard<'_, StateMap>) {
         let hash = key.hash(&self.hasher);
         let mut map = lock(self.shard(hash));
         map.purge_expired(gc_horizon(now_ms));
-        apply(&mut map, hash, &key, limit, cost, charge, now_ms).decision
+        (hash, map)
     }
 
     /// The state keys of `items` and their hashes.
