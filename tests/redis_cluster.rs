@@ -16,9 +16,12 @@ use edgelimit_testkit::RedisCluster;
 
 const SEQUENCES: u64 = 10_000;
 const CONCURRENCY: usize = 64;
+const COMPARE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 async fn store(cluster: &RedisCluster, namespace: &str) -> RespStore {
-    RespStore::connect_cluster(&cluster.urls())
+    // Decisions are compared, not latency: a loaded CI machine must not turn a slow reply into
+    // a mismatch (the default timeout is 2 s).
+    RespStore::connect_cluster_with_timeout(&cluster.urls(), COMPARE_TIMEOUT)
         .await
         .expect("connect to the cluster")
         .with_namespace(namespace)
