@@ -53,8 +53,7 @@ impl Replay {
     /// time order; see `readers::Reorder`).
     #[inline]
     pub fn step(&mut self, ev: Event) {
-        self.step_slots(ev);
-        self.record(ev, None);
+        self.step_with(ev, None);
     }
 
     /// Replays a run of events in order, as [`Replay::step`] does one by one — but reads ahead
@@ -87,22 +86,17 @@ impl Replay {
     /// decision that differs from them is counted in [`Replay::mismatches`], which is how a store
     /// is shown to agree with the steps).
     pub fn step_decided(&mut self, ev: Event, decisions: &[Decision]) {
-        self.step_slots(ev);
-        for (local, external) in self.decided.iter().zip(decisions) {
-            if local.allowed != external.allowed || local.remaining != external.remaining {
-                self.mismatches += 1;
-            }
-        }
         let external: Vec<Verdict> = decisions.iter().map(Verdict::of).collect();
-        self.record(ev, Some(&external));
+        self.step_with(ev, Some(&external));
     }
 
-    /// Counts the event and steps every state of its client, leaving the decisions in `decided`.
+    /// Steps every state of the event's client, then tallies each policy's decision (the steps'
+    /// own, or `external`) against its reference. The client's state is looked up once for both.
     #[inline]
-    fn step_slots(&mut self, ev: Event) {
+    fn step_with(&mut self, ev: Event, external: Option<&[Verdict]>) {
         self.clients.admit(ev.client);
         self.events += 1;
-        let client = self.clients.get(ev.client);
+        let mut client = self.clients.get(ev.client);
         client.words[REQUESTS_WORD] += 1;
         self.decided.clear();
         for (policy, slot) in &self.layout.slots {
@@ -115,72 +109,22 @@ impl Replay {
                 ev.cost,
             ));
         }
-    }
-
-    /// Tallies the event: each policy's decision (the steps' own, or `external`) against its
-    /// reference, and against what it really admitted in the trailing reference window.
-    #[inline]
-    fn record(&mut self, ev: Event, external: Option<&[Verdict]>) {
-        let now = ev.time_ms;
-        let Client {
-            words,
-            logs,
-            rings,
-            errors,
-        } = self.clients.get(ev.client);
-        let layout = &self.layout;
-        let verdicts = external.unwrap_or(&self.decided);
-        // What left each reference window; then this event's admissions, one ring entry per
-        // window for all the policies that admitted it.
-        for ((ring, group), admitted) in
-            rings.iter_mut().zip(&layout.groups).zip(&mut self.admitted)
-        {
-            ring.advance(now, group.window_ms, &group.sum_words, words);
-            *admitted = 0;
-        }
-        if ev.cost > 0 {
-            for (run, verdict) in layout.runs.iter().zip(verdicts) {
-                if verdict.allowed {
-                    self.admitted[run.group] |= run.bit;
-                }
-            }
-            for (ring, &mask) in rings.iter_mut().zip(&self.admitted) {
-                if mask != 0 {
-                    ring.push(now, ev.cost as u64, mask);
+        if let Some(external) = external {
+            for (local, external) in self.decided.iter().zip(external) {
+                if local.allowed != external.allowed || local.remaining != external.remaining {
+                    self.mismatches += 1;
                 }
             }
         }
-        let runs = layout.runs.iter().zip(verdicts).zip(&mut self.tallies);
-        for (((run, verdict), tally), errors) in runs.zip(errors) {
-            let reference_allowed = match run.reference_slot {
-                Some(r) => self.decided[r].allowed,
-                None => verdict.allowed,
-            };
-            if let Some(l) = run.log {
-                tally.max_log_entries = tally.max_log_entries.max(logs[l].0.entries().len());
-            }
-            let real = words[run.sum_word];
-            match tally.count(
-                verdict.allowed,
-                verdict.used,
-                reference_allowed,
-                ev.cost,
-                real,
-            ) {
-                None => {}
-                Some(Mistake::FalseAllow) => errors[0] += 1,
-                Some(Mistake::FalseDeny) => errors[1] += 1,
-            }
-            if verdict.allowed && ev.cost > 0 {
-                let sum = real + ev.cost as u64;
-                words[run.sum_word] = sum;
-                if sum > tally.max_in_window {
-                    tally.max_in_window = sum;
-                    let start = rings[run.group].oldest(run.bit).unwrap_or(now);
-                    tally.worst = Some((ev.client, start, now));
-                }
-            }
-        }
+        record(
+            &self.layout,
+            &mut self.tallies,
+            &mut self.admitted,
+            &self.decided,
+            external,
+            &mut client,
+            ev,
+        );
     }
 
     /// Events replayed.
@@ -227,5 +171,77 @@ impl Replay {
                 )
             })
             .collect()
+    }
+}
+
+/// Tallies the event: each policy's decision (`verdicts`, or `external`) against its reference
+/// (`decided`, the steps' own), and against what it really admitted in the trailing reference
+/// window.
+#[inline]
+fn record(
+    layout: &Layout,
+    tallies: &mut [Tally],
+    admitted: &mut [u32],
+    decided: &[Verdict],
+    external: Option<&[Verdict]>,
+    client: &mut Client<'_>,
+    ev: Event,
+) {
+    let now = ev.time_ms;
+    let Client {
+        words,
+        logs,
+        rings,
+        errors,
+    } = client;
+    let verdicts = external.unwrap_or(decided);
+    // What left each reference window; then this event's admissions, one ring entry per window
+    // for all the policies that admitted it.
+    for ((ring, group), admitted) in rings.iter_mut().zip(&layout.groups).zip(&mut *admitted) {
+        ring.advance(now, group.window_ms, &group.sum_words, words);
+        *admitted = 0;
+    }
+    if ev.cost > 0 {
+        for (run, verdict) in layout.runs.iter().zip(verdicts) {
+            if verdict.allowed {
+                admitted[run.group] |= run.bit;
+            }
+        }
+        for (ring, &mask) in rings.iter_mut().zip(&*admitted) {
+            if mask != 0 {
+                ring.push(now, ev.cost as u64, mask);
+            }
+        }
+    }
+    let runs = layout.runs.iter().zip(verdicts).zip(tallies);
+    for (((run, verdict), tally), errors) in runs.zip(errors.iter_mut()) {
+        let reference_allowed = match run.reference_slot {
+            Some(r) => decided[r].allowed,
+            None => verdict.allowed,
+        };
+        if let Some(l) = run.log {
+            tally.max_log_entries = tally.max_log_entries.max(logs[l].0.entries().len());
+        }
+        let real = words[run.sum_word];
+        match tally.count(
+            verdict.allowed,
+            verdict.used,
+            reference_allowed,
+            ev.cost,
+            real,
+        ) {
+            None => {}
+            Some(Mistake::FalseAllow) => errors[0] += 1,
+            Some(Mistake::FalseDeny) => errors[1] += 1,
+        }
+        if verdict.allowed && ev.cost > 0 {
+            let sum = real + ev.cost as u64;
+            words[run.sum_word] = sum;
+            if sum > tally.max_in_window {
+                tally.max_in_window = sum;
+                let start = rings[run.group].oldest(run.bit).unwrap_or(now);
+                tally.worst = Some((ev.client, start, now));
+            }
+        }
     }
 }
