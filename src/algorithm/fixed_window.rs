@@ -14,15 +14,18 @@
 //! steps back before `seen_ms` counts as no time passed.
 
 use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::words::word_state;
 use crate::policy::Policy;
 
-/// The fixed window state of one (policy, identifier). `Default` is "no state yet".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct FixedWindowState {
-    /// The latest time (epoch ms) at which the state was written.
-    pub seen_ms: u64,
-    /// Cost admitted in the window that contains `seen_ms`.
-    pub count: u64,
+word_state! {
+    /// The fixed window state of one (policy, identifier). `Default` is "no state yet".
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct FixedWindowState {
+        /// The latest time (epoch ms) at which the state was written.
+        pub seen_ms: u64,
+        /// Cost admitted in the window that contains `seen_ms`.
+        pub count: u64,
+    }
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).

@@ -18,18 +18,21 @@
 //! passed, exactly as in the token bucket.
 
 use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::words::word_state;
 use crate::policy::{Fraction, Policy};
 
-/// The theoretical arrival time of one (policy, identifier). `Default` is "no state yet"
-/// (a `TAT` in the past behaves as −∞).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct GcraState {
-    /// Whole milliseconds of the theoretical arrival time (epoch ms).
-    pub tat_ms: u64,
-    /// The fraction of a millisecond, in units of `1/L` ms: `0 ≤ tat_rem < L`.
-    pub tat_rem: u64,
-    /// The latest time (epoch ms) at which the state was written.
-    pub seen_ms: u64,
+word_state! {
+    /// The theoretical arrival time of one (policy, identifier). `Default` is "no state yet"
+    /// (a `TAT` in the past behaves as −∞).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct GcraState {
+        /// Whole milliseconds of the theoretical arrival time (epoch ms).
+        pub tat_ms: u64,
+        /// The fraction of a millisecond, in units of `1/L` ms: `0 ≤ tat_rem < L`.
+        pub tat_rem: u64,
+        /// The latest time (epoch ms) at which the state was written.
+        pub seen_ms: u64,
+    }
 }
 
 /// `a + b`, both fractions of `1/limit` ms.

@@ -4,7 +4,7 @@
 //! offers `step(policy, &mut state, now_ms, cost) -> Outcome`, which leaves the state untouched
 //! unless the outcome says `changed` (denials and zero-cost peeks never change it). [`step`] is
 //! the algorithm-independent functional form over [`State`]. Times past [`MAX_TIME_MS`] read as
-//! [`MAX_TIME_MS`].
+//! [`MAX_TIME_MS`]. The fixed-size states also have a flat form as `u64` words ([`Words`]).
 
 pub mod concurrency;
 pub mod fixed_window;
@@ -14,6 +14,7 @@ pub mod sliding_counter;
 pub mod sliding_log;
 mod state;
 pub mod token_bucket;
+mod words;
 
 pub use crate::decision::Decision;
 pub use concurrency::ConcurrencyState;
@@ -24,3 +25,4 @@ pub use sliding_counter::SlidingCounterState;
 pub use sliding_log::SlidingLogState;
 pub use state::{step, Charge, State, Step};
 pub use token_bucket::TokenBucketState;
+pub use words::Words;

@@ -20,17 +20,20 @@
 //! passed.
 
 use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::words::word_state;
 use crate::policy::Policy;
 
-/// The two-window state of one (policy, identifier). `Default` is "no state yet".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct SlidingCounterState {
-    /// The latest time (epoch ms) at which the state was written.
-    pub seen_ms: u64,
-    /// Cost admitted in the window before the one containing `seen_ms`.
-    pub previous: u64,
-    /// Cost admitted in the window containing `seen_ms`.
-    pub current: u64,
+word_state! {
+    /// The two-window state of one (policy, identifier). `Default` is "no state yet".
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct SlidingCounterState {
+        /// The latest time (epoch ms) at which the state was written.
+        pub seen_ms: u64,
+        /// Cost admitted in the window before the one containing `seen_ms`.
+        pub previous: u64,
+        /// Cost admitted in the window containing `seen_ms`.
+        pub current: u64,
+    }
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).

@@ -55,16 +55,21 @@ impl SlidingLogState {
     }
 
     /// The logged `(time_ms, cost)` entries, oldest first (some may be outside the window).
+    /// Inline, as the accessors below: the simulator reads them around every step, from
+    /// another crate.
+    #[inline]
     pub fn entries(&self) -> impl ExactSizeIterator<Item = (u64, u64)> + '_ {
         self.entries.iter().copied()
     }
 
     /// The time of the newest entry, if any.
+    #[inline]
     pub fn newest_ms(&self) -> Option<u64> {
         self.entries.back().map(|&(t, _)| t)
     }
 
     /// The last time (epoch ms) the state was written.
+    #[inline]
     pub fn seen_ms(&self) -> u64 {
         self.seen_ms
     }

@@ -15,15 +15,18 @@
 //! A clock that steps back counts as no time passed.
 
 use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::words::word_state;
 use crate::policy::Policy;
 
-/// The bucket of one (policy, identifier). `Default` (no deficit) is a full bucket: no state yet.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct TokenBucketState {
-    /// The latest time (epoch ms) at which the state was written.
-    pub seen_ms: u64,
-    /// Tokens missing at `seen_ms`, scaled by the window: `(B − tokens)·W`, in `0..=B·W`.
-    pub deficit: u64,
+word_state! {
+    /// The bucket of one (policy, identifier). `Default` (no deficit) is a full bucket: no state yet.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct TokenBucketState {
+        /// The latest time (epoch ms) at which the state was written.
+        pub seen_ms: u64,
+        /// Tokens missing at `seen_ms`, scaled by the window: `(B − tokens)·W`, in `0..=B·W`.
+        pub deficit: u64,
+    }
 }
 
 /// The deficit `elapsed` ms after it stood at `deficit`, refilling `limit` per ms.

@@ -47,6 +47,49 @@ impl Tally {
     }
 }
 
+/// A policy's mistake on one request, against its exact reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mistake {
+    /// Admitted, where the reference denied.
+    FalseAllow,
+    /// Denied, where the reference admitted.
+    FalseDeny,
+}
+
+impl Tally {
+    /// Counts one request of `cost`: whether the policy `allowed` it (after which it counts
+    /// `used` as taken) and whether its reference did; `real` is the cost the policy really
+    /// admitted for the client in the trailing reference window before the request.
+    #[inline]
+    pub(crate) fn count(
+        &mut self,
+        allowed: bool,
+        used: u64,
+        reference_allowed: bool,
+        cost: i64,
+        real: u64,
+    ) -> Option<Mistake> {
+        // The quota the policy saw as used before this request.
+        let taken = if allowed { cost.max(0) as u64 } else { 0 };
+        let used_before = used.saturating_sub(taken);
+        self.abs_rate_error += u128::from(real.abs_diff(used_before));
+        self.real_rate += u128::from(real);
+        if allowed {
+            self.admitted += 1;
+            (!reference_allowed).then(|| {
+                self.false_allows += 1;
+                Mistake::FalseAllow
+            })
+        } else {
+            self.denied += 1;
+            reference_allowed.then(|| {
+                self.false_denies += 1;
+                Mistake::FalseDeny
+            })
+        }
+    }
+}
+
 /// The span of the reference window in which a policy admitted the most for one client.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WorstWindow {

@@ -2,14 +2,18 @@
 //!
 //! The memory replay keeps every policy's state in client-major vectors indexed by dense client
 //! id and steps them with the library's per-algorithm steps — the code `State::apply`,
-//! `MemoryStore` and the Worker run, minus the map lookup (see `engine` for the layout). A
+//! `MemoryStore` and the Worker run, minus the map lookup. A
 //! store-backed replay (`--store`) sends the same checks to a real store on a virtual clock and
 //! counts any decision that differs from the steps.
 
 mod boundary;
+mod clients;
 mod engine;
+mod layout;
 mod metrics;
 pub mod reference;
+mod ring;
+mod states;
 
 pub use boundary::{boundary_series, BoundarySeries, Point};
 pub use engine::Replay;
