@@ -39,6 +39,11 @@ const MIN_SHARD_CAPACITY: usize = 4096;
 /// keys (1M keys in 64 equal shards took 2^15 slots each, at load 0.48).
 const MAX_SHARD_CAPACITY: usize = (1 << 14) / 8 * 7;
 
+/// The most shards a store has. A store bounded beyond `MAX_SHARDS * MAX_SHARD_CAPACITY` keys
+/// (e.g. the simulator's, which must evict nothing) has larger shards whose tables grow with
+/// use, rather than a shard vector sized by its bound.
+const MAX_SHARDS: usize = 1024;
+
 /// How often (on the callers' clock) shards that no check touched are purged too. A shard is
 /// always purged when a check locks it; this only bounds how long an idle shard keeps garbage.
 const SWEEP_EVERY_MS: u64 = 1_000;
@@ -330,12 +335,12 @@ impl MemoryStore {
 }
 
 /// The shard count for `capacity`: one for small stores, else enough that no shard holds more
-/// than [`MAX_SHARD_CAPACITY`] keys (and at least two).
+/// than [`MAX_SHARD_CAPACITY`] keys (and at least two), up to [`MAX_SHARDS`].
 fn shard_count(capacity: usize) -> usize {
     if capacity < 2 * MIN_SHARD_CAPACITY {
         1
     } else {
-        capacity.div_ceil(MAX_SHARD_CAPACITY).max(2)
+        capacity.div_ceil(MAX_SHARD_CAPACITY).clamp(2, MAX_SHARDS)
     }
 }
 
@@ -423,6 +428,17 @@ mod tests {
             let count = shard_count(capacity);
             assert!(capacity.div_ceil(count) <= MAX_SHARD_CAPACITY, "{capacity}");
         }
+    }
+
+    #[test]
+    fn a_store_bounded_beyond_any_memory_allocates_by_use_not_by_its_bound() {
+        // The simulator's replay store asks for `usize::MAX >> 1` keys (evict nothing).
+        assert_eq!(shard_count(usize::MAX >> 1), MAX_SHARDS);
+        let store = MemoryStore::with_capacity(usize::MAX >> 1);
+        let limit = Limit::new("l", "fixed 2/1s".parse::<Policy>().unwrap());
+        let verdicts = store.check_now(&[Check::single(&limit, "a", 1)], 1_000);
+        assert!(verdicts[0].allowed);
+        assert_eq!(store.len(), 1);
     }
 
     #[test]
