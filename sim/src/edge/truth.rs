@@ -19,6 +19,7 @@ use rustc_hash::FxBuildHasher;
 use super::names::display_identifier;
 use crate::error::SimError;
 use crate::readers::time::format_utc;
+use crate::replay::pct;
 use crate::replay::reference::reference;
 
 /// One identifier's truth.
@@ -126,14 +127,6 @@ pub struct Boundary {
     pub fallback_false_allows: u64,
     /// Fallback denials the exact log admitted: its under-admission.
     pub fallback_false_denies: u64,
-}
-
-fn pct(n: u64, d: u64) -> f64 {
-    if d == 0 {
-        0.0
-    } else {
-        n as f64 * 100.0 / d as f64
-    }
 }
 
 impl LimitTruth {

@@ -192,7 +192,8 @@ pub struct PolicyResult {
     pub state_bytes_per_key_max: u64,
 }
 
-fn pct(n: u64, d: u64) -> f64 {
+/// `n` over `d` in percent; 0 when nothing was decided.
+pub(crate) fn pct(n: u64, d: u64) -> f64 {
     if d == 0 {
         0.0
     } else {

@@ -17,4 +17,5 @@ mod states;
 
 pub use boundary::{boundary_series, BoundarySeries, Point};
 pub use engine::Replay;
+pub(crate) use metrics::pct;
 pub use metrics::{ClientError, ErrorBucket, PerClient, PolicyResult, WorstWindow};
