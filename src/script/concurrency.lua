@@ -13,20 +13,7 @@
 -- leases are dropped only when the state is written, exactly as the Rust step.
 -- Denied requests consume nothing; time going backwards counts as no time passed.
 local function concurrency(raw, N, D, cap, now, cost, lease)
-  local seen, n, total = 0, 0, 0
-  local ends, counts = {}, {}
-  if raw then
-    local f = parse_fields(raw, nil)
-    if #f % 2 ~= 1 then
-      error('edgelimit: unreadable limiter state')
-    end
-    seen = f[1]
-    for i = 2, #f, 2 do
-      n = n + 1
-      ends[n], counts[n] = f[i], f[i + 1]
-      total = total + f[i + 1]
-    end
-  end
+  local seen, n, total, ends, counts = parse_pairs(raw)
   local t = math.max(now, seen)
   local ended_pairs, ended = 0, 0
   for i = 1, n do

@@ -84,6 +84,26 @@ local function parse_fields(raw, count)
   return fields
 end
 
+-- A state written as `seen` then (time, count) pairs, as the sliding log and concurrency keep it.
+-- Returns seen, the number of pairs, the sum of their counts, their times and their counts.
+local function parse_pairs(raw)
+  local seen, n, total = 0, 0, 0
+  local times, counts = {}, {}
+  if raw then
+    local f = parse_fields(raw, nil)
+    if #f % 2 ~= 1 then
+      error('edgelimit: unreadable limiter state')
+    end
+    seen = f[1]
+    for i = 2, #f, 2 do
+      n = n + 1
+      times[n], counts[n] = f[i], f[i + 1]
+      total = total + f[i + 1]
+    end
+  end
+  return seen, n, total, times, counts
+end
+
 -- "Now" in epoch ms: the caller's time, or Redis TIME when the argument is empty.
 local function now_ms(arg)
   if arg == '' then

@@ -9,20 +9,7 @@
 -- is written, never on a denial or a look, exactly as the Rust step.
 -- Denied requests consume nothing; time going backwards counts as no time passed.
 local function sliding_log(raw, L, W, cap, now, cost)
-  local seen, n, total = 0, 0, 0
-  local times, costs = {}, {}
-  if raw then
-    local f = parse_fields(raw, nil)
-    if #f % 2 ~= 1 then
-      error('edgelimit: unreadable limiter state')
-    end
-    seen = f[1]
-    for i = 2, #f, 2 do
-      n = n + 1
-      times[n], costs[n] = f[i], f[i + 1]
-      total = total + f[i + 1]
-    end
-  end
+  local seen, n, total, times, costs = parse_pairs(raw)
   local t = math.max(now, seen)
   -- Leading entries at or before t - W have left the window.
   local expired, expired_cost = 0, 0
