@@ -44,6 +44,14 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
     let bar = progress_bar(options.progress, options.source.size());
     let mut reader = TraceReader::open(&options.source, options.read.clone(), counter.clone())?;
     let mut replay = Replay::new(&options.policies)?;
+    if replay.has_concurrency() && options.store.is_external() {
+        return Err(SimError::Usage(format!(
+            "--store {}: a concurrency policy replays in memory only (a store replay sends \
+             checks, not the releases when requests land); drop --store, or the concurrency \
+             policy",
+            options.store
+        )));
+    }
     let mut store = options.store.connect(&options.policies)?;
     let mut n = 0u64;
     // Events go to the engine in runs so it can read ahead (see `Replay::step_all`).

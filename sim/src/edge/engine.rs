@@ -8,6 +8,8 @@
 //! Worker's own log lines, the logged `local_ms` — and the store decides at the logged store
 //! time under `time = "server"`.
 
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -68,6 +70,37 @@ struct Totals {
     outage_requests: u64,
     outage_failed_open: u64,
     outage_fallback: u64,
+    settled: u64,
+    settle_failed: u64,
+}
+
+/// What a request settles when it lands (its concurrency leases released, its settled costs
+/// committed): the Worker's `Settlement::commits`, due at the request's time plus its duration.
+#[derive(Debug)]
+struct Landing {
+    at_ms: u64,
+    seq: u64,
+    commits: Vec<Check>,
+}
+
+impl PartialEq for Landing {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at_ms, self.seq) == (other.at_ms, other.seq)
+    }
+}
+
+impl Eq for Landing {}
+
+impl Ord for Landing {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at_ms, self.seq).cmp(&(other.at_ms, other.seq))
+    }
+}
+
+impl PartialOrd for Landing {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 fn status_slot(status: u16) -> usize {
@@ -96,6 +129,9 @@ pub struct EdgeReplay {
     totals: Totals,
     series: Series,
     log_check: Option<LogCheck>,
+    /// Settlements due when their requests land, earliest first.
+    landings: BinaryHeap<Reverse<Landing>>,
+    landed: u64,
 }
 
 /// Polls a future that must be ready at once: the replay store never waits.
@@ -171,7 +207,40 @@ impl EdgeReplay {
             identifiers: Identifiers::default(),
             totals: Totals::default(),
             log_check: compare_log.then(LogCheck::default),
+            landings: BinaryHeap::new(),
+            landed: 0,
         })
+    }
+
+    /// Settles, in time order, what the requests that landed by `now_ms` reserved — as the
+    /// Worker does after the response (`settle_after`): through the limiter's `settle`, on the
+    /// store, at the landing time. A landing at the very millisecond of the next request comes
+    /// first. While the store is down the settlement fails, as the Worker's would, and its
+    /// leases are left to their timeout.
+    fn land_until(&mut self, now_ms: u64) -> Result<(), SimError> {
+        while self
+            .landings
+            .peek()
+            .is_some_and(|Reverse(l)| l.at_ms <= now_ms)
+        {
+            let Some(Reverse(landing)) = self.landings.pop() else {
+                break;
+            };
+            let at = landing.at_ms;
+            self.clock.set(at);
+            self.limiter.store().set_times(at, at);
+            self.limiter.store().set_down(self.outages.down_at(at));
+            for commit in landing.commits {
+                match ready(self.limiter.settle(commit))? {
+                    Ok(_) => self.totals.settled += 1,
+                    Err(_) => self.totals.settle_failed += 1,
+                }
+            }
+        }
+        for (_, truth) in &mut self.truths {
+            truth.land_until(now_ms);
+        }
+        Ok(())
     }
 
     /// The configuration.
@@ -182,6 +251,8 @@ impl EdgeReplay {
     /// Replays one request; `answered` receives what was answered (for `--baseline`).
     pub fn step(&mut self, request: &Request, answered: &mut Answered) -> Result<(), SimError> {
         let local_ms = request.time_ms;
+        self.land_until(local_ms)?;
+        let duration = request.duration_ms.map(u64::from);
         let logged = request.logged.as_deref();
         let (enforced_ms, shadow_ms) = match logged {
             Some(l) => (
@@ -201,6 +272,8 @@ impl EdgeReplay {
             totals,
             series,
             log_check,
+            landings,
+            landed,
             ..
         } = self;
         let plan = config.plan_with(request, &mut |applied| identify(logged, applied, request));
@@ -240,7 +313,24 @@ impl EdgeReplay {
                         decision,
                         verdict.decided_at_ms,
                         admitted,
+                        duration,
                     );
+                }
+            }
+        }
+        // The request lands after its duration; the Worker settles it then (a request without
+        // a duration keeps its leases until they time out).
+        if let Some(duration) = duration {
+            *landed += 1;
+            let name = format!("sim-{landed}");
+            if let Some(settlement) = plan.settlement(&checked.verdicts, &name) {
+                let commits = settlement.commits(|_| None);
+                if !commits.is_empty() {
+                    landings.push(Reverse(Landing {
+                        at_ms: local_ms.saturating_add(duration),
+                        seq: *landed,
+                        commits,
+                    }));
                 }
             }
         }
@@ -362,6 +452,8 @@ impl EdgeReplay {
             statuses,
             missing_identifiers: t.missing,
             shadow_would_deny: t.shadow_would_deny,
+            settled: t.settled,
+            settle_failed: t.settle_failed,
         }
     }
 
@@ -404,6 +496,10 @@ pub struct TotalsReport {
     pub missing_identifiers: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
+    /// Settlements applied when requests landed (leases released, costs committed).
+    pub settled: u64,
+    /// Settlements that failed (the store down when the request landed).
+    pub settle_failed: u64,
 }
 
 /// A limit's identifier source as written in the configuration.

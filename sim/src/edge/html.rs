@@ -106,6 +106,24 @@ fn limits_table(rule: &RuleReport) -> String {
         );
     }
     o.push_str("</table>");
+    for l in &rule.limits {
+        let Some(f) = &l.boundary.in_flight else {
+            continue;
+        };
+        let peaks: Vec<String> = f
+            .top_peaks
+            .iter()
+            .map(|p| format!("{} ({})", escape(&p.identifier), p.peak))
+            .collect();
+        let _ = write!(
+            o,
+            "<p class=\"note\"><b>{}</b> is a concurrency limit: max in window is its peak in flight, false allows and denies are against the exact in-flight count (each request in flight for its duration, no timeout). {} requests released after their duration, {} without one held their lease to the timeout. Highest peaks: {}.</p>",
+            escape(&l.name),
+            f.requests_with_duration,
+            f.requests_without_duration,
+            if peaks.is_empty() { "—".to_string() } else { peaks.join(", ") }
+        );
+    }
     o
 }
 

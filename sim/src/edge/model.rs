@@ -105,6 +105,17 @@ pub struct OutageReport {
     pub fallback_decisions: u64,
 }
 
+/// What the requests that landed settled (the Worker's `settle_after`): their concurrency
+/// leases released, their settled costs committed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Settlements {
+    /// Settlement checks applied.
+    pub settled: u64,
+    /// Settlement checks that failed (the store down when the request landed); their leases
+    /// stayed until the timeout.
+    pub failed: u64,
+}
+
 /// One configuration's replay.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ConfigReport {
@@ -132,6 +143,9 @@ pub struct ConfigReport {
     pub missing_identifiers: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
+    /// Requests that landed (had a `duration_ms`) and what settling them did, when any did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settlements: Option<Settlements>,
     /// One object per configured rule, in order.
     pub rules: Vec<RuleReport>,
     /// Outages (`--outage`), if any were given.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::config_file;
 use super::engine::EdgeReplay;
-use super::model::ConfigReport;
+use super::model::{ConfigReport, Settlements};
 use super::outage::{Outage, Outages};
 use super::whatif::{Answered, WhatIfTally};
 use crate::error::SimError;
@@ -107,6 +107,10 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         statuses: totals.statuses,
         missing_identifiers: totals.missing_identifiers,
         shadow_would_deny: totals.shadow_would_deny,
+        settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
+            settled: totals.settled,
+            failed: totals.settle_failed,
+        }),
         rules: candidate.rule_reports(),
         outage: (!options.outages.is_empty()).then(|| candidate.outage_report()),
         against_log,

@@ -104,6 +104,40 @@ pub fn render(report: &ConfigReport) -> String {
     if !tops.is_empty() {
         let _ = write!(out, "\nmost limited identifiers\n{tops}");
     }
+    let mut peaks = String::new();
+    for rule in &report.rules {
+        for l in &rule.limits {
+            let Some(f) = &l.boundary.in_flight else {
+                continue;
+            };
+            let list: Vec<String> = f
+                .top_peaks
+                .iter()
+                .take(5)
+                .map(|p| format!("{} ({})", shortened(&p.identifier), p.peak))
+                .collect();
+            let _ = writeln!(
+                peaks,
+                "  {} / {}: {}; {} requests released after their duration, {} held to the timeout",
+                rule.name,
+                l.name,
+                if list.is_empty() {
+                    "-".to_string()
+                } else {
+                    list.join(", ")
+                },
+                f.requests_with_duration,
+                f.requests_without_duration
+            );
+        }
+    }
+    if !peaks.is_empty() {
+        let _ = write!(
+            out,
+            "\npeak in flight (concurrency limits; max/window is the peak, false allow/deny \
+             against the exact in-flight count)\n{peaks}"
+        );
+    }
     if let Some(o) = &report.outage {
         let spans: Vec<String> = o
             .spans

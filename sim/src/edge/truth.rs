@@ -9,16 +9,21 @@
 //! - **max admitted in window**: the most cost admitted for one identifier in any span of the
 //!   reference window — forwarded requests for an enforced limit (fail-open admissions
 //!   included), would-be admissions for a shadow one.
+//!
+//! A concurrency limit is held against the exact in-flight count instead (`replay::inflight`:
+//! each request in flight for its duration, no timeout); its "max admitted in window" is the
+//! peak in flight, and `in_flight` lists the identifiers with the highest peaks.
 
 use std::collections::{HashMap, VecDeque};
 
 use edgelimit::algorithm::{sliding_log, SlidingLogState};
-use edgelimit::{Decision, Identifier, Policy, Reason};
+use edgelimit::{Algorithm, Decision, Identifier, Policy, Reason};
 use rustc_hash::FxBuildHasher;
 
 use super::names::display_identifier;
 use crate::error::SimError;
 use crate::readers::time::format_utc;
+use crate::replay::inflight::InFlight;
 use crate::replay::pct;
 use crate::replay::reference::reference;
 
@@ -75,8 +80,10 @@ impl Identifiers {
 #[derive(Debug)]
 pub struct LimitTruth {
     reference: Policy,
-    /// By dense identifier id.
+    /// By dense identifier id (window limits).
     states: Vec<IdTruth>,
+    /// A concurrency limit's flights (then `reference` is the limit itself).
+    flights: Option<InFlight>,
     decided: u64,
     false_allows: u64,
     false_denies: u64,
@@ -127,13 +134,47 @@ pub struct Boundary {
     pub fallback_false_allows: u64,
     /// Fallback denials the exact log admitted: its under-admission.
     pub fallback_false_denies: u64,
+    /// A concurrency limit's flights; for it `reference` is the exact in-flight count, and
+    /// `max_admitted_in_window` the peak in flight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlightReport>,
+}
+
+/// What a concurrency limit's flights came to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InFlightReport {
+    /// The lease timeout (ms): how long a request without a duration holds its lease.
+    pub timeout_ms: u64,
+    /// Requests released after their duration (through the Worker's settlement).
+    pub requests_with_duration: u64,
+    /// Requests without one, holding their leases until the timeout.
+    pub requests_without_duration: u64,
+    /// The identifiers with the highest peaks in flight (up to 10).
+    pub top_peaks: Vec<PeakIdentifier>,
+}
+
+/// One identifier's peak in flight.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PeakIdentifier {
+    /// The identifier (as keyed; see `display_identifier`).
+    pub identifier: String,
+    /// The most leases it had in flight at once.
+    pub peak: u64,
+    /// When it first reached it (UTC epoch ms).
+    pub at_ms: u64,
 }
 
 impl LimitTruth {
     /// The truth for a limit of `policy`.
     pub fn new(policy: &Policy) -> Result<LimitTruth, SimError> {
+        let concurrency = policy.algorithm() == Algorithm::Concurrency;
         Ok(LimitTruth {
-            reference: reference(policy)?,
+            reference: if concurrency {
+                *policy
+            } else {
+                reference(policy)?
+            },
+            flights: concurrency.then(|| InFlight::new(*policy)),
             states: Vec::new(),
             decided: 0,
             false_allows: 0,
@@ -146,8 +187,17 @@ impl LimitTruth {
         })
     }
 
-    /// One request this limit applied to: its decision (with when it was made), and whether the
-    /// request got through (for an enforced limit) or would have (for a shadow one).
+    /// Lands the requests in flight under a concurrency limit that ended by `now_ms` (call
+    /// before each request; nothing for a window limit).
+    pub fn land_until(&mut self, now_ms: u64) {
+        if let Some(flights) = &mut self.flights {
+            flights.land_until(now_ms);
+        }
+    }
+
+    /// One request this limit applied to: its decision (with when it was made), whether the
+    /// request got through (for an enforced limit) or would have (for a shadow one), and how
+    /// long it was in flight when the trace says.
     pub fn record(
         &mut self,
         identifier: u32,
@@ -155,7 +205,19 @@ impl LimitTruth {
         decision: &Decision,
         at_ms: u64,
         admitted: bool,
+        duration: Option<u64>,
     ) {
+        if let Some(flights) = &mut self.flights {
+            let (exact, in_flight) =
+                flights.record(identifier, at_ms, cost, duration, admitted, None);
+            self.compare(decision, exact);
+            let peak = in_flight + cost.max(0) as u64;
+            if admitted && peak > self.max_in_window {
+                self.max_in_window = peak;
+                self.worst = Some((identifier, at_ms, at_ms));
+            }
+            return;
+        }
         let index = identifier as usize;
         if self.states.len() <= index {
             self.states.resize_with(index + 1, IdTruth::default);
@@ -164,18 +226,8 @@ impl LimitTruth {
         let exact = sliding_log::step(&self.reference, &mut id.log, at_ms, cost)
             .decision
             .allowed;
-        if decision.reason != Reason::Skipped {
-            self.decided += 1;
-            let fallback = decision.reason == Reason::Fallback;
-            self.fallback_decided += u64::from(fallback);
-            if decision.allowed && !exact {
-                self.false_allows += 1;
-                self.fallback_false_allows += u64::from(fallback);
-            } else if !decision.allowed && exact {
-                self.false_denies += 1;
-                self.fallback_false_denies += u64::from(fallback);
-            }
-        }
+        self.compare(decision, exact);
+        let id = &mut self.states[index];
         if !admitted || cost <= 0 {
             return;
         }
@@ -199,10 +251,49 @@ impl LimitTruth {
         }
     }
 
+    /// Counts the limit's decision against the exact one (the denial cache's skips are not
+    /// decisions).
+    fn compare(&mut self, decision: &Decision, exact: bool) {
+        if decision.reason == Reason::Skipped {
+            return;
+        }
+        self.decided += 1;
+        let fallback = decision.reason == Reason::Fallback;
+        self.fallback_decided += u64::from(fallback);
+        if decision.allowed && !exact {
+            self.false_allows += 1;
+            self.fallback_false_allows += u64::from(fallback);
+        } else if !decision.allowed && exact {
+            self.false_denies += 1;
+            self.fallback_false_denies += u64::from(fallback);
+        }
+    }
+
     /// The metrics; `identifiers` names the ids.
     pub fn finish(&self, identifiers: &Identifiers) -> Boundary {
+        let in_flight = self.flights.as_ref().map(|f| {
+            let (with, without) = f.durations();
+            InFlightReport {
+                timeout_ms: self.reference.window_ms(),
+                requests_with_duration: with,
+                requests_without_duration: without,
+                top_peaks: f
+                    .top(10)
+                    .into_iter()
+                    .map(|p| PeakIdentifier {
+                        identifier: display_identifier(identifiers.name(p.id)),
+                        peak: p.peak,
+                        at_ms: p.at_ms,
+                    })
+                    .collect(),
+            }
+        });
         Boundary {
-            reference: self.reference.to_string(),
+            in_flight,
+            reference: match &self.flights {
+                Some(_) => format!("exact in-flight ≤ {}", self.reference.limit()),
+                None => self.reference.to_string(),
+            },
             decided: self.decided,
             max_admitted_in_window: self.max_in_window,
             max_window_multiple: self.max_in_window as f64 / self.reference.limit() as f64,
@@ -245,10 +336,17 @@ mod tests {
         let mut ids = Identifiers::default();
         let id = ids.id(&Identifier::from("a"));
         for at in [999, 999, 1000, 1000] {
-            t.record(id, 1, &decision(true, Reason::Admitted), at, true);
+            t.record(id, 1, &decision(true, Reason::Admitted), at, true, None);
         }
-        t.record(id, 1, &decision(false, Reason::CachedDenial), 1001, false);
-        t.record(id, 1, &decision(true, Reason::Skipped), 1002, false);
+        t.record(
+            id,
+            1,
+            &decision(false, Reason::CachedDenial),
+            1001,
+            false,
+            None,
+        );
+        t.record(id, 1, &decision(true, Reason::Skipped), 1002, false, None);
         let b = t.finish(&ids);
         assert_eq!(b.reference, "sliding-log 2/1s");
         assert_eq!((b.max_admitted_in_window, b.max_window_multiple), (4, 2.0));
@@ -282,8 +380,8 @@ mod tests {
         let mut t = LimitTruth::new(&"fixed 1/1s".parse().unwrap()).unwrap();
         let mut ids = Identifiers::default();
         let id = ids.id(&Identifier::from("a"));
-        t.record(id, 1, &decision(false, Reason::Fallback), 0, false);
-        t.record(id, 1, &decision(true, Reason::Fallback), 1, true);
+        t.record(id, 1, &decision(false, Reason::Fallback), 0, false, None);
+        t.record(id, 1, &decision(true, Reason::Fallback), 1, true, None);
         let b = t.finish(&ids);
         assert_eq!(
             (

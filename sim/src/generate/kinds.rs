@@ -162,11 +162,7 @@ impl Iterator for Generator {
                 (t, 0)
             }
         };
-        Some(Event {
-            time_ms,
-            client,
-            cost: 1,
-        })
+        Some(Event::new(time_ms, client, 1))
     }
 }
 

@@ -55,6 +55,7 @@ impl ClfParser {
             time_ms: fields.time_ms,
             client: Cow::Borrowed(client),
             cost: 1,
+            duration_ms: None,
         }))
     }
 

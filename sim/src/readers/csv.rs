@@ -1,5 +1,6 @@
-//! Simple traces: CSV `timestamp,client[,cost]` (a header row is optional) or NDJSON objects
-//! with `timestamp`/`timestamp_ms`, `client` and optional `cost` fields.
+//! Simple traces: CSV `timestamp,client[,cost]` (a header row is optional; a `duration_ms` column
+//! needs one) or NDJSON objects with `timestamp`/`timestamp_ms`, `client` and optional `cost` and
+//! `duration_ms` fields.
 //!
 //! Timestamps may be RFC 3339 or Unix times; a bare integer's unit is chosen by magnitude
 //! (seconds, ms, µs, ns) unless the column is named `timestamp_ms`/`time_ms`, which is always
@@ -9,7 +10,9 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::format::{json_cost, parse_cost, Key, LineProblem, LineResult, Parsed};
+use super::format::{
+    json_cost, json_duration, parse_cost, parse_duration, Key, LineProblem, LineResult, Parsed,
+};
 use super::logpush::{json_key, json_time};
 use super::time::parse_any;
 
@@ -23,7 +26,11 @@ struct Columns {
     millis: bool,
     client: usize,
     cost: Option<usize>,
+    duration: Option<usize>,
 }
+
+/// The column (or NDJSON field) holding how long a request was in flight, in ms.
+const DURATION: &str = "duration_ms";
 
 /// Parses CSV or generic NDJSON lines.
 #[derive(Debug, Clone)]
@@ -64,6 +71,7 @@ impl CsvParser {
         let mut time = None;
         let mut client = None;
         let mut cost = None;
+        let mut duration = None;
         for (i, field) in line.split(|&c| c == b',').enumerate() {
             let field = field.trim_ascii();
             if i == columns.time {
@@ -74,6 +82,9 @@ impl CsvParser {
             }
             if Some(i) == columns.cost {
                 cost = Some(field);
+            }
+            if Some(i) == columns.duration {
+                duration = Some(field);
             }
         }
         let time = time.ok_or_else(|| LineProblem::new("timestamp", "truncated line: missing"))?;
@@ -92,10 +103,15 @@ impl CsvParser {
             None | Some(b"") => 1,
             Some(c) => parse_cost(c)?,
         };
+        let duration_ms = match duration {
+            None | Some(b"") => None,
+            Some(d) => Some(parse_duration(d, DURATION)?),
+        };
         Ok(Some(Parsed {
             time_ms,
             client: Cow::Borrowed(client),
             cost,
+            duration_ms,
         }))
     }
 
@@ -118,6 +134,7 @@ impl CsvParser {
                     millis: false,
                     client: 1,
                     cost: Some(2),
+                    duration: None,
                 },
                 false,
             ));
@@ -144,6 +161,7 @@ impl CsvParser {
                 millis: MS_NAMES.contains(&names[time].as_str()),
                 client,
                 cost: find("cost"),
+                duration: find(DURATION),
             },
             true,
         ))
@@ -172,10 +190,15 @@ impl CsvParser {
             Some(Value::Number(n)) => json_cost(n)?,
             Some(v) => return Err(LineProblem::new("cost", format!("`{v}` is not a number"))),
         };
+        let duration_ms = match obj.get(DURATION) {
+            None => None,
+            Some(v) => json_duration(v, DURATION)?,
+        };
         Ok(Some(Parsed {
             time_ms,
             client: Cow::Owned(client.into_bytes()),
             cost,
+            duration_ms,
         }))
     }
 }

@@ -6,10 +6,13 @@
 use serde_json::{Map, Value};
 
 use super::csv::{MS_NAMES, TIME_NAMES};
-use super::format::{LineProblem, RequestOptions};
+use super::format::{json_duration, parse_duration, LineProblem, RequestOptions};
 use super::logpush::json_time;
 use super::request::Request;
 use super::time::parse_any;
+
+/// The column (or NDJSON key) holding how long a request was in flight, in ms.
+const DURATION: &str = "duration_ms";
 
 /// What a column holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +22,7 @@ enum Column {
     Host,
     Path,
     Ip,
+    Duration,
     Header(String),
     Query(String),
     Other,
@@ -42,6 +46,7 @@ impl Column {
             "host" => Column::Host,
             "path" | "uri" | "url" => Column::Path,
             "ip" | "client" => Column::Ip,
+            DURATION => Column::Duration,
             _ => Column::Other,
         }
     }
@@ -103,8 +108,11 @@ impl CsvRequestParser {
                 Column::Host => out.set_host(value),
                 Column::Path if !value.is_empty() => target = value,
                 Column::Ip => out.set_client_ip(value),
+                Column::Duration if !value.is_empty() => {
+                    out.duration_ms = Some(parse_duration(value, DURATION)?)
+                }
                 Column::Header(name) => out.add_header(name.as_bytes(), value),
-                Column::Path | Column::Query(_) | Column::Other => {}
+                Column::Path | Column::Duration | Column::Query(_) | Column::Other => {}
             }
         }
         out.time_ms =
@@ -146,6 +154,7 @@ fn parse_json(line: &[u8], out: &mut Request, options: &RequestOptions) -> Resul
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),
             Value::Bool(b) => b.to_string(),
+            Value::Null if key == DURATION => String::new(),
             _ => continue,
         };
         match Column::named(key) {
@@ -157,6 +166,7 @@ fn parse_json(line: &[u8], out: &mut Request, options: &RequestOptions) -> Resul
             Column::Host => out.set_host(text.as_bytes()),
             Column::Path if !text.is_empty() => target = text,
             Column::Ip => out.set_client_ip(text.as_bytes()),
+            Column::Duration => out.duration_ms = json_duration(value, DURATION)?,
             Column::Header(name) => out.add_header(name.as_bytes(), text.as_bytes()),
             Column::Query(name) => queries.push((name, text)),
             Column::Path | Column::Other => {}

@@ -126,6 +126,8 @@ pub struct Parsed<'a> {
     pub client: Cow<'a, [u8]>,
     /// The request's cost.
     pub cost: i64,
+    /// How long the request was in flight (ms), when the line says.
+    pub duration_ms: Option<u32>,
 }
 
 /// What is wrong with a line: the field and the problem.
@@ -202,6 +204,69 @@ fn check_cost(cost: u64, text: &str) -> Result<i64, LineProblem> {
             "`{text}` exceeds 2^50, the largest capacity a policy can have"
         ))),
     }
+}
+
+/// A request's duration in ms written as text (a CSV `duration_ms` column): a whole number from 0
+/// to [`MAX_DURATION_MS`](crate::event::MAX_DURATION_MS); `field` names the column in problems.
+pub(crate) fn parse_duration(text: &[u8], field: &'static str) -> Result<u32, LineProblem> {
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        let problem = if text.first() == Some(&b'-') {
+            "is negative: a duration is 0 or more milliseconds"
+        } else {
+            "is not a whole number of milliseconds"
+        };
+        return Err(LineProblem::new(
+            field,
+            format!("`{}` {problem}", lossy(text)),
+        ));
+    }
+    // Digits only: the parse fails only beyond u64, which is too long too.
+    let ms = std::str::from_utf8(text)
+        .ok()
+        .and_then(|d| d.parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    check_duration(ms, &lossy(text), field)
+}
+
+/// A request's duration given as a JSON value (`null` is none), under the rules of
+/// [`parse_duration`].
+pub(crate) fn json_duration(
+    value: &serde_json::Value,
+    field: &'static str,
+) -> Result<Option<u32>, LineProblem> {
+    use serde_json::Value;
+    match value {
+        Value::Null => Ok(None),
+        Value::Number(n) => match n.as_u64() {
+            Some(ms) => check_duration(ms, &n.to_string(), field).map(Some),
+            None if n.as_f64().is_some_and(|f| f < 0.0) => Err(LineProblem::new(
+                field,
+                format!("`{n}` is negative: a duration is 0 or more milliseconds"),
+            )),
+            None => Err(LineProblem::new(
+                field,
+                format!("`{n}` is not a whole number of milliseconds"),
+            )),
+        },
+        Value::String(s) => parse_duration(s.trim().as_bytes(), field).map(Some),
+        other => Err(LineProblem::new(
+            field,
+            format!("`{other}` is not a number of milliseconds"),
+        )),
+    }
+}
+
+fn check_duration(ms: u64, text: &str, field: &'static str) -> Result<u32, LineProblem> {
+    if ms > crate::event::MAX_DURATION_MS {
+        return Err(LineProblem::new(
+            field,
+            format!(
+                "`{text}` ms exceeds {} ms (about 49.7 days), the longest duration a trace may give",
+                crate::event::MAX_DURATION_MS
+            ),
+        ));
+    }
+    Ok(ms as u32)
 }
 
 fn cost_problem(problem: impl Into<String>) -> LineProblem {

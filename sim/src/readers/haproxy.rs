@@ -70,6 +70,7 @@ impl HaproxyParser {
             time_ms: fields.time_ms,
             client: Cow::Borrowed(client),
             cost: 1,
+            duration_ms: None,
         }))
     }
 

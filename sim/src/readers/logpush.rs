@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use edgelimit_worker::identify::CLIENT_IP_HEADER;
 
-use super::format::{Key, LineProblem, LineResult, Parsed, RequestOptions};
+use super::format::{json_duration, Key, LineProblem, LineResult, Parsed, RequestOptions};
 use super::request::Request;
 use super::time::{checked_ms, parse_rfc3339, unix_integer_to_ms, unix_number_to_ms};
 
@@ -55,8 +55,19 @@ impl LogpushParser {
             time_ms,
             client: Cow::Owned(client.into_bytes()),
             cost: 1,
+            duration_ms: origin_duration(&obj)?,
         }))
     }
+}
+
+/// The field holding how long the origin took to answer, in ms: the request's time in flight
+/// behind the edge, which releases a concurrency lease.
+pub(crate) const DURATION_FIELD: &str = "OriginResponseDurationMs";
+
+/// `OriginResponseDurationMs`, when the job logs it.
+fn origin_duration(obj: &Map<String, Value>) -> Result<Option<u32>, LineProblem> {
+    obj.get(DURATION_FIELD)
+        .map_or(Ok(None), |v| json_duration(v, DURATION_FIELD))
 }
 
 /// Logpush fields read as request headers (`--config`), beside `RequestHeaders`.
@@ -120,6 +131,7 @@ impl LogpushParser {
                 out.add_header(header.as_bytes(), value.as_bytes());
             }
         }
+        out.duration_ms = origin_duration(&obj)?;
         if let Some(Value::Object(headers)) = obj.get("RequestHeaders") {
             for (name, value) in headers {
                 if let Value::String(value) = value {

@@ -24,10 +24,13 @@ pub struct ReorderStats {
     pub max_lateness_ms: u64,
 }
 
+/// A held event: time, arrival sequence (ties keep arrival order), client, cost, duration.
+type Held = (u64, u64, u32, i64, u32);
+
 /// The buffer. Ties keep arrival order (a sequence number breaks them), so replay is stable.
 #[derive(Debug, Default)]
 pub struct Reorder {
-    heap: BinaryHeap<Reverse<(u64, u64, u32, i64)>>,
+    heap: BinaryHeap<Reverse<Held>>,
     newest_ms: u64,
     last_out_ms: u64,
     seq: u64,
@@ -61,8 +64,13 @@ impl Reorder {
         }
         self.newest_ms = self.newest_ms.max(ev.time_ms);
         self.seq += 1;
-        self.heap
-            .push(Reverse((ev.time_ms, self.seq, ev.client, ev.cost)));
+        self.heap.push(Reverse((
+            ev.time_ms,
+            self.seq,
+            ev.client,
+            ev.cost,
+            ev.duration_ms,
+        )));
     }
 
     /// The next event that can no longer be overtaken, if any.
@@ -76,11 +84,12 @@ impl Reorder {
 
     /// The next event regardless of the window (at the end of the input).
     pub fn pop(&mut self) -> Option<Event> {
-        let Reverse((time_ms, _, client, cost)) = self.heap.pop()?;
+        let Reverse((time_ms, _, client, cost, duration_ms)) = self.heap.pop()?;
         self.last_out_ms = time_ms;
         Some(Event {
             time_ms,
             client,
+            duration_ms,
             cost,
         })
     }
@@ -101,11 +110,7 @@ mod tests {
     use super::*;
 
     fn ev(t: u64) -> Event {
-        Event {
-            time_ms: t,
-            client: 0,
-            cost: 1,
-        }
+        Event::new(t, 0, 1)
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct Request {
     /// When it reached the edge (UTC epoch ms): the trace's time, or for the Worker's own log
     /// lines the isolate's clock (`local_ms`).
     pub time_ms: u64,
+    /// How long it was in flight (ms), when the line says (a CSV/NDJSON `duration_ms`, Logpush's
+    /// `OriginResponseDurationMs`): its concurrency leases are released that long after it.
+    pub duration_ms: Option<u32>,
     text: String,
     method: Span,
     host: Span,
@@ -60,6 +63,7 @@ impl Request {
     /// Forgets the previous request, keeping the buffers.
     pub fn clear(&mut self) {
         self.time_ms = 0;
+        self.duration_ms = None;
         self.text.clear();
         self.method = 0..0;
         self.host = 0..0;

@@ -16,7 +16,7 @@ use super::logpush::LogpushParser;
 use super::reorder::{Reorder, ReorderStats};
 use super::request::Request;
 use crate::error::SimError;
-use crate::event::{Event, Interner};
+use crate::event::{Event, Interner, NO_DURATION};
 use crate::input::Source;
 
 /// How many bad lines are kept verbatim for the report.
@@ -378,6 +378,7 @@ impl TraceReader {
         self.reorder.push(Event {
             time_ms: parsed.time_ms,
             client,
+            duration_ms: parsed.duration_ms.unwrap_or(NO_DURATION),
             cost: parsed.cost,
         });
         self.parsed += 1;
@@ -413,11 +414,8 @@ impl TraceReader {
                     .expect("fewer than 2^32 requests in the reorder buffer")
             }
         };
-        reorder.push(Event {
-            time_ms,
-            client: slot,
-            cost: 1,
-        });
+        // The request keeps its own duration; the event only orders it.
+        reorder.push(Event::new(time_ms, slot, 1));
         Ok(true)
     }
 

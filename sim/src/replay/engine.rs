@@ -3,24 +3,119 @@
 //! stream through. Where the states live is `clients` (laid out by `layout`); stepping them is
 //! `states`; the exact trailing windows are `ring`; the tallies `metrics`.
 
-use edgelimit::{Decision, Policy};
+use edgelimit::{Algorithm, Decision, Policy};
 
 use super::clients::{Client, Clients};
+use super::inflight::InFlight;
 use super::layout::{Layout, REQUESTS_WORD};
-use super::metrics::{finish, Mistake, PolicyResult, Tally};
+use super::metrics::{finish, InFlightResult, Mistake, PeakInFlight, PolicyResult, Tally};
 use super::states::{self, Verdict};
 use crate::error::SimError;
 use crate::event::{Event, Interner};
+use crate::readers::time::format_utc;
 
 /// Events per batch of [`Replay::step_all`]'s read-ahead.
 const READ_AHEAD_BATCH: usize = 8;
+
+/// Where a policy is replayed: among the rate states (`layout.runs[k]`), or as a concurrency
+/// limit (`flights[k]`).
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Rate(usize),
+    Flight(usize),
+}
+
+/// A concurrency policy under replay: its flights, its tallies, and its per-client errors.
+#[derive(Debug)]
+struct Flight {
+    flights: InFlight,
+    tally: Tally,
+    /// `[false allows, false denies]` by client id.
+    errors: Vec<[u32; 2]>,
+    /// Whether it admitted the last event.
+    last_allowed: bool,
+}
+
+impl Flight {
+    /// Lands what ended by the event's time, then decides it with the library's step and holds
+    /// it against the exact in-flight count.
+    fn step(&mut self, ev: Event) {
+        self.flights.land_until(ev.time_ms);
+        let decision = self.flights.step(ev.client, ev.time_ms, ev.cost);
+        let (exact, real) = self.flights.record(
+            ev.client,
+            ev.time_ms,
+            ev.cost,
+            ev.duration(),
+            decision.allowed,
+            Some(decision.reset_at_ms),
+        );
+        self.last_allowed = decision.allowed;
+        let used = decision.limit.saturating_sub(decision.remaining);
+        let mistake = self
+            .tally
+            .count(decision.allowed, used, exact, ev.cost, real);
+        if decision.allowed {
+            let peak = real + ev.cost.max(0) as u64;
+            if peak > self.tally.max_in_window {
+                self.tally.max_in_window = peak;
+            }
+        }
+        if let Some(mistake) = mistake {
+            let c = ev.client as usize;
+            if self.errors.len() <= c {
+                self.errors.resize(c + 1, [0; 2]);
+            }
+            self.errors[c][usize::from(mistake == Mistake::FalseDeny)] += 1;
+        }
+    }
+
+    fn finish(&self, requests: &[u32], interner: &Interner) -> PolicyResult {
+        let policy = self.flights.policy();
+        let errors = (0..requests.len()).map(|c| self.errors.get(c).copied().unwrap_or([0; 2]));
+        let mut result = finish(
+            policy,
+            policy,
+            &self.tally,
+            errors,
+            requests,
+            interner,
+            self.flights.footprint(),
+            self.flights.largest(),
+        );
+        result.reference = format!("exact in-flight ≤ {}", policy.limit());
+        let (with, without) = self.flights.durations();
+        result.in_flight = Some(InFlightResult {
+            timeout_ms: policy.window_ms(),
+            peak_in_flight: self.tally.max_in_window,
+            requests_with_duration: with,
+            requests_without_duration: without,
+            top: self
+                .flights
+                .top(10)
+                .into_iter()
+                .map(|p| PeakInFlight {
+                    client: interner.name(p.id),
+                    peak: p.peak,
+                    at_ms: p.at_ms,
+                    at_utc: format_utc(p.at_ms),
+                })
+                .collect(),
+        });
+        result
+    }
+}
 
 /// Replays events through a set of policies; see [`PolicyResult`] for what is measured.
 #[derive(Debug)]
 pub struct Replay {
     layout: Layout,
     clients: Clients,
-    /// One per policy, in order.
+    /// Each policy's place, in order.
+    parts: Vec<Part>,
+    /// The concurrency policies.
+    flights: Vec<Flight>,
+    /// One per rate policy, in order.
     tallies: Vec<Tally>,
     /// Scratch: this event's decision in every slot, and its admissions per group.
     decided: Vec<Verdict>,
@@ -32,8 +127,32 @@ pub struct Replay {
 impl Replay {
     /// A replay of `policies` (at least one).
     pub fn new(policies: &[Policy]) -> Result<Replay, SimError> {
-        let layout = Layout::new(policies)?;
+        if policies.is_empty() {
+            return Err(SimError::Usage("no policy to replay".into()));
+        }
+        let mut rate = Vec::new();
+        let mut flights = Vec::new();
+        let parts = policies
+            .iter()
+            .map(|p| {
+                if p.algorithm() == Algorithm::Concurrency {
+                    flights.push(Flight {
+                        flights: InFlight::new(*p),
+                        tally: Tally::new(),
+                        errors: Vec::new(),
+                        last_allowed: false,
+                    });
+                    Part::Flight(flights.len() - 1)
+                } else {
+                    rate.push(*p);
+                    Part::Rate(rate.len() - 1)
+                }
+            })
+            .collect();
+        let layout = Layout::new(&rate)?;
         Ok(Replay {
+            parts,
+            flights,
             clients: Clients::new(&layout),
             tallies: layout.runs.iter().map(|_| Tally::new()).collect(),
             decided: Vec::with_capacity(layout.slots.len()),
@@ -46,7 +165,19 @@ impl Replay {
 
     /// The policies, in order.
     pub fn policies(&self) -> Vec<Policy> {
-        self.layout.runs.iter().map(|r| r.policy).collect()
+        self.parts
+            .iter()
+            .map(|part| match *part {
+                Part::Rate(k) => self.layout.runs[k].policy,
+                Part::Flight(k) => *self.flights[k].flights.policy(),
+            })
+            .collect()
+    }
+
+    /// Whether some policy is a concurrency limit (which a real store cannot replay: it would
+    /// need the releases sent too).
+    pub fn has_concurrency(&self) -> bool {
+        !self.flights.is_empty()
     }
 
     /// Replays one event through every policy with the library's steps (events must come in
@@ -81,8 +212,8 @@ impl Replay {
         std::hint::black_box(seen);
     }
 
-    /// Records one event whose decisions came from elsewhere (a real store), one per policy in
-    /// order. The library's steps still run alongside (they are the ground truth, and any
+    /// Records one event whose decisions came from elsewhere (a real store), one per rate
+    /// policy in order. The library's steps still run alongside (they are the ground truth, and any
     /// decision that differs from them is counted in [`Replay::mismatches`], which is how a store
     /// is shown to agree with the steps).
     pub fn step_decided(&mut self, ev: Event, decisions: &[Decision]) {
@@ -125,6 +256,21 @@ impl Replay {
             &mut client,
             ev,
         );
+        for flight in &mut self.flights {
+            flight.step(ev);
+        }
+    }
+
+    /// Whether each policy (in order) admitted the last event replayed by the library's steps
+    /// (for tests that check decisions one by one; `false` before any event).
+    pub fn last_admitted(&self) -> Vec<bool> {
+        self.parts
+            .iter()
+            .map(|part| match *part {
+                Part::Rate(k) => self.decided.get(k).is_some_and(|v| v.allowed),
+                Part::Flight(k) => self.flights[k].last_allowed,
+            })
+            .collect()
     }
 
     /// Events replayed.
@@ -143,34 +289,39 @@ impl Replay {
         let requests: Vec<u32> = (0..clients)
             .map(|c| self.clients.words(c)[REQUESTS_WORD] as u32)
             .collect();
-        self.layout
-            .runs
+        self.parts
             .iter()
-            .zip(&self.tallies)
-            .enumerate()
-            .map(|(k, (run, tally))| {
-                let slot = self.layout.slots[k].1;
-                let (mut keys, mut bytes) = (0, 0);
-                for c in 0..clients {
-                    let (fresh, size) =
-                        states::footprint(slot, self.clients.words(c), self.clients.logs(c));
-                    if !fresh {
-                        keys += 1;
-                        bytes += size;
-                    }
-                }
-                finish(
-                    &run.policy,
-                    &run.reference,
-                    tally,
-                    (0..clients).map(|c| self.clients.errors(c)[k]),
-                    &requests,
-                    interner,
-                    (keys, bytes),
-                    states::largest(slot, tally.max_log_entries),
-                )
+            .map(|part| match *part {
+                Part::Rate(k) => self.finish_rate(k, &requests, interner),
+                Part::Flight(k) => self.flights[k].finish(&requests, interner),
             })
             .collect()
+    }
+
+    /// The result of rate policy `k`.
+    fn finish_rate(&self, k: usize, requests: &[u32], interner: &Interner) -> PolicyResult {
+        let clients = self.clients.len();
+        let (run, tally) = (&self.layout.runs[k], &self.tallies[k]);
+        let slot = self.layout.slots[k].1;
+        let (mut keys, mut bytes) = (0, 0);
+        for c in 0..clients {
+            let (fresh, size) =
+                states::footprint(slot, self.clients.words(c), self.clients.logs(c));
+            if !fresh {
+                keys += 1;
+                bytes += size;
+            }
+        }
+        finish(
+            &run.policy,
+            &run.reference,
+            tally,
+            (0..clients).map(|c| self.clients.errors(c)[k]),
+            requests,
+            interner,
+            (keys, bytes),
+            states::largest(slot, tally.max_log_entries),
+        )
     }
 }
 

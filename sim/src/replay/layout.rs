@@ -64,11 +64,9 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    /// Lays out `policies` (at least one).
+    /// Lays out the rate `policies` (none at all when only concurrency policies are replayed:
+    /// the record then holds the request count alone).
     pub(super) fn new(policies: &[Policy]) -> Result<Layout, SimError> {
-        if policies.is_empty() {
-            return Err(SimError::Usage("no policy to replay".into()));
-        }
         let mut slot_policies: Vec<Policy> = policies.to_vec();
         let mut references = Vec::new();
         for policy in policies {
@@ -106,10 +104,11 @@ impl Layout {
                     Slot::Log(logs - 1)
                 }
                 Algorithm::Concurrency => {
+                    // `Replay` hands concurrency policies to `inflight`, never here.
                     return Err(SimError::Usage(format!(
-                        "`{policy}` is a concurrency limit: the rate replay has no durations \
-                         to release its leases with"
-                    )))
+                        "`{policy}` is a concurrency limit: it has no place in a client's \
+                         record of rate states (replay::inflight replays it)"
+                    )));
                 }
             };
             slots.push((policy, slot));

@@ -190,6 +190,40 @@ pub struct PolicyResult {
     pub state_bytes: u64,
     /// The most bytes one key's state took at any time.
     pub state_bytes_per_key_max: u64,
+    /// For a concurrency policy: its flights (see `replay::inflight`). For it the window fields
+    /// above read as: `max_admitted_in_window` the peak in flight, `reference` the exact
+    /// in-flight count, the rate error |really in flight − leases the policy counted|.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlightResult>,
+}
+
+/// What a concurrency policy's replay measured beyond the counts.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InFlightResult {
+    /// The lease timeout (ms): how long a request without a duration holds its lease.
+    pub timeout_ms: u64,
+    /// The most leases one client had in flight at once (requests the policy admitted, each for
+    /// its duration): above the limit only when leases time out before their requests end.
+    pub peak_in_flight: u64,
+    /// Requests whose line carried a duration (released that long after their start).
+    pub requests_with_duration: u64,
+    /// Requests without one (holding their lease until the timeout).
+    pub requests_without_duration: u64,
+    /// The clients with the highest peaks (up to 10).
+    pub top: Vec<PeakInFlight>,
+}
+
+/// One client's peak in flight.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PeakInFlight {
+    /// The client.
+    pub client: String,
+    /// The most leases it had in flight at once.
+    pub peak: u64,
+    /// When it first reached it (UTC epoch ms).
+    pub at_ms: u64,
+    /// `at_ms` as UTC text.
+    pub at_utc: String,
 }
 
 /// `n` over `d` in percent; 0 when nothing was decided.
@@ -298,5 +332,6 @@ pub(crate) fn finish(
         keys: footprint.0 as u64,
         state_bytes: footprint.1 as u64,
         state_bytes_per_key_max: key_bytes_max as u64,
+        in_flight: None,
     }
 }

@@ -18,6 +18,33 @@ th:first-child,td:first-child{text-align:left;white-space:nowrap}th{background:#
 .swatch{display:inline-block;width:10px;height:10px;margin-right:6px}\
 .note{color:#555;font-size:12px;max-width:1140px}";
 
+/// The concurrency policies' peaks in flight, one table each (nothing when there are none).
+fn in_flight(o: &mut String, report: &Report) {
+    for p in &report.policies {
+        let Some(f) = &p.in_flight else { continue };
+        let _ = write!(
+            o,
+            "<h2>Peak in flight — {}</h2><p class=\"meta\">Peak {} (limit {}); {} requests released after their duration, {} without one held their lease to the {} timeout. Exact twin: the requests really in flight by their durations, with no timeout.</p><table><tr><th>client</th><th>peak in flight</th><th>first at</th></tr>",
+            escape(&p.spec),
+            f.peak_in_flight,
+            p.limit,
+            f.requests_with_duration,
+            f.requests_without_duration,
+            super::window_text(f.timeout_ms),
+        );
+        for t in &f.top {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&t.client),
+                t.peak,
+                escape(&t.at_utc)
+            );
+        }
+        o.push_str("</table>");
+    }
+}
+
 /// Renders the report as one HTML document.
 pub fn render(report: &Report) -> String {
     let t = &report.trace;
@@ -79,6 +106,7 @@ pub fn render(report: &Report) -> String {
     }
     o.push_str("</table>");
     o.push_str("<p class=\"note\"><b>max in window</b>: the most requests admitted for one client in any span of the exact twin's window (every start time, not only aligned windows). <b>false allows / denies</b>: requests the policy admitted that the exact sliding log denied, and the reverse, with the exact log replayed alongside as its own limiter. <b>wrongly allowed / limited</b>: those as a share of all requests (Cloudflare reported 0.003% wrongly allowed for its sliding counter). <b>rate error</b>: Σ|real − believed count in the window| / Σ real (Cloudflare: 6%), for the window algorithms. Buckets are held against B per B·W/L, the time they take to refill.</p>");
+    in_flight(&mut o, report);
     o.push_str("<div class=\"grid\"><div>");
     o.push_str(&multiples_chart(&report.policies));
     o.push_str("</div><div class=\"note\" style=\"align-self:center\">A fixed window counts per aligned window, so a client can spend its whole limit at the end of one window and again at the start of the next: up to 2× the limit inside one window's span. The sliding log never exceeds 1×. The charts below show each policy's worst moment on this trace.</div></div>");

@@ -59,6 +59,28 @@ pub fn render(report: &Report) -> String {
         "\nmax/window: most admitted for one client in any span of the exact log's window; \
          false allow/deny: against that exact sliding log, replayed alongside."
     );
+    for p in &report.policies {
+        let Some(f) = &p.in_flight else { continue };
+        let _ = writeln!(
+            out,
+            "\n{}: peak in flight {} (limit {}); {} requests released after their duration, {} \
+             without one held their lease to the timeout; held against the exact in-flight \
+             count (durations, no timeout)",
+            p.spec,
+            f.peak_in_flight,
+            p.limit,
+            f.requests_with_duration,
+            f.requests_without_duration
+        );
+        let rows: Vec<Vec<String>> = f
+            .top
+            .iter()
+            .map(|t| vec![t.client.clone(), t.peak.to_string(), t.at_utc.clone()])
+            .collect();
+        if !rows.is_empty() {
+            out.push_str(&aligned(&["client", "peak in flight", "first at"], &rows));
+        }
+    }
     out
 }
 
