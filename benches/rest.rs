@@ -226,7 +226,11 @@ fn main() {
         .unwrap();
         let mut pids = vec![redis_pid(&server.url()).await];
         let mut processes: Vec<(String, GatewayProcess)> = Vec::new();
-        let resp: Arc<dyn Store> = Arc::new(RespStore::connect(&server.url()).await.unwrap());
+        let resp: Arc<dyn Store> = Arc::new(
+            RespStore::connect_with_timeout(&server.url(), Duration::from_secs(30))
+                .await
+                .unwrap(),
+        );
         let mut variants = Vec::new();
         for spec in &specs {
             let (protocol, gateway) = spec.split_once('@').unwrap_or((spec, ""));
@@ -242,7 +246,11 @@ fn main() {
                 let name = gateway.rsplit('/').next().unwrap_or(gateway);
                 (process.url.clone(), name)
             };
-            let store = RestStore::new(&url, "bench-token").unwrap();
+            // Far beyond any answer: a loaded machine may stall one, and a bench measures, it
+            // does not time out.
+            let store = RestStore::new(&url, "bench-token")
+                .unwrap()
+                .with_timeout(Duration::from_secs(30));
             let store = match protocol {
                 "h1" => store,
                 "h2c" => store.with_h2c().unwrap(),
