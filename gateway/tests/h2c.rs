@@ -202,3 +202,25 @@ where
     }
     outputs
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_an_idle_h2c_connection_and_returns() {
+    let s = Running::start(|_| {}).await;
+    let client = h2c_client();
+    let answer = client
+        .post(s.url("/"))
+        .bearer_auth(TOKEN)
+        .body(r#"["PING"]"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+    assert_eq!(answer.text().await.unwrap(), r#"{"result":"PONG"}"#);
+    // The client keeps its connection open (pooled); the gateway's shutdown must not wait for
+    // its idle timeout (75 s).
+    let Running { redis, gateway } = s;
+    tokio::time::timeout(Duration::from_secs(5), gateway.shutdown())
+        .await
+        .expect("shut down within 5 s despite an open h2c connection");
+    drop((redis, client));
+}
