@@ -166,6 +166,8 @@ async fn connection(
         phase: phase.clone(),
     };
     let mut conn = pin!(http.serve_connection(io, service));
+    // Declared after `conn`, so dropped first: wakes the handlers waiting for the end.
+    let _closed = ClosedOnDrop(phase.clone());
     let mut closing = *stopped.borrow();
     if closing {
         conn.as_mut().graceful_shutdown();
@@ -216,6 +218,9 @@ struct Phase {
     dropped: AtomicBool,
     /// Wakes the watchdog when the phase (and so the deadline) changes.
     changed: Notify,
+    /// Wakes the handlers that asked to drop the connection once it is gone: under HTTP/2 each
+    /// request runs on a task of its own, which would otherwise wait forever.
+    closed: Notify,
 }
 
 /// The phase, when it began, and the requests in flight, changed together under one lock so a
@@ -238,6 +243,7 @@ impl Phase {
             http2: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             changed: Notify::new(),
+            closed: Notify::new(),
         }
     }
 
@@ -298,6 +304,15 @@ impl Phase {
             HEAD => "reading headers",
             _ => "idle",
         })
+    }
+}
+
+/// Tells a connection's handlers, when dropped, that the connection is gone.
+struct ClosedOnDrop(Arc<Phase>);
+
+impl Drop for ClosedOnDrop {
+    fn drop(&mut self) {
+        self.0.closed.notify_waiters();
     }
 }
 
@@ -384,10 +399,16 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
         Box::pin(async move {
             let response = router.oneshot(request.map(Body::new)).await?;
             if response.extensions().get::<DropConnection>().is_some() {
+                // Listening before asking, so the end cannot slip by unheard.
+                let closed = busy.0.closed.notified();
+                let mut closed = pin!(closed);
+                closed.as_mut().enable();
                 busy.0.dropped.store(true, Ordering::Relaxed);
                 busy.0.changed.notify_one();
-                // Never answer: the watchdog closes the connection.
-                std::future::pending::<()>().await;
+                // Never answer: the watchdog closes the connection. Under HTTP/1.1 this future
+                // is dropped with it; under HTTP/2 it runs on its own task and ends here, its
+                // answer sent nowhere.
+                closed.await;
             }
             drop(busy);
             Ok(response)

@@ -224,3 +224,28 @@ async fn shutdown_closes_an_idle_h2c_connection_and_returns() {
         .expect("shut down within 5 s despite an open h2c connection");
     drop((redis, client));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_answer_closes_the_h2c_connection_and_the_next_request_gets_a_new_one() {
+    let s = Running::start(|c| c.drop_responses_every = std::num::NonZeroU32::new(3)).await;
+    let client = h2c_client();
+    let mut answered = Vec::new();
+    for _ in 0..5 {
+        let sent = client
+            .post(s.url("/pipeline"))
+            .bearer_auth(TOKEN)
+            .body(r#"[["INCR","n"]]"#)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        answered.push(match sent {
+            Ok(r) => Some(r.text().await.unwrap()),
+            Err(_) => None,
+        });
+    }
+    let expected: Vec<_> = (1..=5)
+        .map(|n| (n != 3).then(|| format!(r#"[{{"result":{n}}}]"#)))
+        .collect();
+    assert_eq!(answered, expected);
+    assert_eq!(s.get("n").as_deref(), Some("5"), "the dropped one ran too");
+}
