@@ -8,17 +8,34 @@
 //! whose ratio is the throughput ratio a machine of our own would show. Results:
 //! `docs/performance.md` §3.
 //!
-//! `cargo bench --bench rest [-- --rounds N] [--clients 1,8,64]`
+//! REST runs in several variants per round, so changes compare in one run (their order rotates
+//! from round to round). `--rest` lists them as `PROTOCOL` or `PROTOCOL@GATEWAY`: the protocol
+//! from `RestStore` to the gateway is `h1` (HTTP/1.1) or `h2c` (HTTP/2 with prior knowledge,
+//! `RestStore::with_h2c`); the gateway is the one in this process, on the clients' runtime,
+//! unless `@` names a built `gateway` binary, then run as a process of its own whose CPU is
+//! counted too — the way to compare builds of the binary (e.g. allocators, or `main`'s).
+//!
+//! `PROTOCOL+N` (e.g. `h1+1`) puts a prototype in front of `RestStore` that coalesces concurrent
+//! checks into one `/pipeline`, at most N in flight ([`Coalescing`]): what sharing the HTTP hop
+//! among decisions would gain.
+//!
+//! `cargo bench --bench rest [-- --rounds N] [--clients 1,8,64]
+//! [--rest h1,h2c,h1+1,h2c@/tmp/gateway-a,h2c@/tmp/gateway-b]`
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edgelimit::{Check, Limit, Policy, RespStore, RestStore, Store, TimeSource};
+use edgelimit::{
+    Check, Limit, Policy, RespStore, RestStore, Store, StoreError, TimeSource, Verdict,
+};
 use edgelimit_gateway::{Config, Gateway};
 use edgelimit_testkit::RedisServer;
 
 const DECISIONS: usize = 12_000;
 
+#[derive(Clone)]
 struct Run {
     per_s: f64,
     p50_us: f64,
@@ -50,15 +67,17 @@ fn ticks_per_s() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// The CPU time of this process and of redis-server (`redis_pid`), in ticks.
-fn cpu_now(redis_pid: &str) -> Option<u64> {
-    Some(cpu_ticks("self")? + cpu_ticks(redis_pid)?)
+/// The CPU time of this process and of the others in `pids` (redis-server, gateway processes),
+/// in ticks.
+fn cpu_now(pids: &[String]) -> Option<u64> {
+    pids.iter()
+        .try_fold(cpu_ticks("self")?, |sum, pid| Some(sum + cpu_ticks(pid)?))
 }
 
-async fn run(store: Arc<dyn Store>, clients: usize, redis_pid: &str) -> Run {
+async fn run(store: Arc<dyn Store>, clients: usize, pids: &[String]) -> Run {
     let limit = Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap());
     let per_client = DECISIONS / clients;
-    let cpu_before = cpu_now(redis_pid);
+    let cpu_before = cpu_now(pids);
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
@@ -86,7 +105,7 @@ async fn run(store: Arc<dyn Store>, clients: usize, redis_pid: &str) -> Run {
         latencies.extend(t.await.unwrap());
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let cpu_us = cpu_before.zip(cpu_now(redis_pid)).map(|(before, after)| {
+    let cpu_us = cpu_before.zip(cpu_now(pids)).map(|(before, after)| {
         (after - before) as f64 / ticks_per_s() * 1e6 / (per_client * clients) as f64
     });
     latencies.sort();
@@ -119,6 +138,128 @@ async fn redis_pid(url: &str) -> String {
         .expect("INFO server names process_id")
         .trim()
         .to_string()
+}
+
+/// A `gateway` binary run as a process of its own for the bench, killed on drop.
+struct GatewayProcess {
+    child: Child,
+    url: String,
+}
+
+impl GatewayProcess {
+    /// Starts `binary` on a free loopback port in front of `redis_url`; its URL is the address
+    /// it prints first.
+    fn start(binary: &str, redis_url: &str) -> GatewayProcess {
+        let mut child = Command::new(binary)
+            .args(["--listen", "127.0.0.1:0", "--redis-url", redis_url])
+            .args(["--token", "bench-token", "--log", "warn"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("--gateway: cannot run `{binary}`: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut first = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .unwrap_or_else(|e| panic!("--gateway: no address from `{binary}`: {e}"));
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("--gateway: `{binary}` printed `{first}`, not its address"))
+            .to_string();
+        GatewayProcess { child, url }
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A prototype of the move `docs/performance.md` §3 proposes, to measure it: checks that arrive
+/// while a batch is in flight wait and go together in the next (one `/pipeline` for all), so
+/// one HTTP request carries many decisions. `lanes` batches may be in flight at once. Bench
+/// only: it takes the first check's `TimeSource` for the batch (every check here has the same),
+/// and a lost answer fails the whole batch.
+struct Coalescing {
+    queue: tokio::sync::mpsc::UnboundedSender<Pending>,
+}
+
+/// A caller's checks, waiting for a batch.
+struct Pending {
+    checks: Vec<Check>,
+    time: TimeSource,
+    answer: tokio::sync::oneshot::Sender<Result<Vec<Verdict>, StoreError>>,
+}
+
+impl Coalescing {
+    fn new(inner: Arc<dyn Store>, lanes: usize) -> Coalescing {
+        let (queue, waiting) = tokio::sync::mpsc::unbounded_channel::<Pending>();
+        let waiting = Arc::new(tokio::sync::Mutex::new(waiting));
+        for _ in 0..lanes.max(1) {
+            let (inner, waiting) = (inner.clone(), waiting.clone());
+            tokio::spawn(async move {
+                loop {
+                    let mut batch = Vec::new();
+                    {
+                        // One lane collects at a time: the first waiting check, then every
+                        // other already queued.
+                        let mut waiting = waiting.lock().await;
+                        match waiting.recv().await {
+                            Some(p) => batch.push(p),
+                            None => return,
+                        }
+                        while let Ok(p) = waiting.try_recv() {
+                            batch.push(p);
+                        }
+                    }
+                    let time = batch[0].time;
+                    let checks: Vec<Check> = batch
+                        .iter()
+                        .flat_map(|p| p.checks.iter().cloned())
+                        .collect();
+                    match inner.check(&checks, time).await {
+                        Ok(verdicts) => {
+                            let mut verdicts = verdicts.into_iter();
+                            for p in batch {
+                                let mine = verdicts.by_ref().take(p.checks.len()).collect();
+                                let _ = p.answer.send(Ok(mine));
+                            }
+                        }
+                        Err(e) => {
+                            for p in batch {
+                                let _ = p.answer.send(Err(e.clone()));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        Coalescing { queue }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Coalescing {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let stopped = || StoreError::Unreachable("the coalescing lanes stopped".into());
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let pending = Pending {
+            checks: checks.to_vec(),
+            time,
+            answer,
+        };
+        self.queue.send(pending).map_err(|_| stopped())?;
+        answered.await.map_err(|_| stopped())?
+    }
+}
+
+/// One way REST runs: a protocol against a gateway.
+struct Variant {
+    name: String,
+    store: Arc<dyn Store>,
 }
 
 /// `--name value` from the command line, parsed, or `default`.
@@ -157,64 +298,138 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let specs: Vec<String> = list(&arg("--rest", "h1,h2c".to_string()));
     let server = RedisServer::start();
     runtime.block_on(async {
-        let gateway = Gateway::start(Config::new(
+        let in_process = Gateway::start(Config::new(
             "127.0.0.1:0".parse().unwrap(),
             server.url(),
             "bench-token",
         ))
         .await
         .unwrap();
-        let resp: Arc<dyn Store> = Arc::new(RespStore::connect(&server.url()).await.unwrap());
-        let rest: Arc<dyn Store> = Arc::new(
-            RestStore::new(&format!("http://{}", gateway.local_addr()), "bench-token").unwrap(),
+        let mut pids = vec![redis_pid(&server.url()).await];
+        let mut processes: Vec<(String, GatewayProcess)> = Vec::new();
+        let resp: Arc<dyn Store> = Arc::new(
+            RespStore::connect_with_timeout(&server.url(), Duration::from_secs(30))
+                .await
+                .unwrap(),
         );
-        let pid = redis_pid(&server.url()).await;
-        run(resp.clone(), 8, &pid).await;
-        run(rest.clone(), 8, &pid).await;
-        println!(
-            "\n{DECISIONS} decisions per run, loopback, one redis-server, the gateway in-process; \
-             medians of {rounds} rounds (RESP then REST in each), REST/RESP as median (min–max); \
-             CPU: µs per decision, this process (clients, gateway) + redis-server"
-        );
-        println!("| clients | RESP/s | REST/s | REST/RESP | RESP p50 µs | REST p50 µs | added p50 µs | RESP p99 µs | REST p99 µs | RESP CPU µs | REST CPU µs | RESP CPU ÷ REST CPU |");
-        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-        for &c in &clients {
-            let mut pairs = Vec::with_capacity(rounds);
-            for _ in 0..rounds {
-                let d = run(resp.clone(), c, &pid).await;
-                let r = run(rest.clone(), c, &pid).await;
-                pairs.push((d, r));
-            }
-            let of = |f: &dyn Fn(&(Run, Run)) -> f64| median(pairs.iter().map(f).collect());
-            let ratios: Vec<f64> = pairs.iter().map(|(d, r)| r.per_s / d.per_s).collect();
-            let (lo, hi) = ratios
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-            let cpu = |f: &dyn Fn(&(Run, Run)) -> Option<f64>| {
-                let xs: Option<Vec<f64>> = pairs.iter().map(f).collect();
-                xs.map(median)
+        let mut variants = Vec::new();
+        for spec in &specs {
+            let (protocol, gateway) = spec.split_once('@').unwrap_or((spec, ""));
+            let (protocol, lanes) = match protocol.split_once('+') {
+                Some((p, lanes)) => (
+                    p,
+                    Some(lanes.parse::<usize>().unwrap_or_else(|_| {
+                        panic!("--rest: `{spec}`: the number after + is the lanes")
+                    })),
+                ),
+                None => (protocol, None),
             };
-            let (resp_cpu, rest_cpu) = (cpu(&|(d, _)| d.cpu_us), cpu(&|(_, r)| r.cpu_us));
-            let shown = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.0}"));
-            let cpu_ratio = resp_cpu
-                .zip(rest_cpu)
-                .map_or("—".to_string(), |(d, r)| format!("{:.2}", d / r));
-            println!(
-                "| {c} | {:.0} | {:.0} | {:.2} ({lo:.2}–{hi:.2}) | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {cpu_ratio} |",
-                of(&|(d, _)| d.per_s),
-                of(&|(_, r)| r.per_s),
-                median(ratios.clone()),
-                of(&|(d, _)| d.p50_us),
-                of(&|(_, r)| r.p50_us),
-                of(&|(d, r)| r.p50_us - d.p50_us),
-                of(&|(d, _)| d.p99_us),
-                of(&|(_, r)| r.p99_us),
-                shown(resp_cpu),
-                shown(rest_cpu),
-            );
+            let (url, gateway_name) = if gateway.is_empty() {
+                (format!("http://{}", in_process.local_addr()), "in-process")
+            } else {
+                if !processes.iter().any(|(g, _)| g == gateway) {
+                    let process = GatewayProcess::start(gateway, &server.url());
+                    pids.push(process.child.id().to_string());
+                    processes.push((gateway.to_string(), process));
+                }
+                let (_, process) = processes.iter().find(|(g, _)| g == gateway).unwrap();
+                let name = gateway.rsplit('/').next().unwrap_or(gateway);
+                (process.url.clone(), name)
+            };
+            // Far beyond any answer: a loaded machine may stall one, and a bench measures, it
+            // does not time out.
+            let store = RestStore::new(&url, "bench-token")
+                .unwrap()
+                .with_timeout(Duration::from_secs(30));
+            let store = match protocol {
+                "h1" => store,
+                "h2c" => store.with_h2c().unwrap(),
+                other => panic!("--rest: `{other}` is neither h1 nor h2c"),
+            };
+            let (name, store): (String, Arc<dyn Store>) = match lanes {
+                None => (format!("{protocol}, {gateway_name}"), Arc::new(store)),
+                Some(n) => (
+                    format!("{protocol}, {gateway_name}, coalesced ({n} in flight)"),
+                    Arc::new(Coalescing::new(Arc::new(store), n)),
+                ),
+            };
+            variants.push(Variant { name, store });
         }
-        gateway.shutdown().await;
+        // Warm-up: connections, scripts, allocator pools.
+        run(resp.clone(), 8, &pids).await;
+        for v in &variants {
+            run(v.store.clone(), 8, &pids).await;
+        }
+        println!(
+            "\n{DECISIONS} decisions per run, loopback, one redis-server; medians of {rounds} \
+             rounds (RESP, then each REST variant, their order rotating), REST/RESP against the \
+             same round's RESP as median (min–max); CPU: µs per decision, this process (clients, \
+             in-process gateway) + redis-server + gateway processes"
+        );
+        println!("| clients | REST | RESP/s | REST/s | REST/RESP | RESP p50 µs | REST p50 µs | added p50 µs | RESP p99 µs | REST p99 µs | RESP CPU µs | REST CPU µs | RESP CPU ÷ REST CPU |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for &c in &clients {
+            // pairs[v]: (RESP, REST) per round for variant v.
+            let mut pairs: Vec<Vec<(Run, Run)>> = variants.iter().map(|_| Vec::new()).collect();
+            for round in 0..rounds {
+                let d = run(resp.clone(), c, &pids).await;
+                let mut results = Vec::new();
+                for k in 0..variants.len() {
+                    let v = (k + round) % variants.len();
+                    results.push((v, run(variants[v].store.clone(), c, &pids).await));
+                }
+                for (v, r) in results {
+                    pairs[v].push((d.clone(), r));
+                }
+            }
+            for (variant, pairs) in variants.iter().zip(&pairs) {
+                print_row(c, &variant.name, pairs);
+            }
+        }
+        drop(processes);
+        in_process.shutdown().await;
     });
+}
+
+/// A comma-separated list, trimmed, without empty items.
+fn list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// One row of the table: medians over the rounds of (RESP, REST) runs.
+fn print_row(c: usize, name: &str, pairs: &[(Run, Run)]) {
+    let of = |f: &dyn Fn(&(Run, Run)) -> f64| median(pairs.iter().map(f).collect());
+    let ratios: Vec<f64> = pairs.iter().map(|(d, r)| r.per_s / d.per_s).collect();
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let cpu = |f: &dyn Fn(&(Run, Run)) -> Option<f64>| {
+        let xs: Option<Vec<f64>> = pairs.iter().map(f).collect();
+        xs.map(median)
+    };
+    let (resp_cpu, rest_cpu) = (cpu(&|(d, _)| d.cpu_us), cpu(&|(_, r)| r.cpu_us));
+    let shown = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.0}"));
+    let cpu_ratio = resp_cpu
+        .zip(rest_cpu)
+        .map_or("—".to_string(), |(d, r)| format!("{:.2}", d / r));
+    println!(
+        "| {c} | {name} | {:.0} | {:.0} | {:.2} ({lo:.2}–{hi:.2}) | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {cpu_ratio} |",
+        of(&|(d, _)| d.per_s),
+        of(&|(_, r)| r.per_s),
+        median(ratios.clone()),
+        of(&|(d, _)| d.p50_us),
+        of(&|(_, r)| r.p50_us),
+        of(&|(d, r)| r.p50_us - d.p50_us),
+        of(&|(d, _)| d.p99_us),
+        of(&|(_, r)| r.p99_us),
+        shown(resp_cpu),
+        shown(rest_cpu),
+    );
 }

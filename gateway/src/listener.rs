@@ -1,6 +1,7 @@
-//! Accepting connections: HTTP/1.1 with a header-read timeout, an idle keep-alive timeout and a
-//! cap on open connections, graceful shutdown, and closing a connection without an answer when a
-//! handler asks for it ([`DropConnection`]).
+//! Accepting connections: HTTP/1.1, and HTTP/2 over cleartext TCP with prior knowledge (h2c,
+//! told apart by its preface on the same port), with a header-read timeout, an idle keep-alive
+//! timeout and a cap on open connections, graceful shutdown, and closing a connection without an
+//! answer when a handler asks for it ([`DropConnection`]).
 //!
 //! `axum::serve` has none of the three limits: a client that sends half its headers, or opens a
 //! connection and says nothing, holds it forever. Hyper's own `header_read_timeout` runs from the
@@ -10,17 +11,25 @@
 //! - *head*: from the connection's opening, or the first byte after an idle spell, until the
 //!   request's headers are complete: at most `header_read_timeout` (handlers bound the body by
 //!   the same time);
-//! - *busy*: the request is being handled: no limit here (Redis round trips have their own);
-//! - *idle*: after an answer, until the next byte: at most `idle_timeout`.
+//! - *busy*: a request is being handled: no limit here (Redis round trips have their own);
+//! - *idle*: after the last answer, until the next byte: at most `idle_timeout`.
+//!
+//! On an HTTP/2 connection many requests are in flight at once (each on its own task): the
+//! connection is busy while any is, and idle when none is. Bytes arriving while idle do not start
+//! a *head* phase there, since HTTP/2 sends frames that are no request (window updates, pings,
+//! settings acknowledgements): an idle HTTP/2 connection is closed `idle_timeout` after its last
+//! answer, whatever it sends meanwhile, and a request head begun then is bounded by that time.
+//! At most [`MAX_CONCURRENT_STREAMS`] requests run at once on one HTTP/2 connection.
 //!
 //! Beyond `max_connections` the accept loop stops accepting, so new connections wait in the
-//! kernel's listen queue until one closes.
+//! kernel's listen queue until one closes. On HTTP/2 a handler's [`DropConnection`] closes the
+//! whole connection, and with it the other requests in flight on it.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -28,7 +37,9 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::Router;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper::Version;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
@@ -58,6 +69,11 @@ impl From<&Config> for ConnectionLimits {
     }
 }
 
+/// Most requests in flight at once on one HTTP/2 connection (further ones are refused by the
+/// protocol's own flow control: the client waits). Enough for one client process's whole
+/// concurrency on one connection, which is what HTTP/2 is for here.
+pub const MAX_CONCURRENT_STREAMS: u32 = 256;
+
 /// A response extension asking [`serve`] to close the connection instead of sending the
 /// response: the client sees its request vanish (the fault the gateway injects for tests of
 /// retries, `Config::drop_responses_every`).
@@ -74,9 +90,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (stop, stopped) = watch::channel(false);
-    let mut http = hyper::server::conn::http1::Builder::new();
+    let mut http = auto::Builder::new(TokioExecutor::new());
     // The watchdog enforces it instead (see the module's documentation).
-    http.header_read_timeout(None);
+    http.http1().header_read_timeout(None);
+    http.http2().max_concurrent_streams(MAX_CONCURRENT_STREAMS);
     let mut shutdown = pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -134,7 +151,7 @@ async fn accept(
 async fn connection(
     stream: TcpStream,
     router: Router,
-    http: hyper::server::conn::http1::Builder,
+    http: auto::Builder<TokioExecutor>,
     limits: ConnectionLimits,
     mut stopped: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
@@ -149,6 +166,8 @@ async fn connection(
         phase: phase.clone(),
     };
     let mut conn = pin!(http.serve_connection(io, service));
+    // Declared after `conn`, so dropped first: wakes the handlers waiting for the end.
+    let _closed = ClosedOnDrop(phase.clone());
     let mut closing = *stopped.borrow();
     if closing {
         conn.as_mut().graceful_shutdown();
@@ -188,60 +207,112 @@ const BUSY: u8 = 1;
 const IDLE: u8 = 2;
 
 /// Where a connection is in its request/answer cycle, and since when. Written by the connection's
-/// own reads and service, read by its watchdog: all on one task, so relaxed atomics suffice.
+/// reads and service calls and by its requests' ends (on their own tasks under HTTP/2), read by
+/// its watchdog.
 struct Phase {
     origin: Instant,
-    phase: AtomicU8,
-    /// When the phase began, in µs since `origin`.
-    since_us: AtomicU64,
+    state: Mutex<State>,
+    /// The connection speaks HTTP/2 (known from its first request).
+    http2: AtomicBool,
     /// A handler asked to close without answering.
     dropped: AtomicBool,
     /// Wakes the watchdog when the phase (and so the deadline) changes.
     changed: Notify,
+    /// Wakes the handlers that asked to drop the connection once it is gone: under HTTP/2 each
+    /// request runs on a task of its own, which would otherwise wait forever.
+    closed: Notify,
+}
+
+/// The phase, when it began, and the requests in flight, changed together under one lock so a
+/// request ending on one task and the next beginning on another cannot leave the phase behind.
+struct State {
+    phase: u8,
+    since: Duration,
+    in_flight: usize,
 }
 
 impl Phase {
     fn new() -> Phase {
         Phase {
             origin: Instant::now(),
-            phase: AtomicU8::new(HEAD),
-            since_us: AtomicU64::new(0),
+            state: Mutex::new(State {
+                phase: HEAD,
+                since: Duration::ZERO,
+                in_flight: 0,
+            }),
+            http2: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             changed: Notify::new(),
+            closed: Notify::new(),
         }
     }
 
-    fn enter(&self, phase: u8) {
-        let now = self.origin.elapsed().as_micros() as u64;
-        self.since_us.store(now, Ordering::Relaxed);
-        self.phase.store(phase, Ordering::Relaxed);
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // Nothing panics while holding it; if something did, the state is still whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn enter(&self, state: &mut State, phase: u8) {
+        state.since = self.origin.elapsed();
+        state.phase = phase;
         self.changed.notify_one();
     }
 
-    /// A read returned bytes: after an idle spell, a new request's head has begun.
+    /// A request's headers are in: busy until it and every other in flight are done.
+    fn request_began(&self) {
+        let mut state = self.state();
+        state.in_flight += 1;
+        if state.phase != BUSY {
+            self.enter(&mut state, BUSY);
+        }
+    }
+
+    /// A request was answered (or its future dropped): idle when it was the last.
+    fn request_ended(&self) {
+        let mut state = self.state();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        if state.in_flight == 0 {
+            self.enter(&mut state, IDLE);
+        }
+    }
+
+    /// A read returned bytes: after an idle spell, a new HTTP/1.1 request's head has begun.
     fn bytes_arrived(&self) {
-        if self.phase.load(Ordering::Relaxed) == IDLE {
-            self.enter(HEAD);
+        if self.http2.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut state = self.state();
+        if state.phase == IDLE {
+            self.enter(&mut state, HEAD);
         }
     }
 
     fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
-        let limit = match self.phase.load(Ordering::Relaxed) {
+        let state = self.state();
+        let limit = match state.phase {
             HEAD => limits.header_read_timeout,
             IDLE => limits.idle_timeout,
             _ => return None,
         };
-        let since = Duration::from_micros(self.since_us.load(Ordering::Relaxed));
-        Some(self.origin + since + limit)
+        Some(self.origin + state.since + limit)
     }
 
     /// The phase whose time ran out, if one did.
     fn expired(&self, limits: &ConnectionLimits) -> Option<&'static str> {
         let deadline = self.deadline(limits)?;
-        (Instant::now() >= deadline).then(|| match self.phase.load(Ordering::Relaxed) {
+        (Instant::now() >= deadline).then(|| match self.state().phase {
             HEAD => "reading headers",
             _ => "idle",
         })
+    }
+}
+
+/// Tells a connection's handlers, when dropped, that the connection is gone.
+struct ClosedOnDrop(Arc<Phase>);
+
+impl Drop for ClosedOnDrop {
+    fn drop(&mut self) {
+        self.0.closed.notify_waiters();
     }
 }
 
@@ -303,12 +374,13 @@ struct Service {
     phase: Arc<Phase>,
 }
 
-/// Busy while alive: idle again when the handler is done (or its future dropped).
+/// One request in flight while alive: its end is counted when the handler is done (or its
+/// future dropped).
 struct Busy(Arc<Phase>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.enter(IDLE);
+        self.0.request_ended();
     }
 }
 
@@ -318,16 +390,25 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
     type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
-        self.phase.enter(BUSY);
+        if request.version() == Version::HTTP_2 {
+            self.phase.http2.store(true, Ordering::Relaxed);
+        }
+        self.phase.request_began();
         let busy = Busy(self.phase.clone());
         let router = self.router.clone();
         Box::pin(async move {
             let response = router.oneshot(request.map(Body::new)).await?;
             if response.extensions().get::<DropConnection>().is_some() {
+                // Listening before asking, so the end cannot slip by unheard.
+                let closed = busy.0.closed.notified();
+                let mut closed = pin!(closed);
+                closed.as_mut().enable();
                 busy.0.dropped.store(true, Ordering::Relaxed);
                 busy.0.changed.notify_one();
-                // Never answer: the watchdog closes the connection.
-                std::future::pending::<()>().await;
+                // Never answer: the watchdog closes the connection. Under HTTP/1.1 this future
+                // is dropped with it; under HTTP/2 it runs on its own task and ends here, its
+                // answer sent nowhere.
+                closed.await;
             }
             drop(busy);
             Ok(response)

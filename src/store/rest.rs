@@ -122,6 +122,24 @@ impl RestStore {
         self
     }
 
+    /// The same store speaking HTTP/2 over cleartext TCP from the first byte ("h2c", prior
+    /// knowledge) to an `http://` URL: concurrent requests share one connection, framed into
+    /// few writes, instead of a connection and a write/read/wake-up each on both sides
+    /// (`docs/performance.md` §3). For `edgelimit-gateway`, which serves HTTP/1.1 and h2c on one
+    /// port; a server speaking only HTTP/1.1 refuses it, hence opt-in. An `https://` URL is left
+    /// as it is: TLS negotiates HTTP/2 by ALPN when the server offers it. Native targets only (a
+    /// Worker's `fetch` picks its own protocol).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_h2c(mut self) -> Result<RestStore, StoreError> {
+        if self.pipeline_url.starts_with("http://") {
+            self.client = reqwest::Client::builder()
+                .http2_prior_knowledge()
+                .build()
+                .map_err(|e| StoreError::InvalidInput(format!("cannot make an h2c client: {e}")))?;
+        }
+        Ok(self)
+    }
+
     /// Sends one `/pipeline` (`body`, `n` commands) and reads one reply per command.
     async fn pipeline(&self, body: Vec<u8>, n: usize) -> Result<Vec<Reply>, StoreError> {
         let started = web_time::Instant::now();
