@@ -30,6 +30,7 @@
 //! - [`http`]: decisions → `RateLimit-Policy`/`RateLimit`/`X-RateLimit-*`/`Retry-After` headers
 //!   and RFC 9457 problem bodies.
 //! - [`clock`]: the only place a wall clock is read.
+//! - [`control`]: live control: deny and allow lists.
 //!
 //! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
 
@@ -43,6 +44,7 @@
 
 pub mod algorithm;
 pub mod clock;
+pub mod control;
 pub mod decision;
 pub mod http;
 pub mod limiter;

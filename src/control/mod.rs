@@ -1,0 +1,4 @@
+//! Live control without a redeploy: deny and allow lists (and, from the `tiers` work,
+//! per-identifier assignments).
+
+pub mod list;
