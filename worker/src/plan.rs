@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use edgelimit::control::list::{Gate, ListProbe, Listed};
+use edgelimit::control::list::{Gate, Listed};
 use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::store::key::encode_identifier;
@@ -1173,8 +1173,11 @@ mod tests {
         assert!(!plan.enforced().unwrap().is_gated());
         assert!(plan.deny_scope().is_empty());
         // No rule matched: nothing is looked up.
-        let plan = config().plan(&OwnedRequest::get("h", "/nothing"));
-        assert!(plan.checks().is_empty() || plan.rules.iter().all(|r| r.shadow));
+        let only_api = Config::from_value(json!({"rules": [{"name": "api", "path_prefix": "/api/",
+            "limits": [{"name": "l", "policy": "fixed 1/1m", "identifier": "ip"}]}]}))
+        .unwrap();
+        let plan = only_api.plan(&OwnedRequest::get("h", "/x").with_header("cf-connecting-ip", "1.2.3.4"));
+        assert!(plan.checks().is_empty() && plan.candidates().is_empty());
     }
 
     #[test]
