@@ -1,4 +1,10 @@
-//! The script sources, assembled at compile time from the `.lua` files, and their SHA1 digests.
+//! The script sources, assembled from the `.lua` files, and their SHA1 digests.
+//!
+//! A script is a list of parts (the prelude, algorithm files, its main), not one concatenated
+//! literal: every script shares the one copy of each file in the binary, which keeps the
+//! Worker's compressed wasm small (ten scripts carry the prelude). The whole source is joined
+//! only when a script must be sent in full (`EVAL` after `NOSCRIPT`, `SCRIPT LOAD`); its SHA1
+//! is computed over the parts.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -8,7 +14,8 @@ use crate::policy::Algorithm;
 /// One limiter script: its Lua source and the SHA1 Redis knows it by.
 pub struct Script {
     name: &'static str,
-    source: &'static str,
+    parts: &'static [&'static str],
+    source: OnceLock<String>,
     sha1: OnceLock<String>,
 }
 
@@ -16,12 +23,12 @@ macro_rules! single {
     ($name:literal, [$($file:literal),+], $step:literal, $code:literal) => {
         Script::new(
             $name,
-            concat!(
+            &[
                 include_str!("prelude.lua"),
                 $(include_str!($file),)+
-                "local step, code = ", $step, ", ", $code, "\n",
+                concat!("local step, code = ", $step, ", ", $code, "\n"),
                 include_str!("single.lua"),
-            ),
+            ],
         )
     };
 }
@@ -41,7 +48,7 @@ static GCRA: Script = single!("gcra", ["gcra.lua"], "gcra", 5);
 static CONCURRENCY: Script = single!("concurrency", ["concurrency.lua"], "concurrency", 6);
 static MULTI: Script = Script::new(
     "multi",
-    concat!(
+    &[
         include_str!("prelude.lua"),
         include_str!("fixed_window.lua"),
         include_str!("sliding_log.lua"),
@@ -50,18 +57,18 @@ static MULTI: Script = Script::new(
         include_str!("gcra.lua"),
         include_str!("concurrency.lua"),
         include_str!("multi.lua"),
-    ),
+    ],
 );
 
 /// The control scripts (docs/design.md §"Deny and allow lists", §"Peek and reset"): they carry
 /// the prelude too, for its helpers and so every script states the same grace period.
 static LIST: Script = Script::new(
     "list",
-    concat!(include_str!("prelude.lua"), include_str!("list.lua")),
+    &[include_str!("prelude.lua"), include_str!("list.lua")],
 );
 static PEEK: Script = Script::new(
     "peek",
-    concat!(
+    &[
         include_str!("prelude.lua"),
         include_str!("fixed_window.lua"),
         include_str!("sliding_log.lua"),
@@ -70,18 +77,19 @@ static PEEK: Script = Script::new(
         include_str!("gcra.lua"),
         include_str!("concurrency.lua"),
         include_str!("peek.lua"),
-    ),
+    ],
 );
 static RESET: Script = Script::new(
     "reset",
-    concat!(include_str!("prelude.lua"), include_str!("reset.lua")),
+    &[include_str!("prelude.lua"), include_str!("reset.lua")],
 );
 
 impl Script {
-    const fn new(name: &'static str, source: &'static str) -> Script {
+    const fn new(name: &'static str, parts: &'static [&'static str]) -> Script {
         Script {
             name,
-            source,
+            parts,
+            source: OnceLock::new(),
             sha1: OnceLock::new(),
         }
     }
@@ -140,15 +148,20 @@ impl Script {
         self.name
     }
 
-    /// The Lua source, for `EVAL` and `SCRIPT LOAD`.
-    pub fn source(&self) -> &'static str {
-        self.source
+    /// The Lua source, for `EVAL` and `SCRIPT LOAD` (joined from its parts on first use).
+    pub fn source(&self) -> &str {
+        self.source.get_or_init(|| self.parts.concat())
     }
 
     /// The SHA1 of the source in lowercase hex, for `EVALSHA`.
     pub fn sha1(&self) -> &str {
-        self.sha1
-            .get_or_init(|| sha1_smol::Sha1::from(self.source).digest().to_string())
+        self.sha1.get_or_init(|| {
+            let mut digest = sha1_smol::Sha1::new();
+            for part in self.parts {
+                digest.update(part.as_bytes());
+            }
+            digest.digest().to_string()
+        })
     }
 }
 
@@ -193,6 +206,11 @@ mod tests {
                 .chars()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
             assert!(seen.insert(sha.to_string()));
+        }
+        // Digested by parts as the whole source is.
+        for script in Script::all() {
+            let whole = sha1_smol::Sha1::from(script.source()).digest().to_string();
+            assert_eq!(script.sha1(), whole, "{}", script.name());
         }
         // The SHA1 of "abc", to pin the digest to the one Redis computes.
         assert_eq!(
