@@ -32,11 +32,13 @@ fn policy(spec: &str) -> Policy {
     spec.parse().unwrap()
 }
 
-/// Every algorithm's sequences, then multi-limit ones, through `store`.
+/// Every algorithm's sequences, then multi-limit ones, through `store`, each run in a namespace
+/// of its own (a control key names no algorithm: runs sharing identifiers must not share them).
 async fn differential(store: &RespStore, topology: Topology, seed: u64) {
     let mut total = Report::default();
     for (seed, algorithm) in (seed..).zip(Algorithm::EVERY) {
-        let namespace = store.namespace().to_string();
+        let namespace = format!("{}-{seed}", store.namespace());
+        let store = &store.clone().with_namespace(namespace.clone());
         let sequences =
             generate_controlled(Kind::Single(algorithm), seed, SEQUENCES, &namespace, false);
         let report = run(store, sequences, &namespace, topology, CONCURRENCY).await;
@@ -53,7 +55,8 @@ async fn differential(store: &RespStore, topology: Topology, seed: u64) {
         Topology::Cluster => &[true, false],
     };
     for (i, &same_slot) in halves.iter().enumerate() {
-        let namespace = store.namespace().to_string();
+        let namespace = format!("{}-multi-{i}", store.namespace());
+        let store = &store.clone().with_namespace(namespace.clone());
         let count = SEQUENCES / halves.len() as u64;
         let sequences = generate_controlled(
             Kind::Multi,
