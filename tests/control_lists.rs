@@ -101,16 +101,20 @@ fn random_entry(rng: &mut Rng) -> ListEntry {
     text.parse().expect("generated entries parse")
 }
 
+fn pick<'a>(rng: &mut Rng, items: &[&'a str]) -> &'a str {
+    items[(rng.next_u64() % items.len() as u64) as usize]
+}
+
 fn random_probe(rng: &mut Rng) -> ListProbe {
     let mut probe = ListProbe::new();
     if rng.chance(90) {
-        probe = probe.with("ip", rng.pick(&ADDRESSES));
+        probe = probe.with("ip", pick(rng, &ADDRESSES));
     }
     if rng.chance(50) {
-        probe = probe.with("country", rng.pick(&["CN", "NL", "US"]));
+        probe = probe.with("country", pick(rng, &["CN", "NL", "US"]));
     }
     if rng.chance(50) {
-        probe = probe.with("header:X-Key", rng.pick(&["k1", "k2", "k3"]));
+        probe = probe.with("header:X-Key", pick(rng, &["k1", "k2", "k3"]));
     }
     if rng.chance(30) {
         probe = probe.with(
@@ -119,15 +123,16 @@ fn random_probe(rng: &mut Rng) -> ListProbe {
         );
     }
     if rng.chance(30) {
-        probe = probe.with("query:user", rng.pick(&["alice", "carol"]));
+        probe = probe.with("query:user", pick(rng, &["alice", "carol"]));
     }
     probe
 }
 
-fn random_lists(rng: &mut Rng) -> Vec<String> {
-    LISTS
+/// Some of `lists`, each with probability `percent`/100.
+fn random_lists(rng: &mut Rng, lists: &[&str], percent: u64) -> Vec<String> {
+    lists
         .iter()
-        .filter(|_| rng.chance(40))
+        .filter(|_| rng.chance(percent))
         .map(|l| l.to_string())
         .collect()
 }
@@ -142,14 +147,25 @@ fn limits() -> Vec<Limit> {
 
 fn random_check(rng: &mut Rng, limits: &[Limit], max_items: u64) -> Check {
     let gates: Vec<Gate> = (0..rng.range(1, 2))
-        .map(|_| Gate::new(random_lists(rng), random_lists(rng)))
+        .map(|_| {
+            // Mostly the Worker's shape (deny lists deny, allow lists allow), sometimes any list
+            // in either role.
+            if rng.chance(80) {
+                Gate::new(
+                    random_lists(rng, &["deny", "deny:r1"], 35),
+                    random_lists(rng, &["allow", "allow:r1"], 60),
+                )
+            } else {
+                Gate::new(random_lists(rng, &LISTS, 30), random_lists(rng, &LISTS, 30))
+            }
+        })
         .collect();
     let mut check = Check::new();
     for _ in 0..rng.range(0, max_items) {
         let limit = rng.pick(limits);
         let id = *rng.pick(&["a", "b"]);
         let mut item = CheckItem::new(limit, id, rng.range(0, 2) as i64);
-        match rng.range(0, 3) {
+        match rng.range(0, 4) {
             0 => {}
             // An index past the gates is no gate.
             1 => item = item.gated(gates.len()),
@@ -175,9 +191,9 @@ enum Op {
 fn random_op(rng: &mut Rng, now: u64, limits: &[Limit], max_items: u64) -> Op {
     match rng.range(0, 9) {
         0..=2 => {
-            let until = match rng.range(0, 2) {
+            let until = match rng.range(0, 1) {
                 0 => None,
-                _ => Some(now + rng.range(1, 3_000)),
+                _ => Some(now + rng.range(1, 6_000)),
             };
             Op::Add(rng.pick(&LISTS).to_string(), random_entry(rng), until)
         }
@@ -399,4 +415,73 @@ async fn a_deny_refuses_everything_and_an_allow_skips_its_gate_only() {
     assert!(err.to_string().contains("lapse"), "{err}");
     let err = store.list_add("", &block, None, T0).await.unwrap_err();
     assert!(err.to_string().contains("list name"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_decide_alike_on_a_sharded_store_holding_them_on_every_shard() {
+    use edgelimit::store::{Shard, ShardedStore};
+    let make = |_ns: String| {
+        ShardedStore::new(
+            ["a", "b", "c"]
+                .into_iter()
+                .map(|name| Shard::new(name, MemoryStore::new()))
+                .collect(),
+        )
+        .expect("three shards")
+    };
+    // One item per check: a check split over shards is not all or nothing (its own tests
+    // cover that); the split gated check is below.
+    differential(make, 4, 1_000, 1, "sharded-lists").await;
+    // A check split over shards carries every gate to each part.
+    let store = make(String::new());
+    let limit = Limit::new("api", "fixed 5/1m".parse::<Policy>().unwrap());
+    let ids: Vec<String> = (0..64).map(|i| format!("id-{i}")).collect();
+    let first = store.shard_of("api", ids[0].as_bytes());
+    let other = ids
+        .iter()
+        .find(|id| store.shard_of("api", id.as_bytes()) != first)
+        .expect("64 identifiers spread over three shards");
+    let gates = vec![
+        Gate::new(vec!["deny".into()], vec!["allow".into()]),
+        Gate::new(vec![], vec![]),
+    ];
+    let split = |address: &str| {
+        Check::new()
+            .with_item(CheckItem::new(&limit, ids[0].as_str(), 1).gated(0))
+            .with_item(CheckItem::new(&limit, other.as_str(), 1).gated(1))
+            .gated(ListProbe::new().with("ip", address), gates.clone())
+    };
+    let entry = |text: &str| text.parse::<ListEntry>().unwrap();
+    store
+        .list_add("allow", &entry("ip 198.51.100.0/24"), None, T0)
+        .await
+        .unwrap();
+    store
+        .list_add("deny", &entry("ip 203.0.113.7"), None, T0)
+        .await
+        .unwrap();
+    let v = &store
+        .check(&[split("198.51.100.1")], TimeSource::At(T0))
+        .await
+        .unwrap()[0];
+    assert!(v.allowed && !v.atomic);
+    assert_eq!(v.decisions[0].reason, Reason::Allowlisted);
+    assert_eq!(
+        (v.decisions[1].reason, v.decisions[1].remaining),
+        (Reason::Admitted, 4)
+    );
+    assert!(v.listed[0].is_allowed() && v.listed[1] == Listed::No);
+    let v = &store
+        .check(&[split("203.0.113.7")], TimeSource::At(T0))
+        .await
+        .unwrap()[0];
+    assert!(!v.allowed);
+    assert!(v.decisions.iter().all(|d| d.reason == Reason::Denylisted));
+    assert_eq!(v.denied_by(), Some(("deny", "ip 203.0.113.7")));
+    let look = Check::single(&limit, other.as_str(), 0);
+    let look = &store.check(&[look], TimeSource::At(T0)).await.unwrap()[0];
+    assert_eq!(
+        look.decisions[0].remaining, 4,
+        "the denied check charged nothing"
+    );
 }

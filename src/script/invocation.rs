@@ -398,7 +398,7 @@ fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool, control: boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Limit;
+    use crate::store::{CheckItem, Limit};
     use crate::Policy;
 
     fn limit(name: &str, spec: &str) -> Limit {
@@ -474,6 +474,68 @@ mod tests {
             &inv.args[9..],
             ["1", "5", "1000", "5", "1", "2", "rq", "1000", "ctl", ""]
         );
+    }
+
+    #[test]
+    fn a_gated_check_is_one_script_on_one_node_with_its_lists_first() {
+        use crate::control::list::{Gate, ListProbe};
+        let a = limit("a", "fixed 10/1s");
+        let check = Check::new()
+            .with_item(CheckItem::new(&a, "x", 1).gated(0))
+            .with_item(CheckItem::new(&limit("b", "gcra 5/1s"), "x", 1).gated(7))
+            .gated(
+                ListProbe::new().with("country", "cn"),
+                vec![Gate::new(
+                    vec!["deny".into(), "deny:r".into()],
+                    vec!["deny".into()],
+                )],
+            );
+        let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
+        assert_eq!(plan.invocations().len(), 1, "one script, one round trip");
+        let inv = &plan.invocations()[0];
+        assert_eq!(inv.script.name(), "multi");
+        // Each list once, first; then the items' state keys.
+        assert_eq!(
+            inv.keys,
+            [
+                "{el:ns:list:deny}",
+                "{el:ns:list:deny%3Ar}",
+                "{el:ns:a:x}:fixed",
+                "{el:ns:b:x}:gcra"
+            ]
+        );
+        assert_eq!(
+            inv.args,
+            [
+                "5",
+                "gates",
+                "2",
+                "1",
+                "country CN",
+                "1",
+                "2",
+                "1",
+                "2",
+                "1",
+                "1", // gates
+                "1",
+                "10",
+                "1000",
+                "10",
+                "1",
+                "1",
+                "gate",
+                "1", // behind gate 1
+                "5",
+                "5",
+                "1000",
+                "5",
+                "1",
+                "0" // gate 7 does not exist: no gate
+            ]
+        );
+        // A Cluster reads the lists first (RespStore); a plan for it would be wrong.
+        assert!(CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::Cluster).is_err());
     }
 
     #[test]
