@@ -15,14 +15,21 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde_json::Value as Json;
 
-use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
+use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
-use super::key::{control_key, DEFAULT_NAMESPACE};
+use super::key::DEFAULT_NAMESPACE;
 use super::traits::Store;
-use crate::control::assignment::{assign_command, read_assignments};
-use crate::control::list::{self, ListEntry};
-use crate::control::{Assignment, AssignmentKind};
-use crate::script::{control, is_noscript, CheckPlan, Invocation, Reply, Topology};
+use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
+// The control operations (assignments, lists, peek, reset) are native only, see `impl Store`.
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    super::check::{Identifier, Limit},
+    super::key::control_key,
+    crate::control::assignment::{assign_command, read_assignments},
+    crate::control::list::{self, ListEntry},
+    crate::control::{Assignment, AssignmentKind},
+    crate::script::control,
+};
 
 /// The environment variable holding the REST URL (Upstash's own name).
 pub const REST_URL_VAR: &str = "UPSTASH_REDIS_REST_URL";
@@ -351,6 +358,7 @@ impl RestStore {
     }
 
     /// Runs one invocation and returns its reply.
+    #[cfg(not(target_arch = "wasm32"))]
     async fn run_one(
         &self,
         invocation: &Invocation,
@@ -363,6 +371,10 @@ impl RestStore {
     }
 }
 
+// The control operations (assign, lists, peek, reset) are native only: what the admin CLI runs.
+// A Worker decides with tiers and lists but never writes them, and each of these would be linked
+// into its wasm anyway (stores are `dyn Store` in a `ShardedStore`): on wasm32 the trait's
+// defaults refuse them, and the Worker stays within its size budget (docs/decisions.md, Size).
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl Store for RestStore {
@@ -385,6 +397,7 @@ impl Store for RestStore {
             .collect()
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn assign(
         &self,
         limit: &Limit,
@@ -397,6 +410,7 @@ impl Store for RestStore {
             .await
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn clear_assignment(
         &self,
         limit: &Limit,
@@ -408,6 +422,7 @@ impl Store for RestStore {
             .await
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn assignments(
         &self,
         limit: &Limit,
@@ -422,6 +437,7 @@ impl Store for RestStore {
     // Adding, removing and reading a list are idempotent (an add sets the same lapse time
     // again), as are a peek and a reset: each is resent once when its answer is lost.
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn list_add(
         &self,
         list: &str,
@@ -435,11 +451,13 @@ impl Store for RestStore {
         control::read_added(&self.run_one(&call, true).await?)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
         let call = control::list_remove(&self.namespace, list, entry);
         control::read_removed(&self.run_one(&call, true).await?)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn list_entries(
         &self,
         list: &str,
@@ -449,6 +467,7 @@ impl Store for RestStore {
         control::read_entries(&self.run_one(&call, true).await?)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn peek(
         &self,
         limit: &Limit,
@@ -459,12 +478,14 @@ impl Store for RestStore {
         control::read_peek(&self.run_one(&call, true).await?)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
         let call = control::reset(&self.namespace, limit, identifier);
         control::read_reset(&self.run_one(&call, true).await?)
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl RestStore {
     /// Runs the control key's `EVAL` of [`assign_command`]: one `/pipeline`, resent once if its
     /// answer is lost (writing the same line again is harmless).
@@ -478,6 +499,7 @@ impl RestStore {
 }
 
 /// The `/pipeline` body of one plain command: `[["GET", "key"]]`.
+#[cfg(not(target_arch = "wasm32"))]
 fn plain_pipeline_body(parts: &[String]) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(&[parts])
         .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))

@@ -4,12 +4,10 @@
 //! answered ([`DenyCache`]), so a blocked client's next requests cost no Redis command; and the
 //! counters of list denials. Pure: the clock is an argument.
 
-use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use edgelimit::control::list::{ListEntry, ListProbe};
-use edgelimit::store::ExpiringMap;
 
 use crate::identify::{IdentifierSource, RequestView};
 
@@ -102,13 +100,17 @@ pub fn probe(sources: &[(String, ProbeSource)], request: &dyn RequestView) -> Li
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StaticList {
     entries: Vec<ListEntry>,
-    members: HashSet<String>,
+    // Sorted, for binary search: a configuration lists a handful of entries, and a hash set's
+    // code would cost the Worker's wasm more than the search costs a request.
+    members: Vec<String>,
 }
 
 impl StaticList {
     /// The list of `entries`.
     pub fn new(entries: Vec<ListEntry>) -> StaticList {
-        let members = entries.iter().map(ListEntry::member).collect();
+        let mut members: Vec<String> = entries.iter().map(ListEntry::member).collect();
+        members.sort_unstable();
+        members.dedup();
         StaticList { entries, members }
     }
 
@@ -127,9 +129,10 @@ impl StaticList {
         if self.members.is_empty() {
             return None;
         }
-        candidates
-            .iter()
-            .find_map(|c| self.members.get(c).map(String::as_str))
+        candidates.iter().find_map(|c| {
+            let i = self.members.binary_search(c).ok()?;
+            Some(self.members[i].as_str())
+        })
     }
 }
 
@@ -169,11 +172,15 @@ pub struct Denial {
 /// Denials the dynamic lists answered, remembered by this isolate for `list_cache_ms`: a blocked
 /// client's next requests are refused before any store call. A removal from a list therefore
 /// takes effect here within `list_cache_ms`.
+///
+/// Held as (entry, list, until) sorted by entry, at most [`DENY_CACHE_CAPACITY`]: a lookup is a
+/// binary search per candidate, and the Worker's wasm carries no hash map instance for it.
 #[derive(Debug)]
 pub struct DenyCache {
     ttl_ms: u64,
-    /// Entry member → the lists it denied by, each with when it is forgotten.
-    entries: ExpiringMap<String, Vec<(Arc<str>, u64)>>,
+    entries: Vec<(String, Arc<str>, u64)>,
+    /// The soonest `until` held: nothing lapses before it, so most lookups purge nothing.
+    soonest: u64,
 }
 
 impl DenyCache {
@@ -181,8 +188,17 @@ impl DenyCache {
     pub fn new(ttl_ms: u64) -> DenyCache {
         DenyCache {
             ttl_ms,
-            entries: ExpiringMap::new(DENY_CACHE_CAPACITY),
+            entries: Vec::new(),
+            soonest: u64::MAX,
         }
+    }
+
+    fn purge(&mut self, now_ms: u64) {
+        if now_ms < self.soonest {
+            return;
+        }
+        self.entries.retain(|(_, _, until)| *until > now_ms);
+        self.soonest = self.entries.iter().map(|e| e.2).min().unwrap_or(u64::MAX);
     }
 
     /// Remembers that `entry` of list `list` denied a request at `now_ms`.
@@ -190,21 +206,26 @@ impl DenyCache {
         if self.ttl_ms == 0 {
             return;
         }
+        self.purge(now_ms);
         let until = now_ms.saturating_add(self.ttl_ms);
-        let mut lists: Vec<(Arc<str>, u64)> = self
+        let at = self
             .entries
-            .get(&entry.to_string())
-            .map(|(lists, _)| {
-                lists
-                    .iter()
-                    .filter(|(l, u)| *u > now_ms && &**l != list)
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        lists.push((Arc::from(list), until));
-        let expire_at = lists.iter().map(|(_, u)| *u).max().unwrap_or(until);
-        self.entries.insert(entry.to_string(), lists, expire_at);
+            .partition_point(|(e, l, _)| (e.as_str(), &**l) < (entry, list));
+        match self.entries.get_mut(at) {
+            Some((e, l, u)) if e == entry && &**l == list => *u = until,
+            _ => {
+                if self.entries.len() >= DENY_CACHE_CAPACITY {
+                    // Full: forget the denial that lapses soonest.
+                    if let Some(i) = (0..self.entries.len()).min_by_key(|&i| self.entries[i].2) {
+                        self.entries.remove(i);
+                    }
+                    return self.remember(list, entry, now_ms);
+                }
+                self.entries
+                    .insert(at, (entry.to_string(), Arc::from(list), until));
+            }
+        }
+        self.soonest = self.soonest.min(until);
     }
 
     /// A remembered denial by one of `lists` of a request offering `candidates`, at `now_ms`.
@@ -214,18 +235,19 @@ impl DenyCache {
         candidates: &[String],
         now_ms: u64,
     ) -> Option<Denial> {
-        self.entries.purge_expired(now_ms);
+        self.purge(now_ms);
         if self.entries.is_empty() {
             return None;
         }
         for candidate in candidates {
-            let Some((denied_by, _)) = self.entries.get(candidate) else {
-                continue;
-            };
-            if let Some((list, _)) = denied_by
+            let from = self
+                .entries
+                .partition_point(|(e, _, _)| e.as_str() < candidate.as_str());
+            let found = self.entries[from..]
                 .iter()
-                .find(|(l, until)| *until > now_ms && lists.iter().any(|x| x == &**l))
-            {
+                .take_while(|(e, _, _)| e == candidate)
+                .find(|(_, l, _)| lists.iter().any(|x| x == &**l));
+            if let Some((_, list, _)) = found {
                 return Some(Denial {
                     list: list.to_string(),
                     entry: candidate.clone(),
@@ -236,7 +258,7 @@ impl DenyCache {
         None
     }
 
-    /// How many entries are remembered.
+    /// How many (entry, list) denials are remembered.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -250,17 +272,22 @@ impl DenyCache {
 /// Requests denied by a list, by list and [`Via`], for the `/metrics` page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListCounters {
-    denied: BTreeMap<(String, Via), u64>,
+    // A handful of lists: a vector, kept sorted for the page.
+    denied: Vec<(String, Via, u64)>,
     shadow_denied: u64,
 }
 
 impl ListCounters {
     /// Counts a request refused by `denial`.
     pub fn denied(&mut self, denial: &Denial) {
-        *self
+        let key = (denial.list.as_str(), denial.via);
+        match self
             .denied
-            .entry((denial.list.clone(), denial.via))
-            .or_default() += 1;
+            .binary_search_by(|(list, via, _)| (list.as_str(), *via).cmp(&key))
+        {
+            Ok(i) => self.denied[i].2 += 1,
+            Err(i) => self.denied.insert(i, (denial.list.clone(), denial.via, 1)),
+        }
     }
 
     /// Counts a request a shadow rule's deny list would have refused.
@@ -270,7 +297,7 @@ impl ListCounters {
 
     /// Requests refused by lists so far.
     pub fn total(&self) -> u64 {
-        self.denied.values().sum()
+        self.denied.iter().map(|(_, _, n)| n).sum()
     }
 
     /// The counters as Prometheus text.
@@ -279,7 +306,7 @@ impl ListCounters {
             "# HELP edgelimit_list_denied_total Requests refused with 403 by a deny list, by list and how the match was found (static, cache, store).\n\
              # TYPE edgelimit_list_denied_total counter\n",
         );
-        for ((list, via), n) in &self.denied {
+        for (list, via, n) in &self.denied {
             let list = list.replace(['\\', '"', '\n'], "_");
             let _ = writeln!(
                 out,
@@ -382,7 +409,7 @@ mod tests {
         assert!(cache.lookup(&[DENY.to_string()], &c, 900).is_some());
         assert!(cache.lookup(&[DENY.to_string()], &c, 1_100).is_none());
         assert!(cache.lookup(&[rule_deny("api")], &c, 1_100).is_some());
-        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.len(), 1, "the lapsed one is forgotten");
     }
 
     #[test]
