@@ -343,7 +343,7 @@ impl<S: Store> Limiter<S> {
                     tiers: Default::default(),
                 };
                 let check = Check::single(&local, item.identifier.clone(), item.cost);
-                let verdict = self.fallback.check_now(&[check], now).remove(0);
+                let verdict = self.fallback.check_plain_now(&check, now);
                 Decision {
                     reason: Reason::Fallback,
                     ..verdict.decisions[0]

@@ -154,6 +154,15 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// Decides one check under its limits' own policies, without lists, assignments or request
+    /// ids: the limiter's fallback while its store is down (a `Check::single`). Apart from
+    /// [`MemoryStore::check_now`] so a Worker, whose fallback is all it uses of this store, does
+    /// not link the gated and assignment paths (docs/decisions.md, Size).
+    pub(crate) fn check_plain_now(&self, check: &Check, now_ms: u64) -> Verdict {
+        self.sweep_if_due(now_ms);
+        self.decide(check, now_ms)
+    }
+
     /// Decides checks synchronously (the store has no I/O); the async [`Store::check`] calls this.
     pub fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
         self.sweep_if_due(now_ms);
