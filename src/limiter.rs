@@ -274,6 +274,7 @@ impl<S: Store> Limiter<S> {
             decisions,
             atomic: true,
             decided_at_ms: now,
+            listed: Vec::new(),
         })
     }
 
@@ -311,6 +312,7 @@ impl<S: Store> Limiter<S> {
             decisions,
             atomic: false,
             decided_at_ms: now,
+            listed: Vec::new(),
         }
     }
 
@@ -338,9 +340,10 @@ impl<S: Store> Limiter<S> {
                     name: item.limit.name.clone(),
                     policy: scaled(&item.limit.policy, per_mille),
                     fail_mode: FailMode::Closed,
+                    tiers: Default::default(),
                 };
                 let check = Check::single(&local, item.identifier.clone(), item.cost);
-                let verdict = self.fallback.check_now(&[check], now).remove(0);
+                let verdict = self.fallback.check_plain_now(&check, now);
                 Decision {
                     reason: Reason::Fallback,
                     ..verdict.decisions[0]

@@ -34,5 +34,8 @@ cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
 echo "-- settling after the response (leases, settled costs, retries)"
 cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2
 
+echo "-- live control: tiers, deny and allow lists (issue 12)"
+cargo test --locked -p edgelimit-worker --test e2e_control -- --ignored --test-threads=2
+
 echo "-- sim replay predicts the Worker: its log lines replayed, request by request"
 cargo test --locked -p edgelimit-worker --test e2e_replay -- --ignored --nocapture

@@ -1,10 +1,12 @@
 //! From a check to script invocations, and from their replies to a verdict.
 
-use super::reply::{parse, Reply};
+use super::reply::{parse, parse_gated, Reply};
 use super::source::Script;
 use crate::algorithm::Charge;
+pub(super) use crate::control::assignment::algorithm_code;
+use crate::control::list::{Gate, Listed};
 use crate::policy::Algorithm;
-use crate::store::key::{hash_slot, request_key, state_key};
+use crate::store::key::{control_key, hash_slot, list_key, request_key, state_key};
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
 /// Times at or past this (2^52 ms, some 142,000 years after 1970) are refused: the scripts add up
@@ -50,6 +52,8 @@ pub struct CheckPlan {
     items: usize,
     atomic: bool,
     time: TimeSource,
+    // A gated check's gates, to name the lists its reply points at (empty when ungated).
+    gates: Vec<Gate>,
 }
 
 impl CheckPlan {
@@ -58,11 +62,37 @@ impl CheckPlan {
     /// item runs alone and the verdict is not atomic. An empty check needs no call.
     ///
     /// Fails with [`StoreError::InvalidInput`] for a time at or past [`MAX_SCRIPT_TIME_MS`].
+    ///
+    /// The plan decides with each limit's own policy; [`CheckPlan::controlled`] honours
+    /// assignments.
     pub fn new(
         check: &Check,
         namespace: &str,
         time: TimeSource,
         topology: Topology,
+    ) -> Result<CheckPlan, StoreError> {
+        CheckPlan::plan(check, namespace, time, topology, false)
+    }
+
+    /// [`CheckPlan::new`], each item also reading its identifier's assignment (tier or
+    /// override, [`crate::control`]) in the same script and deciding with the effective policy:
+    /// one more key and the `ctl` option (the limit's tier table) per item. Every bundled Redis
+    /// store plans this way.
+    pub fn controlled(
+        check: &Check,
+        namespace: &str,
+        time: TimeSource,
+        topology: Topology,
+    ) -> Result<CheckPlan, StoreError> {
+        CheckPlan::plan(check, namespace, time, topology, true)
+    }
+
+    fn plan(
+        check: &Check,
+        namespace: &str,
+        time: TimeSource,
+        topology: Topology,
+        control: bool,
     ) -> Result<CheckPlan, StoreError> {
         let now = match time {
             TimeSource::At(ms) if ms >= MAX_SCRIPT_TIME_MS => {
@@ -76,7 +106,27 @@ impl CheckPlan {
         };
         let items = check.items();
         // Every key of an item shares its hash tag, so the state keys decide the slots.
-        let keys: Vec<Vec<String>> = items.iter().map(|item| keys(item, namespace)).collect();
+        let keys: Vec<Vec<String>> = items
+            .iter()
+            .map(|item| keys(item, namespace, control))
+            .collect();
+        if check.is_gated() {
+            if topology == Topology::Cluster {
+                // The lists live in slots of their own: a Cluster reads them first and plans
+                // what is left (`Check::ungated`), see docs/design.md §"Deny and allow lists".
+                return Err(StoreError::InvalidInput(
+                    "a gated check cannot run as one script on a Cluster: read its lists first"
+                        .to_string(),
+                ));
+            }
+            return Ok(CheckPlan {
+                invocations: vec![gated_invocation(check, namespace, now, keys, control)],
+                items: items.len(),
+                atomic: true,
+                time,
+                gates: check.gates().to_vec(),
+            });
+        }
         let atomic = items.len() <= 1
             || topology == Topology::SingleNode
             || keys
@@ -89,7 +139,7 @@ impl CheckPlan {
                 .map(|(item, keys)| {
                     let mut args = Vec::with_capacity(5);
                     args.push(now.clone());
-                    push_item(&mut args, item, false);
+                    push_item(&mut args, item, false, control);
                     Invocation {
                         script: Script::single(item.limit.policy.algorithm()),
                         keys,
@@ -104,7 +154,7 @@ impl CheckPlan {
             args.push(now);
             for item in items {
                 args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
-                push_item(&mut args, item, true);
+                push_item(&mut args, item, true, control);
             }
             vec![Invocation {
                 script: Script::multi(),
@@ -117,6 +167,7 @@ impl CheckPlan {
             items: items.len(),
             atomic,
             time,
+            gates: Vec::new(),
         })
     }
 
@@ -140,6 +191,22 @@ impl CheckPlan {
                 replies.len()
             )));
         }
+        if !self.gates.is_empty() {
+            let (parsed, found) = parse_gated(&replies[0], self.items, self.gates.len())?;
+            let listed = self
+                .gates
+                .iter()
+                .zip(found)
+                .map(|(gate, found)| listed(gate, found))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Verdict {
+                allowed: parsed.allowed,
+                decisions: parsed.decisions,
+                atomic: true,
+                decided_at_ms: parsed.decided_at_ms,
+                listed,
+            });
+        }
         if self.invocations.len() == 1 && self.atomic {
             let parsed = parse(&replies[0], self.items)?;
             return Ok(Verdict {
@@ -147,6 +214,7 @@ impl CheckPlan {
                 decisions: parsed.decisions,
                 atomic: true,
                 decided_at_ms: parsed.decided_at_ms,
+                listed: Vec::new(),
             });
         }
         let mut decisions = Vec::with_capacity(self.items);
@@ -162,8 +230,94 @@ impl CheckPlan {
             decisions,
             atomic: self.atomic,
             decided_at_ms,
+            listed: Vec::new(),
         })
     }
+}
+
+/// The one multi-limit invocation of a gated check on one node (see multi.lua): the list keys
+/// first in KEYS, each once; ARGV = now, `gates`, the number of list keys, the candidates, the
+/// gates (deny then allow list indexes into KEYS), then the items, each behind its gate by a
+/// `gate <g>` option (1-based; an index past the gates is no gate).
+fn gated_invocation(
+    check: &Check,
+    namespace: &str,
+    now: String,
+    keys: Vec<Vec<String>>,
+    control: bool,
+) -> Invocation {
+    let mut lists: Vec<&str> = Vec::new();
+    let mut gate_args: Vec<String> = vec![check.gates().len().to_string()];
+    for gate in check.gates() {
+        for names in [&gate.deny, &gate.allow] {
+            gate_args.push(names.len().to_string());
+            for name in names {
+                let index = match lists.iter().position(|l| *l == name.as_str()) {
+                    Some(i) => i,
+                    None => {
+                        lists.push(name);
+                        lists.len() - 1
+                    }
+                };
+                gate_args.push((index + 1).to_string());
+            }
+        }
+    }
+    let candidates = check.probe().candidates();
+    let mut args = Vec::with_capacity(4 + candidates.len() + gate_args.len() + 8 * keys.len());
+    args.push(now);
+    args.push("gates".to_string());
+    args.push(lists.len().to_string());
+    args.push(candidates.len().to_string());
+    args.extend(candidates);
+    args.extend(gate_args);
+    for item in check.items() {
+        args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
+        let count_at = args.len() + 4;
+        push_item(&mut args, item, true, control);
+        if let Some(gate) = item.gate.filter(|&g| g < check.gates().len()) {
+            let count: usize = args[count_at].parse().expect("push_item writes a count");
+            args[count_at] = (count + 1).to_string();
+            args.push("gate".to_string());
+            args.push((gate + 1).to_string());
+        }
+    }
+    let mut all_keys: Vec<String> = lists.iter().map(|l| list_key(namespace, l)).collect();
+    all_keys.extend(keys.into_iter().flatten());
+    Invocation {
+        script: Script::multi(),
+        keys: all_keys,
+        args,
+    }
+}
+
+/// What a gate found, from its reply values, naming the list.
+fn listed(
+    gate: &Gate,
+    (kind, position, member): (u8, usize, String),
+) -> Result<Listed, StoreError> {
+    let name = |names: &[String]| {
+        position
+            .checked_sub(1)
+            .and_then(|i| names.get(i))
+            .cloned()
+            .ok_or_else(|| {
+                StoreError::Protocol(format!(
+                    "limiter script reply: list position {position} is not in the gate {gate:?}"
+                ))
+            })
+    };
+    Ok(match kind {
+        1 => Listed::Denied {
+            list: name(&gate.deny)?,
+            entry: member,
+        },
+        2 => Listed::Allowed {
+            list: name(&gate.allow)?,
+            entry: member,
+        },
+        _ => Listed::No,
+    })
 }
 
 /// The cost as sent to a script: clamped to ±[`MAX_SCRIPT_COST`] (which changes no decision).
@@ -171,9 +325,9 @@ pub fn encode_cost(cost: i64) -> i64 {
     cost.clamp(-MAX_SCRIPT_COST, MAX_SCRIPT_COST)
 }
 
-/// An item's keys: its state key, then one per keyed option (the request key), in the order
-/// [`push_item`] lists the options.
-fn keys(item: &CheckItem, namespace: &str) -> Vec<String> {
+/// An item's keys: its state key, then one per keyed option (the request key, the control key),
+/// in the order [`push_item`] lists the options.
+fn keys(item: &CheckItem, namespace: &str, control: bool) -> Vec<String> {
     let mut keys = vec![state_key(
         namespace,
         &item.limit.name,
@@ -187,6 +341,9 @@ fn keys(item: &CheckItem, namespace: &str) -> Vec<String> {
             &item.identifier,
             request_id,
         ));
+    }
+    if control {
+        keys.push(control_key(namespace, &item.limit.name, &item.identifier));
     }
     keys
 }
@@ -209,9 +366,9 @@ fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, String)>) {
 }
 
 /// Limit, window, capacity, cost — the head every script takes — then the number of options and
-/// the options (`settle`, `lease`, `rq`; see `read_item` in prelude.lua). A single-limit call
-/// with no option stops after the cost, as it always has.
-fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool) {
+/// the options (`settle`, `lease`, `rq`, `ctl`; see `read_item` in prelude.lua). A single-limit
+/// call with no option stops after the cost, as it always has.
+fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool, control: bool) {
     let policy = &item.limit.policy;
     let (cost, option) = charge_args(item);
     args.push(policy.limit().to_string());
@@ -219,7 +376,7 @@ fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool) {
     args.push(policy.capacity().to_string());
     args.push(encode_cost(cost).to_string());
     let remember = item.request_id.as_ref().map(|_| item.remember_ms());
-    let count = option.is_some() as usize + remember.is_some() as usize;
+    let count = option.is_some() as usize + remember.is_some() as usize + control as usize;
     if count == 0 && !multi {
         return;
     }
@@ -232,24 +389,16 @@ fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool) {
         args.push("rq".to_string());
         args.push(ms.to_string());
     }
-}
-
-/// The multi-limit script's algorithm codes (see `multi.lua`).
-fn algorithm_code(algorithm: Algorithm) -> u8 {
-    match algorithm {
-        Algorithm::FixedWindow => 1,
-        Algorithm::SlidingLog => 2,
-        Algorithm::SlidingCounter => 3,
-        Algorithm::TokenBucket => 4,
-        Algorithm::Gcra => 5,
-        Algorithm::Concurrency => 6,
+    if control {
+        args.push("ctl".to_string());
+        args.push(item.limit.tiers.script_table().to_string());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Limit;
+    use crate::store::{CheckItem, Limit};
     use crate::Policy;
 
     fn limit(name: &str, spec: &str) -> Limit {
@@ -287,6 +436,106 @@ mod tests {
         let same_slot = hash_slot(&keys[0]) == hash_slot(&keys[1]);
         assert_eq!(cluster.is_atomic(), same_slot);
         assert_eq!(cluster.invocations().len(), if same_slot { 1 } else { 2 });
+    }
+
+    #[test]
+    fn a_controlled_plan_reads_each_items_assignment_with_its_tier_table() {
+        let tiered = limit("a", "gcra 10/1s burst 20")
+            .with_tiers(vec![(
+                "pro",
+                "gcra 100/1s burst 200".parse::<Policy>().unwrap(),
+            )])
+            .unwrap();
+        let check = Check::single(&tiered, "x", 1);
+        let plan =
+            CheckPlan::controlled(&check, "ns", TimeSource::At(5), Topology::Cluster).unwrap();
+        let inv = &plan.invocations()[0];
+        assert_eq!(inv.keys, ["{el:ns:a:x}:gcra", "{el:ns:a:x}:ctl"]);
+        assert_eq!(
+            inv.args,
+            ["5", "10", "1000", "20", "1", "1", "ctl", "pro=100,1000,200"]
+        );
+        let two =
+            check.with_item(CheckItem::new(&limit("b", "fixed 5/1s"), "x", 1).with_request_id("r"));
+        let plan =
+            CheckPlan::controlled(&two, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
+        let inv = &plan.invocations()[0];
+        assert_eq!(
+            inv.keys,
+            [
+                "{el:ns:a:x}:gcra",
+                "{el:ns:a:x}:ctl",
+                "{el:ns:b:x}:fixed",
+                "{el:ns:b:x}:rq:r",
+                "{el:ns:b:x}:ctl"
+            ]
+        );
+        assert_eq!(
+            &inv.args[9..],
+            ["1", "5", "1000", "5", "1", "2", "rq", "1000", "ctl", ""]
+        );
+    }
+
+    #[test]
+    fn a_gated_check_is_one_script_on_one_node_with_its_lists_first() {
+        use crate::control::list::{Gate, ListProbe};
+        let a = limit("a", "fixed 10/1s");
+        let check = Check::new()
+            .with_item(CheckItem::new(&a, "x", 1).gated(0))
+            .with_item(CheckItem::new(&limit("b", "gcra 5/1s"), "x", 1).gated(7))
+            .gated(
+                ListProbe::new().with("country", "cn"),
+                vec![Gate::new(
+                    vec!["deny".into(), "deny:r".into()],
+                    vec!["deny".into()],
+                )],
+            );
+        let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
+        assert_eq!(plan.invocations().len(), 1, "one script, one round trip");
+        let inv = &plan.invocations()[0];
+        assert_eq!(inv.script.name(), "multi");
+        // Each list once, first; then the items' state keys.
+        assert_eq!(
+            inv.keys,
+            [
+                "{el:ns:list:deny}",
+                "{el:ns:list:deny%3Ar}",
+                "{el:ns:a:x}:fixed",
+                "{el:ns:b:x}:gcra"
+            ]
+        );
+        assert_eq!(
+            inv.args,
+            [
+                "5",
+                "gates",
+                "2",
+                "1",
+                "country CN",
+                "1",
+                "2",
+                "1",
+                "2",
+                "1",
+                "1", // gates
+                "1",
+                "10",
+                "1000",
+                "10",
+                "1",
+                "1",
+                "gate",
+                "1", // behind gate 1
+                "5",
+                "5",
+                "1000",
+                "5",
+                "1",
+                "0" // gate 7 does not exist: no gate
+            ]
+        );
+        // A Cluster reads the lists first (RespStore); a plan for it would be wrong.
+        assert!(CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::Cluster).is_err());
     }
 
     #[test]

@@ -42,6 +42,27 @@ const HEAD: usize = 2;
 /// Reads a script reply: `allowed`, the time decided at, then [`FIELDS`] integers per decision,
 /// checking there are exactly `items` decisions.
 pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
+    let parsed = parse_unchecked(reply, items)?;
+    // The scripts admit only when every limit admits. A reply saying otherwise was corrupted
+    // on the way (or forged): trusting its flag could admit a request a limit denied.
+    consistent(&parsed, false, reply)?;
+    Ok(parsed)
+}
+
+/// Whether a reply's verdict is what its decisions (and, gated, a deny list's match) make it.
+fn consistent(parsed: &Parsed, denied_by_list: bool, reply: &Reply) -> Result<(), StoreError> {
+    let expected = !denied_by_list && parsed.decisions.iter().all(|d| d.allowed);
+    if parsed.allowed != expected {
+        return Err(protocol(format!(
+            "the verdict ({}) disagrees with its decisions: {reply:?}",
+            parsed.allowed
+        )));
+    }
+    Ok(())
+}
+
+/// [`parse`] without the verdict's consistency check.
+fn parse_unchecked(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
     let values = match reply {
         Reply::Array(values) => values,
         Reply::Error(message) => return Err(StoreError::Script(message.clone())),
@@ -62,13 +83,6 @@ pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
         .chunks_exact(FIELDS)
         .map(decision)
         .collect::<Result<Vec<_>, _>>()?;
-    // The scripts admit only when every limit admits. A reply saying otherwise was corrupted
-    // on the way (or forged): trusting its flag could admit a request a limit denied.
-    if allowed != decisions.iter().all(|d| d.allowed) {
-        return Err(protocol(format!(
-            "the verdict ({allowed}) disagrees with its decisions: {values:?}"
-        )));
-    }
     Ok(Parsed {
         allowed,
         decided_at_ms,
@@ -76,11 +90,75 @@ pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
     })
 }
 
+/// Values per gate at the end of a gated reply: kind (0 none, 1 denied, 2 allowed), the
+/// 1-based position of the matching list among the gate's deny (or allow) lists, the member.
+const GATE_FIELDS: usize = 3;
+
+/// What one gate found, as a gated reply says it: (kind, list position, member).
+pub(super) type GateFound = (u8, usize, String);
+
+/// Reads a gated multi-limit reply: as [`parse`] for `items` decisions, then [`GATE_FIELDS`]
+/// values for each of `gates` gates.
+pub(super) fn parse_gated(
+    reply: &Reply,
+    items: usize,
+    gates: usize,
+) -> Result<(Parsed, Vec<GateFound>), StoreError> {
+    let values = match reply {
+        Reply::Array(values) => values,
+        Reply::Error(message) => return Err(StoreError::Script(message.clone())),
+        other => return Err(protocol(format!("expected an array, got {other:?}"))),
+    };
+    let tail = GATE_FIELDS * gates;
+    if values.len() < tail {
+        return Err(protocol(format!(
+            "expected {tail} gate values, got {} values in all",
+            values.len()
+        )));
+    }
+    let (head, found) = values.split_at(values.len() - tail);
+    let parsed = parse_unchecked(&Reply::Array(head.to_vec()), items)?;
+    let found = found
+        .chunks_exact(GATE_FIELDS)
+        .map(|g| {
+            let kind = match int(&g[0])? {
+                k @ 0..=2 => k as u8,
+                other => return Err(protocol(format!("unknown gate kind {other}"))),
+            };
+            let position = usize::try_from(int(&g[1])?)
+                .map_err(|_| protocol(format!("negative list position {:?}", g[1])))?;
+            let member = match &g[2] {
+                Reply::Bulk(bytes) => String::from_utf8(bytes.clone())
+                    .map_err(|_| protocol("a list member is not UTF-8".to_string()))?,
+                other => return Err(protocol(format!("expected a member, got {other:?}"))),
+            };
+            Ok((kind, position, member))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    // A deny match refuses the check even when it has no item to show for it; a denylisted
+    // decision only comes with one.
+    let denied_by_list = found.iter().any(|f| f.0 == 1);
+    if denied_by_list
+        != parsed
+            .decisions
+            .iter()
+            .any(|d| d.reason == Reason::Denylisted)
+        && !parsed.decisions.is_empty()
+    {
+        return Err(protocol(format!(
+            "a deny list match and denylisted decisions disagree: {reply:?}"
+        )));
+    }
+    consistent(&parsed, denied_by_list, reply)?;
+    Ok((parsed, found))
+}
+
 fn decision(f: &[i64]) -> Result<Decision, StoreError> {
     let unsigned = |v: i64| u64::try_from(v).map_err(|_| protocol(format!("negative field {v}")));
     let allowed = flag(f[0])?;
-    // A script admits with reason 0 and denies with 1 or 2, never otherwise.
-    if allowed != (f[5] == 0) {
+    // A script admits with reason 0 (4: allowlisted) and denies with 1, 2 (3: denylisted),
+    // never otherwise.
+    if allowed != matches!(f[5], 0 | 4) {
         return Err(protocol(format!(
             "allowed {} with reason code {}",
             f[0], f[5]
@@ -101,12 +179,14 @@ fn decision(f: &[i64]) -> Result<Decision, StoreError> {
             0 => Reason::Admitted,
             1 => Reason::OverLimit,
             2 => Reason::CostExceedsCapacity,
+            3 => Reason::Denylisted,
+            4 => Reason::Allowlisted,
             other => return Err(protocol(format!("unknown reason code {other}"))),
         },
     })
 }
 
-fn int(value: &Reply) -> Result<i64, StoreError> {
+pub(super) fn int(value: &Reply) -> Result<i64, StoreError> {
     match value {
         Reply::Int(v) => Ok(*v),
         // Some transports hand integers over as text.
@@ -126,7 +206,7 @@ fn flag(v: i64) -> Result<bool, StoreError> {
     }
 }
 
-fn protocol(message: String) -> StoreError {
+pub(super) fn protocol(message: String) -> StoreError {
     StoreError::Protocol(format!("limiter script reply: {message}"))
 }
 
@@ -136,6 +216,27 @@ mod tests {
 
     fn ints(values: &[i64]) -> Reply {
         Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
+    }
+
+    #[test]
+    fn a_deny_list_refuses_even_a_check_without_items() {
+        // Found by the lists differential: a denied gated check with no item was read as a
+        // contradiction (no decision denies it).
+        let gated = |allowed: i64, kind: i64| {
+            Reply::Array(vec![
+                Reply::Int(allowed),
+                Reply::Int(5),
+                Reply::Int(kind),
+                Reply::Int(1),
+                Reply::Bulk(b"ip 203.0.113.7".to_vec()),
+            ])
+        };
+        let (parsed, found) = parse_gated(&gated(0, 1), 0, 1).unwrap();
+        assert!(!parsed.allowed);
+        assert_eq!(found, [(1, 1, "ip 203.0.113.7".to_string())]);
+        assert!(parse_gated(&gated(1, 1), 0, 1).is_err());
+        assert!(parse_gated(&gated(0, 2), 0, 1).is_err());
+        assert!(parse_gated(&gated(1, 2), 0, 1).unwrap().0.allowed);
     }
 
     #[test]

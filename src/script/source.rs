@@ -1,4 +1,10 @@
-//! The script sources, assembled at compile time from the `.lua` files, and their SHA1 digests.
+//! The script sources, assembled from the `.lua` files, and their SHA1 digests.
+//!
+//! A script is a list of parts (the prelude, algorithm files, its main), not one concatenated
+//! literal: every script shares the one copy of each file in the binary, which keeps the
+//! Worker's compressed wasm small (ten scripts carry the prelude). The whole source is joined
+//! only when a script must be sent in full (`EVAL` after `NOSCRIPT`, `SCRIPT LOAD`); its SHA1
+//! is computed over the parts.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -8,37 +14,41 @@ use crate::policy::Algorithm;
 /// One limiter script: its Lua source and the SHA1 Redis knows it by.
 pub struct Script {
     name: &'static str,
-    source: &'static str,
+    parts: &'static [&'static str],
+    source: OnceLock<String>,
     sha1: OnceLock<String>,
 }
 
 macro_rules! single {
-    ($name:literal, [$($file:literal),+], $step:literal) => {
+    ($name:literal, [$($file:literal),+], $step:literal, $code:literal) => {
         Script::new(
             $name,
-            concat!(
+            &[
                 include_str!("prelude.lua"),
                 $(include_str!($file),)+
-                "local step = ", $step, "\n",
+                concat!("local step, code = ", $step, ", ", $code, "\n"),
                 include_str!("single.lua"),
-            ),
+            ],
         )
     };
 }
 
-static FIXED_WINDOW: Script = single!("fixed", ["fixed_window.lua"], "fixed_window");
-static SLIDING_LOG: Script = single!("sliding-log", ["sliding_log.lua"], "sliding_log");
+// The codes are multi.lua's (and `control::assignment::algorithm_code`'s): an override names
+// its algorithm by them.
+static FIXED_WINDOW: Script = single!("fixed", ["fixed_window.lua"], "fixed_window", 1);
+static SLIDING_LOG: Script = single!("sliding-log", ["sliding_log.lua"], "sliding_log", 2);
 static SLIDING_COUNTER: Script = single!(
     "sliding-counter",
     ["sliding_counter.lua"],
-    "sliding_counter"
+    "sliding_counter",
+    3
 );
-static TOKEN_BUCKET: Script = single!("token-bucket", ["token_bucket.lua"], "token_bucket");
-static GCRA: Script = single!("gcra", ["gcra.lua"], "gcra");
-static CONCURRENCY: Script = single!("concurrency", ["concurrency.lua"], "concurrency");
+static TOKEN_BUCKET: Script = single!("token-bucket", ["token_bucket.lua"], "token_bucket", 4);
+static GCRA: Script = single!("gcra", ["gcra.lua"], "gcra", 5);
+static CONCURRENCY: Script = single!("concurrency", ["concurrency.lua"], "concurrency", 6);
 static MULTI: Script = Script::new(
     "multi",
-    concat!(
+    &[
         include_str!("prelude.lua"),
         include_str!("fixed_window.lua"),
         include_str!("sliding_log.lua"),
@@ -47,14 +57,39 @@ static MULTI: Script = Script::new(
         include_str!("gcra.lua"),
         include_str!("concurrency.lua"),
         include_str!("multi.lua"),
-    ),
+    ],
+);
+
+/// The control scripts (docs/design.md §"Deny and allow lists", §"Peek and reset"): they carry
+/// the prelude too, for its helpers and so every script states the same grace period.
+static LIST: Script = Script::new(
+    "list",
+    &[include_str!("prelude.lua"), include_str!("list.lua")],
+);
+static PEEK: Script = Script::new(
+    "peek",
+    &[
+        include_str!("prelude.lua"),
+        include_str!("fixed_window.lua"),
+        include_str!("sliding_log.lua"),
+        include_str!("sliding_counter.lua"),
+        include_str!("token_bucket.lua"),
+        include_str!("gcra.lua"),
+        include_str!("concurrency.lua"),
+        include_str!("peek.lua"),
+    ],
+);
+static RESET: Script = Script::new(
+    "reset",
+    &[include_str!("prelude.lua"), include_str!("reset.lua")],
 );
 
 impl Script {
-    const fn new(name: &'static str, source: &'static str) -> Script {
+    const fn new(name: &'static str, parts: &'static [&'static str]) -> Script {
         Script {
             name,
-            source,
+            parts,
+            source: OnceLock::new(),
             sha1: OnceLock::new(),
         }
     }
@@ -76,9 +111,24 @@ impl Script {
         &MULTI
     }
 
-    /// Every script: the six single-limit ones, then the multi-limit one (e.g. to `SCRIPT LOAD`
-    /// them ahead of traffic).
-    pub fn all() -> [&'static Script; 7] {
+    /// The script adding to, removing from, listing and matching one deny or allow list.
+    pub fn list() -> &'static Script {
+        &LIST
+    }
+
+    /// The script looking at one state without writing (peek).
+    pub fn peek() -> &'static Script {
+        &PEEK
+    }
+
+    /// The script deleting one identifier's states on a limit (reset).
+    pub fn reset() -> &'static Script {
+        &RESET
+    }
+
+    /// Every script: the six single-limit ones, the multi-limit one, then the control scripts
+    /// (list, peek, reset) — e.g. to `SCRIPT LOAD` them ahead of traffic.
+    pub fn all() -> [&'static Script; 10] {
         [
             &FIXED_WINDOW,
             &SLIDING_LOG,
@@ -87,23 +137,31 @@ impl Script {
             &GCRA,
             &CONCURRENCY,
             &MULTI,
+            &LIST,
+            &PEEK,
+            &RESET,
         ]
     }
 
-    /// A short name: the algorithm's (`gcra`, …) or `multi`.
+    /// A short name: the algorithm's (`gcra`, …), `multi`, `list`, `peek` or `reset`.
     pub fn name(&self) -> &'static str {
         self.name
     }
 
-    /// The Lua source, for `EVAL` and `SCRIPT LOAD`.
-    pub fn source(&self) -> &'static str {
-        self.source
+    /// The Lua source, for `EVAL` and `SCRIPT LOAD` (joined from its parts on first use).
+    pub fn source(&self) -> &str {
+        self.source.get_or_init(|| self.parts.concat())
     }
 
     /// The SHA1 of the source in lowercase hex, for `EVALSHA`.
     pub fn sha1(&self) -> &str {
-        self.sha1
-            .get_or_init(|| sha1_smol::Sha1::from(self.source).digest().to_string())
+        self.sha1.get_or_init(|| {
+            let mut digest = sha1_smol::Sha1::new();
+            for part in self.parts {
+                digest.update(part.as_bytes());
+            }
+            digest.digest().to_string()
+        })
     }
 }
 
@@ -148,6 +206,11 @@ mod tests {
                 .chars()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
             assert!(seen.insert(sha.to_string()));
+        }
+        // Digested by parts as the whole source is.
+        for script in Script::all() {
+            let whole = sha1_smol::Sha1::from(script.source()).digest().to_string();
+            assert_eq!(script.sha1(), whole, "{}", script.name());
         }
         // The SHA1 of "abc", to pin the digest to the one Redis computes.
         assert_eq!(

@@ -5,14 +5,16 @@
 //! [`ExpiringMap`], so threads deciding for different identifiers rarely wait for one another.
 //! Small stores have one shard. See docs/decisions.md, "Memory", for the measurements behind it.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::batch;
-use super::check::{Check, CheckItem, Limit, TimeSource, Verdict};
+use super::batch::{self, Gated};
+use super::check::{Check, CheckItem, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
 use super::key_hasher::KeyHasher;
@@ -21,7 +23,10 @@ use super::state_key::{KeyRef, StateKey};
 use super::traits::Store;
 use crate::algorithm::{Charge, Outcome, State};
 use crate::clock::{Clock, SystemClock};
+use crate::control::list::{self, ListEntry};
+use crate::control::{Assignment, AssignmentKind};
 use crate::decision::Decision;
+use crate::policy::{Algorithm, Policy};
 
 /// How long after its state stops mattering a key is kept anyway, in every store: a caller whose
 /// clock lags a little still finds the state it wrote (Redis TTLs use the same margin).
@@ -50,6 +55,13 @@ const SWEEP_EVERY_MS: u64 = 1_000;
 
 type StateMap = ExpiringMap<StateKey, State>;
 
+/// Assignments (at most a tier and an override) by (limit name, identifier), each with when it
+/// lapses, the override first.
+type AssignmentMap = HashMap<(Arc<str>, Identifier), Vec<(Assignment, Option<u64>)>>;
+/// Deny and allow lists: list name → member → the epoch ms it lapses at
+/// ([`list::NEVER_MS`] for never), as a Redis sorted set holds them.
+type Lists = HashMap<String, HashMap<String, u64>>;
+
 /// One lock's share of the keys, on cache lines of its own, so that two threads working on two
 /// shards never write to one line.
 #[repr(align(128))]
@@ -65,11 +77,18 @@ pub struct MemoryStore {
     // Remembered request ids (see `remembered`). Taken only by checks carrying one, always
     // before any shard lock.
     requests: Mutex<RequestMap>,
+    // Deny and allow lists. Taken only by gated checks and list calls.
+    lists: Mutex<Lists>,
     hasher: KeyHasher,
     capacity: usize,
     // The callers' time at or after which the next call purges every shard.
     next_sweep_ms: AtomicU64,
     clock: Arc<dyn Clock>,
+    // Tiers and overrides (docs/design.md §2, "Policy changes"). `assigned` mirrors the map's
+    // size so that a store without any assignment — the common case — decides without taking
+    // this lock: the fast path stays as fast.
+    assignments: Mutex<AssignmentMap>,
+    assigned: AtomicUsize,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -109,10 +128,13 @@ impl MemoryStore {
         MemoryStore {
             shards,
             requests: Mutex::new(ExpiringMap::new(capacity)),
+            lists: Mutex::new(HashMap::new()),
             hasher,
             capacity,
             next_sweep_ms: AtomicU64::new(0),
             clock: Arc::new(SystemClock),
+            assignments: Mutex::new(HashMap::new()),
+            assigned: AtomicUsize::new(0),
         }
     }
 
@@ -132,18 +154,149 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// Decides one check under its limits' own policies, without lists, assignments or request
+    /// ids: the limiter's fallback while its store is down (a `Check::single`). Apart from
+    /// [`MemoryStore::check_now`] so a Worker, whose fallback is all it uses of this store, does
+    /// not link the gated and assignment paths (docs/decisions.md, Size).
+    pub(crate) fn check_plain_now(&self, check: &Check, now_ms: u64) -> Verdict {
+        self.sweep_if_due(now_ms);
+        self.decide(check, now_ms)
+    }
+
     /// Decides checks synchronously (the store has no I/O); the async [`Store::check`] calls this.
     pub fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
         self.sweep_if_due(now_ms);
         checks
             .iter()
             .map(|check| {
-                if remembered::carries_request_id(check) {
-                    self.decide_remembering(check, now_ms)
+                let effective = self.effective(check, now_ms);
+                if check.is_gated() {
+                    self.decide_gated(check, &effective, now_ms)
+                } else if remembered::carries_request_id(check) {
+                    self.decide_remembering(check, &effective, now_ms)
                 } else {
-                    self.decide(check, now_ms)
+                    self.decide(&effective, now_ms)
                 }
             })
+            .collect()
+    }
+
+    /// A gated check: the lists first (docs/design.md §"Deny and allow lists"), then what no
+    /// list settled, as any check.
+    ///
+    /// `effective` is `check` under the effective policies (which decide); `check` itself is
+    /// remembered under its request ids, as in [`Self::decide_remembering`].
+    fn decide_gated(&self, check: &Check, effective: &Check, now_ms: u64) -> Verdict {
+        let candidates = check.probe().candidates();
+        let listed = {
+            let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+            list::resolve(check.gates(), &candidates, |name| {
+                let members = lists.get(name)?;
+                candidates
+                    .iter()
+                    .position(|c| members.get(c).is_some_and(|&lapse| lapse > now_ms))
+            })
+        };
+        match batch::split_gated(effective, listed.clone(), now_ms) {
+            Gated::Denied(verdict) => verdict,
+            Gated::Decide {
+                rest,
+                allowlisted,
+                listed: found,
+            } => {
+                let verdict = if remembered::carries_request_id(&rest) {
+                    let own = match batch::split_gated(check, listed, now_ms) {
+                        Gated::Decide { rest, .. } => rest,
+                        Gated::Denied(_) => unreachable!("the same lists denied nothing"),
+                    };
+                    self.decide_remembering(&own, &rest, now_ms)
+                } else {
+                    self.decide(&rest, now_ms)
+                };
+                batch::merge_gated(allowlisted, found, verdict)
+                    .expect("a memory verdict has one decision per item")
+            }
+        }
+    }
+
+    /// [`Store::peek`] at `now_ms`: a zero-cost look at the held state, changing nothing (not
+    /// even the purge of expired states a check makes).
+    pub fn peek_now(&self, limit: &Limit, identifier: &[u8], now_ms: u64) -> Verdict {
+        let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
+        let hash = key.hash(&self.hasher);
+        let state = {
+            let mut map = lock(self.shard(hash));
+            let held = map.find_mut(hash, |k| k.is(&key));
+            held.map(|mut slot| slot.value().clone())
+        };
+        let mut state = state.unwrap_or_else(|| State::fresh(limit.policy.algorithm()));
+        let decision = state.apply(&limit.policy, now_ms, 0).decision;
+        Verdict {
+            allowed: decision.allowed,
+            decisions: vec![decision],
+            atomic: true,
+            decided_at_ms: now_ms,
+            listed: Vec::new(),
+        }
+    }
+
+    /// [`Store::reset`]: drops the identifier's state on the limit under every algorithm.
+    pub fn reset_now(&self, limit: &Limit, identifier: &[u8]) -> bool {
+        let mut existed = false;
+        for algorithm in Algorithm::EVERY {
+            let key = KeyRef::new(&limit.name, algorithm, identifier);
+            let hash = key.hash(&self.hasher);
+            let mut map = lock(self.shard(hash));
+            existed |= map.remove(&key.to_owned(&limit.name)).is_some();
+        }
+        existed
+    }
+
+    /// [`Store::list_add`], synchronously.
+    pub fn list_add_now(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        list::validate_list_name(list).map_err(StoreError::InvalidInput)?;
+        let lapse = list::lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)?;
+        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let members = lists.entry(list.to_string()).or_default();
+        // Writers drop what has lapsed, as list.lua does.
+        members.retain(|_, &mut l| l > now_ms);
+        members.insert(entry.member(), lapse);
+        Ok(())
+    }
+
+    /// [`Store::list_remove`], synchronously.
+    pub fn list_remove_now(&self, list: &str, entry: &ListEntry) -> bool {
+        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(members) = lists.get_mut(list) else {
+            return false;
+        };
+        let removed = members.remove(&entry.member()).is_some();
+        if members.is_empty() {
+            lists.remove(list);
+        }
+        removed
+    }
+
+    /// [`Store::list_entries`], synchronously.
+    pub fn list_entries_now(&self, list: &str, now_ms: u64) -> Vec<(String, Option<u64>)> {
+        let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let mut live: Vec<(u64, &String)> = lists
+            .get(list)
+            .into_iter()
+            .flatten()
+            .filter(|(_, lapse)| **lapse > now_ms)
+            .map(|(member, lapse)| (*lapse, member))
+            .collect();
+        // A sorted set's order: by score, then by member bytes.
+        live.sort();
+        live.into_iter()
+            .map(|(lapse, member)| (member.clone(), list::until_of(lapse)))
             .collect()
     }
 
@@ -152,7 +305,93 @@ impl MemoryStore {
     /// Allocates nothing unless a new state is stored.
     pub fn check_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
         self.sweep_if_due(now_ms);
+        if self.assigned.load(Ordering::Relaxed) > 0 {
+            let id = Identifier::from(identifier);
+            let mut effective = limit.clone();
+            effective.policy = self.effective_policy(limit, &id, now_ms);
+            return self.decide_one(&effective, identifier, cost, Charge::Request, now_ms);
+        }
         self.decide_one(limit, identifier, cost, Charge::Request, now_ms)
+    }
+
+    /// What [`Store::assign`] does, synchronously: `assignment` replaces the identifier's
+    /// assignment of its kind until `until_ms`; `None` clears both kinds.
+    pub fn assign_now(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) {
+        match assignment {
+            // Stored as its text reads back, so every store answers alike (`Some(0)` is 1).
+            Some(a) => self.change_assignments(limit, identifier, a.kind(), |held| {
+                held.push((a.clone(), until_ms.map(|u| u.max(1))));
+                held.sort_by_key(|(a, _)| a.kind() == AssignmentKind::Tier);
+            }),
+            None => self.change_assignments(limit, identifier, AssignmentKind::Tier, Vec::clear),
+        }
+    }
+
+    /// What [`Store::clear_assignment`] does, synchronously.
+    pub fn clear_assignment_now(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) {
+        self.change_assignments(limit, identifier, kind, |_| {});
+    }
+
+    /// Drops the identifier's assignment of `kind`, then lets `change` edit what is held.
+    fn change_assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+        change: impl FnOnce(&mut Vec<(Assignment, Option<u64>)>),
+    ) {
+        let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (limit.name.clone(), identifier.clone());
+        let mut held = map.remove(&key).unwrap_or_default();
+        held.retain(|(a, _)| a.kind() != kind);
+        change(&mut held);
+        if !held.is_empty() {
+            map.insert(key, held);
+        }
+        self.assigned.store(map.len(), Ordering::Relaxed);
+    }
+
+    /// What [`Store::assignments`] answers, synchronously: the override first.
+    pub fn assignments_now(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Vec<(Assignment, Option<u64>)> {
+        if self.assigned.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&(limit.name.clone(), identifier.clone()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The effective policy of (limit, identifier) at `now_ms` (docs/design.md §2).
+    fn effective_policy(&self, limit: &Limit, identifier: &Identifier, now_ms: u64) -> Policy {
+        let assigned = self.assignments_now(limit, identifier);
+        *limit.effective_policy(&assigned, now_ms)
+    }
+
+    /// `check` with each item's policy replaced by its effective one — the check itself, not
+    /// copied, while the store holds no assignment.
+    fn effective<'a>(&self, check: &'a Check, now_ms: u64) -> Cow<'a, Check> {
+        if self.assigned.load(Ordering::Relaxed) == 0 {
+            return Cow::Borrowed(check);
+        }
+        let mut changed = check.clone();
+        changed.map_policies(|item| self.effective_policy(&item.limit, &item.identifier, now_ms));
+        Cow::Owned(changed)
     }
 
     /// A check without request ids.
@@ -166,6 +405,7 @@ impl MemoryStore {
                     decisions: vec![decision],
                     atomic: true,
                     decided_at_ms: now_ms,
+                    listed: Vec::new(),
                 }
             }
             _ => self.decide_all_or_nothing(check, now_ms),
@@ -175,13 +415,16 @@ impl MemoryStore {
     /// A check carrying request ids: a repeat of an admitted one answers what was remembered,
     /// else it is decided and, if admitted, remembered; all under the requests' lock, so a
     /// repeat racing its original waits for it.
-    fn decide_remembering(&self, check: &Check, now_ms: u64) -> Verdict {
+    ///
+    /// `effective` is `check` under the effective policies (which decide and look); `check`
+    /// itself is remembered, for its limits' own windows, as the scripts do.
+    fn decide_remembering(&self, check: &Check, effective: &Check, now_ms: u64) -> Verdict {
         let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
         requests.purge_expired(gc_horizon(now_ms));
         if let Some(found) = remembered::recall(&requests, check, now_ms) {
-            let (keys, hashes) = self.keys(check.items());
+            let (keys, hashes) = self.keys(effective.items());
             let mut locked = self.lock_involved(&hashes);
-            return remembered::repeat(check, found, |i, item| {
+            return remembered::repeat(effective, found, |i, item| {
                 let (key, hash) = (&keys[i], hashes[i]);
                 let map = shard_map(&mut locked, self.shard_index(hash));
                 let mut state = match map.find_mut(hash, |k| k.is(key)) {
@@ -191,7 +434,7 @@ impl MemoryStore {
                 state.apply(&item.limit.policy, now_ms, 0).decision
             });
         }
-        let verdict = self.decide(check, now_ms);
+        let verdict = self.decide(effective, now_ms);
         if verdict.allowed {
             remembered::remember(&mut requests, check, &verdict, now_ms);
         }
@@ -331,6 +574,17 @@ impl MemoryStore {
         }
         let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
         requests.purge_expired(gc_horizon(now_ms));
+        drop(requests);
+        if self.assigned.load(Ordering::Relaxed) > 0 {
+            // Lapsed assignments are kept as long as states, then dropped.
+            let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+            let horizon = gc_horizon(now_ms);
+            map.retain(|_, held| {
+                held.retain(|(_, until)| until.is_none_or(|u| u > horizon));
+                !held.is_empty()
+            });
+            self.assigned.store(map.len(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -410,12 +664,79 @@ impl Store for MemoryStore {
         };
         Ok(self.check_now(checks, now_ms))
     }
+
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.assign_now(limit, identifier, assignment, until_ms);
+        Ok(())
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        self.clear_assignment_now(limit, identifier, kind);
+        Ok(())
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        Ok(self.assignments_now(limit, identifier))
+    }
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.list_add_now(list, entry, until_ms, now_ms)
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        Ok(self.list_remove_now(list, entry))
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        Ok(self.list_entries_now(list, now_ms))
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let now_ms = match time {
+            TimeSource::At(ms) => ms,
+            TimeSource::Server => self.clock.now_ms(),
+        };
+        Ok(self.peek_now(limit, identifier.as_bytes(), now_ms))
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        Ok(self.reset_now(limit, identifier.as_bytes()))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
 
     #[test]
     fn full_shards_fill_their_tables_and_small_stores_have_one() {

@@ -20,6 +20,16 @@ use super::error::StoreError;
 use super::key::DEFAULT_NAMESPACE;
 use super::traits::Store;
 use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
+// The control operations (assignments, lists, peek, reset) are native only, see `impl Store`.
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    super::check::{Identifier, Limit},
+    super::key::control_key,
+    crate::control::assignment::{assign_command, read_assignments},
+    crate::control::list::{self, ListEntry},
+    crate::control::{Assignment, AssignmentKind},
+    crate::script::control,
+};
 
 /// The environment variable holding the REST URL (Upstash's own name).
 pub const REST_URL_VAR: &str = "UPSTASH_REDIS_REST_URL";
@@ -329,25 +339,22 @@ impl RestStore {
     }
 }
 
-#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
-#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl Store for RestStore {
-    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        let plans = checks
-            .iter()
-            .map(|c| CheckPlan::new(c, &self.namespace, time, Topology::SingleNode))
-            .collect::<Result<Vec<_>, _>>()?;
-        let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
-        // A pipeline may have run with its answer lost: it is sent again only when a repeat
-        // charges nothing twice (every item remembered under a request id, or a look).
-        let idempotent = checks.iter().all(Check::is_idempotent);
-        let mut replies = if invocations.is_empty() {
-            Vec::new()
-        } else {
-            let body = evalsha_pipeline_body(&invocations)?;
-            self.pipeline_resent_if(idempotent, body, invocations.len())
-                .await?
-        };
+impl RestStore {
+    /// Runs `invocations` in one `/pipeline` by `EVALSHA`, then those answered `NOSCRIPT` by
+    /// `EVAL` in one more; each pipeline sent again after a transient failure when `idempotent`.
+    /// One reply per invocation, in order.
+    async fn run(
+        &self,
+        invocations: &[&Invocation],
+        idempotent: bool,
+    ) -> Result<Vec<Reply>, StoreError> {
+        if invocations.is_empty() {
+            return Ok(Vec::new());
+        }
+        let body = evalsha_pipeline_body(invocations)?;
+        let mut replies = self
+            .pipeline_resent_if(idempotent, body, invocations.len())
+            .await?;
         let missing: Vec<usize> = replies
             .iter()
             .enumerate()
@@ -365,7 +372,40 @@ impl Store for RestStore {
                 replies[i] = reply;
             }
         }
-        let mut replies = replies.into_iter();
+        Ok(replies)
+    }
+
+    /// Runs one invocation and returns its reply.
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn run_one(
+        &self,
+        invocation: &Invocation,
+        idempotent: bool,
+    ) -> Result<Reply, StoreError> {
+        self.run(&[invocation], idempotent)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::Protocol("a pipeline of one command answered none".into()))
+    }
+}
+
+// The control operations (assign, lists, peek, reset) are native only: what the admin CLI runs.
+// A Worker decides with tiers and lists but never writes them, and each of these would be linked
+// into its wasm anyway (stores are `dyn Store` in a `ShardedStore`): on wasm32 the trait's
+// defaults refuse them, and the Worker stays within its size budget (docs/decisions.md, Size).
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl Store for RestStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let plans = checks
+            .iter()
+            .map(|c| CheckPlan::controlled(c, &self.namespace, time, Topology::SingleNode))
+            .collect::<Result<Vec<_>, _>>()?;
+        let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
+        // A pipeline may have run with its answer lost: it is sent again only when a repeat
+        // charges nothing twice (every item remembered under a request id, or a look).
+        let idempotent = checks.iter().all(Check::is_idempotent);
+        let mut replies = self.run(&invocations, idempotent).await?.into_iter();
         plans
             .iter()
             .map(|plan| {
@@ -374,6 +414,113 @@ impl Store for RestStore {
             })
             .collect()
     }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        self.change_assignments(assign_command(key, assignment, until_ms, None))
+            .await
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        self.change_assignments(assign_command(key, None, None, Some(kind)))
+            .await
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        let body = plain_pipeline_body(&["GET".to_string(), key.clone()])?;
+        let reply = self.pipeline_resent_if(true, body, 1).await?.remove(0);
+        read_assignments(reply, &key)
+    }
+
+    // Adding, removing and reading a list are idempotent (an add sets the same lapse time
+    // again), as are a peek and a reset: each is resent once when its answer is lost.
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        list::validate_list_name(list).map_err(StoreError::InvalidInput)?;
+        let lapse = list::lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)?;
+        let call = control::list_add(&self.namespace, list, entry, lapse, now_ms)?;
+        control::read_added(&self.run_one(&call, true).await?)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        let call = control::list_remove(&self.namespace, list, entry);
+        control::read_removed(&self.run_one(&call, true).await?)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        let call = control::list_entries(&self.namespace, list, now_ms)?;
+        control::read_entries(&self.run_one(&call, true).await?)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let call = control::peek(&self.namespace, limit, identifier, time)?;
+        control::read_peek(&self.run_one(&call, true).await?)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        let call = control::reset(&self.namespace, limit, identifier);
+        control::read_reset(&self.run_one(&call, true).await?)
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl RestStore {
+    /// Runs the control key's `EVAL` of [`assign_command`]: one `/pipeline`, resent once if its
+    /// answer is lost (writing the same line again is harmless).
+    async fn change_assignments(&self, command: Vec<String>) -> Result<(), StoreError> {
+        let body = plain_pipeline_body(&command)?;
+        match self.pipeline_resent_if(true, body, 1).await?.remove(0) {
+            Reply::Error(e) => Err(StoreError::Script(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The `/pipeline` body of one plain command: `[["GET", "key"]]`.
+#[cfg(not(target_arch = "wasm32"))]
+fn plain_pipeline_body(parts: &[String]) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(&[parts])
+        .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))
 }
 
 #[cfg(test)]

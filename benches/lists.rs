@@ -1,0 +1,217 @@
+//! What deny and allow lists cost (docs/design.md §"Deny and allow lists", issue 12): the same
+//! decisions through `RespStore` plain and behind a gate of two lists (deny and allow, 1,000
+//! entries each) probed with an IPv4 address — 33 candidates, one `ZMSCORE` per list — in the
+//! same run against the same `redis-server`: Redis's own script time per decision (`INFO
+//! commandstats`: neither client nor network counted) and decisions per second at 8 clients.
+//! Rows: plain (one limit: its own script); plain with two limits (the multi-limit script, which
+//! every gated check runs); gated with two limits and with one, no list matching (the common
+//! case: both lists asked, the limits decided); gated and allowlisted (not charged); gated and
+//! denylisted (nothing decided). The modes run interleaved, `ROUNDS` times, and each row reports
+//! its median, so a machine busy with other work skews every mode alike.
+//! Run: `cargo bench --bench lists`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use edgelimit::control::list::{Gate, ListEntry, ListProbe};
+use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store, TimeSource};
+use edgelimit_testkit::RedisServer;
+
+const DECISIONS: usize = 10_000;
+const ROUNDS: usize = 5;
+const CLIENTS: usize = 8;
+const IDENTIFIERS: usize = 100;
+const ENTRIES: usize = 1_000;
+const T: u64 = 1_700_000_000_000;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Plain,
+    /// Two limits, no gate: the multi-limit script.
+    Plain2,
+    /// Two limits behind the gate; the address is in no list.
+    Unlisted2,
+    /// Gated; the probe's address is in no list.
+    Unlisted,
+    /// Gated; the address is on the allow list.
+    Allowlisted,
+    /// Gated; the address is on the deny list.
+    Denylisted,
+}
+
+impl Mode {
+    const ALL: [Mode; 6] = [
+        Mode::Plain,
+        Mode::Plain2,
+        Mode::Unlisted2,
+        Mode::Unlisted,
+        Mode::Allowlisted,
+        Mode::Denylisted,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain, 1 limit",
+            Mode::Plain2 => "plain, 2 limits (multi script)",
+            Mode::Unlisted2 => "gated, 2 limits, unlisted",
+            Mode::Unlisted => "gated, 1 limit, unlisted",
+            Mode::Allowlisted => "gated, 1 limit, allowlisted",
+            Mode::Denylisted => "gated, 1 limit, denylisted",
+        }
+    }
+}
+
+fn check(limits: &[Limit; 2], mode: Mode, c: usize, i: usize) -> Check {
+    let id = format!("id-{}", (c * 7 + i) % IDENTIFIERS);
+    let address = match mode {
+        Mode::Allowlisted => "198.51.100.9",
+        Mode::Denylisted => "203.0.113.9",
+        _ => "192.0.2.77",
+    };
+    let gated = |check: Check| {
+        check.gated(
+            ListProbe::new().with("ip", address),
+            vec![Gate::new(vec!["deny".into()], vec!["allow".into()])],
+        )
+    };
+    let item = |limit: &Limit| CheckItem::new(limit, id.clone(), 1).gated(0);
+    match mode {
+        Mode::Plain => Check::single(&limits[0], id.clone(), 1),
+        Mode::Plain2 => Check::single(&limits[0], id.clone(), 1).with(&limits[1], id.clone(), 1),
+        Mode::Unlisted2 => gated(
+            Check::new()
+                .with_item(item(&limits[0]))
+                .with_item(item(&limits[1])),
+        ),
+        _ => gated(Check::new().with_item(item(&limits[0]))),
+    }
+}
+
+async fn run(store: &Arc<RespStore>, limits: &[Limit; 2], mode: Mode) -> f64 {
+    let per_client = DECISIONS / CLIENTS;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (store, limits) = (store.clone(), limits.clone());
+            tokio::spawn(async move {
+                for i in 0..per_client {
+                    let check = check(&limits, mode, c, i);
+                    let verdict = store
+                        .check(std::slice::from_ref(&check), TimeSource::At(T))
+                        .await
+                        .expect("redis answers");
+                    assert_eq!(verdict[0].allowed, mode != Mode::Denylisted, "{mode:?}");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (per_client * CLIENTS) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Microseconds Redis spent per script call since the last `CONFIG RESETSTAT`.
+fn script_usec_per_call(server: &RedisServer) -> f64 {
+    let info = server
+        .command(&["INFO", "commandstats"])
+        .ok()
+        .and_then(|r| r.text())
+        .expect("INFO answers");
+    let (mut calls, mut usec) = (0.0, 0.0);
+    for line in info.lines() {
+        let Some(stats) = line
+            .strip_prefix("cmdstat_evalsha:")
+            .or_else(|| line.strip_prefix("cmdstat_eval:"))
+        else {
+            continue;
+        };
+        for field in stats.split(',') {
+            match field.split_once('=') {
+                Some(("calls", n)) => calls += n.parse::<f64>().unwrap_or(0.0),
+                Some(("usec", n)) => usec += n.parse::<f64>().unwrap_or(0.0),
+                _ => {}
+            }
+        }
+    }
+    usec / calls
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = Arc::new(RespStore::connect(&server.url()).await.unwrap());
+        // Two lists of ENTRIES each: addresses and /24s elsewhere, plus the row's own entry.
+        for i in 0..ENTRIES {
+            for (list, octet) in [("deny", 10), ("allow", 11)] {
+                let text = if i % 2 == 0 {
+                    format!(
+                        "ip {octet}.{}.{}.{}",
+                        i / 65536 % 256,
+                        i / 256 % 256,
+                        i % 256
+                    )
+                } else {
+                    format!("ip {octet}.{}.{}.0/24", i / 256 % 256, i % 256)
+                };
+                let entry: ListEntry = text.parse().unwrap();
+                store.list_add(list, &entry, None, T).await.unwrap();
+            }
+        }
+        let deny: ListEntry = "ip 203.0.113.0/24".parse().unwrap();
+        let allow: ListEntry = "ip 198.51.100.9".parse().unwrap();
+        store.list_add("deny", &deny, None, T).await.unwrap();
+        store.list_add("allow", &allow, None, T).await.unwrap();
+        println!(
+            "\n{DECISIONS} checks per run, {ROUNDS} interleaved runs per row (medians), {CLIENTS} clients, {IDENTIFIERS} identifiers, two \
+             lists of {ENTRIES} entries, an IPv4 probe (33 candidates); loopback; one \
+             redis-server; same run"
+        );
+        println!("| limit | check | script µs/decision (Redis) | ratio | decisions/s | ratio |");
+        println!("|---|---|---|---|---|---|");
+        for spec in ["gcra 1000000/1h", "fixed 1000000/1h"] {
+            let policy: Policy = spec.parse().unwrap();
+            let limits = [
+                Limit::new(format!("bench-{}", policy.algorithm()), policy),
+                Limit::new(format!("bench2-{}", policy.algorithm()), policy),
+            ];
+            for mode in Mode::ALL {
+                run(&store, &limits, mode).await; // warm up: scripts loaded, states created
+            }
+            let mut samples: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); 6];
+            for _ in 0..ROUNDS {
+                for (m, mode) in Mode::ALL.into_iter().enumerate() {
+                    server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+                    let rate = run(&store, &limits, mode).await;
+                    samples[m].0.push(script_usec_per_call(&server));
+                    samples[m].1.push(rate);
+                }
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let medians: Vec<(f64, f64)> = samples
+                .iter_mut()
+                .map(|(usec, rate)| (median(usec), median(rate)))
+                .collect();
+            let base = medians[0];
+            for (mode, (usec, rate)) in Mode::ALL.into_iter().zip(medians) {
+                println!(
+                    "| `{spec}` | {} | {usec:.2} | {:.2} | {rate:.0} | {:.2} |",
+                    mode.name(),
+                    usec / base.0,
+                    rate / base.1
+                );
+            }
+        }
+    });
+}
