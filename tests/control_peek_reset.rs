@@ -1,17 +1,19 @@
 //! Peek and reset (docs/design.md §"Peek and reset"), and the list calls, on every store:
 //! one body over memory, RESP, Cluster, REST (through the gateway) and sharded; a peek never
 //! changes state (property: every key's DUMP before and after, on Redis; later decisions, in
-//! memory); after a reset no state key of the identifier remains (hygiene).
+//! memory); after a reset no state key of the identifier remains (hygiene). A peek looks under
+//! the identifier's effective policy (tier, override), on every store and in the property, where
+//! identifiers get tiers and overrides along the way.
 
 mod common;
 
 use common::rng::Rng;
-use edgelimit::control::list::ListEntry;
+use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::control::AssignmentKind;
 use edgelimit::store::{Shard, ShardedStore, Store};
 use edgelimit::{
-    Algorithm, Assignment, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, RespStore,
-    RestStore, TimeSource, Verdict,
+    Algorithm, Assignment, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
+    RespStore, RestStore, TimeSource, Verdict,
 };
 use edgelimit_testkit::{RedisCluster, RedisServer};
 
@@ -225,9 +227,59 @@ async fn peek_under_the_effective_policy<S: Store>(store: &S) {
     assert_eq!(v.decisions, look(T0 + 1_003).await.decisions);
 }
 
+/// An item an allow list lets through, or a check a deny list refuses, reports the capacity of
+/// the identifier's effective policy (its tier here), as a decided item does — where the lists
+/// are read in the deciding script (memory, one node, REST). Not on a Cluster: there the lists
+/// are read first and settle their items without reading the control key, so a listed decision
+/// reports the limit's own capacity (docs/design.md §"Peek and reset").
+async fn listed_decisions_report_the_effective_capacity<S: Store>(store: &S) {
+    let l = limit("pr-listed", "gcra 3/1s")
+        .with_tiers(vec![("pro", "gcra 10/1s burst 10".parse().unwrap())])
+        .unwrap();
+    let address = "203.0.113.9";
+    let id = Identifier::from(address);
+    let pro = Assignment::Tier("pro".into());
+    store.assign(&l, &id, Some(&pro), None).await.unwrap();
+    let entry: ListEntry = format!("ip {address}").parse().unwrap();
+    let gated = || {
+        Check::new()
+            .with_item(CheckItem::new(&l, address, 1).gated(0))
+            .gated(
+                ListProbe::new().with("ip", address),
+                vec![Gate::new(vec!["deny:pr".into()], vec!["allow:pr".into()])],
+            )
+    };
+    let decide = || async {
+        store
+            .check(&[gated()], TimeSource::At(T0))
+            .await
+            .unwrap()
+            .remove(0)
+            .decisions
+            .remove(0)
+    };
+    let d = decide().await;
+    assert_eq!((d.reason, d.limit), (Reason::Admitted, 10), "decided");
+    store.list_add("allow:pr", &entry, None, T0).await.unwrap();
+    let d = decide().await;
+    assert_eq!(
+        (d.reason, d.limit, d.remaining),
+        (Reason::Allowlisted, 10, 10),
+        "allowlisted"
+    );
+    store.list_add("deny:pr", &entry, None, T0).await.unwrap();
+    let d = decide().await;
+    assert_eq!((d.reason, d.limit), (Reason::Denylisted, 10), "denylisted");
+    store.list_remove("allow:pr", &entry).await.unwrap();
+    store.list_remove("deny:pr", &entry).await.unwrap();
+    store.assign(&l, &id, None, None).await.unwrap();
+}
+
 #[tokio::test]
 async fn memory() {
-    peek_reset_and_lists_conform(&MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,6 +290,7 @@ async fn resp() {
         .unwrap()
         .with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,6 +317,7 @@ async fn rest_via_gateway() {
         .unwrap()
         .with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
     gateway.shutdown().await;
 }
 
@@ -276,6 +330,7 @@ async fn sharded() {
     ])
     .unwrap();
     peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
 }
 
 /// Every key of `namespace` with its DUMP (the serialized value, no TTL).
