@@ -1,16 +1,19 @@
 //! Peek and reset (docs/design.md §"Peek and reset"), and the list calls, on every store:
 //! one body over memory, RESP, Cluster, REST (through the gateway) and sharded; a peek never
 //! changes state (property: every key's DUMP before and after, on Redis; later decisions, in
-//! memory); after a reset no state key of the identifier remains (hygiene).
+//! memory); after a reset no state key of the identifier remains (hygiene). A peek looks under
+//! the identifier's effective policy (tier, override), on every store and in the property, where
+//! identifiers get tiers and overrides along the way.
 
 mod common;
 
 use common::rng::Rng;
-use edgelimit::control::list::ListEntry;
+use edgelimit::control::list::{Gate, ListEntry, ListProbe};
+use edgelimit::control::AssignmentKind;
 use edgelimit::store::{Shard, ShardedStore, Store};
 use edgelimit::{
-    Algorithm, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, RespStore, RestStore,
-    TimeSource, Verdict,
+    Algorithm, Assignment, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
+    RespStore, RestStore, TimeSource, Verdict,
 };
 use edgelimit_testkit::{RedisCluster, RedisServer};
 
@@ -28,6 +31,18 @@ fn spec(algorithm: Algorithm) -> &'static str {
         Algorithm::TokenBucket => "token-bucket 3/1s",
         Algorithm::Gcra => "gcra 3/1s",
         Algorithm::Concurrency => "concurrency 3 timeout 1s",
+    }
+}
+
+/// Another policy of `algorithm`, with `n` in place of the default 3.
+fn other_spec(algorithm: Algorithm, n: u64) -> String {
+    match algorithm {
+        Algorithm::FixedWindow => format!("fixed {n}/1s"),
+        Algorithm::SlidingLog => format!("sliding-log {n}/2s"),
+        Algorithm::SlidingCounter => format!("sliding-counter {n}/1s"),
+        Algorithm::TokenBucket => format!("token-bucket {n}/500ms"),
+        Algorithm::Gcra => format!("gcra {n}/1s burst {}", n + 2),
+        Algorithm::Concurrency => format!("concurrency {n} timeout 2s"),
     }
 }
 
@@ -97,6 +112,8 @@ async fn peek_reset_and_lists_conform<S: Store>(store: &S) {
         .unwrap();
     assert_eq!(peek.decisions[0].remaining, 2, "the retry charged nothing");
 
+    peek_under_the_effective_policy(store).await;
+
     // Lists: add (with and without a lapse), re-time, list in lapse order, remove.
     let a: ListEntry = "ip 203.0.113.0/24".parse().unwrap();
     let b: ListEntry = "country cn".parse().unwrap();
@@ -136,9 +153,133 @@ async fn peek_reset_and_lists_conform<S: Store>(store: &S) {
     assert!(store.list_add("deny", &a, Some(T0), T0).await.is_err());
 }
 
+/// A peek looks under the identifier's effective policy (docs/design.md §2, "Policy changes"):
+/// its tier, an unlapsed override on top, the default once both are gone — and agrees with a
+/// zero-cost check, which reads the assignment the same way.
+async fn peek_under_the_effective_policy<S: Store>(store: &S) {
+    let l = limit("pr-tiers", "gcra 3/1s")
+        .with_tiers(vec![
+            ("free", "gcra 1/1s".parse().unwrap()),
+            ("pro", "gcra 10/1s burst 10".parse().unwrap()),
+        ])
+        .unwrap();
+    let id = Identifier::from("tiered");
+    let peek = |at: u64| {
+        let id = id.clone();
+        let l = &l;
+        async move { store.peek(l, &id, TimeSource::At(at)).await.unwrap() }
+    };
+    let look = |at: u64| charge(store, &l, "tiered", 0, at);
+    assert_eq!(peek(T0).await.decisions[0].limit, 3, "the default");
+
+    let pro = Assignment::Tier("pro".into());
+    store.assign(&l, &id, Some(&pro), None).await.unwrap();
+    let v = peek(T0).await;
+    assert_eq!(
+        (v.decisions[0].limit, v.decisions[0].remaining),
+        (10, 10),
+        "the tier"
+    );
+    assert!(
+        charge(store, &l, "tiered", 4, T0).await.allowed,
+        "pro admits 4"
+    );
+    let v = peek(T0).await;
+    assert_eq!((v.decisions[0].limit, v.decisions[0].remaining), (10, 6));
+    assert_eq!(v.decisions, look(T0).await.decisions);
+
+    // An override on top, until T0 + 1000; the tier again from then on.
+    let boost = Assignment::Override("gcra 20/1s burst 20".parse().unwrap());
+    store
+        .assign(&l, &id, Some(&boost), Some(T0 + 1_000))
+        .await
+        .unwrap();
+    let v = peek(T0 + 1).await;
+    assert_eq!(v.decisions[0].limit, 20, "the override");
+    assert_eq!(v.decisions, look(T0 + 1).await.decisions);
+    let v = peek(T0 + 1_000).await;
+    assert_eq!(v.decisions[0].limit, 10, "lapsed to the tier");
+    assert_eq!(v.decisions, look(T0 + 1_000).await.decisions);
+
+    // An override of another algorithm is ignored; an unknown tier is the default.
+    let fixed = Assignment::Override("fixed 7/1s".parse().unwrap());
+    store.assign(&l, &id, Some(&fixed), None).await.unwrap();
+    assert_eq!(peek(T0 + 1_001).await.decisions[0].limit, 10);
+    let gold = Assignment::Tier("gold".into());
+    store.assign(&l, &id, Some(&gold), None).await.unwrap();
+    assert_eq!(peek(T0 + 1_001).await.decisions[0].limit, 3);
+
+    // A lower tier: the same state, looked at under the smaller policy.
+    let free = Assignment::Tier("free".into());
+    store.assign(&l, &id, Some(&free), None).await.unwrap();
+    store
+        .clear_assignment(&l, &id, AssignmentKind::Override)
+        .await
+        .unwrap();
+    let v = peek(T0 + 1_002).await;
+    assert_eq!(v.decisions[0].limit, 1, "the free tier");
+    assert_eq!(v.decisions, look(T0 + 1_002).await.decisions);
+
+    // Cleared: the default again.
+    store.assign(&l, &id, None, None).await.unwrap();
+    let v = peek(T0 + 1_003).await;
+    assert_eq!(v.decisions[0].limit, 3, "cleared");
+    assert_eq!(v.decisions, look(T0 + 1_003).await.decisions);
+}
+
+/// An item an allow list lets through, or a check a deny list refuses, reports the capacity of
+/// the identifier's effective policy (its tier here), as a decided item does — where the lists
+/// are read in the deciding script (memory, one node, REST). Not on a Cluster: there the lists
+/// are read first and settle their items without reading the control key, so a listed decision
+/// reports the limit's own capacity (docs/design.md §"Peek and reset").
+async fn listed_decisions_report_the_effective_capacity<S: Store>(store: &S) {
+    let l = limit("pr-listed", "gcra 3/1s")
+        .with_tiers(vec![("pro", "gcra 10/1s burst 10".parse().unwrap())])
+        .unwrap();
+    let address = "203.0.113.9";
+    let id = Identifier::from(address);
+    let pro = Assignment::Tier("pro".into());
+    store.assign(&l, &id, Some(&pro), None).await.unwrap();
+    let entry: ListEntry = format!("ip {address}").parse().unwrap();
+    let gated = || {
+        Check::new()
+            .with_item(CheckItem::new(&l, address, 1).gated(0))
+            .gated(
+                ListProbe::new().with("ip", address),
+                vec![Gate::new(vec!["deny:pr".into()], vec!["allow:pr".into()])],
+            )
+    };
+    let decide = || async {
+        store
+            .check(&[gated()], TimeSource::At(T0))
+            .await
+            .unwrap()
+            .remove(0)
+            .decisions
+            .remove(0)
+    };
+    let d = decide().await;
+    assert_eq!((d.reason, d.limit), (Reason::Admitted, 10), "decided");
+    store.list_add("allow:pr", &entry, None, T0).await.unwrap();
+    let d = decide().await;
+    assert_eq!(
+        (d.reason, d.limit, d.remaining),
+        (Reason::Allowlisted, 10, 10),
+        "allowlisted"
+    );
+    store.list_add("deny:pr", &entry, None, T0).await.unwrap();
+    let d = decide().await;
+    assert_eq!((d.reason, d.limit), (Reason::Denylisted, 10), "denylisted");
+    store.list_remove("allow:pr", &entry).await.unwrap();
+    store.list_remove("deny:pr", &entry).await.unwrap();
+    store.assign(&l, &id, None, None).await.unwrap();
+}
+
 #[tokio::test]
 async fn memory() {
-    peek_reset_and_lists_conform(&MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,6 +290,7 @@ async fn resp() {
         .unwrap()
         .with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,6 +317,7 @@ async fn rest_via_gateway() {
         .unwrap()
         .with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
     gateway.shutdown().await;
 }
 
@@ -187,11 +330,13 @@ async fn sharded() {
     ])
     .unwrap();
     peek_reset_and_lists_conform(&store).await;
+    listed_decisions_report_the_effective_capacity(&store).await;
 }
 
-/// Every key of the namespace with its DUMP (the serialized value, no TTL).
-fn dump_all(conn: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(conn).expect("KEYS");
+/// Every key of `namespace` with its DUMP (the serialized value, no TTL).
+fn dump_all(conn: &mut redis::Connection, namespace: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let pattern = format!("{{el:{namespace}:*");
+    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg(pattern).query(conn).expect("KEYS");
     keys.sort();
     keys.into_iter()
         .map(|key| {
@@ -220,28 +365,63 @@ async fn a_peek_never_changes_state_and_agrees_with_memory() {
         .with_namespace("peek");
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_connection().unwrap();
+    // Every limit has tiers, and identifiers get tiers and overrides along the way: the peek
+    // must look under the effective policy, as the checks decide.
     let limits: Vec<Limit> = Algorithm::EVERY
         .iter()
-        .map(|&a| limit(&format!("p-{}", a.as_str()), spec(a)))
+        .map(|&a| {
+            limit(&format!("p-{}", a.as_str()), spec(a))
+                .with_tiers(vec![("pro", other_spec(a, 7).parse().unwrap())])
+                .unwrap()
+        })
         .collect();
-    let mut peeks = 0;
+    let (mut peeks, mut reassigned) = (0, 0);
     for seed in 0..100u64 {
         let mut rng = Rng::new(seed);
+        // A namespace per seed: assignments outlive the states a seed leaves behind.
+        let namespace = format!("peek-{seed}");
+        let store = store.clone().with_namespace(namespace.clone());
         let reference = MemoryStore::new();
         // A twin that is never peeked at: it must decide every check exactly alike.
         let twin = MemoryStore::new();
         let mut now = T0 + seed * 1_000_000;
         for _ in 0..30 {
             now += rng.range(0, 400);
-            if rng.chance(40) {
+            if rng.chance(25) {
                 let l = rng.pick(&limits);
                 let id = Identifier::from(*rng.pick(&["a", "b", "c"]));
-                let before = dump_all(&mut conn);
+                let assignment = match rng.range(0, 5) {
+                    0 => None,
+                    1 | 2 => Some(Assignment::Tier(
+                        (*rng.pick(&["pro", "pro", "gold"])).into(),
+                    )),
+                    _ => Some(Assignment::Override(
+                        other_spec(l.policy.algorithm(), rng.range(1, 5))
+                            .parse()
+                            .unwrap(),
+                    )),
+                };
+                let until = rng.chance(30).then(|| now + rng.range(1, 2_000));
+                for s in [&reference, &twin] {
+                    s.assign(l, &id, assignment.as_ref(), until).await.unwrap();
+                }
+                store
+                    .assign(l, &id, assignment.as_ref(), until)
+                    .await
+                    .unwrap();
+            } else if rng.chance(40) {
+                let l = rng.pick(&limits);
+                let id = Identifier::from(*rng.pick(&["a", "b", "c"]));
+                let before = dump_all(&mut conn, &namespace);
                 let on_redis = store.peek(l, &id, TimeSource::At(now)).await.unwrap();
-                assert_eq!(dump_all(&mut conn), before, "a peek wrote");
+                assert_eq!(dump_all(&mut conn, &namespace), before, "a peek wrote");
                 let in_memory = reference.peek(l, &id, TimeSource::At(now)).await.unwrap();
                 assert_eq!(on_redis, in_memory, "seed {seed}");
                 peeks += 1;
+                let held = reference.assignments(l, &id).await.unwrap();
+                if *l.effective_policy(&held, now) != l.policy {
+                    reassigned += 1;
+                }
             } else {
                 let check = random_check(&mut rng, &limits);
                 let at = TimeSource::At(now);
@@ -257,7 +437,11 @@ async fn a_peek_never_changes_state_and_agrees_with_memory() {
         }
         assert_eq!(reference.len(), twin.len());
     }
-    println!("{peeks} peeks, none wrote");
+    println!("{peeks} peeks ({reassigned} under a tier or override), none wrote");
+    assert!(
+        reassigned > peeks / 20,
+        "too few peeks under an assignment: {reassigned} of {peeks}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use super::invocation::{algorithm_code, Invocation, MAX_SCRIPT_TIME_MS};
 use super::reply::{int, parse, protocol, Reply};
 use super::source::Script;
 use crate::control::list::{until_of, ListEntry};
-use crate::store::key::{list_key, state_key};
+use crate::store::key::{control_key, list_key, state_key};
 use crate::store::{Identifier, Limit, StoreError, TimeSource, Verdict};
 use crate::Algorithm;
 
@@ -136,7 +136,9 @@ pub fn read_match(reply: &Reply, candidates: usize) -> Result<(u64, Option<usize
     }
 }
 
-/// A zero-cost look at `identifier`'s state on `limit` that writes nothing. Reply: [`read_peek`].
+/// A zero-cost look at `identifier`'s state on `limit` that writes nothing, under its effective
+/// policy: the script reads the identifier's control key (same hash tag as the state key, so one
+/// call on a Cluster too) as the deciding scripts do with `ctl`. Reply: [`read_peek`].
 pub fn peek(
     namespace: &str,
     limit: &Limit,
@@ -146,18 +148,17 @@ pub fn peek(
     let policy = &limit.policy;
     Ok(Invocation {
         script: Script::peek(),
-        keys: vec![state_key(
-            namespace,
-            &limit.name,
-            policy.algorithm(),
-            identifier,
-        )],
+        keys: vec![
+            state_key(namespace, &limit.name, policy.algorithm(), identifier),
+            control_key(namespace, &limit.name, identifier),
+        ],
         args: vec![
             time_arg(time)?,
             algorithm_code(policy.algorithm()).to_string(),
             policy.limit().to_string(),
             policy.window_ms().to_string(),
             policy.capacity().to_string(),
+            limit.tiers.script_table().to_string(),
         ],
     })
 }

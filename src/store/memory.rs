@@ -219,18 +219,24 @@ impl MemoryStore {
         }
     }
 
-    /// [`Store::peek`] at `now_ms`: a zero-cost look at the held state, changing nothing (not
-    /// even the purge of expired states a check makes).
+    /// [`Store::peek`] at `now_ms`: a zero-cost look at the held state under the identifier's
+    /// effective policy, changing nothing (not even the purge of expired states a check makes).
     pub fn peek_now(&self, limit: &Limit, identifier: &[u8], now_ms: u64) -> Verdict {
-        let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
+        // As `check_one`: assignments are looked up only while the store holds any.
+        let policy = if self.assigned.load(Ordering::Relaxed) > 0 {
+            self.effective_policy(limit, &Identifier::from(identifier), now_ms)
+        } else {
+            limit.policy
+        };
+        let key = KeyRef::new(&limit.name, policy.algorithm(), identifier);
         let hash = key.hash(&self.hasher);
         let state = {
             let mut map = lock(self.shard(hash));
             let held = map.find_mut(hash, |k| k.is(&key));
             held.map(|mut slot| slot.value().clone())
         };
-        let mut state = state.unwrap_or_else(|| State::fresh(limit.policy.algorithm()));
-        let decision = state.apply(&limit.policy, now_ms, 0).decision;
+        let mut state = state.unwrap_or_else(|| State::fresh(policy.algorithm()));
+        let decision = state.apply(&policy, now_ms, 0).decision;
         Verdict {
             allowed: decision.allowed,
             decisions: vec![decision],
