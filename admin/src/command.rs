@@ -6,11 +6,12 @@
 use std::collections::BTreeSet;
 
 use edgelimit::control::list::ListEntry;
-use edgelimit::control::Assignment;
+use edgelimit::control::{Assignment, AssignmentKind};
 use edgelimit::policy::parse_window;
 use edgelimit::store::key::encode_identifier;
 use edgelimit::{Identifier, Limit, Policy};
 use edgelimit_worker::identify::CLIENT_IP_HEADER;
+use edgelimit_worker::lists::ProbeSource;
 use edgelimit_worker::{Config, IdentifierSource, OwnedRequest};
 
 use crate::cli::{Command, ListCommand, OverrideCommand, Target, TierCommand};
@@ -79,13 +80,12 @@ pub enum Operation {
     },
     /// `tier get`.
     Show(Subject),
-    /// `tier clear` (`override: false`) / `override clear` (`override: true`): removes the
-    /// assignment if it is of that kind.
+    /// `tier clear` / `override clear`: removes the assignment of that kind, keeping the other.
     Clear {
         /// Whose.
         subject: Subject,
-        /// Whether an override (else a tier) is what is being cleared.
-        is_override: bool,
+        /// The tier or the override.
+        kind: AssignmentKind,
     },
     /// `deny|allow add`.
     ListAdd {
@@ -134,7 +134,7 @@ pub fn plan(
         Command::Tier(TierCommand::Get(target)) => Operation::Show(subject(target)?),
         Command::Tier(TierCommand::Clear(target)) => Operation::Clear {
             subject: subject(target)?,
-            is_override: false,
+            kind: AssignmentKind::Tier,
         },
         Command::Override(OverrideCommand::Set {
             target,
@@ -151,10 +151,10 @@ pub fn plan(
         }
         Command::Override(OverrideCommand::Clear(target)) => Operation::Clear {
             subject: subject(target)?,
-            is_override: true,
+            kind: AssignmentKind::Override,
         },
-        Command::Deny(list) => list_operation(ListKind::Deny, list, config, file)?,
-        Command::Allow(list) => list_operation(ListKind::Allow, list, config, file)?,
+        Command::Deny(list) => list_operation(ListKind::Deny, list, config, file, raw)?,
+        Command::Allow(list) => list_operation(ListKind::Allow, list, config, file, raw)?,
     })
 }
 
@@ -163,16 +163,19 @@ fn list_operation(
     command: &ListCommand,
     config: &Config,
     file: &str,
+    raw: bool,
 ) -> Result<Operation, AdminError> {
     Ok(match command {
         ListCommand::Add { entry, rule, ttl } => Operation::ListAdd {
             list: kind.list_name(known_rule(config, rule.as_deref(), file)?),
-            entry: list_entry(entry)?,
+            entry: list_entry(entry, config, file, raw)?,
             ttl_ms: ttl_ms(ttl.as_deref())?,
         },
         ListCommand::Remove { entry, rule } => Operation::ListRemove {
             list: kind.list_name(known_rule(config, rule.as_deref(), file)?),
-            entry: list_entry(entry)?,
+            // Removing needs no check that the Worker reads the source: an entry it never
+            // matched must still be removable.
+            entry: parse_entry(&entry_text(entry, raw)?)?,
         },
         ListCommand::List { rule } => Operation::ListShow {
             list: kind.list_name(known_rule(config, rule.as_deref(), file)?),
@@ -290,7 +293,7 @@ fn known_tier(limit: &Limit, name: &str, file: &str) -> Result<String, AdminErro
     if limit.tiers.get(name).is_some() {
         return Ok(name.to_string());
     }
-    let names: Vec<&str> = limit.tiers.names().collect();
+    let names: Vec<&str> = limit.tiers.iter().map(|(name, _)| name).collect();
     Err(AdminError::input(
         "TIER",
         if names.is_empty() {
@@ -351,11 +354,60 @@ fn known_rule<'a>(
     ))
 }
 
-/// ENTRY, given as one argument or as a source and a value.
-fn list_entry(words: &[String]) -> Result<ListEntry, AdminError> {
+/// ENTRY, given as one argument or as a source and a value, for adding: it must parse, and its
+/// source must be one the Worker offers the lists (else it could never match).
+fn list_entry(
+    words: &[String],
+    config: &Config,
+    file: &str,
+    raw: bool,
+) -> Result<ListEntry, AdminError> {
+    let entry = parse_entry(&entry_text(words, raw)?)?;
+    let source = entry.source();
+    if !config.probe_sources.iter().any(|(spec, _)| *spec == source) {
+        let offered: Vec<&str> = config
+            .probe_sources
+            .iter()
+            .map(|(spec, _)| spec.as_str())
+            .collect();
+        return Err(AdminError::input(
+            "ENTRY",
+            format!(
+                "the Worker never offers the lists `{source}` under {file} (it offers: {}): \
+                 add it to `list_sources` there first, or the entry can never match",
+                offered.join(", ")
+            ),
+        ));
+    }
+    Ok(entry)
+}
+
+/// ENTRY's text, an `api-key:` entry's key replaced by its SHA-256 as the Worker's probe offers
+/// it (unless `raw`: then the hash is given).
+fn entry_text(words: &[String], raw: bool) -> Result<String, AdminError> {
     let text = words.join(" ");
-    text.trim()
-        .parse::<ListEntry>()
+    let text = text.trim();
+    let Some((source, value)) = text.split_once(char::is_whitespace) else {
+        return Ok(text.to_string());
+    };
+    if raw {
+        return Ok(text.to_string());
+    }
+    match ProbeSource::parse(source) {
+        Ok(ProbeSource::Request(api_key @ IdentifierSource::ApiKey(_))) => {
+            let request = offering(&api_key, value.trim())
+                .map_err(|problem| AdminError::input("ENTRY", problem))?;
+            let hash = api_key
+                .list_value(&request)
+                .ok_or_else(|| AdminError::input("ENTRY", format!("`{text}` has an empty key")))?;
+            Ok(format!("{} {hash}", api_key.spec()))
+        }
+        _ => Ok(text.to_string()),
+    }
+}
+
+fn parse_entry(text: &str) -> Result<ListEntry, AdminError> {
+    text.parse::<ListEntry>()
         .map_err(|e| AdminError::input("ENTRY", format!("`{text}`: {e}")))
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use edgelimit::control::Assignment;
+use edgelimit::control::{effective_policy, Assignment};
 use edgelimit::{Limit, Policy, Verdict};
 use serde::Serialize;
 
@@ -61,59 +61,73 @@ pub struct AssignmentView {
     pub policy: Option<Policy>,
     /// When it lapses (epoch ms); `null` = never.
     pub until_ms: Option<u64>,
-    /// Whether it decides now: not lapsed, a tier the limit names, an override of the limit's
-    /// algorithm. One that does not is ignored by every store (the limit's policy applies).
+    /// Whether it decides now. An identifier holds at most one tier and one override; the
+    /// override decides while unlapsed and of the limit's algorithm, else the tier while
+    /// unlapsed and named by the limit, else the limit's own policy.
     pub in_force: bool,
+    /// Why it does not decide (`lapsed`, `unknown tier`, `another algorithm`, `overridden`);
+    /// absent when in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignored: Option<&'static str>,
 }
 
 impl AssignmentView {
-    /// `assignment` (lapsing at `until_ms`) on `limit`, seen at `now_ms`.
-    pub fn new(
+    /// Every assignment held on `limit` (each lapsing at its `until`), seen at `now_ms`, and the
+    /// policy that decides — the library's own effective-policy rule, not a copy.
+    pub fn all(
         limit: &Limit,
-        assignment: &Assignment,
-        until_ms: Option<u64>,
+        assigned: &[(Assignment, Option<u64>)],
         now_ms: u64,
-    ) -> AssignmentView {
-        let unlapsed = until_ms.map_or(true, |until| until > now_ms);
-        match assignment {
-            Assignment::Tier(name) => {
-                let policy = limit.tiers.get(name).copied();
+    ) -> (Vec<AssignmentView>, Policy) {
+        let effective = effective_policy(limit, assigned, now_ms);
+        let views = assigned
+            .iter()
+            .map(|(assignment, until_ms)| {
+                let lapsed = until_ms.is_some_and(|until| until <= now_ms);
+                let (kind, tier, policy) = match assignment {
+                    Assignment::Tier(name) => {
+                        ("tier", Some(name.to_string()), limit.tiers.get(name))
+                    }
+                    Assignment::Override(policy) => ("override", None, Some(policy)),
+                };
+                // The rule picked this very policy (by address: a tier's and an override's
+                // policy may be equal without being the one that decides).
+                let in_force = policy.is_some_and(|p| std::ptr::eq(p, effective));
+                let ignored = match assignment {
+                    _ if in_force => None,
+                    _ if lapsed => Some("lapsed"),
+                    Assignment::Tier(_) if policy.is_none() => Some("unknown tier"),
+                    Assignment::Override(p) if p.algorithm() != limit.policy.algorithm() => {
+                        Some("another algorithm")
+                    }
+                    _ => Some("overridden"),
+                };
                 AssignmentView {
-                    kind: "tier",
-                    tier: Some(name.to_string()),
-                    policy,
-                    until_ms,
-                    in_force: unlapsed && policy.is_some(),
+                    kind,
+                    tier,
+                    policy: policy.copied(),
+                    until_ms: *until_ms,
+                    in_force,
+                    ignored,
                 }
-            }
-            Assignment::Override(policy) => AssignmentView {
-                kind: "override",
-                tier: None,
-                policy: Some(*policy),
-                until_ms,
-                in_force: unlapsed && policy.algorithm() == limit.policy.algorithm(),
-            },
-        }
+            })
+            .collect();
+        (views, *effective)
     }
 
     /// `tier pro (gcra 100/1s burst 200), until …` for a table.
     fn describe(&self, now_ms: u64) -> String {
         let mut text = match (&self.tier, &self.policy) {
             (Some(tier), Some(policy)) => format!("tier {tier} ({policy})"),
-            (Some(tier), None) => format!("tier {tier} (not in the configuration: ignored)"),
+            (Some(tier), None) => format!("tier {tier}"),
             (None, Some(policy)) => format!("override {policy}"),
             (None, None) => self.kind.to_string(),
         };
-        match self.until_ms {
-            Some(until) if until > now_ms => {
-                text.push_str(&format!(", until {}", relative(until, now_ms)))
-            }
-            Some(until) => text.push_str(&format!(", lapsed {}", relative(until, now_ms))),
-            None => {}
+        if let Some(until) = self.until_ms {
+            text.push_str(&format!(", until {}", relative(until, now_ms)));
         }
-        let unlapsed = self.until_ms.map_or(true, |until| until > now_ms);
-        if unlapsed && !self.in_force && self.tier.is_none() {
-            text.push_str(" (another algorithm than the limit's: ignored)");
+        if let Some(why) = self.ignored {
+            text.push_str(&format!(" [ignored: {why}]"));
         }
         text
     }
@@ -127,8 +141,8 @@ pub struct Standing {
     pub who: Who,
     /// The policy deciding for this identifier now (its tier's, its override's, or the limit's).
     pub policy: Policy,
-    /// Its tier or override, if any.
-    pub assignment: Option<AssignmentView>,
+    /// Its tier and override, as held (the override first).
+    pub assignments: Vec<AssignmentView>,
     /// Whether a request costing nothing would be admitted now (`false` only for a listed or
     /// failed look).
     pub allowed: bool,
@@ -152,14 +166,14 @@ impl Standing {
     pub fn new(
         subject: &Subject,
         policy: Policy,
-        assignment: Option<AssignmentView>,
+        assignments: Vec<AssignmentView>,
         verdict: &Verdict,
     ) -> Standing {
         let decision = verdict.decisions.first();
         Standing {
             who: subject.into(),
             policy,
-            assignment,
+            assignments,
             allowed: verdict.allowed,
             reason: decision.map_or("admitted", |d| d.reason.as_str()).to_string(),
             capacity: decision.map_or(policy.capacity(), |d| d.limit),
@@ -189,9 +203,12 @@ pub struct AssignmentReport {
     pub who: Who,
     /// `set`, `get` or `clear`.
     pub action: &'static str,
-    /// After `set` and `get`: the assignment now stored (`null`: none). After `clear`: the one
-    /// removed (`null`: there was none, nothing was written).
-    pub assignment: Option<AssignmentView>,
+    /// After `set`: the assignment written. After `clear`: the one removed (`null`: there was
+    /// none). Absent after `get`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<Option<AssignmentView>>,
+    /// Every assignment held after the command (the override first).
+    pub assignments: Vec<AssignmentView>,
     /// The policy deciding for this identifier after the command.
     pub policy: Policy,
     /// When the command ran (epoch ms, this machine's clock): what `until_ms` was computed from.
@@ -261,8 +278,12 @@ fn who_rows(who: &Who) -> Vec<(&'static str, String)> {
     rows
 }
 
-fn assignment_text(view: Option<&AssignmentView>, now_ms: u64) -> String {
-    view.map_or_else(|| "none".to_string(), |a| a.describe(now_ms))
+fn assignments_text(views: &[AssignmentView], now_ms: u64) -> String {
+    if views.is_empty() {
+        return "none".to_string();
+    }
+    let texts: Vec<String> = views.iter().map(|a| a.describe(now_ms)).collect();
+    texts.join("; ")
 }
 
 /// The human form.
@@ -273,8 +294,8 @@ impl fmt::Display for Report {
                 let mut rows = who_rows(&s.who);
                 rows.push(("policy", s.policy.to_string()));
                 rows.push((
-                    "assignment",
-                    assignment_text(s.assignment.as_ref(), s.decided_at_ms),
+                    "assigned",
+                    assignments_text(&s.assignments, s.decided_at_ms),
                 ));
                 rows.push(("remaining", format!("{} of {}", s.remaining, s.capacity)));
                 rows.push(("full again", relative(s.reset_at_ms, s.decided_at_ms)));
@@ -305,11 +326,15 @@ impl fmt::Display for Report {
             }
             Report::Assignment(a) => {
                 let mut rows = who_rows(&a.who);
-                let label = match a.action {
-                    "clear" => "cleared",
-                    _ => "assignment",
-                };
-                rows.push((label, assignment_text(a.assignment.as_ref(), a.now_ms)));
+                match (a.action, &a.changed) {
+                    ("set", Some(Some(set))) => rows.push(("set", set.describe(a.now_ms))),
+                    ("clear", Some(Some(cleared))) => {
+                        rows.push(("cleared", cleared.describe(a.now_ms)))
+                    }
+                    ("clear", _) => rows.push(("cleared", "nothing (none was held)".into())),
+                    _ => {}
+                }
+                rows.push(("assigned", assignments_text(&a.assignments, a.now_ms)));
                 rows.push(("policy", a.policy.to_string()));
                 write!(f, "{}", Rows(rows))
             }

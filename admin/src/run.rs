@@ -1,8 +1,8 @@
 //! Carrying out a validated [`Operation`] on a store. Time is a parameter: the caller passes
-//! `now_ms` (what TTLs count from and lapsed entries are judged by) and the time source looks
-//! are decided on.
+//! `now_ms` (what TTLs count from and lapses are judged by) and the time source looks are
+//! decided on.
 
-use edgelimit::control::Assignment;
+use edgelimit::control::{Assignment, AssignmentKind};
 use edgelimit::{Store, TimeSource};
 
 use crate::command::{Operation, Subject};
@@ -21,10 +21,12 @@ pub async fn execute(
 ) -> Result<Report, AdminError> {
     Ok(match operation {
         Operation::Peek(subject) => {
-            let assignment = current(store, subject, now_ms).await?;
-            let verdict = store.peek(&subject.limit, &subject.identifier, time).await?;
-            let policy = effective(subject, assignment.as_ref());
-            Report::Standing(Standing::new(subject, policy, assignment, &verdict))
+            let held = held(store, subject).await?;
+            let verdict = store
+                .peek(&subject.limit, &subject.identifier, time)
+                .await?;
+            let (views, policy) = AssignmentView::all(&subject.limit, &held, now_ms);
+            Report::Standing(Standing::new(subject, policy, views, &verdict))
         }
         Operation::Reset(subject) => Report::Reset(ResetReport {
             who: subject.into(),
@@ -36,48 +38,32 @@ pub async fn execute(
             ttl_ms,
         } => {
             let until = ttl_ms.map(|ttl| now_ms.saturating_add(ttl));
+            let mut held = held(store, subject).await?;
             store
                 .assign(&subject.limit, &subject.identifier, Some(assignment), until)
                 .await?;
-            let view = AssignmentView::new(&subject.limit, assignment, until, now_ms);
-            assignment_report(subject, "set", Some(view), now_ms)
+            // The store replaced the assignment of this kind and kept the other.
+            held.retain(|(a, _)| a.kind() != assignment.kind());
+            held.push((assignment.clone(), until));
+            held.sort_by_key(|(a, _)| a.kind() == AssignmentKind::Tier);
+            let set = of_kind(&subject.limit, &held, assignment.kind(), now_ms);
+            report(subject, "set", Some(set), &held, now_ms)
         }
         Operation::Show(subject) => {
-            let view = current(store, subject, now_ms).await?;
-            assignment_report(subject, "get", view, now_ms)
+            let held = held(store, subject).await?;
+            report(subject, "get", None, &held, now_ms)
         }
-        Operation::Clear {
-            subject,
-            is_override,
-        } => {
-            let view = current(store, subject, now_ms).await?;
-            if let Some(view) = &view {
-                let (wanted, other) = if *is_override {
-                    ("override", "tier")
-                } else {
-                    ("tier", "override")
-                };
-                // One slot holds either: clearing a tier must not silently drop an override.
-                if view.kind != wanted {
-                    return Err(AdminError::input(
-                        "IDENTIFIER",
-                        format!(
-                            "`{}` has {} {other} on limit `{}`, not a {wanted}: use `{other} clear`",
-                            subject.given,
-                            if other == "override" { "an" } else { "a" },
-                            subject.limit.name
-                        ),
-                    ));
-                }
+        Operation::Clear { subject, kind } => {
+            let mut held = held(store, subject).await?;
+            // As it stood before: whether the removed one was deciding.
+            let cleared = of_kind(&subject.limit, &held, *kind, now_ms);
+            if cleared.is_some() {
                 store
-                    .assign(&subject.limit, &subject.identifier, None, None)
+                    .clear_assignment(&subject.limit, &subject.identifier, *kind)
                     .await?;
             }
-            let mut report = assignment_report(subject, "clear", view, now_ms);
-            if let Report::Assignment(a) = &mut report {
-                a.policy = subject.limit.policy;
-            }
-            report
+            held.retain(|(a, _)| a.kind() != *kind);
+            report(subject, "clear", Some(cleared), &held, now_ms)
         }
         Operation::ListAdd {
             list,
@@ -119,39 +105,43 @@ pub async fn execute(
     })
 }
 
-/// The subject's stored assignment, if any.
-async fn current(
+/// What the subject holds: its override and tier, the override first.
+async fn held(
     store: &dyn Store,
     subject: &Subject,
-    now_ms: u64,
-) -> Result<Option<AssignmentView>, AdminError> {
+) -> Result<Vec<(Assignment, Option<u64>)>, AdminError> {
     Ok(store
-        .assignment(&subject.limit, &subject.identifier)
-        .await?
-        .map(|(assignment, until): (Assignment, Option<u64>)| {
-            AssignmentView::new(&subject.limit, &assignment, until, now_ms)
-        }))
+        .assignments(&subject.limit, &subject.identifier)
+        .await?)
 }
 
-/// The policy deciding for the subject: its assignment's when in force, else the limit's.
-fn effective(subject: &Subject, assignment: Option<&AssignmentView>) -> edgelimit::Policy {
-    assignment
-        .filter(|a| a.in_force)
-        .and_then(|a| a.policy)
-        .unwrap_or(subject.limit.policy)
+/// The view of the assignment of `kind` among `held`, if one is held.
+fn of_kind(
+    limit: &edgelimit::Limit,
+    held: &[(Assignment, Option<u64>)],
+    kind: AssignmentKind,
+    now_ms: u64,
+) -> Option<AssignmentView> {
+    let position = held.iter().position(|(a, _)| a.kind() == kind)?;
+    AssignmentView::all(limit, held, now_ms)
+        .0
+        .into_iter()
+        .nth(position)
 }
 
-fn assignment_report(
+fn report(
     subject: &Subject,
     action: &'static str,
-    view: Option<AssignmentView>,
+    changed: Option<Option<AssignmentView>>,
+    held: &[(Assignment, Option<u64>)],
     now_ms: u64,
 ) -> Report {
-    let policy = effective(subject, view.as_ref());
+    let (assignments, policy) = AssignmentView::all(&subject.limit, held, now_ms);
     Report::Assignment(AssignmentReport {
         who: subject.into(),
         action,
-        assignment: view,
+        changed,
+        assignments,
         policy,
         now_ms,
     })

@@ -218,6 +218,7 @@ pub const BAD_INPUT: &[(&[&str], &str)] = &[
     (&["deny", "add", "ip", "203.0.113.0/33"], "ENTRY"),
     (&["deny", "add", "ip 999.1.1.1"], "ENTRY"),
     (&["deny", "add", "cookie:x y"], "ENTRY"),
+    (&["deny", "add", "header:x-nobody-sends abc"], "ENTRY"),
     (&["deny", "add", "ip 203.0.113.7", "--rule", "nope"], "--rule"),
     (&["allow", "add", "country CN", "--ttl", "-5s"], "--ttl"),
     (&["allow", "remove", "ip 203.0.113.7", "--rule", "nope"], "--rule"),

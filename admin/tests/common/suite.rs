@@ -1,9 +1,12 @@
 //! One test body per behaviour, run by every backend's suite (single Redis, Cluster, the REST
 //! gateway): the CLI writes, the library (same store, namespace and configuration) reads.
 
-use edgelimit::control::list::{Gate, ListProbe};
+use edgelimit::control::list::Gate;
 use edgelimit::{Check, CheckItem, Reason, Store, TimeSource, Verdict};
 use edgelimit_testkit::RedisServer;
+use edgelimit_worker::identify::CLIENT_IP_HEADER;
+use edgelimit_worker::lists::probe;
+use edgelimit_worker::{OwnedRequest, RequestView};
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 
@@ -25,14 +28,20 @@ impl Backend<'_> {
     /// One request on `per-ip` from `ip`, through the configuration-wide lists and the `api`
     /// rule's, on Redis's clock (as the Worker decides).
     pub fn request(&self, ip: &str) -> Verdict {
-        let mut item = CheckItem::new(&limit("per-ip"), ip, 1);
-        item.gate = Some(0);
+        self.request_from(OwnedRequest::get("api.example", "/api/x").with_header(CLIENT_IP_HEADER, ip))
+    }
+
+    /// One request on `per-ip` from `request`'s address, offering the lists what the Worker's
+    /// probe takes from it (its own code, under the same configuration).
+    pub fn request_from(&self, request: OwnedRequest) -> Verdict {
+        let ip = request.header(CLIENT_IP_HEADER).expect("an address");
+        let item = CheckItem::new(&limit("per-ip"), ip.as_str(), 1).gated(0);
         let check = Check::new().with_item(item).gated(
-            ListProbe::new().with("ip", ip),
-            vec![Gate {
-                deny: vec!["deny".into(), "deny:api".into()],
-                allow: vec!["allow".into(), "allow:api".into()],
-            }],
+            probe(&config().probe_sources, &request),
+            vec![Gate::new(
+                vec!["deny".into(), "deny:api".into()],
+                vec!["allow".into(), "allow:api".into()],
+            )],
         );
         self.rt
             .block_on(self.store.check(&[check], TimeSource::Server))
@@ -61,38 +70,56 @@ pub fn tiers_and_overrides_decide_the_librarys_checks(b: &Backend<'_>) {
     assert_eq!(set["action"], "set");
     assert_eq!(set["limit"], "per-ip");
     assert_eq!(set["identifier"], ip);
-    assert_eq!(set["assignment"]["kind"], "tier");
-    assert_eq!(set["assignment"]["tier"], "pro");
-    assert_eq!(set["assignment"]["policy"], "gcra 200/1h");
-    assert_eq!(set["assignment"]["in_force"], true);
-    let until = set["assignment"]["until_ms"].as_u64().unwrap();
+    let pro = &set["changed"];
+    assert_eq!(pro["kind"], "tier");
+    assert_eq!(pro["tier"], "pro");
+    assert_eq!(pro["policy"], "gcra 200/1h");
+    assert_eq!(pro["in_force"], true);
+    let until = pro["until_ms"].as_u64().unwrap();
     assert_eq!(until, set["now_ms"].as_u64().unwrap() + 3_600_000);
+    assert_eq!(set["assignments"], json!([pro]));
     assert_eq!(set["policy"], "gcra 200/1h");
     let last = b.request(ip);
     assert_eq!(last.decisions[0].limit, 200);
 
     let get = admin.json(&["tier", "get", "per-ip", ip]);
-    assert_eq!(get["assignment"], set["assignment"]);
+    assert_eq!(get["assignments"], json!([pro]));
+    assert_eq!(get.get("changed"), None);
     let peek = admin.json(&["peek", "per-ip", ip]);
     assert_eq!(peek["capacity"], 200);
     assert_eq!(peek["remaining"], last.decisions[0].remaining);
     assert_eq!(peek["policy"], "gcra 200/1h");
-    assert_eq!(peek["assignment"]["tier"], "pro");
+    assert_eq!(peek["assignments"], json!([pro]));
 
-    // An override replaces the tier; `tier clear` will not drop an override by mistake.
-    admin.json(&["override", "set", "per-ip", ip, "gcra 1/1s burst 3"]);
+    // An override decides over the tier, which it keeps: clearing it falls back to the tier.
+    let over = admin.json(&["override", "set", "per-ip", ip, "gcra 1/1s burst 3"]);
+    assert_eq!(over["changed"]["kind"], "override");
+    assert_eq!(over["changed"]["until_ms"], Value::Null);
+    assert_eq!(over["assignments"][0]["kind"], "override");
+    assert_eq!(over["assignments"][1]["tier"], "pro");
+    assert_eq!(over["assignments"][1]["in_force"], false);
+    assert_eq!(over["assignments"][1]["ignored"], "overridden");
     assert_eq!(b.request(ip).decisions[0].limit, 3);
-    let run = admin.run(&["tier", "clear", "per-ip", ip]);
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("use `override clear`"), "{run:?}");
+    let table = admin.run(&["tier", "get", "per-ip", ip]);
+    assert!(
+        table.stdout.contains("override gcra 1/1s burst 3; tier pro (gcra 200/1h), until "),
+        "{table:?}"
+    );
+    assert!(table.stdout.contains("[ignored: overridden]"), "{table:?}");
     let cleared = admin.json(&["override", "clear", "per-ip", ip]);
     assert_eq!(cleared["action"], "clear");
-    assert_eq!(cleared["assignment"]["kind"], "override");
+    assert_eq!(cleared["changed"]["kind"], "override");
+    assert_eq!(cleared["changed"]["in_force"], true);
+    assert_eq!(cleared["policy"], "gcra 200/1h");
+    assert_eq!(b.request(ip).decisions[0].limit, 200);
+    let again = admin.json(&["override", "clear", "per-ip", ip]);
+    assert_eq!(again["changed"], Value::Null);
+    let cleared = admin.json(&["tier", "clear", "per-ip", ip]);
+    assert_eq!(cleared["changed"]["tier"], "pro");
+    assert_eq!(cleared["assignments"], json!([]));
     assert_eq!(cleared["policy"], "gcra 20/1h");
     assert_eq!(b.request(ip).decisions[0].limit, 20);
-    let again = admin.json(&["override", "clear", "per-ip", ip]);
-    assert_eq!(again["assignment"], Value::Null);
-    assert_eq!(admin.json(&["tier", "get", "per-ip", ip])["assignment"], Value::Null);
+    assert_eq!(admin.json(&["tier", "get", "per-ip", ip])["assignments"], json!([]));
 
     // The human table says the same.
     admin.json(&["tier", "set", "per-ip", ip, "free"]);
@@ -100,8 +127,6 @@ pub fn tiers_and_overrides_decide_the_librarys_checks(b: &Backend<'_>) {
     assert_eq!(table.code, 0, "{table:?}");
     assert!(table.stdout.contains("tier free (gcra 5/1h)"), "{}", table.stdout);
     assert_eq!(b.request(ip).decisions[0].limit, 5);
-    admin.json(&["tier", "clear", "per-ip", ip]);
-    assert_eq!(b.request(ip).decisions[0].limit, 20);
 }
 
 /// `deny add` → a gated check is refused, until `deny remove`; a rule's allow list lets through.
@@ -153,6 +178,27 @@ pub fn lists_gate_the_librarys_checks(b: &Backend<'_>) {
     // Deny beats allow.
     admin.json(&["deny", "add", "ip 203.0.113.7", "--rule", "api"]);
     assert_eq!(b.request(ip).decisions[0].reason, Reason::Denylisted);
+
+    // An API key is listed by its SHA-256, as the Worker's probe offers it: never in the clear.
+    let key = "Bearer sk-live-123";
+    let added = admin.json(&["deny", "add", "api-key:header:authorization", key]);
+    let hashed = config().rules[0].limits[1]
+        .source
+        .list_value(&OwnedRequest::get("h", "/").with_header("authorization", key))
+        .unwrap();
+    assert_eq!(added["entry"], format!("api-key:header:authorization {hashed}"));
+    let from = |ip: &str, key: &str| {
+        OwnedRequest::get("api.example", "/api/x")
+            .with_header(CLIENT_IP_HEADER, ip)
+            .with_header("authorization", key)
+    };
+    let verdict = b.request_from(from("198.51.100.7", key));
+    assert_eq!(verdict.decisions[0].reason, Reason::Denylisted);
+    assert!(b.request_from(from("198.51.100.7", "Bearer other")).allowed);
+    assert!(!b.keys().iter().any(|k| k.contains("sk-live")));
+    let removed = admin.json(&["--raw-identifier", "deny", "remove", &format!("api-key:header:authorization {hashed}")]);
+    assert_eq!(removed["removed"], true);
+    assert!(b.request_from(from("198.51.100.7", key)).allowed);
 }
 
 /// `peek` writes nothing (not a value, not a TTL); `reset` deletes the state and keeps the tier.
@@ -168,7 +214,7 @@ pub fn peek_writes_nothing_and_reset_leaves_no_state_key(b: &Backend<'_>) {
     assert_eq!(peek["remaining"], 2);
     assert_eq!(peek["capacity"], 5);
     assert_eq!(peek["allowed"], true);
-    assert_eq!(peek["assignment"]["tier"], "free");
+    assert_eq!(peek["assignments"][0]["tier"], "free");
     let table = admin.run(&["peek", "per-ip", ip]);
     assert!(table.stdout.contains("2 of 5"), "{table:?}");
     assert_unchanged(&before, &snapshot(&b.nodes));
