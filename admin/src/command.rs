@@ -184,12 +184,7 @@ fn list_operation(
 }
 
 /// The limit named `target.limit` and the identifier the Worker would key it by.
-fn subject(
-    target: &Target,
-    config: &Config,
-    file: &str,
-    raw: bool,
-) -> Result<Subject, AdminError> {
+fn subject(target: &Target, config: &Config, file: &str, raw: bool) -> Result<Subject, AdminError> {
     let uses: Vec<(&str, &edgelimit_worker::RuleLimit)> = config
         .rules
         .iter()
@@ -422,5 +417,71 @@ pub fn duration_ms(argument: &str, text: &str) -> Result<u64, AdminError> {
         Ok(0) => Err(AdminError::input(argument, format!("`{text}` is zero"))),
         Ok(ms) => Ok(ms),
         Err(problem) => Err(AdminError::input(argument, problem)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(spec: &str) -> IdentifierSource {
+        IdentifierSource::parse(spec).unwrap()
+    }
+
+    #[test]
+    fn identifiers_are_keyed_by_the_workers_own_extraction() {
+        let request = OwnedRequest::get("h", "/")
+            .with_header("authorization", "Bearer k")
+            .with_header("x-user", "alice");
+        for (spec, given) in [
+            ("api-key:header:authorization", "Bearer k"),
+            ("header:x-user", "  alice "),
+        ] {
+            assert_eq!(
+                keyed(&source(spec), given),
+                Ok(source(spec).extract(&request).unwrap()),
+                "{spec}"
+            );
+        }
+        assert_eq!(keyed(&source("path:3"), "42"), Ok(Identifier::from("42")));
+        assert_eq!(
+            keyed(&source("query:key"), "a b&c"),
+            Ok(Identifier::from("a b&c"))
+        );
+        // Long values are hashed as the Worker hashes them.
+        let long = "x".repeat(1000);
+        assert_eq!(
+            keyed(&source("header:x-user"), &long).unwrap().as_bytes()[0],
+            0xFF
+        );
+    }
+
+    #[test]
+    fn malformed_identifiers_are_refused_with_the_reason() {
+        assert!(keyed(&source("ip"), "2001:DB8::1")
+            .unwrap_err()
+            .contains("use `2001:db8::1`"));
+        assert!(keyed(&source("ip"), "203.0.113.300")
+            .unwrap_err()
+            .contains("not an IP address"));
+        assert!(keyed(&source("path:1"), "a/b").unwrap_err().contains('/'));
+        assert!(keyed(&source("header:x-user"), "   ")
+            .unwrap_err()
+            .contains("empty"));
+        assert_eq!(
+            keyed(&source("ip"), "203.0.113.7"),
+            Ok(Identifier::from("203.0.113.7"))
+        );
+    }
+
+    #[test]
+    fn durations_must_be_positive_and_name_their_argument() {
+        assert_eq!(ttl_ms(Some("7d")), Ok(Some(7 * 86_400_000)));
+        assert_eq!(ttl_ms(Some("30s")), Ok(Some(30_000)));
+        assert_eq!(ttl_ms(None), Ok(None));
+        for bad in ["0s", "7", "1fortnight", "-5s", ""] {
+            let e = ttl_ms(Some(bad)).unwrap_err().to_string();
+            assert!(e.starts_with("--ttl: "), "{bad}: {e}");
+        }
     }
 }

@@ -175,7 +175,9 @@ impl Standing {
             policy,
             assignments,
             allowed: verdict.allowed,
-            reason: decision.map_or("admitted", |d| d.reason.as_str()).to_string(),
+            reason: decision
+                .map_or("admitted", |d| d.reason.as_str())
+                .to_string(),
             capacity: decision.map_or(policy.capacity(), |d| d.limit),
             remaining: decision.map_or(policy.capacity(), |d| d.remaining),
             reset_at_ms: decision.map_or(verdict.decided_at_ms, |d| d.reset_at_ms),
@@ -351,7 +353,12 @@ impl fmt::Display for Report {
                 if let Some(removed) = e.removed {
                     rows.push((
                         "removed",
-                        if removed { "yes" } else { "no (it was not listed)" }.to_string(),
+                        if removed {
+                            "yes"
+                        } else {
+                            "no (it was not listed)"
+                        }
+                        .to_string(),
                     ));
                 }
                 write!(f, "{}", Rows(rows))

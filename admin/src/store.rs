@@ -205,7 +205,11 @@ fn cluster_nodes(list: &str) -> Result<Vec<String>, String> {
 mod tests {
     use super::*;
 
-    fn parse(given: Option<&str>, cluster: bool, vars: &[(&str, &str)]) -> Result<StoreUrl, String> {
+    fn parse(
+        given: Option<&str>,
+        cluster: bool,
+        vars: &[(&str, &str)],
+    ) -> Result<StoreUrl, String> {
         let vars: Vec<(String, String)> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -227,7 +231,11 @@ mod tests {
             "redis://:pw@10.0.0.2:7001".into(),
         ]);
         assert_eq!(
-            parse(Some("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7001"), false, &[]),
+            parse(
+                Some("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7001"),
+                false,
+                &[]
+            ),
             Ok(cluster.clone())
         );
         assert_eq!(
@@ -243,7 +251,11 @@ mod tests {
             })
         );
         assert_eq!(
-            parse(None, false, &[(REST_URL_VAR, "https://eu1.upstash.io"), token[0]]),
+            parse(
+                None,
+                false,
+                &[(REST_URL_VAR, "https://eu1.upstash.io"), token[0]]
+            ),
             Ok(StoreUrl::Rest {
                 url: "https://eu1.upstash.io".into(),
                 token: "t0k".into()

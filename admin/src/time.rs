@@ -23,7 +23,7 @@ pub fn span(ms: u64) -> String {
     const D: u64 = 24 * H;
     match ms {
         0..S => format!("{ms}ms"),
-        S..M if ms % S == 0 => format!("{}s", ms / S),
+        S..M if ms.is_multiple_of(S) => format!("{}s", ms / S),
         S..M => format!("{}.{}s", ms / S, ms % S / 100),
         M..H => format!("{}m {}s", ms / M, ms % M / S),
         H..D => format!("{}h {}m", ms / H, ms % H / M),

@@ -89,6 +89,9 @@ fn one_seed_with_cluster_finds_the_whole_cluster() {
         .map(|id| admin.run(&["tier", "get", "per-ip", id]).code)
         .filter(|code| *code != 0)
         .collect();
-    assert!(!failures.is_empty(), "without --cluster, other nodes' slots are MOVED");
+    assert!(
+        !failures.is_empty(),
+        "without --cluster, other nodes' slots are MOVED"
+    );
     assert!(failures.iter().all(|code| *code == 1), "{failures:?}");
 }

@@ -58,7 +58,10 @@ fn a_missing_store_fails_with_exit_1_and_a_missing_config_with_exit_2() {
     gone.stop();
     let run = admin.run(&["tier", "get", "per-ip", "203.0.113.7"]);
     assert_eq!(run.code, 1, "{run:?}");
-    assert!(run.stderr.starts_with("edgelimit-admin: store: "), "{run:?}");
+    assert!(
+        run.stderr.starts_with("edgelimit-admin: store: "),
+        "{run:?}"
+    );
     // Bad input is found before the store is contacted: exit 2 even with no store.
     let run = admin.run(&["tier", "set", "per-ip", "203.0.113.7", "gold"]);
     assert_eq!(run.code, 2, "{run:?}");
@@ -67,7 +70,10 @@ fn a_missing_store_fails_with_exit_1_and_a_missing_config_with_exit_2() {
     missing.config = missing.config.with_file_name("absent.toml");
     let run = missing.run(&["peek", "per-ip", "203.0.113.7"]);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.starts_with("edgelimit-admin: --config: "), "{run:?}");
+    assert!(
+        run.stderr.starts_with("edgelimit-admin: --config: "),
+        "{run:?}"
+    );
     let mut tls = admin.clone();
     tls.store = "rediss://127.0.0.1:1".into();
     let run = tls.run(&["peek", "per-ip", "203.0.113.7"]);

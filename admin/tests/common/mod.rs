@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use edgelimit_testkit::{Reply, RedisServer};
+use edgelimit_testkit::{RedisServer, Reply};
 use edgelimit_worker::Config;
 use serde_json::Value;
 
@@ -202,35 +202,77 @@ pub fn assert_unchanged(before: &[(String, Reply, i64)], after: &[(String, Reply
 
 /// The bad commands every suite tries, and the argument each must name. None may write.
 pub const BAD_INPUT: &[(&[&str], &str)] = &[
-    (&["tier", "set", "no-such-limit", "203.0.113.7", "pro"], "LIMIT"),
+    (
+        &["tier", "set", "no-such-limit", "203.0.113.7", "pro"],
+        "LIMIT",
+    ),
     (&["tier", "set", "per-ip", "203.0.113.7", "gold"], "TIER"),
     (&["tier", "set", "per-key", "k", "pro"], "TIER"),
     (&["tier", "set", "per-ip", "not-an-ip", "pro"], "IDENTIFIER"),
-    (&["tier", "set", "per-ip", "2001:DB8::1", "pro"], "IDENTIFIER"),
-    (&["tier", "set", "per-ip", "203.0.113.7", "pro", "--ttl", "7"], "--ttl"),
-    (&["tier", "set", "per-ip", "203.0.113.7", "pro", "--ttl", "0s"], "--ttl"),
-    (&["tier", "set", "per-ip", "203.0.113.7", "pro", "--ttl", "1fortnight"], "--ttl"),
-    (&["override", "set", "per-ip", "203.0.113.7", "gcra 0/1s"], "POLICY"),
-    (&["override", "set", "per-ip", "203.0.113.7", "fixed 10/1s"], "POLICY"),
-    (&["override", "set", "per-ip", "203.0.113.7", "banana"], "POLICY"),
+    (
+        &["tier", "set", "per-ip", "2001:DB8::1", "pro"],
+        "IDENTIFIER",
+    ),
+    (
+        &["tier", "set", "per-ip", "203.0.113.7", "pro", "--ttl", "7"],
+        "--ttl",
+    ),
+    (
+        &["tier", "set", "per-ip", "203.0.113.7", "pro", "--ttl", "0s"],
+        "--ttl",
+    ),
+    (
+        &[
+            "tier",
+            "set",
+            "per-ip",
+            "203.0.113.7",
+            "pro",
+            "--ttl",
+            "1fortnight",
+        ],
+        "--ttl",
+    ),
+    (
+        &["override", "set", "per-ip", "203.0.113.7", "gcra 0/1s"],
+        "POLICY",
+    ),
+    (
+        &["override", "set", "per-ip", "203.0.113.7", "fixed 10/1s"],
+        "POLICY",
+    ),
+    (
+        &["override", "set", "per-ip", "203.0.113.7", "banana"],
+        "POLICY",
+    ),
     (&["reset", "login-user", "  "], "IDENTIFIER"),
     (&["peek", "per-ip", "203.0.113.7/24"], "IDENTIFIER"),
     (&["deny", "add", "ip", "203.0.113.0/33"], "ENTRY"),
     (&["deny", "add", "ip 999.1.1.1"], "ENTRY"),
     (&["deny", "add", "cookie:x y"], "ENTRY"),
     (&["deny", "add", "header:x-nobody-sends abc"], "ENTRY"),
-    (&["deny", "add", "ip 203.0.113.7", "--rule", "nope"], "--rule"),
+    (
+        &["deny", "add", "ip 203.0.113.7", "--rule", "nope"],
+        "--rule",
+    ),
     (&["allow", "add", "country CN", "--ttl", "-5s"], "--ttl"),
-    (&["allow", "remove", "ip 203.0.113.7", "--rule", "nope"], "--rule"),
+    (
+        &["allow", "remove", "ip 203.0.113.7", "--rule", "nope"],
+        "--rule",
+    ),
 ];
 
 /// Runs [`BAD_INPUT`]: every command exits 2 naming its argument.
 pub fn refuses_bad_input(admin: &Admin) {
     for (args, argument) in BAD_INPUT {
         let run = admin.run(args);
-        assert_eq!(run.code, 2, "{args:?} must be refused as bad input: {run:?}");
+        assert_eq!(
+            run.code, 2,
+            "{args:?} must be refused as bad input: {run:?}"
+        );
         assert!(
-            run.stderr.starts_with(&format!("edgelimit-admin: {argument}: ")),
+            run.stderr
+                .starts_with(&format!("edgelimit-admin: {argument}: ")),
             "{args:?} must name {argument}: {run:?}"
         );
         assert!(run.stdout.is_empty(), "{args:?} printed {run:?}");

@@ -28,7 +28,9 @@ impl Backend<'_> {
     /// One request on `per-ip` from `ip`, through the configuration-wide lists and the `api`
     /// rule's, on Redis's clock (as the Worker decides).
     pub fn request(&self, ip: &str) -> Verdict {
-        self.request_from(OwnedRequest::get("api.example", "/api/x").with_header(CLIENT_IP_HEADER, ip))
+        self.request_from(
+            OwnedRequest::get("api.example", "/api/x").with_header(CLIENT_IP_HEADER, ip),
+        )
     }
 
     /// One request on `per-ip` from `request`'s address, offering the lists what the Worker's
@@ -102,7 +104,9 @@ pub fn tiers_and_overrides_decide_the_librarys_checks(b: &Backend<'_>) {
     assert_eq!(b.request(ip).decisions[0].limit, 3);
     let table = admin.run(&["tier", "get", "per-ip", ip]);
     assert!(
-        table.stdout.contains("override gcra 1/1s burst 3; tier pro (gcra 200/1h), until "),
+        table
+            .stdout
+            .contains("override gcra 1/1s burst 3; tier pro (gcra 200/1h), until "),
         "{table:?}"
     );
     assert!(table.stdout.contains("[ignored: overridden]"), "{table:?}");
@@ -119,13 +123,20 @@ pub fn tiers_and_overrides_decide_the_librarys_checks(b: &Backend<'_>) {
     assert_eq!(cleared["assignments"], json!([]));
     assert_eq!(cleared["policy"], "gcra 20/1h");
     assert_eq!(b.request(ip).decisions[0].limit, 20);
-    assert_eq!(admin.json(&["tier", "get", "per-ip", ip])["assignments"], json!([]));
+    assert_eq!(
+        admin.json(&["tier", "get", "per-ip", ip])["assignments"],
+        json!([])
+    );
 
     // The human table says the same.
     admin.json(&["tier", "set", "per-ip", ip, "free"]);
     let table = admin.run(&["tier", "get", "per-ip", ip]);
     assert_eq!(table.code, 0, "{table:?}");
-    assert!(table.stdout.contains("tier free (gcra 5/1h)"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("tier free (gcra 5/1h)"),
+        "{}",
+        table.stdout
+    );
     assert_eq!(b.request(ip).decisions[0].limit, 5);
 }
 
@@ -160,7 +171,10 @@ pub fn lists_gate_the_librarys_checks(b: &Backend<'_>) {
     let removed = admin.json(&["deny", "remove", "ip 203.0.113.0/24"]);
     assert_eq!(removed["removed"], true);
     assert!(b.request(ip).allowed);
-    assert_eq!(admin.json(&["deny", "remove", "ip 203.0.113.0/24"])["removed"], false);
+    assert_eq!(
+        admin.json(&["deny", "remove", "ip 203.0.113.0/24"])["removed"],
+        false
+    );
     assert_eq!(admin.json(&["deny", "list"])["entries"], json!([]));
 
     // A rule's own allow list: the item is let through uncounted.
@@ -186,7 +200,10 @@ pub fn lists_gate_the_librarys_checks(b: &Backend<'_>) {
         .source
         .list_value(&OwnedRequest::get("h", "/").with_header("authorization", key))
         .unwrap();
-    assert_eq!(added["entry"], format!("api-key:header:authorization {hashed}"));
+    assert_eq!(
+        added["entry"],
+        format!("api-key:header:authorization {hashed}")
+    );
     let from = |ip: &str, key: &str| {
         OwnedRequest::get("api.example", "/api/x")
             .with_header(CLIENT_IP_HEADER, ip)
@@ -196,7 +213,12 @@ pub fn lists_gate_the_librarys_checks(b: &Backend<'_>) {
     assert_eq!(verdict.decisions[0].reason, Reason::Denylisted);
     assert!(b.request_from(from("198.51.100.7", "Bearer other")).allowed);
     assert!(!b.keys().iter().any(|k| k.contains("sk-live")));
-    let removed = admin.json(&["--raw-identifier", "deny", "remove", &format!("api-key:header:authorization {hashed}")]);
+    let removed = admin.json(&[
+        "--raw-identifier",
+        "deny",
+        "remove",
+        &format!("api-key:header:authorization {hashed}"),
+    ]);
     assert_eq!(removed["removed"], true);
     assert!(b.request_from(from("198.51.100.7", key)).allowed);
 }
@@ -249,6 +271,9 @@ pub fn api_keys_are_keyed_as_the_worker_keys_them(b: &Backend<'_>) {
     // --raw-identifier takes the identifier as stored.
     let raw = admin.json(&["--raw-identifier", "peek", "per-key", &hash]);
     assert_eq!(raw["remaining"], 993);
-    assert_eq!(admin.json(&["reset", "per-key", "Bearer sk-live-123"])["existed"], true);
+    assert_eq!(
+        admin.json(&["reset", "per-key", "Bearer sk-live-123"])["existed"],
+        true
+    );
     assert_eq!(b.keys(), Vec::<String>::new());
 }
