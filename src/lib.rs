@@ -30,6 +30,7 @@
 //! - [`http`]: decisions → `RateLimit-Policy`/`RateLimit`/`X-RateLimit-*`/`Retry-After` headers
 //!   and RFC 9457 problem bodies.
 //! - [`clock`]: the only place a wall clock is read.
+//! - [`control`]: live control — per-identifier tiers and overrides.
 //!
 //! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
 
@@ -43,6 +44,7 @@
 
 pub mod algorithm;
 pub mod clock;
+pub mod control;
 pub mod decision;
 pub mod http;
 pub mod limiter;
@@ -53,6 +55,7 @@ pub mod store;
 
 pub use algorithm::{step, Charge, State, Step};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use control::{Assignment, Tiers};
 pub use decision::{Decision, Reason, RETRY_NEVER};
 pub use limiter::{Checked, Limiter, TimeMode};
 pub use policy::{Algorithm, Policy, PolicyError};

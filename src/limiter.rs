@@ -338,6 +338,7 @@ impl<S: Store> Limiter<S> {
                     name: item.limit.name.clone(),
                     policy: scaled(&item.limit.policy, per_mille),
                     fail_mode: FailMode::Closed,
+                    tiers: Default::default(),
                 };
                 let check = Check::single(&local, item.identifier.clone(), item.cost);
                 let verdict = self.fallback.check_now(&[check], now).remove(0);

@@ -16,6 +16,11 @@
 //!
 //! Besides `TAT` the state keeps the last time seen, so a clock that steps back counts as no time
 //! passed, exactly as in the token bucket.
+//!
+//! **Policy changes** (docs/design.md §2): `TAT` is a time, so the debt `TAT − t` carries over as
+//! a time, capped at the new tolerance `B'·T'` (`max(TAT, t)` is read as at most `t + B'·T'`,
+//! which never binds under an unchanged policy). The sub-millisecond remainder, in units of
+//! `1/L`, is read in the new limit's units, capped below `L'`: less than a millisecond either way.
 
 use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
 use super::words::word_state;
@@ -94,6 +99,9 @@ pub fn step(policy: &Policy, state: &mut GcraState, now_ms: u64, cost: i64) -> O
     // max(TAT, t): TAT < t exactly when its whole part is below t.
     let base = if tat.whole >= t { tat } else { now };
     let tolerance = policy.tolerance();
+    // A debt beyond the tolerance (the policy changed to a smaller one under a live key) is a
+    // full debt: it never outlasts the new policy's own worst case.
+    let base = base.min(add(now, tolerance, limit));
     // Tokens left at `at` once TAT is `tat` ≥ t: floor((B·W − (TAT − t)·L) / W).
     let remaining = |tat: Fraction| {
         let deficit = sub(tat, now, limit);

@@ -13,6 +13,12 @@
 //! then the refill.
 //!
 //! A clock that steps back counts as no time passed.
+//!
+//! **Policy changes** (docs/design.md §2): the state records the capacity `B·W` its deficit is
+//! scaled to. Read under a policy of another capacity, the deficit is rescaled to the same share
+//! of the new capacity, rounded up — `ceil(deficit · B'W' / BW)` — before it refills at the new
+//! rate: an upgrade does not punish, a downgrade cannot over-admit. A state written before the
+//! capacity was recorded (`capacity` 0) is read at the policy's own capacity.
 
 use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
 use super::words::word_state;
@@ -26,7 +32,19 @@ word_state! {
         pub seen_ms: u64,
         /// Tokens missing at `seen_ms`, scaled by the window: `(B − tokens)·W`, in `0..=B·W`.
         pub deficit: u64,
+        /// The capacity `B·W` the deficit was written under (0: not recorded, the policy's).
+        pub capacity: u64,
     }
+}
+
+/// `deficit`, written at capacity `from`, as the same share of capacity `to`, rounded up (a
+/// debt is never forgiven by rounding). `from` 0 means `to`.
+pub(crate) fn rescale(deficit: u64, from: u64, to: u64) -> u64 {
+    if from == 0 || from == to {
+        return deficit;
+    }
+    let share = u128::from(deficit.min(from)) * u128::from(to);
+    share.div_ceil(u128::from(from)) as u64
 }
 
 /// The deficit `elapsed` ms after it stood at `deficit`, refilling `limit` per ms.
@@ -79,13 +97,16 @@ pub(crate) fn decide(policy: &Policy, deficit: u64, t: u64, cost: i64) -> (super
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
 pub fn step(policy: &Policy, state: &mut TokenBucketState, now_ms: u64, cost: i64) -> Outcome {
     let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
-    let deficit = refill(state.deficit, t - state.seen_ms, policy.limit());
+    let capacity = policy.burst() * policy.window_ms();
+    let stored = rescale(state.deficit, state.capacity, capacity);
+    let deficit = refill(stored, t - state.seen_ms, policy.limit());
     let (decision, after) = decide(policy, deficit, t, cost);
     let changed = after != deficit;
     if changed {
         *state = TokenBucketState {
             seen_ms: t,
             deficit: after,
+            capacity,
         };
     }
     Outcome {

@@ -96,8 +96,9 @@ mod tests {
             TokenBucketState {
                 seen_ms: 1,
                 deficit: 2,
+                capacity: 3,
             },
-            &[1, 2],
+            &[1, 2, 3],
         );
         round_trip(
             GcraState {

@@ -67,6 +67,12 @@ local function gcra(raw, L, W, B, now, cost)
   local BW = B * W
   local tw = idiv(BW, L)
   local tr = BW - tw * L
+  -- A debt beyond the tolerance (the policy changed to a smaller one under a live key) is a full
+  -- debt, as in the Rust step (docs/design.md section 2, "Policy changes").
+  local capw, capr = frac_add(t, 0, tw, tr, L)
+  if not frac_le(base_w, base_r, capw, capr) then
+    base_w, base_r = capw, capr
+  end
   -- floor((B*W - (TAT - t)*L) / W), 0 once the deficit reaches B*W; the product is formed only
   -- when it cannot pass B*W (<= 2^50).
   local function remaining(aw, ar)

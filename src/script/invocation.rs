@@ -3,8 +3,9 @@
 use super::reply::{parse, Reply};
 use super::source::Script;
 use crate::algorithm::Charge;
+use crate::control::assignment::algorithm_code;
 use crate::policy::Algorithm;
-use crate::store::key::{hash_slot, request_key, state_key};
+use crate::store::key::{control_key, hash_slot, request_key, state_key};
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
 /// Times at or past this (2^52 ms, some 142,000 years after 1970) are refused: the scripts add up
@@ -58,11 +59,37 @@ impl CheckPlan {
     /// item runs alone and the verdict is not atomic. An empty check needs no call.
     ///
     /// Fails with [`StoreError::InvalidInput`] for a time at or past [`MAX_SCRIPT_TIME_MS`].
+    ///
+    /// The plan decides with each limit's own policy; [`CheckPlan::controlled`] honours
+    /// assignments.
     pub fn new(
         check: &Check,
         namespace: &str,
         time: TimeSource,
         topology: Topology,
+    ) -> Result<CheckPlan, StoreError> {
+        CheckPlan::plan(check, namespace, time, topology, false)
+    }
+
+    /// [`CheckPlan::new`], each item also reading its identifier's assignment (tier or
+    /// override, [`crate::control`]) in the same script and deciding with the effective policy:
+    /// one more key and the `ctl` option (the limit's tier table) per item. Every bundled Redis
+    /// store plans this way.
+    pub fn controlled(
+        check: &Check,
+        namespace: &str,
+        time: TimeSource,
+        topology: Topology,
+    ) -> Result<CheckPlan, StoreError> {
+        CheckPlan::plan(check, namespace, time, topology, true)
+    }
+
+    fn plan(
+        check: &Check,
+        namespace: &str,
+        time: TimeSource,
+        topology: Topology,
+        control: bool,
     ) -> Result<CheckPlan, StoreError> {
         let now = match time {
             TimeSource::At(ms) if ms >= MAX_SCRIPT_TIME_MS => {
@@ -76,7 +103,10 @@ impl CheckPlan {
         };
         let items = check.items();
         // Every key of an item shares its hash tag, so the state keys decide the slots.
-        let keys: Vec<Vec<String>> = items.iter().map(|item| keys(item, namespace)).collect();
+        let keys: Vec<Vec<String>> = items
+            .iter()
+            .map(|item| keys(item, namespace, control))
+            .collect();
         let atomic = items.len() <= 1
             || topology == Topology::SingleNode
             || keys
@@ -89,7 +119,7 @@ impl CheckPlan {
                 .map(|(item, keys)| {
                     let mut args = Vec::with_capacity(5);
                     args.push(now.clone());
-                    push_item(&mut args, item, false);
+                    push_item(&mut args, item, false, control);
                     Invocation {
                         script: Script::single(item.limit.policy.algorithm()),
                         keys,
@@ -104,7 +134,7 @@ impl CheckPlan {
             args.push(now);
             for item in items {
                 args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
-                push_item(&mut args, item, true);
+                push_item(&mut args, item, true, control);
             }
             vec![Invocation {
                 script: Script::multi(),
@@ -171,9 +201,9 @@ pub fn encode_cost(cost: i64) -> i64 {
     cost.clamp(-MAX_SCRIPT_COST, MAX_SCRIPT_COST)
 }
 
-/// An item's keys: its state key, then one per keyed option (the request key), in the order
-/// [`push_item`] lists the options.
-fn keys(item: &CheckItem, namespace: &str) -> Vec<String> {
+/// An item's keys: its state key, then one per keyed option (the request key, the control key),
+/// in the order [`push_item`] lists the options.
+fn keys(item: &CheckItem, namespace: &str, control: bool) -> Vec<String> {
     let mut keys = vec![state_key(
         namespace,
         &item.limit.name,
@@ -187,6 +217,9 @@ fn keys(item: &CheckItem, namespace: &str) -> Vec<String> {
             &item.identifier,
             request_id,
         ));
+    }
+    if control {
+        keys.push(control_key(namespace, &item.limit.name, &item.identifier));
     }
     keys
 }
@@ -209,9 +242,9 @@ fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, String)>) {
 }
 
 /// Limit, window, capacity, cost — the head every script takes — then the number of options and
-/// the options (`settle`, `lease`, `rq`; see `read_item` in prelude.lua). A single-limit call
-/// with no option stops after the cost, as it always has.
-fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool) {
+/// the options (`settle`, `lease`, `rq`, `ctl`; see `read_item` in prelude.lua). A single-limit
+/// call with no option stops after the cost, as it always has.
+fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool, control: bool) {
     let policy = &item.limit.policy;
     let (cost, option) = charge_args(item);
     args.push(policy.limit().to_string());
@@ -219,7 +252,7 @@ fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool) {
     args.push(policy.capacity().to_string());
     args.push(encode_cost(cost).to_string());
     let remember = item.request_id.as_ref().map(|_| item.remember_ms());
-    let count = option.is_some() as usize + remember.is_some() as usize;
+    let count = option.is_some() as usize + remember.is_some() as usize + control as usize;
     if count == 0 && !multi {
         return;
     }
@@ -232,17 +265,9 @@ fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool) {
         args.push("rq".to_string());
         args.push(ms.to_string());
     }
-}
-
-/// The multi-limit script's algorithm codes (see `multi.lua`).
-fn algorithm_code(algorithm: Algorithm) -> u8 {
-    match algorithm {
-        Algorithm::FixedWindow => 1,
-        Algorithm::SlidingLog => 2,
-        Algorithm::SlidingCounter => 3,
-        Algorithm::TokenBucket => 4,
-        Algorithm::Gcra => 5,
-        Algorithm::Concurrency => 6,
+    if control {
+        args.push("ctl".to_string());
+        args.push(item.limit.tiers.script_table().to_string());
     }
 }
 
@@ -287,6 +312,44 @@ mod tests {
         let same_slot = hash_slot(&keys[0]) == hash_slot(&keys[1]);
         assert_eq!(cluster.is_atomic(), same_slot);
         assert_eq!(cluster.invocations().len(), if same_slot { 1 } else { 2 });
+    }
+
+    #[test]
+    fn a_controlled_plan_reads_each_items_assignment_with_its_tier_table() {
+        let tiered = limit("a", "gcra 10/1s burst 20")
+            .with_tiers(vec![(
+                "pro",
+                "gcra 100/1s burst 200".parse::<Policy>().unwrap(),
+            )])
+            .unwrap();
+        let check = Check::single(&tiered, "x", 1);
+        let plan =
+            CheckPlan::controlled(&check, "ns", TimeSource::At(5), Topology::Cluster).unwrap();
+        let inv = &plan.invocations()[0];
+        assert_eq!(inv.keys, ["{el:ns:a:x}:gcra", "{el:ns:a:x}:ctl"]);
+        assert_eq!(
+            inv.args,
+            ["5", "10", "1000", "20", "1", "1", "ctl", "pro=100,1000,200"]
+        );
+        let two =
+            check.with_item(CheckItem::new(&limit("b", "fixed 5/1s"), "x", 1).with_request_id("r"));
+        let plan =
+            CheckPlan::controlled(&two, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
+        let inv = &plan.invocations()[0];
+        assert_eq!(
+            inv.keys,
+            [
+                "{el:ns:a:x}:gcra",
+                "{el:ns:a:x}:ctl",
+                "{el:ns:b:x}:fixed",
+                "{el:ns:b:x}:rq:r",
+                "{el:ns:b:x}:ctl"
+            ]
+        );
+        assert_eq!(
+            &inv.args[9..],
+            ["1", "5", "1000", "5", "1", "2", "rq", "1000", "ctl", ""]
+        );
     }
 
     #[test]

@@ -26,6 +26,10 @@ while a <= #ARGV do
   end
   items[#items + 1] = item
 end
+-- Each item decides (and looks) with its effective policy: its assignment read first.
+for i = 1, #items do
+  control(items[i], now)
+end
 if k ~= #KEYS + 1 then
   error('edgelimit: expected one state key per item and one key per keyed option')
 end

@@ -139,6 +139,8 @@ end
 --   settle 1        a positive cost is charged even if it does not fit, down to an empty quota
 --   lease <end_ms>  (concurrency) release up to `cost` leases ending at end_ms
 --   rq <ms>         remember an admitted decision under the next key for <ms> (a request id)
+--   ctl <tiers>     decide with the effective policy (see `control`): the assignment is read
+--                   from the next key; <tiers> is the limit's tier table, "name=L,W,cap;..."
 local function read_item(a, k, with_code)
   local item = {}
   if with_code then
@@ -166,14 +168,73 @@ local function read_item(a, k, with_code)
       item.remember = int_arg(value)
       item.rq_key = KEYS[k]
       k = k + 1
+    elseif name == 'ctl' then
+      item.tiers = value or ''
+      item.ctl_key = KEYS[k]
+      k = k + 1
     else
       error('edgelimit: unknown item option')
     end
   end
-  if not item.key or (item.remember and not item.rq_key) then
+  if not item.key or (item.remember and not item.rq_key) or (item.tiers and not item.ctl_key) then
     error('edgelimit: missing key')
   end
   return item, a, k
+end
+
+-- The item's effective policy (docs/design.md section 2, "Policy changes"), the twin of
+-- control::effective_policy in Rust. The ctl key holds one line per kind of assignment:
+-- "<until> t <tier>" and/or "<until> o <code> <limit> <window> <capacity>" (until 0: never
+-- lapses; a line lapses once now >= until). An unlapsed override of the item's algorithm (code)
+-- decides; else an unlapsed tier named in item.tiers ("name=L,W,cap;..."); else the limit's own
+-- policy, as sent. An override of another algorithm and an unknown tier are ignored.
+local function control(item, now)
+  if not item.ctl_key then
+    return
+  end
+  local raw = redis.call('GET', item.ctl_key)
+  if not raw then
+    return
+  end
+  local over, tier
+  for line in string.gmatch(raw, '[^\n]+') do
+    local until_ms, kind, rest = string.match(line, '^(%d+) ([to]) (.+)$')
+    if not until_ms then
+      error('edgelimit: unreadable assignment')
+    end
+    until_ms = tonumber(until_ms)
+    local live = until_ms == 0 or now < until_ms
+    if kind == 'o' then
+      local code, l, w, cap = string.match(rest, '^(%d+) (%d+) (%d+) (%d+)$')
+      if not code then
+        error('edgelimit: unreadable assignment')
+      end
+      if live and tonumber(code) == item.code then
+        over = { l, w, cap }
+      end
+    else
+      if #rest > 64 or not string.match(rest, '^[%w%-_%.]+$') then
+        error('edgelimit: unreadable assignment')
+      end
+      local tiers = ';' .. item.tiers
+      local at = string.find(tiers, ';' .. rest .. '=', 1, true)
+      if live and at then
+        local l, w, cap = string.match(string.sub(tiers, at + #rest + 2), '^(%d+),(%d+),(%d+)')
+        if not l then
+          error('edgelimit: bad tier table')
+        end
+        tier = { l, w, cap }
+      end
+    end
+  end
+  local p = over or tier
+  if p then
+    local l, w, cap = tonumber(p[1]), tonumber(p[2]), tonumber(p[3])
+    if l < 1 or w < 1 or cap < 1 then
+      error('edgelimit: unreadable assignment')
+    end
+    item.limit, item.window, item.cap = l, w, cap
+  end
 end
 
 -- Decides an item with its algorithm's `step` on its stored state `item.raw`. A settlement's

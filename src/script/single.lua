@@ -1,8 +1,10 @@
 -- Single-limit main: decides one limit with the `step` bound just above (one of the algorithm
--- functions). KEYS and ARGV as listed at the top of that algorithm's file, then the options of
+-- functions; `code` is its algorithm code, as multi.lua numbers them). KEYS and ARGV as listed at the top of that algorithm's file, then the options of
 -- `read_item` (prelude.lua).
 local now = now_ms(ARGV[1])
 local item = read_item(2, 1, false)
+item.code = code
+control(item, now)
 -- Reply: allowed, the time decided at, then the decision's six fields.
 local old = recall(item, now)
 if old then

@@ -13,29 +13,32 @@ pub struct Script {
 }
 
 macro_rules! single {
-    ($name:literal, [$($file:literal),+], $step:literal) => {
+    ($name:literal, [$($file:literal),+], $step:literal, $code:literal) => {
         Script::new(
             $name,
             concat!(
                 include_str!("prelude.lua"),
                 $(include_str!($file),)+
-                "local step = ", $step, "\n",
+                "local step, code = ", $step, ", ", $code, "\n",
                 include_str!("single.lua"),
             ),
         )
     };
 }
 
-static FIXED_WINDOW: Script = single!("fixed", ["fixed_window.lua"], "fixed_window");
-static SLIDING_LOG: Script = single!("sliding-log", ["sliding_log.lua"], "sliding_log");
+// The codes are multi.lua's (and `control::assignment::algorithm_code`'s): an override names
+// its algorithm by them.
+static FIXED_WINDOW: Script = single!("fixed", ["fixed_window.lua"], "fixed_window", 1);
+static SLIDING_LOG: Script = single!("sliding-log", ["sliding_log.lua"], "sliding_log", 2);
 static SLIDING_COUNTER: Script = single!(
     "sliding-counter",
     ["sliding_counter.lua"],
-    "sliding_counter"
+    "sliding_counter",
+    3
 );
-static TOKEN_BUCKET: Script = single!("token-bucket", ["token_bucket.lua"], "token_bucket");
-static GCRA: Script = single!("gcra", ["gcra.lua"], "gcra");
-static CONCURRENCY: Script = single!("concurrency", ["concurrency.lua"], "concurrency");
+static TOKEN_BUCKET: Script = single!("token-bucket", ["token_bucket.lua"], "token_bucket", 4);
+static GCRA: Script = single!("gcra", ["gcra.lua"], "gcra", 5);
+static CONCURRENCY: Script = single!("concurrency", ["concurrency.lua"], "concurrency", 6);
 static MULTI: Script = Script::new(
     "multi",
     concat!(

@@ -1,6 +1,7 @@
 -- Token bucket: the Lua twin of src/algorithm/token_bucket.rs.
 --
--- KEYS[1]  the state key, "<seen_ms> <deficit>", deficit = (B - tokens)*W
+-- KEYS[1]  the state key, "<seen_ms> <deficit> <capacity>", deficit = (B - tokens)*W written
+--          at capacity B*W (an older "<seen_ms> <deficit>" is read at the policy's capacity)
 -- ARGV[1]  now_ms, or '' to take Redis TIME
 -- ARGV[2]  refill L per window      ARGV[3]  window W (ms)      ARGV[4]  burst B      ARGV[5]  cost
 --
@@ -45,18 +46,61 @@ local function bucket_decide(L, W, B, deficit, t, cost)
   return admitted(B, remaining(d), full_at(d)), d
 end
 
+-- ceil(a * b / c), exactly, for 0 <= a <= c and b, c <= 2^50 (c > 0): the product may pass
+-- 2^53, so it is built one bit of b at a time, the remainder kept below c.
+local function mul_div_ceil(a, b, c)
+  local bits, n = {}, 0
+  while b > 0 do
+    local bit = b % 2
+    n = n + 1
+    bits[n] = bit
+    b = (b - bit) / 2
+  end
+  local q, r = 0, 0
+  for i = n, 1, -1 do
+    q, r = 2 * q, 2 * r
+    if r >= c then
+      q, r = q + 1, r - c
+    end
+    if bits[i] == 1 then
+      r = r + a
+      if r >= c then
+        q, r = q + 1, r - c
+      end
+    end
+  end
+  if r > 0 then
+    q = q + 1
+  end
+  return q
+end
+
+-- A deficit written at capacity `from`, as the same share of capacity `to`, rounded up, as
+-- token_bucket::rescale (docs/design.md section 2, "Policy changes"). `from` 0: not recorded.
+local function bucket_rescale(deficit, from, to)
+  if from == 0 or from == to then
+    return deficit
+  end
+  return mul_div_ceil(math.min(deficit, from), to, from)
+end
+
 local function token_bucket(raw, L, W, B, now, cost)
-  local seen, stored = 0, 0
+  local seen, stored, written_at = 0, 0, 0
   if raw then
-    local f = parse_fields(raw, 2)
-    seen, stored = f[1], f[2]
+    local f = parse_fields(raw, nil)
+    if #f ~= 2 and #f ~= 3 then
+      error('edgelimit: unreadable limiter state')
+    end
+    seen, stored, written_at = f[1], f[2], f[3] or 0
   end
   local t = math.max(now, seen)
+  local capacity = B * W
+  stored = bucket_rescale(stored, written_at, capacity)
   local deficit = bucket_refill(stored, t - seen, L)
   local d, after = bucket_decide(L, W, B, deficit, t, cost)
   local value
   if after ~= deficit then
-    value = fmt(t) .. ' ' .. fmt(after)
+    value = fmt(t) .. ' ' .. fmt(after) .. ' ' .. fmt(capacity)
   end
   return d, value, d[4]
 end

@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::algorithm::Charge;
+use crate::control::{Assignment, Tiers};
 use crate::decision::Decision;
 use crate::policy::Policy;
 
@@ -118,6 +119,10 @@ pub struct Limit {
     pub policy: Policy,
     /// What to do when the store fails.
     pub fail_mode: FailMode,
+    /// Named alternative policies of the same algorithm an identifier may be assigned
+    /// (docs/design.md §2, "Policy changes"); `policy` is the default. Empty unless built by
+    /// [`Limit::with_tiers`].
+    pub tiers: Tiers,
 }
 
 impl Limit {
@@ -127,7 +132,30 @@ impl Limit {
             name: name.into(),
             policy,
             fail_mode: FailMode::Open,
+            tiers: Tiers::default(),
         }
+    }
+
+    /// The same limit with named tiers (replacing any it had). Every tier's policy must have the
+    /// limit's algorithm, and names are 1–64 of `A-Za-z0-9-_.`, each once; the error names the
+    /// offending tier.
+    pub fn with_tiers<N: Into<Arc<str>>>(
+        mut self,
+        tiers: impl IntoIterator<Item = (N, Policy)>,
+    ) -> Result<Limit, String> {
+        self.tiers = Tiers::new(self.policy.algorithm(), tiers)
+            .map_err(|e| format!("limit `{}`: {e}", self.name))?;
+        Ok(self)
+    }
+
+    /// The policy deciding for an identifier holding `assigned` (its assignments, each with when
+    /// it lapses) at `now_ms`; see [`crate::control::effective_policy`].
+    pub fn effective_policy<'a>(
+        &'a self,
+        assigned: &'a [(Assignment, Option<u64>)],
+        now_ms: u64,
+    ) -> &'a Policy {
+        crate::control::effective_policy(self, assigned, now_ms)
     }
 
     /// The same limit with another failure mode.
@@ -246,6 +274,14 @@ impl Check {
     /// The items, in the order they were added.
     pub fn items(&self) -> &[CheckItem] {
         &self.items
+    }
+
+    /// Replaces each item's policy by `policy(item)`: how a store applies the effective policies
+    /// of its identifiers' assignments (docs/design.md §2, "Policy changes").
+    pub(crate) fn map_policies(&mut self, mut policy: impl FnMut(&CheckItem) -> Policy) {
+        for item in &mut self.items {
+            item.limit.policy = policy(item);
+        }
     }
 }
 

@@ -86,6 +86,21 @@ pub fn request_key(
     key
 }
 
+/// The key holding the [`crate::control::Assignment`] of `identifier` on `limit_name` (its tier
+/// or override): `{el:<ns>:<limit>:<id>}:ctl`, in the state's hash tag so the deciding script
+/// reads it in the same slot and round trip, and without the algorithm, since an assignment
+/// outlives a change of the limit's policy.
+pub fn control_key(namespace: &str, limit_name: &str, identifier: &Identifier) -> String {
+    let mut key = String::from("{el:");
+    escape_into(&mut key, namespace.as_bytes());
+    key.push(':');
+    escape_into(&mut key, limit_name.as_bytes());
+    key.push(':');
+    key.push_str(&encode_identifier(identifier));
+    key.push_str("}:ctl");
+    key
+}
+
 /// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
 pub fn hash_slot(key: &str) -> u16 {
     let bytes = key.as_bytes();

@@ -5,14 +5,16 @@
 //! [`ExpiringMap`], so threads deciding for different identifiers rarely wait for one another.
 //! Small stores have one shard. See docs/decisions.md, "Memory", for the measurements behind it.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
 use super::batch;
-use super::check::{Check, CheckItem, Limit, TimeSource, Verdict};
+use super::check::{Check, CheckItem, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
 use super::key_hasher::KeyHasher;
@@ -21,7 +23,9 @@ use super::state_key::{KeyRef, StateKey};
 use super::traits::Store;
 use crate::algorithm::{Charge, Outcome, State};
 use crate::clock::{Clock, SystemClock};
+use crate::control::{Assignment, AssignmentKind};
 use crate::decision::Decision;
+use crate::policy::Policy;
 
 /// How long after its state stops mattering a key is kept anyway, in every store: a caller whose
 /// clock lags a little still finds the state it wrote (Redis TTLs use the same margin).
@@ -50,6 +54,10 @@ const SWEEP_EVERY_MS: u64 = 1_000;
 
 type StateMap = ExpiringMap<StateKey, State>;
 
+/// Assignments (at most a tier and an override) by (limit name, identifier), each with when it
+/// lapses, the override first.
+type AssignmentMap = HashMap<(Arc<str>, Identifier), Vec<(Assignment, Option<u64>)>>;
+
 /// One lock's share of the keys, on cache lines of its own, so that two threads working on two
 /// shards never write to one line.
 #[repr(align(128))]
@@ -70,6 +78,11 @@ pub struct MemoryStore {
     // The callers' time at or after which the next call purges every shard.
     next_sweep_ms: AtomicU64,
     clock: Arc<dyn Clock>,
+    // Tiers and overrides (docs/design.md §2, "Policy changes"). `assigned` mirrors the map's
+    // size so that a store without any assignment — the common case — decides without taking
+    // this lock: the fast path stays as fast.
+    assignments: Mutex<AssignmentMap>,
+    assigned: AtomicUsize,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -113,6 +126,8 @@ impl MemoryStore {
             capacity,
             next_sweep_ms: AtomicU64::new(0),
             clock: Arc::new(SystemClock),
+            assignments: Mutex::new(HashMap::new()),
+            assigned: AtomicUsize::new(0),
         }
     }
 
@@ -138,10 +153,11 @@ impl MemoryStore {
         checks
             .iter()
             .map(|check| {
+                let effective = self.effective(check, now_ms);
                 if remembered::carries_request_id(check) {
-                    self.decide_remembering(check, now_ms)
+                    self.decide_remembering(check, &effective, now_ms)
                 } else {
-                    self.decide(check, now_ms)
+                    self.decide(&effective, now_ms)
                 }
             })
             .collect()
@@ -152,7 +168,93 @@ impl MemoryStore {
     /// Allocates nothing unless a new state is stored.
     pub fn check_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
         self.sweep_if_due(now_ms);
+        if self.assigned.load(Ordering::Relaxed) > 0 {
+            let id = Identifier::from(identifier);
+            let mut effective = limit.clone();
+            effective.policy = self.effective_policy(limit, &id, now_ms);
+            return self.decide_one(&effective, identifier, cost, Charge::Request, now_ms);
+        }
         self.decide_one(limit, identifier, cost, Charge::Request, now_ms)
+    }
+
+    /// What [`Store::assign`] does, synchronously: `assignment` replaces the identifier's
+    /// assignment of its kind until `until_ms`; `None` clears both kinds.
+    pub fn assign_now(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) {
+        match assignment {
+            // Stored as its text reads back, so every store answers alike (`Some(0)` is 1).
+            Some(a) => self.change_assignments(limit, identifier, a.kind(), |held| {
+                held.push((a.clone(), until_ms.map(|u| u.max(1))));
+                held.sort_by_key(|(a, _)| a.kind() == AssignmentKind::Tier);
+            }),
+            None => self.change_assignments(limit, identifier, AssignmentKind::Tier, Vec::clear),
+        }
+    }
+
+    /// What [`Store::clear_assignment`] does, synchronously.
+    pub fn clear_assignment_now(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) {
+        self.change_assignments(limit, identifier, kind, |_| {});
+    }
+
+    /// Drops the identifier's assignment of `kind`, then lets `change` edit what is held.
+    fn change_assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+        change: impl FnOnce(&mut Vec<(Assignment, Option<u64>)>),
+    ) {
+        let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (limit.name.clone(), identifier.clone());
+        let mut held = map.remove(&key).unwrap_or_default();
+        held.retain(|(a, _)| a.kind() != kind);
+        change(&mut held);
+        if !held.is_empty() {
+            map.insert(key, held);
+        }
+        self.assigned.store(map.len(), Ordering::Relaxed);
+    }
+
+    /// What [`Store::assignments`] answers, synchronously: the override first.
+    pub fn assignments_now(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Vec<(Assignment, Option<u64>)> {
+        if self.assigned.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&(limit.name.clone(), identifier.clone()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The effective policy of (limit, identifier) at `now_ms` (docs/design.md §2).
+    fn effective_policy(&self, limit: &Limit, identifier: &Identifier, now_ms: u64) -> Policy {
+        let assigned = self.assignments_now(limit, identifier);
+        *limit.effective_policy(&assigned, now_ms)
+    }
+
+    /// `check` with each item's policy replaced by its effective one — the check itself, not
+    /// copied, while the store holds no assignment.
+    fn effective<'a>(&self, check: &'a Check, now_ms: u64) -> Cow<'a, Check> {
+        if self.assigned.load(Ordering::Relaxed) == 0 {
+            return Cow::Borrowed(check);
+        }
+        let mut changed = check.clone();
+        changed.map_policies(|item| self.effective_policy(&item.limit, &item.identifier, now_ms));
+        Cow::Owned(changed)
     }
 
     /// A check without request ids.
@@ -175,13 +277,16 @@ impl MemoryStore {
     /// A check carrying request ids: a repeat of an admitted one answers what was remembered,
     /// else it is decided and, if admitted, remembered; all under the requests' lock, so a
     /// repeat racing its original waits for it.
-    fn decide_remembering(&self, check: &Check, now_ms: u64) -> Verdict {
+    ///
+    /// `effective` is `check` under the effective policies (which decide and look); `check`
+    /// itself is remembered, for its limits' own windows, as the scripts do.
+    fn decide_remembering(&self, check: &Check, effective: &Check, now_ms: u64) -> Verdict {
         let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
         requests.purge_expired(gc_horizon(now_ms));
         if let Some(found) = remembered::recall(&requests, check, now_ms) {
-            let (keys, hashes) = self.keys(check.items());
+            let (keys, hashes) = self.keys(effective.items());
             let mut locked = self.lock_involved(&hashes);
-            return remembered::repeat(check, found, |i, item| {
+            return remembered::repeat(effective, found, |i, item| {
                 let (key, hash) = (&keys[i], hashes[i]);
                 let map = shard_map(&mut locked, self.shard_index(hash));
                 let mut state = match map.find_mut(hash, |k| k.is(key)) {
@@ -191,7 +296,7 @@ impl MemoryStore {
                 state.apply(&item.limit.policy, now_ms, 0).decision
             });
         }
-        let verdict = self.decide(check, now_ms);
+        let verdict = self.decide(effective, now_ms);
         if verdict.allowed {
             remembered::remember(&mut requests, check, &verdict, now_ms);
         }
@@ -331,6 +436,17 @@ impl MemoryStore {
         }
         let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
         requests.purge_expired(gc_horizon(now_ms));
+        drop(requests);
+        if self.assigned.load(Ordering::Relaxed) > 0 {
+            // Lapsed assignments are kept as long as states, then dropped.
+            let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+            let horizon = gc_horizon(now_ms);
+            map.retain(|_, held| {
+                held.retain(|(_, until)| until.is_none_or(|u| u > horizon));
+                !held.is_empty()
+            });
+            self.assigned.store(map.len(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -410,12 +526,40 @@ impl Store for MemoryStore {
         };
         Ok(self.check_now(checks, now_ms))
     }
+
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.assign_now(limit, identifier, assignment, until_ms);
+        Ok(())
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        self.clear_assignment_now(limit, identifier, kind);
+        Ok(())
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        Ok(self.assignments_now(limit, identifier))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
 
     #[test]
     fn full_shards_fill_their_tables_and_small_stores_have_one() {

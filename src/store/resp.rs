@@ -20,10 +20,12 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
 
-use super::check::{Check, TimeSource, Verdict};
+use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
-use super::key::DEFAULT_NAMESPACE;
+use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::Store;
+use crate::control::assignment::{assign_command, read_assignments};
+use crate::control::{Assignment, AssignmentKind};
 use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
 
 #[derive(Clone)]
@@ -131,6 +133,20 @@ impl RespStore {
             Connection::Single(_) => Topology::SingleNode,
             Connection::Cluster(_) => Topology::Cluster,
         }
+    }
+
+    /// Sends one plain command (e.g. `GET`, `SET`, `DEL` of a control key) to the node owning
+    /// its key and returns its reply.
+    async fn command(&self, parts: &[String]) -> Result<Reply, StoreError> {
+        let mut cmd = redis::cmd(&parts[0]);
+        cmd.arg(&parts[1..]);
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd);
+        let values = match &self.connection {
+            Connection::Single(manager) => query(pipe, &mut manager.clone(), self.timeout).await?,
+            Connection::Cluster(cluster) => query(pipe, &mut cluster.clone(), self.timeout).await?,
+        };
+        Ok(expect_len(values, 1)?.remove(0))
     }
 
     /// Runs the invocations as pipelines and returns one reply per invocation, in order.
@@ -309,7 +325,7 @@ impl Store for RespStore {
         let topology = self.topology();
         let plans = checks
             .iter()
-            .map(|check| CheckPlan::new(check, &self.namespace, time, topology))
+            .map(|check| CheckPlan::controlled(check, &self.namespace, time, topology))
             .collect::<Result<Vec<_>, _>>()?;
         let invocations: Vec<&Invocation> =
             plans.iter().flat_map(|p| p.invocations().iter()).collect();
@@ -327,5 +343,48 @@ impl Store for RespStore {
                 plan.verdict(mine)
             })
             .collect()
+    }
+
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        self.change_assignments(assign_command(key, assignment, until_ms, None))
+            .await
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        self.change_assignments(assign_command(key, None, None, Some(kind)))
+            .await
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        let reply = self.command(&["GET".to_string(), key.clone()]).await?;
+        read_assignments(reply, &key)
+    }
+}
+
+impl RespStore {
+    /// Runs the control key's `EVAL` of [`assign_command`].
+    async fn change_assignments(&self, command: Vec<String>) -> Result<(), StoreError> {
+        match self.command(&command).await? {
+            Reply::Error(e) => Err(StoreError::Script(e)),
+            _ => Ok(()),
+        }
     }
 }

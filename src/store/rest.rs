@@ -15,10 +15,12 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde_json::Value as Json;
 
-use super::check::{Check, TimeSource, Verdict};
+use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
-use super::key::DEFAULT_NAMESPACE;
+use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::Store;
+use crate::control::assignment::{assign_command, read_assignments};
+use crate::control::{Assignment, AssignmentKind};
 use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
 
 /// The environment variable holding the REST URL (Upstash's own name).
@@ -317,7 +319,7 @@ impl Store for RestStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         let plans = checks
             .iter()
-            .map(|c| CheckPlan::new(c, &self.namespace, time, Topology::SingleNode))
+            .map(|c| CheckPlan::controlled(c, &self.namespace, time, Topology::SingleNode))
             .collect::<Result<Vec<_>, _>>()?;
         let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
         // A pipeline may have run with its answer lost: it is sent again only when a repeat
@@ -356,6 +358,58 @@ impl Store for RestStore {
             })
             .collect()
     }
+
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        self.change_assignments(assign_command(key, assignment, until_ms, None))
+            .await
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        self.change_assignments(assign_command(key, None, None, Some(kind)))
+            .await
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        let key = control_key(&self.namespace, &limit.name, identifier);
+        let body = plain_pipeline_body(&["GET".to_string(), key.clone()])?;
+        let reply = self.pipeline_resent_if(true, body, 1).await?.remove(0);
+        read_assignments(reply, &key)
+    }
+}
+
+impl RestStore {
+    /// Runs the control key's `EVAL` of [`assign_command`]: one `/pipeline`, resent once if its
+    /// answer is lost (writing the same line again is harmless).
+    async fn change_assignments(&self, command: Vec<String>) -> Result<(), StoreError> {
+        let body = plain_pipeline_body(&command)?;
+        match self.pipeline_resent_if(true, body, 1).await?.remove(0) {
+            Reply::Error(e) => Err(StoreError::Script(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The `/pipeline` body of one plain command: `[["GET", "key"]]`.
+fn plain_pipeline_body(parts: &[String]) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(&[parts])
+        .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))
 }
 
 #[cfg(test)]

@@ -18,10 +18,11 @@
 use async_trait::async_trait;
 use futures_util::future::join_all;
 
-use super::check::{Check, TimeSource, Verdict};
+use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::traits::Store;
 use crate::algorithm::Charge;
+use crate::control::{Assignment, AssignmentKind};
 
 /// One shard: a stable name (e.g. its URL without credentials) and its store. The name, not the
 /// position, decides ownership, so reordering the list moves nothing.
@@ -215,6 +216,46 @@ impl Store for ShardedStore {
             }
         }
         Ok(verdicts)
+    }
+
+    /// Stored by the shard owning (limit, identifier), beside the state it governs.
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let shard = self.shard_of(&limit.name, identifier.as_bytes());
+        self.shards[shard]
+            .store
+            .assign(limit, identifier, assignment, until_ms)
+            .await
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        let shard = self.shard_of(&limit.name, identifier.as_bytes());
+        self.shards[shard]
+            .store
+            .clear_assignment(limit, identifier, kind)
+            .await
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        let shard = self.shard_of(&limit.name, identifier.as_bytes());
+        self.shards[shard]
+            .store
+            .assignments(limit, identifier)
+            .await
     }
 }
 

@@ -11,6 +11,11 @@
 //! have been granted), and some checks carry request ids from a small pool, so repeats of
 //! admitted and denied checks, and ids reused by other checks, are all exercised.
 //!
+//! With [`generate_controlled`], limits name tiers and calls change identifiers' assignments
+//! mid-stream (a known or unknown tier, an override of the limit's algorithm or of another, a
+//! clear; until never, later in the sequence, or already past), on both stores alike, so the
+//! effective policy and every algorithm's policy-change rule (docs/design.md §2) are compared.
+//!
 //! Steps backwards stay under `GC_GRACE_MS`: `MemoryStore` collects garbage on the caller's
 //! clock and Redis on its own, so after a jump far back past a collected key the two could
 //! legitimately differ (a clock skew that large is out of the design's scope).
@@ -22,8 +27,8 @@ use edgelimit::script::{CheckPlan, Topology};
 use edgelimit::store::key::{encode_identifier, hash_slot, state_key};
 use edgelimit::store::Store;
 use edgelimit::{
-    Algorithm, Charge, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
-    TimeSource, Verdict,
+    control::AssignmentKind, Algorithm, Assignment, Charge, Check, CheckItem, Identifier, Limit,
+    MemoryStore, Policy, Reason, TimeSource, Verdict,
 };
 
 use super::rng::Rng;
@@ -37,11 +42,23 @@ pub enum Kind {
     Multi,
 }
 
-/// One store call: a batch of checks at one time.
+/// One store call: a batch of checks at one time, after the assignment changes of `assigns`.
 #[derive(Debug, Clone)]
 pub struct Call {
     pub time: u64,
     pub checks: Vec<Check>,
+    pub assigns: Vec<Assign>,
+}
+
+/// A change of one identifier's assignments, made on both stores before a call's checks:
+/// `assignment` replaces the one of its kind; `None` clears `clear` (both kinds when `None`).
+#[derive(Debug, Clone)]
+pub struct Assign {
+    pub limit: Limit,
+    pub identifier: Identifier,
+    pub assignment: Option<Assignment>,
+    pub until_ms: Option<u64>,
+    pub clear: Option<AssignmentKind>,
 }
 
 /// Calls on identifiers no other sequence uses.
@@ -62,6 +79,8 @@ pub struct Report {
     pub over_limit: u64,
     pub too_costly: u64,
     pub non_atomic: u64,
+    /// Decisions whose capacity is not their limit's own: an assignment decided them.
+    pub reassigned: u64,
     pub examples: Vec<String>,
 }
 
@@ -76,6 +95,7 @@ impl Report {
         self.over_limit += other.over_limit;
         self.too_costly += other.too_costly;
         self.non_atomic += other.non_atomic;
+        self.reassigned += other.reassigned;
         for e in other.examples {
             if self.examples.len() < 5 {
                 self.examples.push(e);
@@ -87,7 +107,8 @@ impl Report {
     pub fn assert_clean(&self, what: &str) {
         println!(
             "{what}: {} sequences, {} calls, {} checks, {} items, {} mismatches \
-             (admitted {}, over limit {}, cost exceeds capacity {}, non-atomic {})",
+             (admitted {}, over limit {}, cost exceeds capacity {}, non-atomic {}, \
+             decided by an assignment {})",
             self.sequences,
             self.calls,
             self.checks,
@@ -96,7 +117,8 @@ impl Report {
             self.admitted,
             self.over_limit,
             self.too_costly,
-            self.non_atomic
+            self.non_atomic,
+            self.reassigned
         );
         assert_eq!(
             self.mismatches,
@@ -238,6 +260,75 @@ pub fn generate(
     namespace: &str,
     same_slot: bool,
 ) -> Vec<Sequence> {
+    generate_with(kind, seed, count, namespace, same_slot, false)
+}
+
+/// [`generate`] with tiers on every limit and assignment changes mid-stream before half the
+/// calls; sequences are shorter (at most 7 calls), so many of them fit a bounded run.
+pub fn generate_controlled(
+    kind: Kind,
+    seed: u64,
+    count: u64,
+    namespace: &str,
+    same_slot: bool,
+) -> Vec<Sequence> {
+    generate_with(kind, seed, count, namespace, same_slot, true)
+}
+
+/// 1–3 random tiers of `limit`'s algorithm, named `t0`…
+fn with_random_tiers(rng: &mut Rng, limit: Limit) -> Limit {
+    let algorithm = limit.policy.algorithm();
+    let tiers: Vec<(String, Policy)> = (0..rng.range(1, 3))
+        .map(|i| (format!("t{i}"), random_policy(rng, algorithm)))
+        .collect();
+    limit.with_tiers(tiers).expect("generated tiers are valid")
+}
+
+/// A random assignment change for one of `limits` and `ids` at `t`.
+fn random_assign(rng: &mut Rng, limits: &[Limit], ids: &[Identifier], t: u64) -> Assign {
+    let limit = rng.pick(limits).clone();
+    let identifier = rng.pick(ids).clone();
+    let algorithm = limit.policy.algorithm();
+    let assignment = match rng.range(0, 19) {
+        0..=7 => {
+            let known: Vec<String> = limit.tiers.iter().map(|(n, _)| n.to_string()).collect();
+            Some(Assignment::Tier(rng.pick(&known).as_str().into()))
+        }
+        8 | 9 => Some(Assignment::Tier("gold".into())),
+        10..=14 => Some(Assignment::Override(random_policy(rng, algorithm))),
+        15 | 16 => {
+            let other = *rng.pick(&Algorithm::EVERY);
+            Some(Assignment::Override(random_policy(rng, other)))
+        }
+        _ => None,
+    };
+    let until_ms = match rng.range(0, 9) {
+        0..=3 => None,
+        4..=7 => Some(t + rng.range(1, 10_000)),
+        _ => Some(t.saturating_sub(rng.range(0, 1_000))),
+    };
+    let clear = match rng.range(0, 2) {
+        0 => None,
+        1 => Some(AssignmentKind::Tier),
+        _ => Some(AssignmentKind::Override),
+    };
+    Assign {
+        limit,
+        identifier,
+        assignment,
+        until_ms,
+        clear,
+    }
+}
+
+fn generate_with(
+    kind: Kind,
+    seed: u64,
+    count: u64,
+    namespace: &str,
+    same_slot: bool,
+    control: bool,
+) -> Vec<Sequence> {
     let mut rng = Rng::new(seed);
     (0..count)
         .map(|seq| {
@@ -274,6 +365,17 @@ pub fn generate(
             } else {
                 limits
             };
+            let limits: Vec<Limit> = if control {
+                // An assignment changes the policy under a live key: spans bounded as below.
+                changing = true;
+                limits
+                    .into_iter()
+                    .map(|l| with_random_tiers(&mut rng, l))
+                    .collect()
+            } else {
+                limits
+            };
+            let max_calls = if control { 7 } else { 16 };
             let w = limits[0].policy.window_ms();
             let l = limits[0].policy.limit();
             let mut t = if rng.chance(10) {
@@ -284,12 +386,19 @@ pub fn generate(
             // The names of leases earlier calls may have been granted: their time plus a timeout.
             let mut leases: Vec<u64> = Vec::new();
             let request_ids = ["r1", "r2", "r3"];
-            let calls = (0..rng.range(1, 16))
+            let calls = (0..rng.range(1, max_calls))
                 .map(|_| {
                     t = if changing {
                         next_time(&mut rng, t, w, l).min(t + 5_000)
                     } else {
                         next_time(&mut rng, t, w, l)
+                    };
+                    let assigns = if control && rng.chance(50) {
+                        (0..rng.range(1, 2))
+                            .map(|_| random_assign(&mut rng, &limits, &ids, t))
+                            .collect()
+                    } else {
+                        Vec::new()
                     };
                     let n_checks = if rng.chance(15) { rng.range(2, 3) } else { 1 };
                     let checks = (0..n_checks)
@@ -324,7 +433,11 @@ pub fn generate(
                     for limit in &limits {
                         leases.push(t.saturating_add(limit.policy.window_ms()));
                     }
-                    Call { time: t, checks }
+                    Call {
+                        time: t,
+                        checks,
+                        assigns,
+                    }
                 })
                 .collect();
             Sequence { calls }
@@ -352,7 +465,10 @@ fn same_slot_names(limits: Vec<Limit>, namespace: &str, id: &Identifier) -> Vec<
                 crc16(crc, tail.as_bytes(), &table) % 16384 == target
             })
             .expect("a name in the same slot");
-        let renamed = Limit::new(format!("m{i}-{k}"), limit.policy);
+        let renamed = Limit {
+            name: format!("m{i}-{k}").into(),
+            ..limit
+        };
         assert_eq!(slot_of(&renamed), target);
         out.push(renamed);
     }
@@ -439,6 +555,39 @@ async fn run_one<S: Store>(
         ..Report::default()
     };
     for (i, call) in sequence.calls.iter().enumerate() {
+        let mut assigned = Ok(());
+        for a in &call.assigns {
+            let (limit, id) = (&a.limit, &a.identifier);
+            let done = match (&a.assignment, a.clear) {
+                (None, Some(kind)) => {
+                    memory.clear_assignment_now(limit, id, kind);
+                    store.clear_assignment(limit, id, kind).await
+                }
+                (assignment, _) => {
+                    memory.assign_now(limit, id, assignment.as_ref(), a.until_ms);
+                    store
+                        .assign(limit, id, assignment.as_ref(), a.until_ms)
+                        .await
+                }
+            };
+            assigned = assigned.and(done);
+            // Both stores hold the same assignments, read back alike.
+            if let (Ok(()), Ok(held)) = (&assigned, store.assignments(limit, id).await) {
+                if held != memory.assignments_now(limit, id) {
+                    assigned = Err(edgelimit::StoreError::Protocol(format!(
+                        "assignments read back {held:?}, memory holds {:?}",
+                        memory.assignments_now(limit, id)
+                    )));
+                }
+            }
+        }
+        if let Err(e) = assigned {
+            report.mismatches += 1;
+            report
+                .examples
+                .push(format!("call {i}: assign failed: {e}"));
+            break;
+        }
         let expected = reference(&memory, call, namespace, topology);
         let actual = store
             .check(&call.checks, TimeSource::At(call.time))
@@ -449,7 +598,10 @@ async fn run_one<S: Store>(
         for check in &call.checks {
             report.items += check.items().len() as u64;
         }
-        for v in &expected {
+        for (v, check) in expected.iter().zip(&call.checks) {
+            for (d, item) in v.decisions.iter().zip(check.items()) {
+                report.reassigned += u64::from(d.limit != item.limit.policy.capacity());
+            }
             report.non_atomic += (!v.atomic) as u64;
             for d in &v.decisions {
                 match d.reason {
@@ -465,7 +617,19 @@ async fn run_one<S: Store>(
             if report.examples.is_empty() {
                 let history: Vec<String> = sequence.calls[..=i]
                     .iter()
-                    .map(|c| format!("  at {}: {:?}", c.time, c.checks))
+                    .map(|c| {
+                        let assigns: Vec<String> = c
+                            .assigns
+                            .iter()
+                            .map(|a| {
+                                format!(
+                                    "{}/{:?} := {:?} until {:?} (clear {:?})",
+                                    a.limit.name, a.identifier, a.assignment, a.until_ms, a.clear
+                                )
+                            })
+                            .collect();
+                        format!("  at {}: assigns {assigns:?}; {:?}", c.time, c.checks)
+                    })
                     .collect();
                 report.examples.push(format!(
                     "call {i}:\n{}\n  rust: {expected:?}\n  lua:  {actual:?}",
