@@ -30,6 +30,12 @@ pub enum Reason {
     /// this one was never consulted (and nothing was taken from it). Reported as admitted with
     /// its capacity, never counted, never advertised.
     Skipped,
+    /// Denied because a deny list matched the request (docs/design.md §"Deny and allow lists"):
+    /// nothing was charged on any limit of the check.
+    Denylisted,
+    /// Admitted because an allow list matched the request: not charged, not counted against
+    /// the limit.
+    Allowlisted,
 }
 
 impl Reason {
@@ -44,6 +50,8 @@ impl Reason {
             Reason::FailedClosed => "failed_closed",
             Reason::Fallback => "fallback",
             Reason::Skipped => "skipped",
+            Reason::Denylisted => "denylisted",
+            Reason::Allowlisted => "allowlisted",
         }
     }
 }
@@ -107,6 +115,8 @@ mod tests {
             Reason::FailedClosed,
             Reason::Fallback,
             Reason::Skipped,
+            Reason::Denylisted,
+            Reason::Allowlisted,
         ] {
             let json = serde_json::to_string(&reason).unwrap();
             assert_eq!(json, format!("\"{}\"", reason.as_str()));

@@ -29,6 +29,11 @@ use crate::policy::{Algorithm, Policy};
 /// The media type of [`Problem`] bodies.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
+/// The `type` of the 403 problem a deny list answers ([`Problem::denied`]): unlike the other
+/// answers, whose status says it all (`about:blank`), a client must tell "blocked" from any
+/// other 403 of the origin.
+pub const DENIED_PROBLEM_TYPE: &str = "https://edgelimit.dev/problems/denied";
+
 /// One limit's outcome, as the HTTP layer reports it.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitReport<'a> {
@@ -252,18 +257,18 @@ impl<'r, 'a> Answer<'r, 'a> {
         problem.policy = Some(name.to_string());
         problem.violated_policies = denied().map(|r| r.name.to_string()).collect();
         problem.retry_after = self.retry_after;
-        problem.reason = Some(binding.decision.reason);
+        problem.reason = Some(binding.decision.reason.as_str());
         Some(problem)
     }
 }
 
 /// An RFC 9457 `application/problem+json` body: every answer the limiter gives itself — a denial
-/// ([`Answer::problem`]), a missing identifier, a misconfiguration, an unreachable origin. `type`
-/// is `about:blank`, so `title` is the status phrase; the extension members say which policy and
-/// why.
+/// ([`Answer::problem`]), a refusal by a deny list, a missing identifier, a misconfiguration, an
+/// unreachable origin. `type` is `about:blank` (so `title` is the status phrase) except for the
+/// deny list's [`DENIED_PROBLEM_TYPE`]; the extension members say which policy or list, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
-    /// `about:blank`.
+    /// `about:blank`, or [`DENIED_PROBLEM_TYPE`].
     #[serde(rename = "type")]
     pub problem_type: &'static str,
     /// The HTTP status phrase.
@@ -284,9 +289,13 @@ pub struct Problem {
     /// Seconds to wait, as in `Retry-After`; absent when no wait helps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
-    /// Why, in the library's words (`over_limit`, `cached_denial`, `failed_closed`, …).
+    /// Why, in the library's words (`over_limit`, `cached_denial`, `failed_closed`, … — a
+    /// [`Reason`]'s name — or `denied` for a deny list).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Reason>,
+    pub reason: Option<&'static str>,
+    /// The deny list that refused the request (`deny`, `deny:<rule>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub list: Option<String>,
 }
 
 impl Problem {
@@ -301,7 +310,23 @@ impl Problem {
             violated_policies: Vec::new(),
             retry_after: None,
             reason: None,
+            list: None,
         }
+    }
+
+    /// 403: the request matched an entry of deny list `list`. No wait helps, so no
+    /// `retry_after`; which entry matched is not said (it may be a secret, and it helps an
+    /// attacker rotate).
+    pub fn denied(list: &str, instance: &str) -> Problem {
+        let mut problem = Problem::new(
+            403,
+            format!("This request is refused by deny list \"{list}\"."),
+            Some(instance),
+        );
+        problem.problem_type = DENIED_PROBLEM_TYPE;
+        problem.reason = Some("denied");
+        problem.list = Some(list.to_string());
+        problem
     }
 
     /// 400: rule `rule` limits requests by `source` (described) with limit `limit`, and the
@@ -549,5 +574,22 @@ mod tests {
         assert_eq!(admitted.binding().unwrap().name, "a");
         assert!(Answer::new(&[]).binding().is_none());
         assert!(Answer::new(&[]).headers(0).is_empty());
+    }
+
+    #[test]
+    fn a_deny_list_answers_403_naming_the_list_but_not_the_entry() {
+        let json: serde_json::Value =
+            serde_json::from_str(&Problem::denied("deny:api", "/api/x").to_json()).unwrap();
+        assert_eq!(json["status"], 403);
+        assert_eq!(json["title"], "Forbidden");
+        assert_eq!(json["type"], DENIED_PROBLEM_TYPE);
+        assert!(DENIED_PROBLEM_TYPE.ends_with("/denied"));
+        assert_eq!(json["reason"], "denied");
+        assert_eq!(json["list"], "deny:api");
+        assert_eq!(json["instance"], "/api/x");
+        assert!(json.get("retry_after").is_none(), "no wait lifts a deny entry");
+        let other: serde_json::Value =
+            serde_json::from_str(&Problem::misconfigured("x").to_json()).unwrap();
+        assert!(other.get("list").is_none() && other["type"] == "about:blank");
     }
 }

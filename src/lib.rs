@@ -30,7 +30,7 @@
 //! - [`http`]: decisions → `RateLimit-Policy`/`RateLimit`/`X-RateLimit-*`/`Retry-After` headers
 //!   and RFC 9457 problem bodies.
 //! - [`clock`]: the only place a wall clock is read.
-//! - [`control`]: live control — per-identifier tiers and overrides.
+//! - [`control`]: live control — per-identifier tiers and overrides, deny and allow lists.
 //!
 //! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
 

@@ -274,6 +274,7 @@ impl<S: Store> Limiter<S> {
             decisions,
             atomic: true,
             decided_at_ms: now,
+            listed: Vec::new(),
         })
     }
 
@@ -311,6 +312,7 @@ impl<S: Store> Limiter<S> {
             decisions,
             atomic: false,
             decided_at_ms: now,
+            listed: Vec::new(),
         }
     }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 /// The commands allowed by default: what the limiter's scripts, the official Upstash clients'
 /// basic use and every documented feature of `@upstash/ratelimit` 2.2 send, directly or from its
 /// scripts (deny lists: `SMISMEMBER`, `SDIFFSTORE`, `SUNIONSTORE`; analytics: `ZINCRBY`,
-/// `ZUNION`; `resetUsedTokens`: `SCAN` and `DEL`). Anything else (KEYS, MONITOR, FLUSHALL, CONFIG,
+/// `ZUNION`; `resetUsedTokens`: `SCAN` and `DEL`), and edgelimit's own deny and allow lists
+/// (`ZMSCORE` inside the gated limiter script). Anything else (KEYS, MONITOR, FLUSHALL, CONFIG,
 /// DEBUG, SHUTDOWN, MODULE, …) must be allowed explicitly, and stays refused inside scripts too
 /// (see [`RedisAcl`]).
 pub const DEFAULT_COMMANDS: &[&str] = &[
@@ -87,6 +88,7 @@ pub const DEFAULT_COMMANDS: &[&str] = &[
     "ZCARD",
     "ZCOUNT",
     "ZINCRBY",
+    "ZMSCORE",
     "ZRANGE",
     "ZRANGEBYSCORE",
     "ZRANK",
@@ -131,6 +133,7 @@ pub const READ_ONLY_COMMANDS: &[&str] = &[
     "TYPE",
     "ZCARD",
     "ZCOUNT",
+    "ZMSCORE",
     "ZRANGE",
     "ZRANGEBYSCORE",
     "ZRANK",

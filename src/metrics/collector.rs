@@ -163,6 +163,7 @@ mod tests {
                 decisions: vec![d],
                 atomic: true,
                 decided_at_ms: 0,
+                listed: Vec::new(),
             };
             metrics.record_check(&check, &verdict);
         };

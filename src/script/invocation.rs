@@ -1,11 +1,12 @@
 //! From a check to script invocations, and from their replies to a verdict.
 
-use super::reply::{parse, Reply};
+use super::reply::{parse, parse_gated, Reply};
 use super::source::Script;
 use crate::algorithm::Charge;
-use crate::control::assignment::algorithm_code;
+pub(super) use crate::control::assignment::algorithm_code;
+use crate::control::list::{Gate, Listed};
 use crate::policy::Algorithm;
-use crate::store::key::{control_key, hash_slot, request_key, state_key};
+use crate::store::key::{control_key, hash_slot, list_key, request_key, state_key};
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
 /// Times at or past this (2^52 ms, some 142,000 years after 1970) are refused: the scripts add up
@@ -51,6 +52,8 @@ pub struct CheckPlan {
     items: usize,
     atomic: bool,
     time: TimeSource,
+    // A gated check's gates, to name the lists its reply points at (empty when ungated).
+    gates: Vec<Gate>,
 }
 
 impl CheckPlan {
@@ -107,6 +110,23 @@ impl CheckPlan {
             .iter()
             .map(|item| keys(item, namespace, control))
             .collect();
+        if check.is_gated() {
+            if topology == Topology::Cluster {
+                // The lists live in slots of their own: a Cluster reads them first and plans
+                // what is left (`Check::ungated`), see docs/design.md §"Deny and allow lists".
+                return Err(StoreError::InvalidInput(
+                    "a gated check cannot run as one script on a Cluster: read its lists first"
+                        .to_string(),
+                ));
+            }
+            return Ok(CheckPlan {
+                invocations: vec![gated_invocation(check, namespace, now, keys, control)],
+                items: items.len(),
+                atomic: true,
+                time,
+                gates: check.gates().to_vec(),
+            });
+        }
         let atomic = items.len() <= 1
             || topology == Topology::SingleNode
             || keys
@@ -147,6 +167,7 @@ impl CheckPlan {
             items: items.len(),
             atomic,
             time,
+            gates: Vec::new(),
         })
     }
 
@@ -170,6 +191,22 @@ impl CheckPlan {
                 replies.len()
             )));
         }
+        if !self.gates.is_empty() {
+            let (parsed, found) = parse_gated(&replies[0], self.items, self.gates.len())?;
+            let listed = self
+                .gates
+                .iter()
+                .zip(found)
+                .map(|(gate, found)| listed(gate, found))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Verdict {
+                allowed: parsed.allowed,
+                decisions: parsed.decisions,
+                atomic: true,
+                decided_at_ms: parsed.decided_at_ms,
+                listed,
+            });
+        }
         if self.invocations.len() == 1 && self.atomic {
             let parsed = parse(&replies[0], self.items)?;
             return Ok(Verdict {
@@ -177,6 +214,7 @@ impl CheckPlan {
                 decisions: parsed.decisions,
                 atomic: true,
                 decided_at_ms: parsed.decided_at_ms,
+                listed: Vec::new(),
             });
         }
         let mut decisions = Vec::with_capacity(self.items);
@@ -192,8 +230,94 @@ impl CheckPlan {
             decisions,
             atomic: self.atomic,
             decided_at_ms,
+            listed: Vec::new(),
         })
     }
+}
+
+/// The one multi-limit invocation of a gated check on one node (see multi.lua): the list keys
+/// first in KEYS, each once; ARGV = now, `gates`, the number of list keys, the candidates, the
+/// gates (deny then allow list indexes into KEYS), then the items, each behind its gate by a
+/// `gate <g>` option (1-based; an index past the gates is no gate).
+fn gated_invocation(
+    check: &Check,
+    namespace: &str,
+    now: String,
+    keys: Vec<Vec<String>>,
+    control: bool,
+) -> Invocation {
+    let mut lists: Vec<&str> = Vec::new();
+    let mut gate_args: Vec<String> = vec![check.gates().len().to_string()];
+    for gate in check.gates() {
+        for names in [&gate.deny, &gate.allow] {
+            gate_args.push(names.len().to_string());
+            for name in names {
+                let index = match lists.iter().position(|l| *l == name.as_str()) {
+                    Some(i) => i,
+                    None => {
+                        lists.push(name);
+                        lists.len() - 1
+                    }
+                };
+                gate_args.push((index + 1).to_string());
+            }
+        }
+    }
+    let candidates = check.probe().candidates();
+    let mut args = Vec::with_capacity(4 + candidates.len() + gate_args.len() + 8 * keys.len());
+    args.push(now);
+    args.push("gates".to_string());
+    args.push(lists.len().to_string());
+    args.push(candidates.len().to_string());
+    args.extend(candidates);
+    args.extend(gate_args);
+    for item in check.items() {
+        args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
+        let count_at = args.len() + 4;
+        push_item(&mut args, item, true, control);
+        if let Some(gate) = item.gate.filter(|&g| g < check.gates().len()) {
+            let count: usize = args[count_at].parse().expect("push_item writes a count");
+            args[count_at] = (count + 1).to_string();
+            args.push("gate".to_string());
+            args.push((gate + 1).to_string());
+        }
+    }
+    let mut all_keys: Vec<String> = lists.iter().map(|l| list_key(namespace, l)).collect();
+    all_keys.extend(keys.into_iter().flatten());
+    Invocation {
+        script: Script::multi(),
+        keys: all_keys,
+        args,
+    }
+}
+
+/// What a gate found, from its reply values, naming the list.
+fn listed(
+    gate: &Gate,
+    (kind, position, member): (u8, usize, String),
+) -> Result<Listed, StoreError> {
+    let name = |names: &[String]| {
+        position
+            .checked_sub(1)
+            .and_then(|i| names.get(i))
+            .cloned()
+            .ok_or_else(|| {
+                StoreError::Protocol(format!(
+                    "limiter script reply: list position {position} is not in the gate {gate:?}"
+                ))
+            })
+    };
+    Ok(match kind {
+        1 => Listed::Denied {
+            list: name(&gate.deny)?,
+            entry: member,
+        },
+        2 => Listed::Allowed {
+            list: name(&gate.allow)?,
+            entry: member,
+        },
+        _ => Listed::No,
+    })
 }
 
 /// The cost as sent to a script: clamped to ±[`MAX_SCRIPT_COST`] (which changes no decision).

@@ -17,6 +17,7 @@
 //! are concatenated at compile time; each algorithm file opens with its `KEYS`/`ARGV` and the
 //! docs/design.md §2 rule it implements, and decides bit for bit as its Rust step.
 
+pub mod control;
 mod invocation;
 mod reply;
 mod source;

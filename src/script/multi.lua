@@ -6,7 +6,13 @@
 -- 3 sliding-counter, 4 token-bucket, 5 gcra, 6 concurrency), limit, window (ms), capacity, cost,
 -- the number of options and the options; KEYS: per item its state key, then its option keys.
 --
--- Reply: allowed, the time decided at, then six fields per item (see single.lua).
+-- Gated (docs/design.md section "Deny and allow lists"): ARGV[2] = 'gates' and the gate section
+-- (read_gates in prelude.lua) come before the items, and the list keys first in KEYS. A deny
+-- match refuses everything, nothing charged; items whose gate has an allow match are left out
+-- of the check (decided as allowlisted); the rest are decided as below.
+--
+-- Reply: allowed, the time decided at, then six fields per item (see single.lua); gated, then
+-- three values per gate (see gated_reply).
 --
 -- Rule: every item is decided on its stored state; the states are written only if every item
 -- admits. When one denies, nothing is written, and the items that would have admitted alone
@@ -17,6 +23,10 @@ local steps = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra, 
 local now = now_ms(ARGV[1])
 local items = {}
 local a, k = 2, 1
+local gates
+if ARGV[2] == 'gates' then
+  gates, a, k = read_gates(3)
+end
 while a <= #ARGV do
   local item
   item, a, k = read_item(a, k, true)
@@ -32,6 +42,32 @@ for i = 1, #items do
 end
 if k ~= #KEYS + 1 then
   error('edgelimit: expected one state key per item and one key per keyed option')
+end
+local all, listed = items, {}
+if gates then
+  local denied
+  listed, denied = decide_gates(gates, now)
+  if denied then
+    for i = 1, #all do
+      all[i].listed_d = { 0, all[i].cap, 0, now, RETRY_NEVER, DENYLISTED }
+    end
+    return gated_reply(all, { 0, now }, listed)
+  end
+  items = {}
+  for i = 1, #all do
+    local found = all[i].gate and listed[all[i].gate]
+    if found and found[1] == LISTED_ALLOWED then
+      all[i].listed_d = { 1, all[i].cap, all[i].cap, now, 0, ALLOWLISTED }
+    else
+      items[#items + 1] = all[i]
+    end
+  end
+end
+local function finish(reply)
+  if gates then
+    return gated_reply(all, reply, listed)
+  end
+  return reply
 end
 local n = #items
 local decided_at
@@ -56,7 +92,7 @@ if decided_at then
       reply[#reply + 1] = d[j]
     end
   end
-  return reply
+  return finish(reply)
 end
 local allowed = 1
 for i = 1, n do
@@ -84,4 +120,4 @@ for i = 1, n do
     reply[#reply + 1] = item.d[j]
   end
 end
-return reply
+return finish(reply)

@@ -141,6 +141,8 @@ end
 --   rq <ms>         remember an admitted decision under the next key for <ms> (a request id)
 --   ctl <tiers>     decide with the effective policy (see `control`): the assignment is read
 --                   from the next key; <tiers> is the limit's tier table, "name=L,W,cap;..."
+--   gate <g>        the item is behind gate g (1-based, multi.lua only): an allow match there
+--                   lets it through uncharged
 local function read_item(a, k, with_code)
   local item = {}
   if with_code then
@@ -164,6 +166,8 @@ local function read_item(a, k, with_code)
       item.settle = true
     elseif name == 'lease' then
       item.lease = int_arg(value)
+    elseif name == 'gate' then
+      item.gate = int_arg(value)
     elseif name == 'rq' then
       item.remember = int_arg(value)
       item.rq_key = KEYS[k]
@@ -273,4 +277,123 @@ local function remember(item, now, d)
   end
   redis.call('SET', item.rq_key, table.concat(parts, ' '), 'PX',
     fmt(item.remember + GC_GRACE_MS))
+end
+
+-- Deny and allow lists (docs/design.md section "Deny and allow lists"). A list is a sorted set
+-- at its own key: member = entry text, score = the epoch ms it lapses at (2^53 - 1: never).
+-- Expiry is data: a member is live while its score is above now; Redis TTLs only collect
+-- garbage. Kept in step with src/control/list.rs.
+local LISTED_NO, LISTED_DENIED, LISTED_ALLOWED = 0, 1, 2
+-- Decision reasons of listed items, beside ADMITTED, OVER_LIMIT, COST_EXCEEDS_CAPACITY.
+local DENYLISTED, ALLOWLISTED = 3, 4
+
+-- The 1-based index of the first of `cands` that is a live member of the list at `key`, or 0.
+local function first_live(key, cands, now)
+  if #cands == 0 then
+    return 0
+  end
+  local scores = redis.call('ZMSCORE', key, unpack(cands))
+  for i = 1, #cands do
+    local score = scores[i]
+    if score and tonumber(score) > now then
+      return i
+    end
+  end
+  return 0
+end
+
+-- The gate section of a multi-limit call, from ARGV[a] on: the number of list keys (they come
+-- first in KEYS), the number of candidates and the candidates (every member an entry matching
+-- the request could have), the number of gates, then per gate its deny lists and its allow
+-- lists, each as a count and that many indexes into KEYS. Returns the gates and where the items'
+-- arguments and keys begin.
+local function read_gates(a)
+  local nkeys, ncand = int_arg(ARGV[a]), int_arg(ARGV[a + 1])
+  a = a + 2
+  local gates = { cands = {} }
+  for i = 1, ncand do
+    gates.cands[i] = ARGV[a]
+    a = a + 1
+  end
+  gates.n = int_arg(ARGV[a])
+  a = a + 1
+  for g = 1, gates.n do
+    local gate = {}
+    for _, kind in ipairs({ 'deny', 'allow' }) do
+      local lists = {}
+      local m = int_arg(ARGV[a])
+      a = a + 1
+      for j = 1, m do
+        local index = int_arg(ARGV[a])
+        a = a + 1
+        if index < 1 or index > nkeys then
+          error('edgelimit: bad list key index')
+        end
+        lists[j] = index
+      end
+      gate[kind] = lists
+    end
+    gates[g] = gate
+  end
+  return gates, a, nkeys + 1
+end
+
+-- What each gate finds at `now`: { kind, position of the list among the gate's deny (or allow)
+-- lists, matching member }, deny lists first, the first match winning (deny beats allow), as
+-- control::list::resolve. Each list is asked once, however many gates name it. Also returns
+-- whether any gate denied.
+local function decide_gates(gates, now)
+  local asked = {}
+  local function hit(index)
+    if asked[index] == nil then
+      asked[index] = first_live(KEYS[index], gates.cands, now)
+    end
+    return asked[index]
+  end
+  local listed, denied = {}, false
+  for g = 1, gates.n do
+    local found = { LISTED_NO, 0, '' }
+    for j, index in ipairs(gates[g].deny) do
+      local i = hit(index)
+      if i > 0 then
+        found, denied = { LISTED_DENIED, j, gates.cands[i] }, true
+        break
+      end
+    end
+    if found[1] == LISTED_NO then
+      for j, index in ipairs(gates[g].allow) do
+        local i = hit(index)
+        if i > 0 then
+          found = { LISTED_ALLOWED, j, gates.cands[i] }
+          break
+        end
+      end
+    end
+    listed[g] = found
+  end
+  return listed, denied
+end
+
+-- A gated reply: `reply` (allowed, time, six fields per item decided) with the allowlisted
+-- items' decisions put back in their places, then three values per gate (kind, list position,
+-- member).
+local function gated_reply(all, reply, listed)
+  local out = { reply[1], reply[2] }
+  local at = 3
+  for i = 1, #all do
+    local d = all[i].listed_d
+    if not d then
+      d = { reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5] }
+      at = at + 6
+    end
+    for j = 1, 6 do
+      out[#out + 1] = d[j]
+    end
+  end
+  for g = 1, #listed do
+    for j = 1, 3 do
+      out[#out + 1] = listed[g][j]
+    end
+  end
+  return out
 end

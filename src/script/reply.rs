@@ -76,11 +76,60 @@ pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
     })
 }
 
+/// Values per gate at the end of a gated reply: kind (0 none, 1 denied, 2 allowed), the
+/// 1-based position of the matching list among the gate's deny (or allow) lists, the member.
+const GATE_FIELDS: usize = 3;
+
+/// What one gate found, as a gated reply says it: (kind, list position, member).
+pub(super) type GateFound = (u8, usize, String);
+
+/// Reads a gated multi-limit reply: as [`parse`] for `items` decisions, then [`GATE_FIELDS`]
+/// values for each of `gates` gates.
+pub(super) fn parse_gated(
+    reply: &Reply,
+    items: usize,
+    gates: usize,
+) -> Result<(Parsed, Vec<GateFound>), StoreError> {
+    let values = match reply {
+        Reply::Array(values) => values,
+        Reply::Error(message) => return Err(StoreError::Script(message.clone())),
+        other => return Err(protocol(format!("expected an array, got {other:?}"))),
+    };
+    let tail = GATE_FIELDS * gates;
+    if values.len() < tail {
+        return Err(protocol(format!(
+            "expected {tail} gate values, got {} values in all",
+            values.len()
+        )));
+    }
+    let (head, found) = values.split_at(values.len() - tail);
+    let parsed = parse(&Reply::Array(head.to_vec()), items)?;
+    let found = found
+        .chunks_exact(GATE_FIELDS)
+        .map(|g| {
+            let kind = match int(&g[0])? {
+                k @ 0..=2 => k as u8,
+                other => return Err(protocol(format!("unknown gate kind {other}"))),
+            };
+            let position = usize::try_from(int(&g[1])?)
+                .map_err(|_| protocol(format!("negative list position {:?}", g[1])))?;
+            let member = match &g[2] {
+                Reply::Bulk(bytes) => String::from_utf8(bytes.clone())
+                    .map_err(|_| protocol("a list member is not UTF-8".to_string()))?,
+                other => return Err(protocol(format!("expected a member, got {other:?}"))),
+            };
+            Ok((kind, position, member))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok((parsed, found))
+}
+
 fn decision(f: &[i64]) -> Result<Decision, StoreError> {
     let unsigned = |v: i64| u64::try_from(v).map_err(|_| protocol(format!("negative field {v}")));
     let allowed = flag(f[0])?;
-    // A script admits with reason 0 and denies with 1 or 2, never otherwise.
-    if allowed != (f[5] == 0) {
+    // A script admits with reason 0 (4: allowlisted) and denies with 1, 2 (3: denylisted),
+    // never otherwise.
+    if allowed != matches!(f[5], 0 | 4) {
         return Err(protocol(format!(
             "allowed {} with reason code {}",
             f[0], f[5]
@@ -101,12 +150,14 @@ fn decision(f: &[i64]) -> Result<Decision, StoreError> {
             0 => Reason::Admitted,
             1 => Reason::OverLimit,
             2 => Reason::CostExceedsCapacity,
+            3 => Reason::Denylisted,
+            4 => Reason::Allowlisted,
             other => return Err(protocol(format!("unknown reason code {other}"))),
         },
     })
 }
 
-fn int(value: &Reply) -> Result<i64, StoreError> {
+pub(super) fn int(value: &Reply) -> Result<i64, StoreError> {
     match value {
         Reply::Int(v) => Ok(*v),
         // Some transports hand integers over as text.
@@ -126,7 +177,7 @@ fn flag(v: i64) -> Result<bool, StoreError> {
     }
 }
 
-fn protocol(message: String) -> StoreError {
+pub(super) fn protocol(message: String) -> StoreError {
     StoreError::Protocol(format!("limiter script reply: {message}"))
 }
 

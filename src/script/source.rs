@@ -53,6 +53,30 @@ static MULTI: Script = Script::new(
     ),
 );
 
+/// The control scripts (docs/design.md §"Deny and allow lists", §"Peek and reset"): they carry
+/// the prelude too, for its helpers and so every script states the same grace period.
+static LIST: Script = Script::new(
+    "list",
+    concat!(include_str!("prelude.lua"), include_str!("list.lua")),
+);
+static PEEK: Script = Script::new(
+    "peek",
+    concat!(
+        include_str!("prelude.lua"),
+        include_str!("fixed_window.lua"),
+        include_str!("sliding_log.lua"),
+        include_str!("sliding_counter.lua"),
+        include_str!("token_bucket.lua"),
+        include_str!("gcra.lua"),
+        include_str!("concurrency.lua"),
+        include_str!("peek.lua"),
+    ),
+);
+static RESET: Script = Script::new(
+    "reset",
+    concat!(include_str!("prelude.lua"), include_str!("reset.lua")),
+);
+
 impl Script {
     const fn new(name: &'static str, source: &'static str) -> Script {
         Script {
@@ -79,9 +103,24 @@ impl Script {
         &MULTI
     }
 
-    /// Every script: the six single-limit ones, then the multi-limit one (e.g. to `SCRIPT LOAD`
-    /// them ahead of traffic).
-    pub fn all() -> [&'static Script; 7] {
+    /// The script adding to, removing from, listing and matching one deny or allow list.
+    pub fn list() -> &'static Script {
+        &LIST
+    }
+
+    /// The script looking at one state without writing (peek).
+    pub fn peek() -> &'static Script {
+        &PEEK
+    }
+
+    /// The script deleting one identifier's states on a limit (reset).
+    pub fn reset() -> &'static Script {
+        &RESET
+    }
+
+    /// Every script: the six single-limit ones, the multi-limit one, then the control scripts
+    /// (list, peek, reset) — e.g. to `SCRIPT LOAD` them ahead of traffic.
+    pub fn all() -> [&'static Script; 10] {
         [
             &FIXED_WINDOW,
             &SLIDING_LOG,
@@ -90,10 +129,13 @@ impl Script {
             &GCRA,
             &CONCURRENCY,
             &MULTI,
+            &LIST,
+            &PEEK,
+            &RESET,
         ]
     }
 
-    /// A short name: the algorithm's (`gcra`, …) or `multi`.
+    /// A short name: the algorithm's (`gcra`, …), `multi`, `list`, `peek` or `reset`.
     pub fn name(&self) -> &'static str {
         self.name
     }

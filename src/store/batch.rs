@@ -2,7 +2,10 @@
 //! the Rust steps (and mirrored by the multi-limit Lua script).
 
 use super::check::{Check, Verdict};
+use super::error::StoreError;
 use crate::algorithm::{Outcome, State};
+use crate::control::list::{self, Listed};
+use crate::decision::Decision;
 
 /// Decides `check` at `now_ms` over `states` (one per item, in order), all or nothing: the
 /// states change only if every item admits. Returns the verdict and each item's outcome.
@@ -44,6 +47,81 @@ pub fn decide(check: &Check, states: &mut [State], now_ms: u64) -> (Verdict, Vec
         decisions: outcomes.iter().map(|o| o.decision).collect(),
         atomic: true,
         decided_at_ms: now_ms,
+        listed: Vec::new(),
     };
     (verdict, outcomes)
+}
+
+/// A gated check once its lists have answered (docs/design.md §"Deny and allow lists").
+#[derive(Debug)]
+pub(crate) enum Gated {
+    /// A deny list matched: the verdict, every item denylisted, nothing charged.
+    Denied(Verdict),
+    /// What is left to decide: the items no allow list let through, as an ungated check, and
+    /// per item of the original check its allowlisted decision (`None`: decided in `rest`).
+    Decide {
+        rest: Check,
+        allowlisted: Vec<Option<Decision>>,
+        listed: Vec<Listed>,
+    },
+}
+
+/// Applies what the gates found (`listed`, one per gate, from [`resolve`]) to `check` at
+/// `now_ms`: the rule every store shares, and multi.lua's gate section mirrors.
+///
+/// [`resolve`]: crate::control::list::resolve
+pub(crate) fn split_gated(check: &Check, listed: Vec<Listed>, now_ms: u64) -> Gated {
+    let items = check.items();
+    if listed.iter().any(Listed::is_denied) {
+        return Gated::Denied(Verdict {
+            allowed: false,
+            decisions: items
+                .iter()
+                .map(|item| list::denylisted(item.limit.policy.capacity(), now_ms))
+                .collect(),
+            atomic: true,
+            decided_at_ms: now_ms,
+            listed,
+        });
+    }
+    let allowlisted: Vec<Option<Decision>> = items
+        .iter()
+        .map(|item| {
+            let gate = item.gate.and_then(|g| listed.get(g))?;
+            gate.is_allowed()
+                .then(|| list::allowlisted(item.limit.policy.capacity(), now_ms))
+        })
+        .collect();
+    let mut rest = check.ungated();
+    rest.retain_items(|i| allowlisted[i].is_none());
+    Gated::Decide {
+        rest,
+        allowlisted,
+        listed,
+    }
+}
+
+/// The verdict of a gated check from the verdict of what was left to decide (see
+/// [`split_gated`]): the allowlisted decisions put back in their places.
+pub(crate) fn merge_gated(
+    allowlisted: Vec<Option<Decision>>,
+    listed: Vec<Listed>,
+    rest: Verdict,
+) -> Result<Verdict, StoreError> {
+    let missing = || StoreError::Protocol("a verdict lacks a decision for an item".to_string());
+    let mut decided = rest.decisions.into_iter();
+    let decisions = allowlisted
+        .into_iter()
+        .map(|a| a.or_else(|| decided.next()).ok_or_else(missing))
+        .collect::<Result<Vec<Decision>, _>>()?;
+    if decided.next().is_some() {
+        return Err(missing());
+    }
+    Ok(Verdict {
+        allowed: rest.allowed,
+        decisions,
+        atomic: rest.atomic,
+        decided_at_ms: rest.decided_at_ms,
+        listed,
+    })
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::algorithm::Charge;
 use crate::control::{Assignment, Tiers};
+use crate::control::list::{Gate, ListProbe, Listed};
 use crate::decision::Decision;
 use crate::policy::Policy;
 
@@ -181,6 +182,10 @@ pub struct CheckItem {
     /// with the same id within the limit's window (its timeout for `concurrency`) answers the
     /// first decision and charges nothing (docs/design.md §3).
     pub request_id: Option<Identifier>,
+    /// The gate (an index into [`Check::gates`]) whose lists apply to this item: an allow match
+    /// there lets it through uncharged. `None` (or an index past the gates): only a deny match
+    /// of any gate concerns it. See docs/design.md §"Deny and allow lists".
+    pub gate: Option<usize>,
 }
 
 impl CheckItem {
@@ -192,7 +197,14 @@ impl CheckItem {
             cost,
             charge: Charge::Request,
             request_id: None,
+            gate: None,
         }
+    }
+
+    /// The same item behind gate `gate` (an index into the check's gates, see [`Check::gated`]).
+    pub fn gated(mut self, gate: usize) -> CheckItem {
+        self.gate = Some(gate);
+        self
     }
 
     /// The same item charged as `charge`.
@@ -219,6 +231,10 @@ impl CheckItem {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Check {
     items: Vec<CheckItem>,
+    // Deny and allow lists, decided in the same round trip (docs/design.md §"Deny and allow
+    // lists"); empty for an ungated check.
+    gates: Vec<Gate>,
+    probe: ListProbe,
 }
 
 impl Check {
@@ -283,6 +299,50 @@ impl Check {
             item.limit.policy = policy(item);
         }
     }
+
+    /// The same check behind deny and allow lists: `probe` is what the request offers the lists,
+    /// `gates` the lists consulted (items name theirs by [`CheckItem::gate`]). A deny match in any
+    /// gate refuses the whole check, nothing charged (every decision [`crate::Reason::Denylisted`]);
+    /// else an item whose gate has an allow match is not charged ([`crate::Reason::Allowlisted`])
+    /// while the others are decided as usual. Deny beats allow.
+    pub fn gated(mut self, probe: ListProbe, gates: Vec<Gate>) -> Check {
+        self.probe = probe;
+        self.gates = gates;
+        self
+    }
+
+    /// The gates, in order (empty for an ungated check).
+    pub fn gates(&self) -> &[Gate] {
+        &self.gates
+    }
+
+    /// What the request offers the lists.
+    pub fn probe(&self) -> &ListProbe {
+        &self.probe
+    }
+
+    /// Whether any list is consulted.
+    pub fn is_gated(&self) -> bool {
+        !self.gates.is_empty()
+    }
+
+    /// Keeps the items whose index `keep` accepts.
+    pub(crate) fn retain_items(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let mut i = 0;
+        self.items.retain(|_| {
+            i += 1;
+            keep(i - 1)
+        });
+    }
+
+    /// The same items without gates or probe (what is decided once the lists have answered).
+    pub(crate) fn ungated(&self) -> Check {
+        Check {
+            items: self.items.clone(),
+            gates: Vec::new(),
+            probe: ListProbe::default(),
+        }
+    }
 }
 
 /// Where "now" comes from for a batch.
@@ -319,9 +379,20 @@ pub struct Verdict {
     /// for [`TimeSource::At`], the store's (Redis `TIME`) for [`TimeSource::Server`]. Reset and
     /// retry times are relative to it.
     pub decided_at_ms: u64,
+    /// What each gate of the check found, in the check's gate order (empty for an ungated
+    /// check).
+    pub listed: Vec<Listed>,
 }
 
 impl Verdict {
+    /// The deny match that refused the check, if any: (list, entry).
+    pub fn denied_by(&self) -> Option<(&str, &str)> {
+        self.listed.iter().find_map(|l| match l {
+            Listed::Denied { list, entry } => Some((list.as_str(), entry.as_str())),
+            _ => None,
+        })
+    }
+
     /// The decision that denied the check, if any: the denial with the longest wait.
     pub fn denial(&self) -> Option<&Decision> {
         self.decisions

@@ -101,6 +101,19 @@ pub fn control_key(namespace: &str, limit_name: &str, identifier: &Identifier) -
     key
 }
 
+/// The key of the deny or allow list `list` under `namespace`: `{el:<namespace>:list:<list>}`, a
+/// sorted set of entry members scored by the epoch ms they lapse at. The whole key is its hash
+/// tag: a list lives in its own Cluster slot, and cannot collide with a state key (those carry
+/// a suffix after the tag).
+pub fn list_key(namespace: &str, list: &str) -> String {
+    let mut key = String::from("{el:");
+    escape_into(&mut key, namespace.as_bytes());
+    key.push_str(":list:");
+    escape_into(&mut key, list.as_bytes());
+    key.push('}');
+    key
+}
+
 /// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
 pub fn hash_slot(key: &str) -> u16 {
     let bytes = key.as_bytes();

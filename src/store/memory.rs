@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::batch;
+use super::batch::{self, Gated};
 use super::check::{Check, CheckItem, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
@@ -23,9 +23,10 @@ use super::state_key::{KeyRef, StateKey};
 use super::traits::Store;
 use crate::algorithm::{Charge, Outcome, State};
 use crate::clock::{Clock, SystemClock};
+use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
 use crate::decision::Decision;
-use crate::policy::Policy;
+use crate::policy::{Algorithm, Policy};
 
 /// How long after its state stops mattering a key is kept anyway, in every store: a caller whose
 /// clock lags a little still finds the state it wrote (Redis TTLs use the same margin).
@@ -57,6 +58,9 @@ type StateMap = ExpiringMap<StateKey, State>;
 /// Assignments (at most a tier and an override) by (limit name, identifier), each with when it
 /// lapses, the override first.
 type AssignmentMap = HashMap<(Arc<str>, Identifier), Vec<(Assignment, Option<u64>)>>;
+/// Deny and allow lists: list name → member → the epoch ms it lapses at
+/// ([`list::NEVER_MS`] for never), as a Redis sorted set holds them.
+type Lists = HashMap<String, HashMap<String, u64>>;
 
 /// One lock's share of the keys, on cache lines of its own, so that two threads working on two
 /// shards never write to one line.
@@ -73,6 +77,8 @@ pub struct MemoryStore {
     // Remembered request ids (see `remembered`). Taken only by checks carrying one, always
     // before any shard lock.
     requests: Mutex<RequestMap>,
+    // Deny and allow lists. Taken only by gated checks and list calls.
+    lists: Mutex<Lists>,
     hasher: KeyHasher,
     capacity: usize,
     // The callers' time at or after which the next call purges every shard.
@@ -122,6 +128,7 @@ impl MemoryStore {
         MemoryStore {
             shards,
             requests: Mutex::new(ExpiringMap::new(capacity)),
+            lists: Mutex::new(HashMap::new()),
             hasher,
             capacity,
             next_sweep_ms: AtomicU64::new(0),
@@ -154,12 +161,133 @@ impl MemoryStore {
             .iter()
             .map(|check| {
                 let effective = self.effective(check, now_ms);
-                if remembered::carries_request_id(check) {
+                if check.is_gated() {
+                    self.decide_gated(check, &effective, now_ms)
+                } else if remembered::carries_request_id(check) {
                     self.decide_remembering(check, &effective, now_ms)
                 } else {
                     self.decide(&effective, now_ms)
                 }
             })
+            .collect()
+    }
+
+    /// A gated check: the lists first (docs/design.md §"Deny and allow lists"), then what no
+    /// list settled, as any check.
+    ///
+    /// `effective` is `check` under the effective policies (which decide); `check` itself is
+    /// remembered under its request ids, as in [`Self::decide_remembering`].
+    fn decide_gated(&self, check: &Check, effective: &Check, now_ms: u64) -> Verdict {
+        let candidates = check.probe().candidates();
+        let listed = {
+            let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+            list::resolve(check.gates(), &candidates, |name| {
+                let members = lists.get(name)?;
+                candidates
+                    .iter()
+                    .position(|c| members.get(c).is_some_and(|&lapse| lapse > now_ms))
+            })
+        };
+        match batch::split_gated(effective, listed.clone(), now_ms) {
+            Gated::Denied(verdict) => verdict,
+            Gated::Decide {
+                rest,
+                allowlisted,
+                listed: found,
+            } => {
+                let verdict = if remembered::carries_request_id(&rest) {
+                    let own = match batch::split_gated(check, listed, now_ms) {
+                        Gated::Decide { rest, .. } => rest,
+                        Gated::Denied(_) => unreachable!("the same lists denied nothing"),
+                    };
+                    self.decide_remembering(&own, &rest, now_ms)
+                } else {
+                    self.decide(&rest, now_ms)
+                };
+                batch::merge_gated(allowlisted, found, verdict)
+                    .expect("a memory verdict has one decision per item")
+            }
+        }
+    }
+
+    /// [`Store::peek`] at `now_ms`: a zero-cost look at the held state, changing nothing (not
+    /// even the purge of expired states a check makes).
+    pub fn peek_now(&self, limit: &Limit, identifier: &[u8], now_ms: u64) -> Verdict {
+        let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
+        let hash = key.hash(&self.hasher);
+        let state = {
+            let mut map = lock(self.shard(hash));
+            let held = map.find_mut(hash, |k| k.is(&key));
+            held.map(|mut slot| slot.value().clone())
+        };
+        let mut state = state.unwrap_or_else(|| State::fresh(limit.policy.algorithm()));
+        let decision = state.apply(&limit.policy, now_ms, 0).decision;
+        Verdict {
+            allowed: decision.allowed,
+            decisions: vec![decision],
+            atomic: true,
+            decided_at_ms: now_ms,
+            listed: Vec::new(),
+        }
+    }
+
+    /// [`Store::reset`]: drops the identifier's state on the limit under every algorithm.
+    pub fn reset_now(&self, limit: &Limit, identifier: &[u8]) -> bool {
+        let mut existed = false;
+        for algorithm in Algorithm::EVERY {
+            let key = KeyRef::new(&limit.name, algorithm, identifier);
+            let hash = key.hash(&self.hasher);
+            let mut map = lock(self.shard(hash));
+            existed |= map.remove(&key.to_owned(&limit.name)).is_some();
+        }
+        existed
+    }
+
+    /// [`Store::list_add`], synchronously.
+    pub fn list_add_now(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        list::validate_list_name(list).map_err(StoreError::InvalidInput)?;
+        let lapse = list::lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)?;
+        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let members = lists.entry(list.to_string()).or_default();
+        // Writers drop what has lapsed, as list.lua does.
+        members.retain(|_, &mut l| l > now_ms);
+        members.insert(entry.member(), lapse);
+        Ok(())
+    }
+
+    /// [`Store::list_remove`], synchronously.
+    pub fn list_remove_now(&self, list: &str, entry: &ListEntry) -> bool {
+        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(members) = lists.get_mut(list) else {
+            return false;
+        };
+        let removed = members.remove(&entry.member()).is_some();
+        if members.is_empty() {
+            lists.remove(list);
+        }
+        removed
+    }
+
+    /// [`Store::list_entries`], synchronously.
+    pub fn list_entries_now(&self, list: &str, now_ms: u64) -> Vec<(String, Option<u64>)> {
+        let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let mut live: Vec<(u64, &String)> = lists
+            .get(list)
+            .into_iter()
+            .flatten()
+            .filter(|(_, lapse)| **lapse > now_ms)
+            .map(|(member, lapse)| (*lapse, member))
+            .collect();
+        // A sorted set's order: by score, then by member bytes.
+        live.sort();
+        live.into_iter()
+            .map(|(lapse, member)| (member.clone(), list::until_of(lapse)))
             .collect()
     }
 
@@ -268,6 +396,7 @@ impl MemoryStore {
                     decisions: vec![decision],
                     atomic: true,
                     decided_at_ms: now_ms,
+                    listed: Vec::new(),
                 }
             }
             _ => self.decide_all_or_nothing(check, now_ms),
@@ -554,6 +683,45 @@ impl Store for MemoryStore {
         identifier: &Identifier,
     ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
         Ok(self.assignments_now(limit, identifier))
+    }
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.list_add_now(list, entry, until_ms, now_ms)
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        Ok(self.list_remove_now(list, entry))
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        Ok(self.list_entries_now(list, now_ms))
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let now_ms = match time {
+            TimeSource::At(ms) => ms,
+            TimeSource::Server => self.clock.now_ms(),
+        };
+        Ok(self.peek_now(limit, identifier.as_bytes(), now_ms))
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        Ok(self.reset_now(limit, identifier.as_bytes()))
     }
 }
 

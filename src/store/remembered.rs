@@ -90,6 +90,7 @@ pub(crate) fn repeat(
         decisions,
         atomic: true,
         decided_at_ms,
+        listed: Vec::new(),
     }
 }
 

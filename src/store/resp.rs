@@ -20,13 +20,15 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
 
+use super::batch::{self, Gated};
 use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::Store;
 use crate::control::assignment::{assign_command, read_assignments};
+use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
-use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
+use crate::script::{control, is_noscript, CheckPlan, Invocation, Reply, Topology};
 
 #[derive(Clone)]
 enum Connection {
@@ -319,9 +321,21 @@ impl From<RedisError> for StoreError {
     }
 }
 
-#[async_trait]
-impl Store for RespStore {
-    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+impl RespStore {
+    /// Runs one invocation and returns its reply.
+    async fn run_one(&self, invocation: &Invocation) -> Result<Reply, StoreError> {
+        let mut replies = self.run(&[invocation]).await?;
+        replies
+            .pop()
+            .ok_or_else(|| StoreError::Protocol("a pipeline of one command answered none".into()))
+    }
+
+    /// Checks with no gate, or any check on one node: one pipeline (per slot on a Cluster).
+    async fn check_planned(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+    ) -> Result<Vec<Verdict>, StoreError> {
         let topology = self.topology();
         let plans = checks
             .iter()
@@ -343,6 +357,116 @@ impl Store for RespStore {
                 plan.verdict(mine)
             })
             .collect()
+    }
+
+    /// Gated checks on a Cluster, where each list lives in a slot of its own: every list the
+    /// batch names is read first (one `match` call per list and check, all concurrently), then
+    /// what no list settled is checked — two round trips, here only (docs/design.md §"Deny and
+    /// allow lists").
+    async fn check_gated_on_cluster(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+    ) -> Result<Vec<Verdict>, StoreError> {
+        // (check, list) per read, in order.
+        let mut reads: Vec<(usize, &str)> = Vec::new();
+        let mut invocations: Vec<Invocation> = Vec::new();
+        let candidates: Vec<Vec<String>> = checks.iter().map(|c| c.probe().candidates()).collect();
+        for (c, check) in checks.iter().enumerate() {
+            if candidates[c].is_empty() {
+                continue; // nothing to match: no list is asked
+            }
+            for gate in check.gates() {
+                for name in gate.lists() {
+                    if !reads.iter().any(|&(rc, rl)| rc == c && rl == name) {
+                        reads.push((c, name));
+                        invocations.push(control::list_match(
+                            &self.namespace,
+                            name,
+                            &candidates[c],
+                            time,
+                        )?);
+                    }
+                }
+            }
+        }
+        let replies = if invocations.is_empty() {
+            Vec::new()
+        } else {
+            self.run(&invocations.iter().collect::<Vec<_>>()).await?
+        };
+        let mut hits: Vec<(usize, &str, u64, Option<usize>)> = Vec::with_capacity(reads.len());
+        for ((c, name), reply) in reads.into_iter().zip(&replies) {
+            let (read_at, first) = control::read_match(reply, candidates[c].len())?;
+            hits.push((c, name, read_at, first));
+        }
+        // What each check becomes: settled by a deny list, or a (rest) check to decide.
+        let mut rests: Vec<Check> = Vec::new();
+        let mut shapes: Vec<Settled> = Vec::with_capacity(checks.len());
+        for (c, check) in checks.iter().enumerate() {
+            let mine = || hits.iter().filter(|h| h.0 == c);
+            // The lists' clock: the latest read (the caller's time for `TimeSource::At`).
+            let now = mine().map(|h| h.2).chain(time.at_ms()).max().unwrap_or(0);
+            let listed = list::resolve(check.gates(), &candidates[c], |name| {
+                mine().find(|h| h.1 == name).and_then(|h| h.3)
+            });
+            match batch::split_gated(check, listed, now) {
+                Gated::Denied(verdict) => shapes.push(Settled::ByList(verdict)),
+                Gated::Decide {
+                    rest,
+                    allowlisted,
+                    listed,
+                } => {
+                    rests.push(rest);
+                    shapes.push(Settled::Rest {
+                        allowlisted,
+                        listed,
+                        now,
+                    });
+                }
+            }
+        }
+        let mut decided = self.check_planned(&rests, time).await?.into_iter();
+        shapes
+            .into_iter()
+            .map(|shape| match shape {
+                Settled::ByList(verdict) => Ok(verdict),
+                Settled::Rest {
+                    allowlisted,
+                    listed,
+                    now,
+                } => {
+                    let rest = decided.next().ok_or_else(|| {
+                        StoreError::Protocol("a gated check lost its verdict".into())
+                    })?;
+                    let mut verdict = batch::merge_gated(allowlisted, listed, rest)?;
+                    verdict.decided_at_ms = verdict.decided_at_ms.max(now);
+                    Ok(verdict)
+                }
+            })
+            .collect()
+    }
+}
+
+/// A gated check on a Cluster once its lists were read.
+enum Settled {
+    /// A deny list settled it.
+    ByList(Verdict),
+    /// The rest is checked next; then the allowlisted decisions go back in their places.
+    Rest {
+        allowlisted: Vec<Option<crate::Decision>>,
+        listed: Vec<list::Listed>,
+        now: u64,
+    },
+}
+
+#[async_trait]
+impl Store for RespStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        if self.topology() == Topology::Cluster && checks.iter().any(Check::is_gated) {
+            return self.check_gated_on_cluster(checks, time).await;
+        }
+        self.check_planned(checks, time).await
     }
 
     async fn assign(
@@ -376,6 +500,48 @@ impl Store for RespStore {
         let key = control_key(&self.namespace, &limit.name, identifier);
         let reply = self.command(&["GET".to_string(), key.clone()]).await?;
         read_assignments(reply, &key)
+    }
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        list::validate_list_name(list).map_err(StoreError::InvalidInput)?;
+        let lapse = list::lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)?;
+        let call = control::list_add(&self.namespace, list, entry, lapse, now_ms)?;
+        control::read_added(&self.run_one(&call).await?)
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        let call = control::list_remove(&self.namespace, list, entry);
+        control::read_removed(&self.run_one(&call).await?)
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        let call = control::list_entries(&self.namespace, list, now_ms)?;
+        control::read_entries(&self.run_one(&call).await?)
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let call = control::peek(&self.namespace, limit, identifier, time)?;
+        control::read_peek(&self.run_one(&call).await?)
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        let call = control::reset(&self.namespace, limit, identifier);
+        control::read_reset(&self.run_one(&call).await?)
     }
 }
 

@@ -20,8 +20,9 @@ use super::error::StoreError;
 use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::Store;
 use crate::control::assignment::{assign_command, read_assignments};
+use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
-use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
+use crate::script::{control, is_noscript, CheckPlan, Invocation, Reply, Topology};
 
 /// The environment variable holding the REST URL (Upstash's own name).
 pub const REST_URL_VAR: &str = "UPSTASH_REDIS_REST_URL";
@@ -313,25 +314,22 @@ impl RestStore {
     }
 }
 
-#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
-#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl Store for RestStore {
-    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        let plans = checks
-            .iter()
-            .map(|c| CheckPlan::controlled(c, &self.namespace, time, Topology::SingleNode))
-            .collect::<Result<Vec<_>, _>>()?;
-        let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
-        // A pipeline may have run with its answer lost: it is sent again only when a repeat
-        // charges nothing twice (every item remembered under a request id, or a look).
-        let idempotent = checks.iter().all(Check::is_idempotent);
-        let mut replies = if invocations.is_empty() {
-            Vec::new()
-        } else {
-            let body = evalsha_pipeline_body(&invocations)?;
-            self.pipeline_resent_if(idempotent, body, invocations.len())
-                .await?
-        };
+impl RestStore {
+    /// Runs `invocations` in one `/pipeline` by `EVALSHA`, then those answered `NOSCRIPT` by
+    /// `EVAL` in one more; each pipeline sent again after a transient failure when `idempotent`.
+    /// One reply per invocation, in order.
+    async fn run(
+        &self,
+        invocations: &[&Invocation],
+        idempotent: bool,
+    ) -> Result<Vec<Reply>, StoreError> {
+        if invocations.is_empty() {
+            return Ok(Vec::new());
+        }
+        let body = evalsha_pipeline_body(invocations)?;
+        let mut replies = self
+            .pipeline_resent_if(idempotent, body, invocations.len())
+            .await?;
         let missing: Vec<usize> = replies
             .iter()
             .enumerate()
@@ -349,7 +347,35 @@ impl Store for RestStore {
                 replies[i] = reply;
             }
         }
-        let mut replies = replies.into_iter();
+        Ok(replies)
+    }
+
+    /// Runs one invocation and returns its reply.
+    async fn run_one(
+        &self,
+        invocation: &Invocation,
+        idempotent: bool,
+    ) -> Result<Reply, StoreError> {
+        self.run(&[invocation], idempotent)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::Protocol("a pipeline of one command answered none".into()))
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl Store for RestStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let plans = checks
+            .iter()
+            .map(|c| CheckPlan::controlled(c, &self.namespace, time, Topology::SingleNode))
+            .collect::<Result<Vec<_>, _>>()?;
+        let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
+        // A pipeline may have run with its answer lost: it is sent again only when a repeat
+        // charges nothing twice (every item remembered under a request id, or a look).
+        let idempotent = checks.iter().all(Check::is_idempotent);
+        let mut replies = self.run(&invocations, idempotent).await?.into_iter();
         plans
             .iter()
             .map(|plan| {
@@ -391,6 +417,51 @@ impl Store for RestStore {
         let body = plain_pipeline_body(&["GET".to_string(), key.clone()])?;
         let reply = self.pipeline_resent_if(true, body, 1).await?.remove(0);
         read_assignments(reply, &key)
+    }
+
+    // Adding, removing and reading a list are idempotent (an add sets the same lapse time
+    // again), as are a peek and a reset: each is resent once when its answer is lost.
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        list::validate_list_name(list).map_err(StoreError::InvalidInput)?;
+        let lapse = list::lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)?;
+        let call = control::list_add(&self.namespace, list, entry, lapse, now_ms)?;
+        control::read_added(&self.run_one(&call, true).await?)
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        let call = control::list_remove(&self.namespace, list, entry);
+        control::read_removed(&self.run_one(&call, true).await?)
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        let call = control::list_entries(&self.namespace, list, now_ms)?;
+        control::read_entries(&self.run_one(&call, true).await?)
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let call = control::peek(&self.namespace, limit, identifier, time)?;
+        control::read_peek(&self.run_one(&call, true).await?)
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        let call = control::reset(&self.namespace, limit, identifier);
+        control::read_reset(&self.run_one(&call, true).await?)
     }
 }
 

@@ -23,6 +23,8 @@ use super::error::StoreError;
 use super::traits::Store;
 use crate::algorithm::Charge;
 use crate::control::{Assignment, AssignmentKind};
+use crate::control::list::{ListEntry, Listed};
+use crate::decision::Reason;
 
 /// One shard: a stable name (e.g. its URL without credentials) and its store. The name, not the
 /// position, decides ownership, so reordering the list moves nothing.
@@ -140,10 +142,20 @@ impl Store for ShardedStore {
                     None => parts.push((shard, vec![i])),
                 }
             }
+            if parts.is_empty() && check.is_gated() {
+                // A check of lists alone still asks them: every shard holds every list.
+                parts.push((0, Vec::new()));
+            }
             let routing = parts
                 .into_iter()
                 .map(|(shard, items)| {
-                    let mut part = Check::new();
+                    // Each part carries every gate: every shard holds every list, so a part
+                    // decides its own items' gates in its own round trip.
+                    let mut part = if check.is_gated() {
+                        Check::new().gated(check.probe().clone(), check.gates().to_vec())
+                    } else {
+                        Check::new()
+                    };
                     for &i in &items {
                         part = part.with_item(check.items()[i].clone());
                     }
@@ -163,8 +175,16 @@ impl Store for ShardedStore {
             let mut allowed = true;
             let mut atomic = routing.len() <= 1;
             let mut decided_at_ms = time.at_ms().unwrap_or(0);
+            let mut listed = vec![Listed::No; check.gates().len()];
             for (shard, position, items) in routing {
                 let verdict = &answers[*shard][*position];
+                for (merged, found) in listed.iter_mut().zip(&verdict.listed) {
+                    // Parts agree unless a list write reached some shards only: then the
+                    // strongest finding stands (a deny over an allow over nothing).
+                    if strength(found) > strength(merged) {
+                        *merged = found.clone();
+                    }
+                }
                 allowed &= verdict.allowed;
                 atomic &= verdict.atomic;
                 decided_at_ms = decided_at_ms.max(verdict.decided_at_ms);
@@ -177,11 +197,18 @@ impl Store for ShardedStore {
                 for (shard, position, items) in routing {
                     if answers[*shard][*position].allowed {
                         let mut refund = Check::new();
-                        for item in batches[*shard][*position].items() {
+                        let part = &answers[*shard][*position];
+                        for (item, decision) in batches[*shard][*position]
+                            .items()
+                            .iter()
+                            .zip(&part.decisions)
+                        {
                             // Only taken cost is given back; a look, a settlement (never part of
-                            // a denial) and a release give back nothing.
+                            // a denial), a release and an allowlisted item give back nothing.
                             let taken = match item.charge {
-                                Charge::Request => item.cost.max(0),
+                                Charge::Request if decision.reason != Reason::Allowlisted => {
+                                    item.cost.max(0)
+                                }
                                 _ => 0,
                             };
                             refund = refund.with(&item.limit, item.identifier.clone(), -taken);
@@ -201,6 +228,7 @@ impl Store for ShardedStore {
                 decisions,
                 atomic,
                 decided_at_ms,
+                listed,
             });
         }
         if !refunded.is_empty() {
@@ -256,6 +284,70 @@ impl Store for ShardedStore {
             .store
             .assignments(limit, identifier)
             .await
+    }
+
+    // Every shard holds every list (docs/design.md §"Deny and allow lists"), so a gated check
+    // is decided on whichever shard owns its items, in its one round trip. Writes go to every
+    // shard concurrently; one that fails fails the call, and the write should be repeated (it
+    // is idempotent).
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let calls = self
+            .shards
+            .iter()
+            .map(|shard| shard.store.list_add(list, entry, until_ms, now_ms));
+        join_all(calls).await.into_iter().collect()
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        let calls = self
+            .shards
+            .iter()
+            .map(|shard| shard.store.list_remove(list, entry));
+        let removed = join_all(calls)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<bool>, _>>()?;
+        Ok(removed.into_iter().any(|r| r))
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        // The first shard's copy: every write reaches every shard.
+        self.shards[0].store.list_entries(list, now_ms).await
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let owner = self.shard_of(&limit.name, identifier.as_bytes());
+        self.shards[owner].store.peek(limit, identifier, time).await
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        let owner = self.shard_of(&limit.name, identifier.as_bytes());
+        self.shards[owner].store.reset(limit, identifier).await
+    }
+}
+
+/// How much a gate's finding weighs when parts of a split check disagree.
+fn strength(listed: &Listed) -> u8 {
+    match listed {
+        Listed::No => 0,
+        Listed::Allowed { .. } => 1,
+        Listed::Denied { .. } => 2,
     }
 }
 

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use crate::control::{Assignment, AssignmentKind};
+use crate::control::list::ListEntry;
 
 /// `Send + Sync` natively; nothing on wasm32, where JS futures and handles are not `Send`.
 #[cfg(not(target_arch = "wasm32"))]
@@ -19,6 +20,10 @@ impl<T: ?Sized> MaybeSendSync for T {}
 
 /// Where limiter state lives. Implementations decide each [`Check`] all or nothing with the
 /// algorithms' exact semantics, and must agree with [`super::MemoryStore`] decision for decision.
+///
+/// The control methods (lists, peek, reset) are implemented by every store of this crate; their
+/// defaults, for stores that only decide (test doubles, a replay's store), refuse with
+/// [`StoreError::InvalidInput`].
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 pub trait Store: MaybeSendSync {
@@ -40,7 +45,7 @@ pub trait Store: MaybeSendSync {
         until_ms: Option<u64>,
     ) -> Result<(), StoreError> {
         let _ = (limit, identifier, assignment, until_ms);
-        Err(unsupported())
+        Err(unsupported("assignments (tiers and overrides)"))
     }
 
     /// Clears the assignment of one kind (the tier or the override) of `identifier` on `limit`,
@@ -52,7 +57,7 @@ pub trait Store: MaybeSendSync {
         kind: AssignmentKind,
     ) -> Result<(), StoreError> {
         let _ = (limit, identifier, kind);
-        Err(unsupported())
+        Err(unsupported("assignments (tiers and overrides)"))
     }
 
     /// Every assignment `identifier` holds on `limit`, each with when it lapses, the override
@@ -64,7 +69,7 @@ pub trait Store: MaybeSendSync {
         identifier: &Identifier,
     ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
         let _ = (limit, identifier);
-        Err(unsupported())
+        Err(unsupported("assignments (tiers and overrides)"))
     }
 
     /// The first of [`Store::assignments`] (the override if one is held, else the tier), or
@@ -80,8 +85,60 @@ pub trait Store: MaybeSendSync {
             .into_iter()
             .next())
     }
+
+    /// Adds `entry` to the deny or allow list `list` until `until_ms` (epoch ms; `None`: never),
+    /// replacing its lapse time if it is there. Entries lapsed at `now_ms` are dropped on the way
+    /// (expiry is data, compared with now: docs/design.md §"Deny and allow lists").
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let _ = (list, entry, until_ms, now_ms);
+        Err(unsupported("list_add"))
+    }
+
+    /// Removes `entry` from `list`; whether it was there (live or lapsed).
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        let _ = (list, entry);
+        Err(unsupported("list_remove"))
+    }
+
+    /// The entries of `list` live at `now_ms`: (member, lapse time; `None` for never), soonest
+    /// lapsing first, ties by member.
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        let _ = (list, now_ms);
+        Err(unsupported("list_entries"))
+    }
+
+    /// An identifier's standing on a limit without consuming: a zero-cost look under its
+    /// effective policy that writes nothing (not even pruning): what remains and when the quota
+    /// is whole again. `TimeSource::Server` reads the store's clock.
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let _ = (limit, identifier, time);
+        Err(unsupported("peek"))
+    }
+
+    /// Deletes the identifier's state on the limit (every algorithm's key: O(1), no SCAN); keeps
+    /// its assignment and remembered request ids (a retry must still not double-charge). Returns
+    /// whether any state existed.
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        let _ = (limit, identifier);
+        Err(unsupported("reset"))
+    }
 }
 
-fn unsupported() -> StoreError {
-    StoreError::InvalidInput("this store does not support assignments (tiers and overrides)".into())
+fn unsupported(what: &str) -> StoreError {
+    StoreError::InvalidInput(format!("this store does not support `{what}`"))
 }

@@ -170,6 +170,7 @@ pub async fn an_empty_check_is_admitted<S: Store>(store: &S) {
             decisions: vec![],
             atomic: true,
             decided_at_ms: T0,
+            listed: Vec::new(),
         }]
     );
     assert!(store

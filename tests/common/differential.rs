@@ -538,6 +538,7 @@ fn reference(
                 decisions,
                 atomic: false,
                 decided_at_ms,
+                listed: Vec::new(),
             }
         })
         .collect()

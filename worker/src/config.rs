@@ -3,15 +3,17 @@
 //! isolate. Every error names the field it is about, e.g.
 //! `rules[1] "api" → limits[0] "per-key" → identifier: unknown source `cookie:x` …`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use edgelimit::control::list::ListEntry;
 use edgelimit::limiter::DEFAULT_DENIAL_CACHE;
 use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
 use serde::Deserialize;
 
 use crate::identify::IdentifierSource;
+use crate::lists::{self, ProbeSource, StaticList};
 use crate::rules::{CostSource, HostPattern, Missing, PathMatch, Rule, RuleLimit, Settle};
 
 /// The name of the var holding the configuration.
@@ -21,6 +23,10 @@ pub const CONFIG_VAR: &str = "EDGELIMIT_CONFIG";
 pub const DEFAULT_TIMEOUT_MS: u64 = 50;
 /// The default share of requests that get a log line.
 pub const DEFAULT_LOG_SAMPLE: f64 = 0.01;
+/// How long the isolate remembers a denial the dynamic lists answered, by default (ms).
+pub const DEFAULT_LIST_CACHE_MS: u64 = 10_000;
+/// The longest `list_cache_ms` allowed: a removal from a list must take effect in minutes.
+pub const MAX_LIST_CACHE_MS: u64 = 600_000;
 
 /// A configuration that could not be used, and where the problem is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +96,19 @@ pub struct Config {
     pub request_id_header: String,
     /// The rules, in order; every matching rule applies.
     pub rules: Vec<Rule>,
+    /// Configuration-wide deny entries, matched in the isolate (a match: 403, no store call).
+    pub deny: StaticList,
+    /// Configuration-wide allow entries, matched in the isolate (a match: no limit counts).
+    pub allow: StaticList,
+    /// Whether the dynamic lists in Redis (`deny`, `allow`, `deny:<rule>`, `allow:<rule>`) are
+    /// consulted, in the check's round trip.
+    pub dynamic_lists: bool,
+    /// How long the isolate remembers a denial the dynamic lists answered, in ms (0: not at
+    /// all), so a blocked client's next requests cost no store command.
+    pub list_cache_ms: u64,
+    /// The sources a request offers the lists, by their canonical spec: `ip`, `country`, every
+    /// limit's identifier source, every static entry's source and `list_sources`.
+    pub probe_sources: Vec<(String, ProbeSource)>,
 }
 
 #[derive(Deserialize)]
@@ -107,6 +126,14 @@ struct RawConfig {
     shards: Vec<RawShard>,
     request_id_header: Option<String>,
     rules: Vec<RawRule>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    allow: Vec<String>,
+    dynamic_lists: Option<bool>,
+    list_cache_ms: Option<u64>,
+    #[serde(default)]
+    list_sources: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -138,6 +165,10 @@ struct RawRule {
     #[serde(default)]
     shadow: bool,
     limits: Vec<RawLimit>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    allow: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +181,7 @@ struct RawLimit {
     fail: Option<String>,
     missing: Option<String>,
     idempotent: Option<bool>,
+    tiers: Option<BTreeMap<String, String>>,
 }
 
 /// A cost: a whole number, or `{ reserve = N, from = "…", unit = "…" }` settled after the
@@ -204,6 +236,40 @@ fn is_name(text: &str) -> bool {
         && text
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Parses static list entries; `field` names the list (`deny`, `rules[0] "api" → allow`), and
+/// each entry's source joins `sources` (what a request's probe carries).
+fn static_list(
+    field: &str,
+    texts: &[String],
+    sources: &mut Vec<(String, ProbeSource)>,
+) -> Result<StaticList, ConfigError> {
+    let mut entries = Vec::with_capacity(texts.len());
+    for (i, text) in texts.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let entry: ListEntry = text
+            .parse()
+            .map_err(|problem: String| ConfigError::at(&at, problem))?;
+        let spec = lists::entry_source(&entry);
+        let source = ProbeSource::parse(&spec).map_err(|problem| {
+            ConfigError::at(
+                &at,
+                format!("`{text}`: the Worker cannot read source `{spec}` from a request: {problem}"),
+            )
+        })?;
+        add_source(sources, source);
+        entries.push(entry);
+    }
+    Ok(StaticList::new(entries))
+}
+
+/// Adds `source` to `sources` unless there.
+fn add_source(sources: &mut Vec<(String, ProbeSource)>, source: ProbeSource) {
+    let spec = source.spec();
+    if !sources.iter().any(|(s, _)| *s == spec) {
+        sources.push((spec, source));
+    }
 }
 
 impl Config {
@@ -311,10 +377,25 @@ impl RawConfig {
                 "is empty: list at least one rule (or remove the Worker from the route)",
             ));
         }
+        let list_cache_ms = self.list_cache_ms.unwrap_or(DEFAULT_LIST_CACHE_MS);
+        if list_cache_ms > MAX_LIST_CACHE_MS {
+            return Err(ConfigError::at(
+                "list_cache_ms",
+                format!("{list_cache_ms} is outside 0..={MAX_LIST_CACHE_MS}"),
+            ));
+        }
+        let mut probe_sources = lists::base_sources();
+        let deny = static_list("deny", &self.deny, &mut probe_sources)?;
+        let allow = static_list("allow", &self.allow, &mut probe_sources)?;
+        for (i, text) in self.list_sources.iter().enumerate() {
+            let source = ProbeSource::parse(text)
+                .map_err(|problem| ConfigError::at(format!("list_sources[{i}]"), problem))?;
+            add_source(&mut probe_sources, source);
+        }
         let mut rules = Vec::with_capacity(self.rules.len());
         let mut seen: HashMap<String, (Limit, String)> = HashMap::new();
         for (i, raw) in self.rules.into_iter().enumerate() {
-            let rule = raw.validate(i, &mut seen)?;
+            let rule = raw.validate(i, &mut seen, &mut probe_sources)?;
             if rules.iter().any(|r: &Rule| r.name == rule.name) {
                 return Err(ConfigError::at(
                     format!("rules[{i}] \"{}\" → name", rule.name),
@@ -367,6 +448,11 @@ impl RawConfig {
             shards,
             request_id_header,
             rules,
+            deny,
+            allow,
+            dynamic_lists: self.dynamic_lists.unwrap_or(true),
+            list_cache_ms,
+            probe_sources,
         })
     }
 }
@@ -395,6 +481,7 @@ impl RawRule {
         self,
         index: usize,
         seen: &mut HashMap<String, (Limit, String)>,
+        sources: &mut Vec<(String, ProbeSource)>,
     ) -> Result<Rule, ConfigError> {
         let here = format!("rules[{index}] \"{}\"", self.name);
         if !is_name(&self.name) {
@@ -445,8 +532,12 @@ impl RawRule {
         let mut limits = Vec::with_capacity(self.limits.len());
         for (l, raw) in self.limits.into_iter().enumerate() {
             let at = format!("{here} → limits[{l}] \"{}\"", raw.name);
-            limits.push(raw.validate(&at, &here, seen)?);
+            let limit = raw.validate(&at, &here, seen)?;
+            add_source(sources, ProbeSource::Request(limit.source.clone()));
+            limits.push(limit);
         }
+        let deny = static_list(&format!("{here} → deny"), &self.deny, sources)?;
+        let allow = static_list(&format!("{here} → allow"), &self.allow, sources)?;
         Ok(Rule {
             name: self.name,
             hosts,
@@ -454,6 +545,8 @@ impl RawRule {
             path,
             shadow: self.shadow,
             limits,
+            deny,
+            allow,
         })
     }
 }
@@ -523,7 +616,46 @@ impl RawLimit {
             .as_deref()
             .map_or(Ok(Missing::default()), str::parse)
             .map_err(|problem| ConfigError::at(format!("{at} → missing"), problem))?;
-        let limit = Limit::new(self.name.as_str(), self.policy).with_fail_mode(fail_mode);
+        let mut limit = Limit::new(self.name.as_str(), self.policy).with_fail_mode(fail_mode);
+        if let Some(tiers) = self.tiers {
+            let mut named = Vec::with_capacity(tiers.len());
+            for (tier, spec) in tiers {
+                let field = format!("{at} → tiers.{tier}");
+                if !is_name(&tier) {
+                    return Err(ConfigError::at(
+                        field,
+                        format!("tier name `{tier}` must be 1–64 of A-Z a-z 0-9 - _ ."),
+                    ));
+                }
+                let policy: Policy = spec
+                    .parse()
+                    .map_err(|e| ConfigError::at(&field, format!("`{spec}`: {e}")))?;
+                if policy.algorithm() != self.policy.algorithm() {
+                    return Err(ConfigError::at(
+                        field,
+                        format!(
+                            "`{spec}` is not a {} policy like the limit's own (`{}`): an \
+                             identifier's state must keep its meaning when its tier changes",
+                            self.policy.algorithm(),
+                            self.policy
+                        ),
+                    ));
+                }
+                if cost as u64 > policy.capacity() {
+                    return Err(ConfigError::at(
+                        field,
+                        format!(
+                            "`{spec}` can never admit the limit's cost {cost} at once (capacity {})",
+                            policy.capacity()
+                        ),
+                    ));
+                }
+                named.push((tier, policy));
+            }
+            limit = limit
+                .with_tiers(named)
+                .map_err(|problem| ConfigError::at(format!("{at} → tiers"), problem))?;
+        }
         match seen.get(&self.name) {
             Some((other, first)) if other != &limit => {
                 return Err(ConfigError::at(
@@ -795,5 +927,119 @@ mod tests {
         let mut v = minimal();
         v["request_id_header"] = json!("x request");
         assert_eq!(error_of(v).field, "request_id_header");
+    }
+
+    #[test]
+    fn lists_take_the_documented_defaults() {
+        let c = Config::from_value(minimal()).unwrap();
+        assert!(c.dynamic_lists);
+        assert_eq!(c.list_cache_ms, DEFAULT_LIST_CACHE_MS);
+        assert!(c.deny.is_empty() && c.allow.is_empty());
+        let specs: Vec<&str> = c.probe_sources.iter().map(|(s, _)| s.as_str()).collect();
+        assert_eq!(specs, ["ip", "country"], "the limit's own `ip` is not probed twice");
+    }
+
+    #[test]
+    fn tiers_are_read_and_checked() {
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["policy"] = json!("gcra 10/1s burst 20");
+        v["rules"][0]["limits"][0]["tiers"] =
+            json!({"free": "gcra 10/1s burst 20", "pro": "gcra 100/1s burst 200"});
+        let c = Config::from_value(v.clone()).unwrap();
+        let limit = &c.rules[0].limits[0].limit;
+        assert_eq!(limit.tiers.len(), 2);
+        assert_eq!(
+            limit.tiers.get("pro").map(ToString::to_string).as_deref(),
+            Some("gcra 100/1s burst 200")
+        );
+        assert_ne!(
+            limit,
+            &Limit::new("per-ip", "gcra 10/1s burst 20".parse().unwrap()),
+            "a limit with tiers is not the limit without"
+        );
+        let at = "rules[0] \"api\" → limits[0] \"per-ip\"";
+        for (tiers, field, says) in [
+            (json!({"pro": "fixed 100/1s"}), "tiers.pro", "not a gcra policy"),
+            (json!({"pro": "gcra 0/1s"}), "tiers.pro", "gcra 0/1s"),
+            (json!({"pro plan": "gcra 10/1s"}), "tiers.pro plan", "tier name"),
+            (json!({"tiny": "gcra 1/1s burst 1"}), "tiers.tiny", "cost 5"),
+        ] {
+            let mut v = v.clone();
+            v["rules"][0]["limits"][0]["tiers"] = tiers.clone();
+            v["rules"][0]["limits"][0]["cost"] = json!(if field == "tiers.tiny" { 5 } else { 1 });
+            let e = error_of(v);
+            assert_eq!(e.field, format!("{at} → {field}"), "{tiers}: {e}");
+            assert!(e.problem.contains(says), "{tiers}: {e}");
+        }
+        let mut bad = v.clone();
+        bad["rules"][0]["limits"][0]["tiers"] = json!({"pro": 100});
+        let e = error_of(bad);
+        assert_eq!(e.field, "rules[0].limits[0].tiers.pro", "{e}");
+        // Limits sharing a name must agree on their tiers too.
+        let mut v2 = v.clone();
+        let mut other = v["rules"][0].clone();
+        other["name"] = json!("other");
+        other["limits"][0]["tiers"] = json!({"pro": "gcra 50/1s burst 50"});
+        v2["rules"].as_array_mut().unwrap().push(other);
+        assert!(error_of(v2).problem.contains("must agree"));
+    }
+
+    #[test]
+    fn static_list_entries_are_parsed_and_errors_name_the_index() {
+        let mut v = minimal();
+        v["deny"] = json!(["ip 198.51.100.0/24", "country CN"]);
+        v["allow"] = json!(["header:x-partner-key s3cret"]);
+        v["rules"][0]["deny"] = json!(["query:key abc"]);
+        v["rules"][0]["allow"] = json!(["api-key:header:authorization ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"]);
+        v["list_sources"] = json!(["header:X-Team"]);
+        let c = Config::from_value(v.clone()).unwrap();
+        assert_eq!(c.deny.entries().len(), 2);
+        assert_eq!(c.allow.entries().len(), 1);
+        assert_eq!(c.rules[0].deny.entries().len(), 1);
+        assert_eq!(c.rules[0].allow.entries().len(), 1);
+        let specs: Vec<&str> = c.probe_sources.iter().map(|(s, _)| s.as_str()).collect();
+        assert_eq!(
+            specs,
+            [
+                "ip",
+                "country",
+                "header:x-partner-key",
+                "header:x-team",
+                "query:key",
+                "api-key:header:authorization"
+            ]
+        );
+        for (key, value, field) in [
+            ("deny", json!(["ip 198.51.100.0/24", "ip 300.1.1.1"]), "deny[1]".to_string()),
+            ("allow", json!(["nonsense"]), "allow[0]".to_string()),
+            ("list_sources", json!(["cookie:x"]), "list_sources[0]".to_string()),
+        ] {
+            let mut v = minimal();
+            v[key] = value;
+            assert_eq!(error_of(v).field, field);
+        }
+        let mut v = minimal();
+        v["rules"][0]["allow"] = json!(["ip 203.0.113.7", "ip ::1/129"]);
+        assert_eq!(error_of(v).field, "rules[0] \"api\" → allow[1]");
+        let mut v = minimal();
+        v["rules"][0]["deny"] = json!("ip 1.2.3.4");
+        assert_eq!(error_of(v).field, "rules[0].deny", "a list, not a string");
+    }
+
+    #[test]
+    fn list_settings_are_checked() {
+        let mut v = minimal();
+        v["list_cache_ms"] = json!(0);
+        v["dynamic_lists"] = json!(false);
+        let c = Config::from_value(v).unwrap();
+        assert_eq!((c.list_cache_ms, c.dynamic_lists), (0, false));
+        let mut v = minimal();
+        v["list_cache_ms"] = json!(MAX_LIST_CACHE_MS + 1);
+        let e = error_of(v);
+        assert_eq!(e.field, "list_cache_ms");
+        assert!(e.problem.contains("0..=600000"), "{e}");
+        let mut v = minimal();
+        v["dynamic_lists"] = json!("yes");
+        assert_eq!(error_of(v).field, "dynamic_lists");
     }
 }

@@ -15,18 +15,22 @@ use worker::{
 
 use crate::config::{Config, ConfigError, FixedResponse, CONFIG_VAR};
 use crate::identify::RequestView;
+use crate::lists::{DenyCache, ListCounters, Via};
 use crate::plan::{Action, Outcome, Plan, NO_STORE};
 
 /// The var naming the origin admitted requests go to. Unset: the request goes on to its own URL
 /// (the Worker runs on a route in front of the origin), or to `respond` when configured.
 const ORIGIN_VAR: &str = "ORIGIN";
 
-/// What an isolate keeps between requests: the configuration, and the limiter with its denial
-/// cache and counters.
+/// What an isolate keeps between requests: the configuration, the limiter with its denial
+/// cache and counters, and the deny lists' answers it remembers with their counters.
 struct Edge {
     config: Config,
     limiter: Limiter<ShardedStore>,
     origin: Option<String>,
+    // An isolate runs one request at a time between awaits, and no borrow is held across one.
+    deny_cache: RefCell<DenyCache>,
+    list_counters: RefCell<ListCounters>,
 }
 
 thread_local! {
@@ -107,6 +111,8 @@ impl Edge {
             Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
         }
         Ok(Edge {
+            deny_cache: RefCell::new(DenyCache::new(config.list_cache_ms)),
+            list_counters: RefCell::new(ListCounters::default()),
             config,
             limiter,
             origin,
@@ -132,6 +138,7 @@ struct View {
     path: String,
     url: Url,
     headers: Headers,
+    country: Option<String>,
 }
 
 impl View {
@@ -142,6 +149,7 @@ impl View {
             host: url.host_str().unwrap_or_default().to_ascii_lowercase(),
             path: url.path().to_string(),
             headers: req.headers().clone(),
+            country: req.cf().and_then(|cf| cf.country()),
             url,
         })
     }
@@ -165,6 +173,9 @@ impl RequestView for View {
     }
     fn header(&self, name: &str) -> Option<String> {
         self.headers.get(name).ok().flatten()
+    }
+    fn country(&self) -> Option<String> {
+        self.country.clone()
     }
 }
 
@@ -241,7 +252,13 @@ async fn forward(
 fn report(edge: &Edge, env: &Env, decided: (&Plan<'_>, &Checked, &Outcome), view: &View) {
     let (plan, checked, outcome) = decided;
     let sampled = js_sys::Math::random() < edge.config.log_sample;
-    if sampled || !outcome.shadow_denied.is_empty() {
+    // A denial the store's lists just answered is news; repeats from the isolate's cache (a
+    // flood, typically) and static entries are sampled like everything else.
+    let news = outcome
+        .denied
+        .as_ref()
+        .is_some_and(|d| d.via == Via::Store);
+    if sampled || news || !outcome.shadow_denied.is_empty() {
         let isolate = edge.limiter.metrics();
         console_log!("{}", outcome.log_line(plan, checked, view, Some(&isolate)));
     }
@@ -270,7 +287,11 @@ fn report(edge: &Edge, env: &Env, decided: (&Plan<'_>, &Checked, &Outcome), view
                 "denied"
             }
             .to_string(),
-            binding.map_or("", |b| b.reason.as_str()).to_string(),
+            match &outcome.denied {
+                Some(_) => "denied",
+                None => binding.map_or("", |b| b.reason.as_str()),
+            }
+            .to_string(),
             shadow_denied.join(","),
         ])
         .doubles([
@@ -333,18 +354,41 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         headers.set("content-type", "text/plain; version=0.0.4")?;
         let metrics = edge.limiter.metrics();
         let text = format!(
-            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n",
+            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n{}",
             metrics.to_prometheus(),
-            metrics.totals().cache_hits
+            metrics.totals().cache_hits,
+            edge.list_counters.borrow().to_prometheus()
         );
         return Ok(ResponseBuilder::new()
             .with_headers(headers)
             .fixed(text.into_bytes()));
     }
-    let plan = edge.config.plan(&view);
-    // The limiter times the store itself; the decisions carry the time they were made at.
+    let mut plan = edge.config.plan(&view);
+    let now_ms = js_sys::Date::now() as u64;
+    if plan.denied().is_none() && !plan.deny_scope().is_empty() {
+        let remembered =
+            edge.deny_cache
+                .borrow_mut()
+                .lookup(plan.deny_scope(), plan.candidates(), now_ms);
+        if let Some(denial) = remembered {
+            plan.deny_remembered(denial);
+        }
+    }
+    // The limiter times the store itself; the decisions carry the time they were made at. A
+    // request refused before the store has no check: no store call.
     let checked = edge.limiter.check_all(plan.checks()).await;
     let outcome = plan.decide(&checked.verdicts, &view.path);
+    if let Some(denial) = &outcome.denied {
+        edge.list_counters.borrow_mut().denied(denial);
+        if denial.via == Via::Store {
+            edge.deny_cache
+                .borrow_mut()
+                .remember(&denial.list, &denial.entry, now_ms);
+        }
+    }
+    if !outcome.shadow_listed.is_empty() {
+        edge.list_counters.borrow_mut().shadow_denied();
+    }
     report(&edge, &env, (&plan, &checked, &outcome), &view);
     match &outcome.action {
         Action::Respond {

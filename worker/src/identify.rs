@@ -11,6 +11,10 @@ use edgelimit::Identifier;
 /// isolate's denial cache and Redis a fixed, small key.
 pub const MAX_RAW_IDENTIFIER: usize = 256;
 
+/// The longest value a deny or allow list entry may hold (as the library's `ListEntry` allows):
+/// a longer value is never offered to the lists.
+pub const MAX_LIST_VALUE: usize = 1024;
+
 /// The header Cloudflare puts the client's address in.
 pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
 
@@ -26,6 +30,11 @@ pub trait RequestView {
     fn query(&self, name: &str) -> Option<String>;
     /// A header's value (`name` is lower case).
     fn header(&self, name: &str) -> Option<String>;
+    /// The client's country as Cloudflare saw it (`request.cf.country`, ISO 3166-1 alpha-2,
+    /// upper case), for deny and allow lists. `None` when unknown (as outside Cloudflare).
+    fn country(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A request held as plain values: for tests, benchmarks and replays (the Worker reads its live
@@ -42,6 +51,8 @@ pub struct OwnedRequest {
     pub query: Vec<(String, String)>,
     /// Header fields; names lower case.
     pub headers: Vec<(String, String)>,
+    /// The client's country (`cf.country`), upper case.
+    pub country: Option<String>,
 }
 
 impl OwnedRequest {
@@ -72,6 +83,12 @@ impl OwnedRequest {
         self.query.push((name.to_string(), value.to_string()));
         self
     }
+
+    /// The same request coming from `country` (as `cf.country` would say; upper-cased).
+    pub fn with_country(mut self, country: &str) -> OwnedRequest {
+        self.country = Some(country.to_ascii_uppercase());
+        self
+    }
 }
 
 impl RequestView for OwnedRequest {
@@ -95,6 +112,9 @@ impl RequestView for OwnedRequest {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
+    }
+    fn country(&self) -> Option<String> {
+        self.country.clone()
     }
 }
 
@@ -166,6 +186,21 @@ impl IdentifierSource {
         }
     }
 
+    /// The value deny and allow lists match this source by: the raw value (trimmed), or for
+    /// `api-key:` its lower-case hex SHA-256 — what `api-key:<source> <hash>` entries hold, so a
+    /// key never sits in a list in the clear. `None` when absent, empty, or longer than
+    /// [`MAX_RAW_IDENTIFIER`] bytes (no list entry is that long).
+    pub fn list_value(&self, request: &dyn RequestView) -> Option<String> {
+        let raw = self.raw(request)?;
+        match self {
+            IdentifierSource::ApiKey(_) => {
+                let digest = hex(&Sha256::digest(raw.as_bytes()));
+                Some(String::from_utf8_lossy(&digest).into_owned())
+            }
+            _ => (raw.len() <= MAX_LIST_VALUE).then_some(raw),
+        }
+    }
+
     fn raw(&self, request: &dyn RequestView) -> Option<String> {
         let value = match self {
             IdentifierSource::ClientIp => request.header(CLIENT_IP_HEADER),
@@ -189,6 +224,18 @@ impl IdentifierSource {
         } else {
             trimmed.to_string()
         })
+    }
+
+    /// The source as configured, in canonical form (`ip`, `header:x-user`, `query:key`,
+    /// `path:2`, `api-key:header:authorization`): the source part of a list entry.
+    pub fn spec(&self) -> String {
+        match self {
+            IdentifierSource::ClientIp => "ip".to_string(),
+            IdentifierSource::Header(name) => format!("header:{name}"),
+            IdentifierSource::Query(name) => format!("query:{name}"),
+            IdentifierSource::PathSegment(n) => format!("path:{n}"),
+            IdentifierSource::ApiKey(inner) => format!("api-key:{}", inner.spec()),
+        }
     }
 
     /// A short description for messages: `header X-User`.
@@ -310,5 +357,37 @@ mod tests {
             IdentifierSource::Header("x-user".into()).extract(&empty),
             None
         );
+    }
+
+    #[test]
+    fn sources_print_back_as_parsed_and_give_list_values() {
+        for spec in [
+            "ip",
+            "header:x-user",
+            "query:key",
+            "path:2",
+            "api-key:header:authorization",
+        ] {
+            assert_eq!(IdentifierSource::parse(spec).unwrap().spec(), spec);
+        }
+        assert_eq!(
+            IdentifierSource::parse("header:X-User").unwrap().spec(),
+            "header:x-user"
+        );
+        let req = OwnedRequest::get("h", "/")
+            .with_header("x-key", "abc")
+            .with_header("x-long", &"y".repeat(MAX_LIST_VALUE + 1))
+            .with_country("nz");
+        let value = |s: &str| IdentifierSource::parse(s).unwrap().list_value(&req);
+        assert_eq!(value("header:x-key"), Some("abc".to_string()));
+        // The hash `api-key:` entries hold, as `sha256sum` prints it.
+        assert_eq!(
+            value("api-key:header:x-key").as_deref(),
+            Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        );
+        assert_eq!(value("header:x-long"), None, "no list entry is that long");
+        assert_eq!(value("header:x-none"), None);
+        assert_eq!(req.country().as_deref(), Some("NZ"));
+        assert_eq!(OwnedRequest::get("h", "/").country(), None);
     }
 }

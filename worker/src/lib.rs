@@ -11,6 +11,8 @@
 //! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
 //! - [`rules`]: rules, the limits they apply, and matching by host, method and path.
 //! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its field.
+//! - [`lists`]: deny and allow lists at the edge: static entries, the request's probe, the
+//!   isolate's cache of dynamic denials (pure).
 //! - [`plan`]: request → checks → status, headers, problem body, log line (pure).
 //! - `edge` (wasm32 only): the fetch handler — the runtime glue and nothing else.
 //!
@@ -21,6 +23,7 @@
 
 pub mod config;
 pub mod identify;
+pub mod lists;
 pub mod plan;
 pub mod rules;
 
@@ -29,5 +32,6 @@ mod edge;
 
 pub use config::{Config, ConfigError, CONFIG_VAR};
 pub use identify::{IdentifierSource, OwnedRequest, RequestView};
+pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
 pub use plan::{Absent, Action, Binding, Outcome, Plan, Ruling, Settlement};
 pub use rules::{CostSource, Missing, Rule, RuleLimit, Settle};

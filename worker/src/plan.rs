@@ -7,14 +7,18 @@
 
 use std::sync::Arc;
 
+use edgelimit::control::list::{Gate, Listed};
 use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::store::key::encode_identifier;
-use edgelimit::{Check, CheckItem, Checked, Identifier, Reason, Reservation, Verdict};
+use edgelimit::{
+    Check, CheckItem, Checked, Decision, Identifier, Limit, Policy, Reason, Reservation, Verdict,
+};
 use serde::Serialize;
 
 use crate::config::Config;
 use crate::identify::RequestView;
+use crate::lists::{self, Denial, Via};
 use crate::rules::{CostSource, Missing, Rule, RuleLimit};
 
 /// The header that reports shadow-mode decisions: `allow`, or `deny; policies="a, b"`.
@@ -43,10 +47,20 @@ pub struct Plan<'c> {
     pub absent: Vec<Absent<'c>>,
     /// The request id (the configured header, `cf-ray` by default), if the request has one.
     pub request_id: Option<String>,
+    /// The rules whose limits a static allow entry exempted (configuration-wide or their own).
+    pub allowed: Vec<&'c Rule>,
     checks: Vec<Check>,
     enforced: Option<usize>,
     shadow: Option<usize>,
     refused: Option<Absent<'c>>,
+    /// A refusal by a deny list found before the store: a static entry, or a remembered answer.
+    denied: Option<Denial>,
+    /// Shadow rules a static deny entry matched: reported, never enforced.
+    shadow_listed: Vec<(&'c Rule, Denial)>,
+    /// Every list member an entry matching this request could have.
+    candidates: Vec<String>,
+    /// The deny lists whose match refuses this request: `deny` and each matched enforced rule's.
+    deny_scope: Vec<String>,
 }
 
 /// What to settle once the response is known: the reservations of the admitted checks, and where
@@ -119,6 +133,10 @@ pub struct Ruling {
     pub atomic: bool,
     /// When the store decided (epoch ms, on the clock that decided), if it was asked.
     pub decided_at_ms: Option<u64>,
+    /// The deny list that refused the request (status 403), if one did.
+    pub denied: Option<Denial>,
+    /// Deny lists of shadow rules that would have refused the request (reported only).
+    pub shadow_listed: Vec<Denial>,
 }
 
 /// The answer for one request.
@@ -136,6 +154,10 @@ pub struct Outcome {
     pub atomic: bool,
     /// When the store decided (epoch ms, on the clock that decided), if it was asked.
     pub decided_at_ms: Option<u64>,
+    /// The deny list that refused the request (status 403), if one did.
+    pub denied: Option<Denial>,
+    /// Deny lists of shadow rules that would have refused the request (reported only).
+    pub shadow_listed: Vec<Denial>,
 }
 
 impl Config {
@@ -156,18 +178,92 @@ impl Config {
             .header(&self.request_id_header)
             .filter(|id| !id.is_empty());
         let mut plan = Plan {
-            rules: Vec::new(),
+            rules: self.rules.iter().filter(|r| r.matches(request)).collect(),
             absent: Vec::new(),
             request_id,
+            allowed: Vec::new(),
             checks: Vec::new(),
             enforced: None,
             shadow: None,
             refused: None,
+            denied: None,
+            shadow_listed: Vec::new(),
+            candidates: Vec::new(),
+            deny_scope: Vec::new(),
         };
+        // What the request offers the lists, only when a list can apply: the dynamic ones are
+        // consulted along with a check, so only for requests some rule matches.
+        let dynamic = self.dynamic_lists && !plan.rules.is_empty();
+        let statics = !self.deny.is_empty()
+            || !self.allow.is_empty()
+            || plan
+                .rules
+                .iter()
+                .any(|r| !r.deny.is_empty() || !r.allow.is_empty());
+        let probe = (dynamic || statics).then(|| lists::probe(&self.probe_sources, request));
+        if let Some(probe) = &probe {
+            plan.candidates = probe.candidates();
+        }
+        // Static entries, in the isolate: deny beats allow, and the configuration-wide deny
+        // refuses whatever rules matched.
+        if let Some(entry) = self.deny.matching(&plan.candidates) {
+            plan.denied = Some(Denial {
+                list: lists::DENY.to_string(),
+                entry: entry.to_string(),
+                via: Via::Static,
+            });
+            return plan;
+        }
+        let mut shadow_listed: Vec<&Rule> = Vec::new();
+        for &rule in &plan.rules {
+            let Some(entry) = rule.deny.matching(&plan.candidates) else {
+                continue;
+            };
+            let denial = Denial {
+                list: lists::rule_deny(&rule.name),
+                entry: entry.to_string(),
+                via: Via::Static,
+            };
+            if rule.shadow {
+                plan.shadow_listed.push((rule, denial));
+                shadow_listed.push(rule);
+            } else {
+                plan.denied = Some(denial);
+                return plan;
+            }
+        }
+        let allowed_everywhere = self.allow.matching(&plan.candidates).is_some();
+        let probe = probe.filter(|_| dynamic && !plan.candidates.is_empty());
+        if probe.is_some() {
+            plan.deny_scope.push(lists::DENY.to_string());
+        }
         let mut enforced = Check::new();
         let mut shadow = Check::new();
-        for rule in self.rules.iter().filter(|r| r.matches(request)) {
-            plan.rules.push(rule);
+        // Per check: the gates of its rules, and whether one is there only to look up the deny
+        // lists of a statically allowed rule (deny beats allow, even with nothing to charge).
+        let mut gates: [(Vec<Gate>, bool); 2] = [(Vec::new(), false), (Vec::new(), false)];
+        for &rule in &plan.rules {
+            if shadow_listed.iter().any(|r| std::ptr::eq(*r, rule)) {
+                continue;
+            }
+            let slot = usize::from(rule.shadow);
+            let exempt = allowed_everywhere || rule.allow.matching(&plan.candidates).is_some();
+            let gate = probe.as_ref().map(|_| {
+                let (gates, lookup_only) = &mut gates[slot];
+                gates.push(Gate {
+                    deny: vec![lists::DENY.to_string(), lists::rule_deny(&rule.name)],
+                    allow: vec![lists::ALLOW.to_string(), lists::rule_allow(&rule.name)],
+                });
+                *lookup_only |= exempt;
+                gates.len() - 1
+            });
+            if gate.is_some() && !rule.shadow {
+                plan.deny_scope.push(lists::rule_deny(&rule.name));
+            }
+            if exempt {
+                plan.allowed.push(rule);
+                continue;
+            }
             for applied in &rule.limits {
                 let identifier = match identify(applied) {
                     Some(id) => id,
@@ -198,15 +294,25 @@ impl Config {
                 if let (true, Some(id)) = (applied.idempotent, &plan.request_id) {
                     item = item.with_request_id(id.as_str());
                 }
+                item.gate = gate;
                 *check = std::mem::take(check).with_item(item);
             }
         }
         if plan.refused.is_none() {
-            for (check, slot) in [(enforced, &mut plan.enforced), (shadow, &mut plan.shadow)] {
-                if !check.items().is_empty() {
-                    *slot = Some(plan.checks.len());
-                    plan.checks.push(check);
+            let [(enforced_gates, enforced_lookup), (shadow_gates, shadow_lookup)] = gates;
+            for (check, (gates, lookup_only), slot) in [
+                (enforced, (enforced_gates, enforced_lookup), &mut plan.enforced),
+                (shadow, (shadow_gates, shadow_lookup), &mut plan.shadow),
+            ] {
+                if check.items().is_empty() && !lookup_only {
+                    continue;
                 }
+                let check = match (&probe, gates.is_empty()) {
+                    (Some(probe), false) => check.gated(probe.clone(), gates),
+                    _ => check,
+                };
+                *slot = Some(plan.checks.len());
+                plan.checks.push(check);
             }
         }
         plan
@@ -215,9 +321,36 @@ impl Config {
 
 impl<'c> Plan<'c> {
     /// The checks to send in one batch: the enforced limits first, then the shadow ones (each
-    /// only when present). None when the request is refused for a missing identifier.
+    /// only when present). None when the request is refused for a missing identifier or by a
+    /// deny list before the store.
     pub fn checks(&self) -> &[Check] {
         &self.checks
+    }
+
+    /// The refusal by a deny list found before the store (a static entry, or one
+    /// [`Plan::deny_remembered`] set), if any: the request is answered 403 with no store call.
+    pub fn denied(&self) -> Option<&Denial> {
+        self.denied.as_ref()
+    }
+
+    /// Every list member an entry matching this request could have (empty when no list applies).
+    pub fn candidates(&self) -> &[String] {
+        &self.candidates
+    }
+
+    /// The dynamic deny lists whose match refuses this request: `deny` and `deny:<rule>` of each
+    /// matched enforced rule (empty when the dynamic lists are not consulted).
+    pub fn deny_scope(&self) -> &[String] {
+        &self.deny_scope
+    }
+
+    /// Refuses the request by `denial` (a dynamic denial this isolate remembers, see
+    /// [`crate::lists::DenyCache`]) without asking the store: no check is sent.
+    pub fn deny_remembered(&mut self, denial: Denial) {
+        self.denied = Some(denial);
+        self.checks.clear();
+        self.enforced = None;
+        self.shadow = None;
     }
 
     /// The unit of a limit whose cost is settled after the response, for `qu`.
@@ -316,8 +449,10 @@ impl<'c> Plan<'c> {
             };
         }
         let shadow_decided = self.refused.is_none()
+            && ruling.denied.is_none()
             && (self.shadow.is_some_and(|i| i < verdicts.len())
-                || self.shadow_refusals().next().is_some());
+                || self.shadow_refusals().next().is_some()
+                || !ruling.shadow_listed.is_empty());
         if shadow_decided {
             let value = if ruling.shadow_denied.is_empty() {
                 "allow".to_string()
@@ -334,20 +469,56 @@ impl<'c> Plan<'c> {
             binding: ruling.binding,
             atomic: ruling.atomic,
             decided_at_ms: ruling.decided_at_ms,
+            denied: ruling.denied,
+            shadow_listed: ruling.shadow_listed,
         }
     }
 
     /// The ruling, and with a path the enforced limits' headers and problem body too (the
     /// reports and the binding limit are found once for both).
     fn judge(&self, verdicts: &[Verdict], path: Option<&str>) -> (Ruling, Option<Written>) {
-        if let Some(refused) = self.refused {
-            let ruling = Ruling {
-                status: 400,
-                binding: None,
-                shadow_denied: Vec::new(),
-                atomic: true,
-                decided_at_ms: None,
+        let mut ruling = Ruling {
+            status: 200,
+            binding: None,
+            shadow_denied: Vec::new(),
+            atomic: true,
+            decided_at_ms: None,
+            denied: None,
+            shadow_listed: self.shadow_listed.iter().map(|(_, d)| d.clone()).collect(),
+        };
+        // Refused before the store (a static entry, a remembered answer) or by its answer: the
+        // enforced check's deny match, or the configuration-wide list in the shadow check (a
+        // shadow rule's own list only reports).
+        let listed = self.denied.clone().or_else(|| {
+            let store_denial = |slot, global_only: bool| {
+                let (_, verdict) = self.decided(slot, verdicts)?;
+                verdict.listed.iter().find_map(|listed| match listed {
+                    Listed::Denied { list, entry } if !global_only || list == lists::DENY => {
+                        Some(Denial {
+                            list: list.clone(),
+                            entry: entry.clone(),
+                            via: Via::Store,
+                        })
+                    }
+                    _ => None,
+                })
             };
+            store_denial(self.enforced, false).or_else(|| store_denial(self.shadow, true))
+        });
+        if let Some(denial) = listed {
+            ruling.status = 403;
+            if let Some((_, verdict)) = self.decided(self.enforced, verdicts) {
+                ruling.decided_at_ms = Some(verdict.decided_at_ms);
+            }
+            let written = path.map(|path| Written {
+                headers: Vec::new(),
+                problem: Some(Problem::denied(&denial.list, path)),
+            });
+            ruling.denied = Some(denial);
+            return (ruling, written);
+        }
+        if let Some(refused) = self.refused {
+            ruling.status = 400;
             let written = path.map(|path| Written {
                 headers: Vec::new(),
                 problem: Some(Problem::missing_identifier(
@@ -359,26 +530,24 @@ impl<'c> Plan<'c> {
             });
             return (ruling, written);
         }
-        let mut ruling = Ruling {
-            status: 200,
-            binding: None,
-            shadow_denied: Vec::new(),
-            atomic: true,
-            decided_at_ms: None,
-        };
         let mut written = path.map(|_| Written::default());
         if let Some((check, verdict)) = self.decided(self.enforced, verdicts) {
             ruling.atomic = verdict.atomic;
             ruling.decided_at_ms = Some(verdict.decided_at_ms);
-            // A limit the denial cache never consulted decided nothing: it is not advertised.
-            let reports: Vec<LimitReport<'_>> = check
+            // A limit the denial cache never consulted decided nothing, and an allow-listed one
+            // counted nothing: neither is advertised.
+            let decided: Vec<(&CheckItem, &Decision, Policy)> = check
                 .items()
                 .iter()
                 .zip(&verdict.decisions)
-                .filter(|(_, decision)| decision.reason != Reason::Skipped)
-                .map(|(item, decision)| LimitReport {
+                .filter(|(_, d)| !matches!(d.reason, Reason::Skipped | Reason::Allowlisted))
+                .map(|(item, decision)| (item, decision, advertised(&item.limit, decision)))
+                .collect();
+            let reports: Vec<LimitReport<'_>> = decided
+                .iter()
+                .map(|(item, decision, policy)| LimitReport {
                     name: &item.limit.name,
-                    policy: &item.limit.policy,
+                    policy,
                     decision,
                     unit: self.unit_of(&item.limit.name),
                 })
@@ -403,6 +572,11 @@ impl<'c> Plan<'c> {
             .shadow_refusals()
             .map(|l| l.limit.name.clone())
             .collect();
+        for (rule, _) in &self.shadow_listed {
+            ruling
+                .shadow_denied
+                .extend(rule.limits.iter().map(|l| l.limit.name.clone()));
+        }
         if let Some((check, verdict)) = self.decided(self.shadow, verdicts) {
             ruling.decided_at_ms.get_or_insert(verdict.decided_at_ms);
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
@@ -410,9 +584,43 @@ impl<'c> Plan<'c> {
                     ruling.shadow_denied.push(item.limit.name.clone());
                 }
             }
+            for listed in &verdict.listed {
+                if let Listed::Denied { list, entry } = listed {
+                    ruling.shadow_listed.push(Denial {
+                        list: list.clone(),
+                        entry: entry.clone(),
+                        via: Via::Store,
+                    });
+                }
+            }
         }
         (ruling, written)
     }
+}
+
+/// The policy to advertise for `limit`'s `decision`: the one that decided, as far as the
+/// decision tells (its `limit` is the deciding policy's capacity). The limit's own policy, else
+/// the first tier of that capacity, else — an override — the limit's policy with that capacity
+/// (its window for the windows, its rate for the buckets).
+fn advertised(limit: &Limit, decision: &Decision) -> Policy {
+    let own = limit.policy;
+    if decision.limit == own.capacity() || decision.limit == 0 {
+        return own;
+    }
+    if let Some((_, tier)) = limit
+        .tiers
+        .iter()
+        .find(|(_, p)| p.capacity() == decision.limit)
+    {
+        return *tier;
+    }
+    let algorithm = own.algorithm();
+    let rescaled = if algorithm.takes_burst() {
+        Policy::new(algorithm, own.limit(), own.window_ms(), Some(decision.limit))
+    } else {
+        Policy::new(algorithm, decision.limit, own.window_ms(), None)
+    };
+    rescaled.unwrap_or(own)
 }
 
 /// What [`Plan::judge`] writes besides the ruling.
@@ -489,6 +697,21 @@ impl Outcome {
             rules: Vec<&'a str>,
             allowed: bool,
             status: u16,
+            /// `denied` when a deny list refused the request.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<&'static str>,
+            /// The deny list that refused it (entries are not logged: one may be a secret).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            list: Option<&'a str>,
+            /// How the match was found: `static`, `cache` or `store`.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            via: Option<&'static str>,
+            /// Rules whose limits a static allow entry exempted.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            allowed_rules: Vec<&'a str>,
+            /// Deny lists of shadow rules that would have refused the request.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            shadow_lists: Vec<&'a str>,
             limits: Vec<LimitLine<'a>>,
             shadow_denied: Vec<&'a str>,
             atomic: bool,
@@ -526,6 +749,11 @@ impl Outcome {
             rules: plan.rules.iter().map(|r| r.name.as_str()).collect(),
             allowed: self.allowed(),
             status: self.status(),
+            reason: self.denied.as_ref().map(|_| "denied"),
+            list: self.denied.as_ref().map(|d| d.list.as_str()),
+            via: self.denied.as_ref().map(|d| d.via.as_str()),
+            allowed_rules: plan.allowed.iter().map(|r| r.name.as_str()).collect(),
+            shadow_lists: self.shadow_listed.iter().map(|d| d.list.as_str()).collect(),
             limits,
             shadow_denied: self.shadow_denied.iter().map(|n| &**n).collect(),
             atomic: self.atomic,
@@ -799,5 +1027,252 @@ mod tests {
         assert_eq!(limits[2]["shadow"], true);
         assert_eq!(line["isolate"]["allowed"], 0);
         assert_eq!(line["store_ms"], 2.0);
+    }
+
+    /// Polls a future that must be ready at once (the memory store never waits).
+    fn ready<F: std::future::Future>(future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        let waker = std::task::Waker::noop();
+        match future
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+        {
+            std::task::Poll::Ready(out) => out,
+            std::task::Poll::Pending => panic!("the memory store did not answer at once"),
+        }
+    }
+
+    fn listed_config() -> Config {
+        Config::from_value(json!({
+            "deny": ["ip 192.0.2.0/24"],
+            "allow": ["header:x-partner-key s3cret"],
+            "rules": [
+                { "name": "api", "path_prefix": "/api/",
+                  "deny": ["country KP"], "allow": ["header:x-user friend"],
+                  "limits": [
+                    { "name": "per-user", "policy": "fixed 2/1m", "identifier": "header:x-user" }
+                ]},
+                { "name": "watch", "shadow": true, "deny": ["country CN"], "limits": [
+                    { "name": "shadow-user", "policy": "fixed 100/1m", "identifier": "header:x-user" }
+                ]}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn add(store: &MemoryStore, list: &str, entry: &str) {
+        use edgelimit::Store;
+        let entry: edgelimit::control::list::ListEntry = entry.parse().unwrap();
+        ready(store.list_add(list, &entry, None, 0)).unwrap();
+    }
+
+    fn problem_of(outcome: &Outcome) -> serde_json::Value {
+        match &outcome.action {
+            Action::Respond { body, .. } => serde_json::from_str(body).unwrap(),
+            Action::Forward => panic!("forwarded, not answered"),
+        }
+    }
+
+    fn from(ip: &str, user: &str) -> OwnedRequest {
+        OwnedRequest::get("h", "/api/x")
+            .with_header("cf-connecting-ip", ip)
+            .with_header("x-user", user)
+    }
+
+    #[test]
+    fn a_static_deny_is_a_403_without_any_check() {
+        let c = listed_config();
+        let plan = c.plan(&from("192.0.2.9", "u"));
+        assert!(plan.checks().is_empty(), "no store call");
+        let denial = plan.denied().unwrap();
+        assert_eq!(
+            (denial.list.as_str(), denial.entry.as_str(), denial.via),
+            ("deny", "ip 192.0.2.0/24", Via::Static)
+        );
+        let outcome = plan.decide(&[], "/api/x");
+        assert_eq!(outcome.status(), 403);
+        assert_eq!(header(&outcome, "Cache-Control"), Some("no-store"));
+        let problem = problem_of(&outcome);
+        assert_eq!((problem["reason"].as_str(), problem["list"].as_str()), (Some("denied"), Some("deny")));
+        assert_eq!(plan.rule(&[]).denied.unwrap().list, "deny");
+        // A rule's own static entry, by country: that rule's list.
+        let from_kp = from("203.0.113.1", "u").with_country("KP");
+        let outcome = c.plan(&from_kp).decide(&[], "/api/x");
+        assert_eq!(problem_of(&outcome)["list"], "deny:api");
+        // The log line says why.
+        let plan = c.plan(&from_kp);
+        let checked = Checked { verdicts: Vec::new(), local_ms: 0, store_ms: None };
+        let line: serde_json::Value =
+            serde_json::from_str(&plan.decide(&[], "/api/x").log_line(&plan, &checked, &from_kp, None)).unwrap();
+        assert_eq!((line["status"].as_u64(), line["reason"].as_str()), (Some(403), Some("denied")));
+        assert_eq!((line["list"].as_str(), line["via"].as_str()), (Some("deny:api"), Some("static")));
+    }
+
+    #[test]
+    fn a_shadow_rules_static_deny_only_reports() {
+        let c = listed_config();
+        let store = MemoryStore::new();
+        let req = from("203.0.113.1", "u").with_country("CN");
+        let plan = c.plan(&req);
+        assert!(plan.denied().is_none());
+        assert!(plan.shadow().is_none(), "the shadow rule's limits are not charged");
+        let outcome = run(&c, &store, &req, 0);
+        assert!(outcome.allowed());
+        assert_eq!(outcome.shadow_listed[0].list, "deny:watch");
+        assert_eq!(&*outcome.shadow_denied[0], "shadow-user");
+        assert_eq!(header(&outcome, SHADOW_HEADER), Some("deny; policies=\"shadow-user\""));
+    }
+
+    #[test]
+    fn a_static_allow_exempts_its_rules_limits_but_not_from_deny_lookups() {
+        let c = listed_config();
+        let store = MemoryStore::new();
+        let partner = from("203.0.113.1", "p").with_header("x-partner-key", "s3cret");
+        for now in 0..5 {
+            let outcome = run(&c, &store, &partner, now);
+            assert!(outcome.allowed());
+            assert!(header(&outcome, "RateLimit").is_none(), "not advertised");
+        }
+        let plan = c.plan(&partner);
+        assert_eq!(plan.allowed.len(), 2, "both rules, by the configuration-wide allow");
+        let enforced = plan.enforced().expect("a check looks up the deny lists");
+        assert!(enforced.items().is_empty() && enforced.is_gated());
+        // A rule's own allow entry exempts that rule only.
+        let friend = from("203.0.113.1", "friend");
+        let plan = c.plan(&friend);
+        assert_eq!(plan.allowed.len(), 1);
+        assert_eq!(plan.shadow().unwrap().items().len(), 1);
+        // Deny beats allow: a listed partner is refused.
+        add(&store, "deny", "ip 203.0.113.1");
+        assert_eq!(run(&c, &store, &partner, 10).status(), 403);
+        // Without the dynamic lists, an exempted request asks nothing.
+        let mut off = listed_config();
+        off.dynamic_lists = false;
+        assert!(off.plan(&partner).checks().is_empty());
+    }
+
+    #[test]
+    fn dynamic_lists_are_gates_of_the_check() {
+        let c = listed_config();
+        let plan = c.plan(&from("203.0.113.1", "u"));
+        let enforced = plan.enforced().unwrap();
+        assert_eq!(
+            enforced.gates(),
+            [Gate {
+                deny: vec!["deny".to_string(), "deny:api".to_string()],
+                allow: vec!["allow".to_string(), "allow:api".to_string()],
+            }]
+        );
+        assert_eq!(enforced.items()[0].gate, Some(0));
+        assert_eq!(plan.deny_scope(), ["deny", "deny:api"], "not the shadow rule's");
+        assert!(plan.candidates().contains(&"ip 203.0.113.0/24".to_string()));
+        assert!(plan.candidates().contains(&"header:x-user u".to_string()));
+        let mut off = listed_config();
+        off.dynamic_lists = false;
+        let plan = off.plan(&from("203.0.113.1", "u"));
+        assert!(!plan.enforced().unwrap().is_gated());
+        assert!(plan.deny_scope().is_empty());
+        // No rule matched: nothing is looked up.
+        let only_api = Config::from_value(json!({"rules": [{"name": "api", "path_prefix": "/api/",
+            "limits": [{"name": "l", "policy": "fixed 1/1m", "identifier": "ip"}]}]}))
+        .unwrap();
+        let plan = only_api.plan(&OwnedRequest::get("h", "/x").with_header("cf-connecting-ip", "1.2.3.4"));
+        assert!(plan.checks().is_empty() && plan.candidates().is_empty());
+    }
+
+    #[test]
+    fn a_dynamic_deny_is_a_403_and_can_be_remembered() {
+        let c = listed_config();
+        let store = MemoryStore::new();
+        let req = from("198.51.100.7", "m");
+        assert!(run(&c, &store, &req, 0).allowed());
+        add(&store, "deny", "ip 198.51.100.0/24");
+        let outcome = run(&c, &store, &req, 1);
+        assert_eq!(outcome.status(), 403);
+        let denial = outcome.denied.clone().unwrap();
+        assert_eq!(
+            (denial.list.as_str(), denial.entry.as_str(), denial.via),
+            ("deny", "ip 198.51.100.0/24", Via::Store)
+        );
+        assert_eq!(problem_of(&outcome)["list"], "deny");
+        // Remembered by the isolate: the next request from the range asks nothing.
+        let mut cache = lists::DenyCache::new(10_000);
+        cache.remember(&denial.list, &denial.entry, 1);
+        let next = from("198.51.100.99", "n");
+        let mut plan = c.plan(&next);
+        let hit = cache.lookup(plan.deny_scope(), plan.candidates(), 2).unwrap();
+        plan.deny_remembered(hit);
+        assert!(plan.checks().is_empty());
+        assert_eq!(plan.decide(&[], "/api/x").denied.unwrap().via, Via::Cache);
+        // Nothing was charged while denied: once unlisted, `m` has one of two left.
+        let entry: edgelimit::control::list::ListEntry = "ip 198.51.100.0/24".parse().unwrap();
+        assert!(ready(edgelimit::Store::list_remove(&store, "deny", &entry)).unwrap());
+        assert_eq!(run(&c, &store, &req, 2).status(), 200);
+        assert_eq!(run(&c, &store, &req, 3).status(), 429);
+    }
+
+    #[test]
+    fn a_dynamic_allow_is_forwarded_uncounted_and_unadvertised() {
+        let c = listed_config();
+        let store = MemoryStore::new();
+        add(&store, "allow:api", "header:x-user vip");
+        let vip = from("203.0.113.1", "vip");
+        for now in 0..5 {
+            let outcome = run(&c, &store, &vip, now);
+            assert!(outcome.allowed(), "{now}");
+            assert!(header(&outcome, "RateLimit").is_none());
+        }
+        // The configuration-wide deny list refuses even a request only shadow rules limit.
+        add(&store, "deny", "country RU");
+        let shadow_only = OwnedRequest::get("h", "/other").with_header("x-user", "z").with_country("ru");
+        let outcome = run(&c, &store, &shadow_only, 10);
+        assert_eq!(outcome.status(), 403);
+        assert_eq!(outcome.denied.unwrap().list, "deny");
+    }
+
+    #[test]
+    fn tiers_decide_from_the_store_and_the_deciding_policy_is_advertised() {
+        use edgelimit::control::Assignment;
+        use edgelimit::Store;
+        let c = Config::from_value(json!({"rules": [{"name": "api", "limits": [{
+            "name": "per-user", "policy": "fixed 2/1m", "identifier": "header:x-user",
+            "tiers": {"pro": "fixed 5/1m"}
+        }]}]}))
+        .unwrap();
+        let store = MemoryStore::new();
+        let limit = &c.rules[0].limits[0].limit;
+        let user = |u: &str| OwnedRequest::get("h", "/x").with_header("x-user", u);
+        let pro = Assignment::Tier(Arc::from("pro"));
+        ready(store.assign(limit, &Identifier::from("p"), Some(&pro), None)).unwrap();
+        let outcomes: Vec<Outcome> = (0..6).map(|i| run(&c, &store, &user("p"), i)).collect();
+        let statuses: Vec<u16> = outcomes.iter().map(Outcome::status).collect();
+        assert_eq!(statuses, [200, 200, 200, 200, 200, 429]);
+        assert!(header(&outcomes[0], "RateLimit-Policy").unwrap().contains("\"per-user\";q=5;w=60"));
+        let free = run(&c, &store, &user("f"), 10);
+        assert!(header(&free, "RateLimit-Policy").unwrap().contains("\"per-user\";q=2;w=60"));
+        // An override: advertised with its capacity.
+        let strict = Assignment::Override("fixed 1/1m".parse().unwrap());
+        ready(store.assign(limit, &Identifier::from("o"), Some(&strict), None)).unwrap();
+        let first = run(&c, &store, &user("o"), 20);
+        assert!(header(&first, "RateLimit-Policy").unwrap().contains("\"per-user\";q=1;w=60"));
+        assert_eq!(run(&c, &store, &user("o"), 21).status(), 429);
+    }
+
+    #[test]
+    fn an_override_of_a_bucket_is_advertised_at_the_limits_rate() {
+        let limit = Limit::new("l", "gcra 10/1s burst 20".parse().unwrap());
+        let decision = |limit| Decision {
+            allowed: true,
+            limit,
+            remaining: 1,
+            reset_at_ms: 0,
+            retry_after_ms: 0,
+            reason: Reason::Admitted,
+        };
+        assert_eq!(advertised(&limit, &decision(20)), limit.policy);
+        assert_eq!(
+            advertised(&limit, &decision(50)).to_string(),
+            "gcra 10/1s burst 50"
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use edgelimit::Limit;
 
 use crate::identify::{IdentifierSource, RequestView};
+use crate::lists::StaticList;
 
 /// What to do with a request when a limit's identifier is absent (or empty).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -112,6 +113,12 @@ pub struct Rule {
     pub shadow: bool,
     /// The limits applied, all or nothing.
     pub limits: Vec<RuleLimit>,
+    /// Deny entries of this rule, matched in the isolate: a match refuses the request with 403
+    /// (only reported, for a shadow rule). The dynamic list `deny:<name>` is consulted too.
+    pub deny: StaticList,
+    /// Allow entries of this rule, matched in the isolate: a match exempts the request from this
+    /// rule's limits. The dynamic list `allow:<name>` is consulted too.
+    pub allow: StaticList,
 }
 
 impl fmt::Display for Missing {

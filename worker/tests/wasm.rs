@@ -111,3 +111,24 @@ fn configuration_errors_name_the_field_under_wasm32() {
         .unwrap_err();
     assert_eq!(e.field, "rules[0].limits[0].policy");
 }
+
+#[wasm_bindgen_test]
+fn deny_lists_answer_403_under_wasm32() {
+    let config = Config::from_json(
+        r#"{"deny": ["ip 198.51.100.0/24"],
+            "rules": [{"name": "api", "limits": [{"name": "per-ip", "policy": "fixed 5/1m", "identifier": "ip"}]}]}"#,
+    )
+    .expect("valid config");
+    let plan = config.plan(&request("/v1/items", None));
+    assert!(plan.checks().is_empty(), "a static deny asks no store");
+    let outcome = plan.decide(&[], "/v1/items");
+    let Action::Respond { status, body, .. } = &outcome.action else {
+        panic!("denied");
+    };
+    assert_eq!(*status, 403);
+    assert!(body.contains("\"list\":\"deny\""), "{body}");
+    let other = OwnedRequest::get("h", "/").with_header("cf-connecting-ip", "203.0.113.1");
+    let plan = config.plan(&other);
+    let store = MemoryStore::new();
+    assert!(plan.decide(&store.check_now(plan.checks(), 0), "/").allowed());
+}

@@ -1,0 +1,582 @@
+//! Deny and allow lists (docs/design.md §"Deny and allow lists"): what an entry is, what a
+//! request offers the lists, and the gate rule every store applies.
+//!
+//! A list is a set of entries, each `<source> <value>` with an optional lapse time: `ip
+//! 203.0.113.0/24`, `country CN`, `header:x-api-key abc123`, `api-key:header:authorization <sha256
+//! hex>`. A store keeps a list as the entries' canonical member texts ([`ListEntry::member`]),
+//! each with the epoch ms it lapses at. A request is matched by set membership, never by a scan:
+//! [`ListProbe::candidates`] lists every member text an entry matching the request could have
+//! (for an address, the address and each of its prefixes), and a list matches when one of them
+//! is a live member.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+use crate::decision::{Decision, Reason, RETRY_NEVER};
+
+/// The lapse time of an entry that never lapses: 2^53 − 1, the largest integer a Redis sorted
+/// set's double score (and Lua) holds exactly.
+pub const NEVER_MS: u64 = (1 << 53) - 1;
+
+/// The longest list name accepted (names are escaped into a Redis key).
+const MAX_LIST_NAME: usize = 200;
+
+/// The longest value an entry may carry: identifiers longer than this are hashed by the Worker
+/// before they reach a store, so a longer entry could never match.
+const MAX_VALUE: usize = 1024;
+
+/// What part of a request an entry is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Source {
+    /// `ip`: the client address (`CF-Connecting-IP`).
+    Ip,
+    /// `country`: the request's `cf.country` (ISO 3166-1 alpha-2, `T1` for Tor, `XX` unknown).
+    Country,
+    /// `header:<name>`, the name in lower case.
+    Header(String),
+    /// `query:<name>`.
+    Query(String),
+    /// `path:<n>`: the n-th path segment, from 1.
+    Path(usize),
+    /// `api-key:<source>`: another source's value as its SHA-256 in lower-case hex.
+    ApiKey(Box<Source>),
+}
+
+const SOURCES: &str =
+    "ip, country, header:<name>, query:<name>, path:<n>, api-key:<header|query|path source>";
+
+impl Source {
+    fn parse(text: &str) -> Result<Source, String> {
+        let unknown = || format!("unknown list source `{text}` (expected one of {SOURCES})");
+        match text {
+            "ip" => return Ok(Source::Ip),
+            "country" => return Ok(Source::Country),
+            _ => {}
+        }
+        let (kind, rest) = text.split_once(':').ok_or_else(unknown)?;
+        match kind {
+            "header" => {
+                let name = rest.to_ascii_lowercase();
+                let token = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if token {
+                    Ok(Source::Header(name))
+                } else {
+                    Err(format!("`{rest}` in `{text}` is not a header name"))
+                }
+            }
+            "query" if !rest.is_empty() && !rest.contains(char::is_whitespace) => {
+                Ok(Source::Query(rest.to_string()))
+            }
+            "query" => Err(format!("`{text}` needs a query parameter name")),
+            "path" => match rest.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(Source::Path(n)),
+                _ => Err(format!("`{text}` needs a path segment number from 1")),
+            },
+            "api-key" => match Source::parse(rest)? {
+                inner @ (Source::Header(_) | Source::Query(_) | Source::Path(_)) => {
+                    Ok(Source::ApiKey(Box::new(inner)))
+                }
+                _ => Err(format!(
+                    "`{text}`: an API key comes from a header, a query parameter or a path segment"
+                )),
+            },
+            _ => Err(unknown()),
+        }
+    }
+
+    /// The canonical value of `value` for this source, or why it cannot be one.
+    fn value(&self, value: &str) -> Result<String, String> {
+        match self {
+            Source::Ip => parse_prefix(value).map(|(ip, len)| prefix_text(ip, len)),
+            Source::Country => country(value),
+            Source::ApiKey(_) => {
+                let hex = value.to_ascii_lowercase();
+                if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    Ok(hex)
+                } else {
+                    Err(format!(
+                        "`{value}` is not a SHA-256 in hex (64 hex digits): API keys are listed \
+                         hashed, as the Worker keys them (`printf %s KEY | sha256sum`)"
+                    ))
+                }
+            }
+            Source::Header(_) | Source::Query(_) | Source::Path(_) => {
+                if value.is_empty() {
+                    Err("the value is empty".to_string())
+                } else if value.len() > MAX_VALUE {
+                    Err(format!("the value is longer than {MAX_VALUE} bytes"))
+                } else if value.chars().any(char::is_control) {
+                    Err("the value contains a control character".to_string())
+                } else {
+                    Ok(value.to_string())
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Ip => f.write_str("ip"),
+            Source::Country => f.write_str("country"),
+            Source::Header(name) => write!(f, "header:{name}"),
+            Source::Query(name) => write!(f, "query:{name}"),
+            Source::Path(n) => write!(f, "path:{n}"),
+            Source::ApiKey(inner) => write!(f, "api-key:{inner}"),
+        }
+    }
+}
+
+/// A country code: two letters (any case; stored upper case), `T1` (Tor) or `XX` (unknown).
+fn country(value: &str) -> Result<String, String> {
+    let code = value.to_ascii_uppercase();
+    let letters = code.len() == 2 && code.bytes().all(|b| b.is_ascii_uppercase());
+    if letters || code == "T1" {
+        Ok(code)
+    } else {
+        Err(format!(
+            "`{value}` is not a country code (two letters as in ISO 3166-1, or T1)"
+        ))
+    }
+}
+
+/// An address seen through IPv4-mapped IPv6 is the IPv4 address.
+fn unmapped(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Parses `addr` or `addr/len` into the network address and the prefix length. IPv6 prefixes
+/// must be a multiple of 4 bits, so an address has 33 candidate prefixes, not 129.
+fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
+    let (addr, len) = match text.split_once('/') {
+        Some((addr, len)) => (addr, Some(len)),
+        None => (text, None),
+    };
+    let ip: IpAddr = addr
+        .parse()
+        .map_err(|_| format!("`{addr}` is not an IPv4 or IPv6 address"))?;
+    let bits = if ip.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        None => bits,
+        Some(len) => match len.parse::<u8>() {
+            Ok(n) if n <= bits => n,
+            _ => return Err(format!("`/{len}` is not a prefix length from 0 to {bits}")),
+        },
+    };
+    let (ip, len) = match (ip, unmapped(ip)) {
+        // ::ffff:a.b.c.d/len with len ≥ 96 is the IPv4 prefix /len−96.
+        (IpAddr::V6(_), IpAddr::V4(v4)) if len >= 96 => (IpAddr::V4(v4), len - 96),
+        _ => (ip, len),
+    };
+    if ip.is_ipv6() && len % 4 != 0 {
+        return Err(format!(
+            "`{text}`: IPv6 prefixes must be a multiple of 4 bits (/{len} is not)"
+        ));
+    }
+    Ok((network(ip, len), len))
+}
+
+/// The first address of `ip`'s `/len` network.
+fn network(ip: IpAddr, len: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask))
+        }
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+        }
+    }
+}
+
+/// The canonical text of a prefix: the bare address for a whole address, else `network/len`.
+fn prefix_text(ip: IpAddr, len: u8) -> String {
+    let bits = if ip.is_ipv4() { 32 } else { 128 };
+    if len == bits {
+        ip.to_string()
+    } else {
+        format!("{ip}/{len}")
+    }
+}
+
+/// The prefix lengths an address is listed under: every length for IPv4 (33), every multiple of
+/// 4 for IPv6 (33), most specific first.
+fn prefix_lengths(ip: IpAddr) -> impl Iterator<Item = u8> {
+    let (bits, step) = if ip.is_ipv4() { (32u8, 1) } else { (128, 4) };
+    (0..=bits / step).rev().map(move |i| i * step)
+}
+
+/// One entry of a list: a source and a value, e.g. `ip 203.0.113.0/24`. Parsed with
+/// [`FromStr`]; every store keeps it as [`ListEntry::member`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ListEntry {
+    source: Source,
+    value: String,
+}
+
+impl FromStr for ListEntry {
+    type Err = String;
+
+    /// Parses `<source> <value>`: `ip 203.0.113.7`, `ip 203.0.113.0/24`, `ip 2001:db8::/32`
+    /// (IPv6 prefixes: multiples of 4 bits), `country CN`, `header:x-api-key abc123`, `query:key
+    /// abc`, `path:2 alice`, `api-key:header:authorization <sha256 hex>`. The error names what
+    /// is wrong.
+    fn from_str(text: &str) -> Result<ListEntry, String> {
+        let text = text.trim();
+        let (source, value) = text
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| format!("`{text}` is not `<source> <value>` (sources: {SOURCES})"))?;
+        let source = Source::parse(source)?;
+        let value = source
+            .value(value.trim())
+            .map_err(|e| format!("list entry `{text}`: {e}"))?;
+        Ok(ListEntry { source, value })
+    }
+}
+
+impl ListEntry {
+    /// The canonical text a store keeps: `<source> <value>` with the header name in lower case,
+    /// an address normalised (a prefix as its network address), a country in upper case, a hash
+    /// in lower case. Two entries matching the same requests have the same member.
+    pub fn member(&self) -> String {
+        format!("{} {}", self.source, self.value)
+    }
+
+    /// The source, as text: `ip`, `country`, `header:x-api-key`, …
+    pub fn source(&self) -> String {
+        self.source.to_string()
+    }
+
+    /// The canonical value.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+}
+
+impl fmt::Display for ListEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.source, self.value)
+    }
+}
+
+/// What a request offers lists: one value per source it has (`ip` → the client address,
+/// `country` → `cf.country`, `header:x-api-key` → that header's value, …). A pair whose source
+/// or value cannot be listed (an unknown source, an address that does not parse) offers nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListProbe {
+    pairs: Vec<(String, String)>,
+}
+
+impl ListProbe {
+    /// A probe offering nothing (it matches no list).
+    pub fn new() -> Self {
+        ListProbe::default()
+    }
+
+    /// The same probe offering `value` under `source` (as an entry would name it: `ip`,
+    /// `country`, `header:x-api-key`, `api-key:header:authorization` with the hash as value).
+    pub fn with(mut self, source: &str, value: &str) -> Self {
+        self.pairs
+            .push((source.trim().to_string(), value.trim().to_string()));
+        self
+    }
+
+    /// Every member text an entry matching this request could have (an IPv4 address: its 33
+    /// prefixes, most specific first; IPv6: /128 and every multiple of 4), deduplicated, in the
+    /// order the pairs were given.
+    pub fn candidates(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (source, value) in &self.pairs {
+            let Ok(source) = Source::parse(source) else {
+                continue;
+            };
+            match source {
+                Source::Ip => {
+                    let Ok((ip, len)) = parse_prefix(value) else {
+                        continue;
+                    };
+                    let whole = if ip.is_ipv4() { 32 } else { 128 };
+                    if len != whole {
+                        continue; // a request comes from an address, not a network
+                    }
+                    for len in prefix_lengths(ip) {
+                        out.push(format!("ip {}", prefix_text(network(ip, len), len)));
+                    }
+                }
+                other => {
+                    if let Ok(value) = other.value(value) {
+                        out.push(format!("{other} {value}"));
+                    }
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|c| seen.insert(c.clone()));
+        out
+    }
+
+    /// Whether the probe offers no value at all.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+}
+
+/// One gate: the lists that deny and the lists that allow a part of a check (docs/design.md
+/// §"Deny and allow lists"). Lists are consulted in order; the first match names the list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Gate {
+    /// The lists whose match refuses the whole check.
+    pub deny: Vec<String>,
+    /// The lists whose match lets this gate's items through uncharged.
+    pub allow: Vec<String>,
+}
+
+impl Gate {
+    /// A gate of these deny and allow lists.
+    pub fn new(deny: Vec<String>, allow: Vec<String>) -> Gate {
+        Gate { deny, allow }
+    }
+
+    /// Every list the gate consults, deny lists first.
+    pub fn lists(&self) -> impl Iterator<Item = &str> {
+        self.deny.iter().chain(&self.allow).map(String::as_str)
+    }
+}
+
+/// What a gate found for a request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Listed {
+    /// No list of the gate matched.
+    No,
+    /// A deny list matched: the check is refused.
+    Denied {
+        /// The list that matched (the gate's first deny list with a match).
+        list: String,
+        /// The matching member (e.g. `ip 198.51.100.0/24`).
+        entry: String,
+    },
+    /// An allow list matched and no deny list did: the gate's items were not charged.
+    Allowed {
+        /// The list that matched.
+        list: String,
+        /// The matching member.
+        entry: String,
+    },
+}
+
+impl Listed {
+    /// Whether a deny list matched.
+    pub fn is_denied(&self) -> bool {
+        matches!(self, Listed::Denied { .. })
+    }
+
+    /// Whether an allow list matched (and no deny list).
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Listed::Allowed { .. })
+    }
+}
+
+/// The gate rule, written once for every store that decides gates in Rust: for each gate, its
+/// deny lists in order, then its allow lists, each asked `first_live(list)` — the index into the
+/// candidates of the first one that is a live member of that list — and the first answer wins.
+/// Deny beats allow.
+pub fn resolve(
+    gates: &[Gate],
+    candidates: &[String],
+    mut first_live: impl FnMut(&str) -> Option<usize>,
+) -> Vec<Listed> {
+    gates
+        .iter()
+        .map(|gate| {
+            for list in &gate.deny {
+                if let Some(i) = first_live(list) {
+                    return Listed::Denied {
+                        list: list.clone(),
+                        entry: candidates[i].clone(),
+                    };
+                }
+            }
+            for list in &gate.allow {
+                if let Some(i) = first_live(list) {
+                    return Listed::Allowed {
+                        list: list.clone(),
+                        entry: candidates[i].clone(),
+                    };
+                }
+            }
+            Listed::No
+        })
+        .collect()
+}
+
+/// Checks a list name: 1 to 200 bytes, no whitespace or control characters. By convention the
+/// Worker's lists are `deny`, `allow`, `deny:<rule>` and `allow:<rule>`.
+pub fn validate_list_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_LIST_NAME {
+        return Err(format!(
+            "list name `{name}` must be 1 to {MAX_LIST_NAME} bytes"
+        ));
+    }
+    if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "list name `{name}` contains whitespace or a control character"
+        ));
+    }
+    Ok(())
+}
+
+/// The stored lapse time of an entry added at `now_ms` to lapse at `until_ms` (`None`: never).
+/// An entry lapsing at or before `now_ms` would never match: refused.
+pub fn lapse_score(until_ms: Option<u64>, now_ms: u64) -> Result<u64, String> {
+    match until_ms {
+        None => Ok(NEVER_MS),
+        Some(until) if until <= now_ms => Err(format!(
+            "the entry would lapse at {until} ms, not after now ({now_ms} ms)"
+        )),
+        Some(until) => Ok(until.min(NEVER_MS)),
+    }
+}
+
+/// A stored lapse time as the API gives it: `None` for never.
+pub fn until_of(score: u64) -> Option<u64> {
+    (score < NEVER_MS).then_some(score)
+}
+
+/// The decision of an item in a check a deny list refused: denied, nothing charged, for as long
+/// as the entry lives (the store cannot tell when that is, so `retry_after_ms` is never).
+pub fn denylisted(capacity: u64, now_ms: u64) -> Decision {
+    Decision {
+        allowed: false,
+        limit: capacity,
+        remaining: 0,
+        reset_at_ms: now_ms,
+        retry_after_ms: RETRY_NEVER,
+        reason: Reason::Denylisted,
+    }
+}
+
+/// The decision of an item an allow list let through: admitted, nothing charged, the whole
+/// capacity remaining.
+pub fn allowlisted(capacity: u64, now_ms: u64) -> Decision {
+    Decision {
+        allowed: true,
+        limit: capacity,
+        remaining: capacity,
+        reset_at_ms: now_ms,
+        retry_after_ms: 0,
+        reason: Reason::Allowlisted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(text: &str) -> String {
+        text.parse::<ListEntry>().unwrap().member()
+    }
+
+    #[test]
+    fn entries_parse_to_canonical_members() {
+        assert_eq!(member("ip 203.0.113.7"), "ip 203.0.113.7");
+        assert_eq!(member("ip 203.0.113.7/32"), "ip 203.0.113.7");
+        assert_eq!(member("ip 203.0.113.77/24"), "ip 203.0.113.0/24");
+        assert_eq!(member("ip 0.0.0.0/0"), "ip 0.0.0.0/0");
+        assert_eq!(member("ip 2001:DB8::1/32"), "ip 2001:db8::/32");
+        assert_eq!(member("ip ::ffff:198.51.100.7"), "ip 198.51.100.7");
+        assert_eq!(member("ip ::ffff:198.51.100.0/120"), "ip 198.51.100.0/24");
+        assert_eq!(member("country cn"), "country CN");
+        assert_eq!(member("country t1"), "country T1");
+        assert_eq!(
+            member("header:X-Api-Key  abc 123"),
+            "header:x-api-key abc 123"
+        );
+        assert_eq!(member("query:key abc"), "query:key abc");
+        assert_eq!(member("path:2 alice"), "path:2 alice");
+        let hash = "A".repeat(64);
+        assert_eq!(
+            member(&format!("api-key:header:Authorization {hash}")),
+            format!("api-key:header:authorization {}", "a".repeat(64))
+        );
+    }
+
+    #[test]
+    fn bad_entries_say_what_is_wrong() {
+        for (bad, says) in [
+            ("ip", "<source> <value>"),
+            ("ip 300.1.1.1", "not an IPv4 or IPv6 address"),
+            ("ip 10.0.0.0/33", "prefix length from 0 to 32"),
+            ("ip 2001:db8::/30", "multiple of 4"),
+            ("country CHN", "country code"),
+            ("country 12", "country code"),
+            ("cookie:x y", "unknown list source"),
+            ("header: x", "not a header name"),
+            ("path:0 x", "segment number"),
+            ("api-key:header:x abc", "SHA-256"),
+            ("api-key:ip abc", "an API key comes from"),
+            ("header:x a\u{7}b", "control character"),
+        ] {
+            let err = bad.parse::<ListEntry>().unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_address_offers_its_33_prefixes_and_other_sources_their_value() {
+        let v4 = ListProbe::new().with("ip", "203.0.113.7").candidates();
+        assert_eq!(v4.len(), 33);
+        assert_eq!(v4[0], "ip 203.0.113.7");
+        assert_eq!(v4[8], "ip 203.0.113.0/24");
+        assert_eq!(v4[32], "ip 0.0.0.0/0");
+        let v6 = ListProbe::new().with("ip", "2001:db8::1").candidates();
+        assert_eq!(v6.len(), 33);
+        assert_eq!(v6[0], "ip 2001:db8::1");
+        assert!(v6.contains(&"ip 2001:db8::/32".to_string()));
+        let mixed = ListProbe::new()
+            .with("country", "cn")
+            .with("header:X-Key", "k")
+            .with("ip", "not an address")
+            .with("cookie", "x")
+            .with("country", "CN")
+            .candidates();
+        assert_eq!(mixed, ["country CN", "header:x-key k"]);
+    }
+
+    #[test]
+    fn deny_beats_allow_and_the_first_list_names_the_match() {
+        let candidates = vec!["ip 10.0.0.1".to_string(), "ip 10.0.0.0/8".to_string()];
+        let gates = vec![
+            Gate::new(vec!["d1".into(), "d2".into()], vec!["a".into()]),
+            Gate::new(vec![], vec!["a".into()]),
+            Gate::new(vec!["d1".into()], vec![]),
+        ];
+        let listed = resolve(&gates, &candidates, |list| match list {
+            "d2" => Some(1),
+            "a" => Some(0),
+            _ => None,
+        });
+        assert_eq!(
+            listed,
+            [
+                Listed::Denied {
+                    list: "d2".into(),
+                    entry: "ip 10.0.0.0/8".into()
+                },
+                Listed::Allowed {
+                    list: "a".into(),
+                    entry: "ip 10.0.0.1".into()
+                },
+                Listed::No
+            ]
+        );
+    }
+}

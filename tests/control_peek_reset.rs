@@ -1,0 +1,305 @@
+//! Peek and reset (docs/design.md §"Peek and reset"), and the list calls, on every store:
+//! one body over memory, RESP, Cluster, REST (through the gateway) and sharded; a peek never
+//! changes state (property: every key's DUMP before and after, on Redis; later decisions, in
+//! memory); after a reset no state key of the identifier remains (hygiene).
+
+mod common;
+
+use common::rng::Rng;
+use edgelimit::control::list::ListEntry;
+use edgelimit::store::{Shard, ShardedStore, Store};
+use edgelimit::{
+    Algorithm, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, RespStore, RestStore,
+    TimeSource, Verdict,
+};
+use edgelimit_testkit::{RedisCluster, RedisServer};
+
+const T0: u64 = 1_700_000_000_000;
+
+fn limit(name: &str, spec: &str) -> Limit {
+    Limit::new(name, spec.parse::<Policy>().expect("valid spec"))
+}
+
+fn spec(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "fixed 3/1s",
+        Algorithm::SlidingLog => "sliding-log 3/1s",
+        Algorithm::SlidingCounter => "sliding-counter 3/1s",
+        Algorithm::TokenBucket => "token-bucket 3/1s",
+        Algorithm::Gcra => "gcra 3/1s",
+        Algorithm::Concurrency => "concurrency 3 timeout 1s",
+    }
+}
+
+async fn charge<S: Store>(store: &S, limit: &Limit, id: &str, cost: i64, at: u64) -> Verdict {
+    store
+        .check(&[Check::single(limit, id, cost)], TimeSource::At(at))
+        .await
+        .expect("store answers")
+        .remove(0)
+}
+
+/// The body every store runs; numbers spelled out.
+async fn peek_reset_and_lists_conform<S: Store>(store: &S) {
+    for algorithm in Algorithm::EVERY {
+        let l = limit(&format!("pr-{}", algorithm.as_str()), spec(algorithm));
+        let id = Identifier::from("client");
+        // Nothing stored yet: the whole quota, and a reset finds nothing.
+        let fresh = store.peek(&l, &id, TimeSource::At(T0)).await.unwrap();
+        assert!(fresh.allowed, "{algorithm}");
+        assert_eq!(fresh.decisions[0].remaining, 3, "{algorithm}");
+        assert!(!store.reset(&l, &id).await.unwrap(), "{algorithm}");
+        assert!(charge(store, &l, "client", 2, T0).await.allowed);
+        // A peek shows what is left and takes nothing, however often.
+        for _ in 0..3 {
+            let v = store.peek(&l, &id, TimeSource::At(T0 + 1)).await.unwrap();
+            assert!(v.allowed, "{algorithm}");
+            assert_eq!(v.decisions[0].remaining, 1, "{algorithm}");
+            assert_eq!(v.decisions[0].limit, 3, "{algorithm}");
+            assert_eq!(v.decided_at_ms, T0 + 1, "{algorithm}");
+            assert!(v.listed.is_empty());
+        }
+        // The peek agrees with a zero-cost check.
+        let look = charge(store, &l, "client", 0, T0 + 1).await;
+        let peek = store.peek(&l, &id, TimeSource::At(T0 + 1)).await.unwrap();
+        assert_eq!(peek.decisions, look.decisions, "{algorithm}");
+        assert!(!charge(store, &l, "client", 2, T0 + 2).await.allowed);
+        // A reset gives the whole quota back, to this identifier only.
+        assert!(charge(store, &l, "other", 1, T0).await.allowed);
+        assert!(store.reset(&l, &id).await.unwrap(), "{algorithm}");
+        assert!(!store.reset(&l, &id).await.unwrap(), "{algorithm}");
+        let after = store.peek(&l, &id, TimeSource::At(T0 + 3)).await.unwrap();
+        assert_eq!(after.decisions[0].remaining, 3, "{algorithm}");
+        let other = store
+            .peek(&l, &Identifier::from("other"), TimeSource::At(T0 + 3))
+            .await
+            .unwrap();
+        assert_eq!(other.decisions[0].remaining, 2, "{algorithm}");
+        assert!(charge(store, &l, "client", 3, T0 + 4).await.allowed);
+    }
+    // A reset keeps remembered request ids: a retry of an admitted request still charges once.
+    let l = limit("pr-rq", "fixed 2/1m");
+    let item = || CheckItem::new(&l, "client", 1).with_request_id("req-1");
+    let first = store
+        .check(&[Check::new().with_item(item())], TimeSource::At(T0))
+        .await
+        .unwrap();
+    assert!(first[0].allowed);
+    assert!(store.reset(&l, &Identifier::from("client")).await.unwrap());
+    let retry = store
+        .check(&[Check::new().with_item(item())], TimeSource::At(T0 + 1))
+        .await
+        .unwrap();
+    assert_eq!(retry[0].decisions, first[0].decisions);
+    let peek = store
+        .peek(&l, &Identifier::from("client"), TimeSource::At(T0 + 2))
+        .await
+        .unwrap();
+    assert_eq!(peek.decisions[0].remaining, 2, "the retry charged nothing");
+
+    // Lists: add (with and without a lapse), re-time, list in lapse order, remove.
+    let a: ListEntry = "ip 203.0.113.0/24".parse().unwrap();
+    let b: ListEntry = "country cn".parse().unwrap();
+    let c: ListEntry = "header:X-Key k".parse().unwrap();
+    store.list_add("deny", &a, None, T0).await.unwrap();
+    store
+        .list_add("deny", &b, Some(T0 + 500), T0)
+        .await
+        .unwrap();
+    store
+        .list_add("deny", &c, Some(T0 + 100), T0)
+        .await
+        .unwrap();
+    store
+        .list_add("deny", &c, Some(T0 + 200), T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.list_entries("deny", T0).await.unwrap(),
+        [
+            ("header:x-key k".to_string(), Some(T0 + 200)),
+            ("country CN".to_string(), Some(T0 + 500)),
+            ("ip 203.0.113.0/24".to_string(), None),
+        ]
+    );
+    assert_eq!(
+        store.list_entries("deny", T0 + 200).await.unwrap(),
+        [
+            ("country CN".to_string(), Some(T0 + 500)),
+            ("ip 203.0.113.0/24".to_string(), None),
+        ],
+        "an entry lapses at its time, whoever removes it"
+    );
+    assert!(store.list_remove("deny", &a).await.unwrap());
+    assert!(!store.list_remove("deny", &a).await.unwrap());
+    assert!(store.list_entries("allow", T0).await.unwrap().is_empty());
+    assert!(store.list_add("deny", &a, Some(T0), T0).await.is_err());
+}
+
+#[tokio::test]
+async fn memory() {
+    peek_reset_and_lists_conform(&MemoryStore::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp() {
+    let server = RedisServer::start();
+    let store = RespStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_namespace("pr");
+    peek_reset_and_lists_conform(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp_cluster() {
+    let cluster = RedisCluster::start(3);
+    let store = RespStore::connect_cluster(&cluster.urls())
+        .await
+        .unwrap()
+        .with_namespace("pr");
+    peek_reset_and_lists_conform(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_via_gateway() {
+    let server = RedisServer::start();
+    let gateway = edgelimit_gateway::Gateway::start(edgelimit_gateway::Config::new(
+        "127.0.0.1:0".parse().unwrap(),
+        server.url(),
+        "pr-token",
+    ))
+    .await
+    .expect("gateway starts");
+    let store = RestStore::new(&format!("http://{}", gateway.local_addr()), "pr-token")
+        .unwrap()
+        .with_namespace("pr");
+    peek_reset_and_lists_conform(&store).await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn sharded() {
+    let store = ShardedStore::new(vec![
+        Shard::new("a", MemoryStore::new()),
+        Shard::new("b", MemoryStore::new()),
+        Shard::new("c", MemoryStore::new()),
+    ])
+    .unwrap();
+    peek_reset_and_lists_conform(&store).await;
+}
+
+/// Every key of the namespace with its DUMP (the serialized value, no TTL).
+fn dump_all(conn: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(conn).expect("KEYS");
+    keys.sort();
+    keys.into_iter()
+        .map(|key| {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(conn).expect("DUMP");
+            (key, dump)
+        })
+        .collect()
+}
+
+fn random_check(rng: &mut Rng, limits: &[Limit]) -> Check {
+    let mut check = Check::new();
+    for _ in 0..rng.range(1, 2) {
+        let l = rng.pick(limits);
+        let id = *rng.pick(&["a", "b", "c"]);
+        check = check.with(l, id, rng.range(0, 2) as i64);
+    }
+    check
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peek_never_changes_state_and_agrees_with_memory() {
+    let server = RedisServer::start();
+    let store = RespStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_namespace("peek");
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let limits: Vec<Limit> = Algorithm::EVERY
+        .iter()
+        .map(|&a| limit(&format!("p-{}", a.as_str()), spec(a)))
+        .collect();
+    let mut peeks = 0;
+    for seed in 0..100u64 {
+        let mut rng = Rng::new(seed);
+        let reference = MemoryStore::new();
+        // A twin that is never peeked at: it must decide every check exactly alike.
+        let twin = MemoryStore::new();
+        let mut now = T0 + seed * 1_000_000;
+        for _ in 0..30 {
+            now += rng.range(0, 400);
+            if rng.chance(40) {
+                let l = rng.pick(&limits);
+                let id = Identifier::from(*rng.pick(&["a", "b", "c"]));
+                let before = dump_all(&mut conn);
+                let on_redis = store.peek(l, &id, TimeSource::At(now)).await.unwrap();
+                assert_eq!(dump_all(&mut conn), before, "a peek wrote");
+                let in_memory = reference.peek(l, &id, TimeSource::At(now)).await.unwrap();
+                assert_eq!(on_redis, in_memory, "seed {seed}");
+                peeks += 1;
+            } else {
+                let check = random_check(&mut rng, &limits);
+                let at = TimeSource::At(now);
+                let a = reference
+                    .check(std::slice::from_ref(&check), at)
+                    .await
+                    .unwrap();
+                let b = twin.check(std::slice::from_ref(&check), at).await.unwrap();
+                let c = store.check(std::slice::from_ref(&check), at).await.unwrap();
+                assert_eq!(a, b, "a peek changed a memory state (seed {seed})");
+                assert_eq!(a, c, "seed {seed}");
+            }
+        }
+        assert_eq!(reference.len(), twin.len());
+    }
+    println!("{peeks} peeks, none wrote");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reset_no_state_key_of_the_identifier_remains() {
+    let server = RedisServer::start();
+    let store = RespStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_namespace("reset");
+    // One limit name whose policy changed over time: a state key under every algorithm.
+    for (i, algorithm) in Algorithm::EVERY.into_iter().enumerate() {
+        let l = limit("api", spec(algorithm));
+        let item = CheckItem::new(&l, "victim", 1).with_request_id(format!("r{i}"));
+        let at = TimeSource::At(T0 + i as u64);
+        store
+            .check(&[Check::new().with_item(item)], at)
+            .await
+            .unwrap();
+        charge(&store, &l, "bystander", 1, T0).await;
+    }
+    let keys = |pattern: &str| -> Vec<String> {
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut conn).unwrap();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        keys("{el:reset:api:victim}:*").len(),
+        12,
+        "6 states, 6 request ids"
+    );
+    let l = limit("api", "gcra 3/1s");
+    assert!(store.reset(&l, &Identifier::from("victim")).await.unwrap());
+    let left = keys("{el:reset:api:victim}:*");
+    assert_eq!(left.len(), 6, "{left:?}");
+    assert!(left.iter().all(|k| k.contains("}:rq:")), "{left:?}");
+    assert_eq!(
+        keys("{el:reset:api:bystander}:*").len(),
+        6,
+        "others untouched"
+    );
+}

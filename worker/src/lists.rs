@@ -1,0 +1,387 @@
+//! Deny and allow lists at the edge (docs/design.md §4, "Lists at the edge"): the entries written
+//! in the configuration, matched in the isolate before any store call; the sources a request
+//! offers the lists ([`ProbeSource`]); the isolate's cache of denials the dynamic lists (in Redis)
+//! answered ([`DenyCache`]), so a blocked client's next requests cost no Redis command; and the
+//! counters of list denials. Pure: the clock is an argument.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use edgelimit::control::list::{ListEntry, ListProbe};
+use edgelimit::store::ExpiringMap;
+
+use crate::identify::{IdentifierSource, RequestView};
+
+/// The configuration-wide deny list's name (static entries: `deny`; dynamic: the `deny` list in
+/// Redis).
+pub const DENY: &str = "deny";
+/// The configuration-wide allow list's name.
+pub const ALLOW: &str = "allow";
+
+/// The deny list of rule `rule`: `deny:<rule>`.
+pub fn rule_deny(rule: &str) -> String {
+    format!("{DENY}:{rule}")
+}
+
+/// The allow list of rule `rule`: `allow:<rule>`.
+pub fn rule_allow(rule: &str) -> String {
+    format!("{ALLOW}:{rule}")
+}
+
+/// The most denials the isolate remembers (the soonest to lapse is forgotten first).
+pub const DENY_CACHE_CAPACITY: usize = 10_000;
+
+/// A source a request offers the lists: the client's country, or anything a limit can be
+/// identified by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeSource {
+    /// `country`: `request.cf.country`.
+    Country,
+    /// `ip`, `header:<name>`, `query:<name>`, `path:<n>`, `api-key:<source>`.
+    Request(IdentifierSource),
+}
+
+impl ProbeSource {
+    /// Parses a list entry's source: `country`, or an identifier source.
+    pub fn parse(text: &str) -> Result<ProbeSource, String> {
+        match text.trim() {
+            "country" => Ok(ProbeSource::Country),
+            other => IdentifierSource::parse(other).map(ProbeSource::Request),
+        }
+    }
+
+    /// The source in canonical form, as list entries spell it.
+    pub fn spec(&self) -> String {
+        match self {
+            ProbeSource::Country => "country".to_string(),
+            ProbeSource::Request(source) => source.spec(),
+        }
+    }
+
+    /// The value a list entry of this source would match in `request`.
+    pub fn value(&self, request: &dyn RequestView) -> Option<String> {
+        match self {
+            ProbeSource::Country => request
+                .country()
+                .map(|c| c.trim().to_ascii_uppercase())
+                .filter(|c| !c.is_empty()),
+            ProbeSource::Request(source) => source.list_value(request),
+        }
+    }
+}
+
+/// The source part of an entry (`ip` in `ip 203.0.113.0/24`).
+pub fn entry_source(entry: &ListEntry) -> String {
+    entry.source()
+}
+
+/// The sources every probe carries, whatever the configuration: the client address and country.
+pub fn base_sources() -> Vec<(String, ProbeSource)> {
+    vec![
+        ("ip".to_string(), ProbeSource::Request(IdentifierSource::ClientIp)),
+        ("country".to_string(), ProbeSource::Country),
+    ]
+}
+
+/// What `request` offers the lists: one value per source in `sources` that it has.
+pub fn probe(sources: &[(String, ProbeSource)], request: &dyn RequestView) -> ListProbe {
+    let mut probe = ListProbe::new();
+    for (spec, source) in sources {
+        if let Some(value) = source.value(request) {
+            probe = probe.with(spec, &value);
+        }
+    }
+    probe
+}
+
+/// Entries written in the configuration, matched in the isolate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StaticList {
+    entries: Vec<ListEntry>,
+    members: HashSet<String>,
+}
+
+impl StaticList {
+    /// The list of `entries`.
+    pub fn new(entries: Vec<ListEntry>) -> StaticList {
+        let members = entries.iter().map(ListEntry::member).collect();
+        StaticList { entries, members }
+    }
+
+    /// Its entries, as configured.
+    pub fn entries(&self) -> &[ListEntry] {
+        &self.entries
+    }
+
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry (its member text) matching one of a request's `candidates`, if any.
+    pub fn matching(&self, candidates: &[String]) -> Option<&str> {
+        if self.members.is_empty() {
+            return None;
+        }
+        candidates
+            .iter()
+            .find_map(|c| self.members.get(c).map(String::as_str))
+    }
+}
+
+/// How a request came to be denied by a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Via {
+    /// An entry in the configuration, matched in the isolate.
+    Static,
+    /// A dynamic entry this isolate learnt of from an earlier answer and still remembers.
+    Cache,
+    /// A dynamic entry, answered by the store in the check's round trip.
+    Store,
+}
+
+impl Via {
+    /// `static`, `cache` or `store`: the name in logs and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Via::Static => "static",
+            Via::Cache => "cache",
+            Via::Store => "store",
+        }
+    }
+}
+
+/// A request refused by a deny list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The list: `deny` or `deny:<rule>`.
+    pub list: String,
+    /// The matching entry, as stored (`ip 198.51.100.0/24`).
+    pub entry: String,
+    /// How the match was found.
+    pub via: Via,
+}
+
+/// Denials the dynamic lists answered, remembered by this isolate for `list_cache_ms`: a blocked
+/// client's next requests are refused before any store call. A removal from a list therefore
+/// takes effect here within `list_cache_ms`.
+#[derive(Debug)]
+pub struct DenyCache {
+    ttl_ms: u64,
+    /// Entry member → the lists it denied by, each with when it is forgotten.
+    entries: ExpiringMap<String, Vec<(Arc<str>, u64)>>,
+}
+
+impl DenyCache {
+    /// A cache remembering each denial for `ttl_ms` (0: nothing is remembered).
+    pub fn new(ttl_ms: u64) -> DenyCache {
+        DenyCache {
+            ttl_ms,
+            entries: ExpiringMap::new(DENY_CACHE_CAPACITY),
+        }
+    }
+
+    /// Remembers that `entry` of list `list` denied a request at `now_ms`.
+    pub fn remember(&mut self, list: &str, entry: &str, now_ms: u64) {
+        if self.ttl_ms == 0 {
+            return;
+        }
+        let until = now_ms.saturating_add(self.ttl_ms);
+        let mut lists: Vec<(Arc<str>, u64)> = self
+            .entries
+            .get(&entry.to_string())
+            .map(|(lists, _)| {
+                lists
+                    .iter()
+                    .filter(|(l, u)| *u > now_ms && &**l != list)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        lists.push((Arc::from(list), until));
+        let expire_at = lists.iter().map(|(_, u)| *u).max().unwrap_or(until);
+        self.entries.insert(entry.to_string(), lists, expire_at);
+    }
+
+    /// A remembered denial by one of `lists` of a request offering `candidates`, at `now_ms`.
+    pub fn lookup(&mut self, lists: &[String], candidates: &[String], now_ms: u64) -> Option<Denial> {
+        self.entries.purge_expired(now_ms);
+        if self.entries.is_empty() {
+            return None;
+        }
+        for candidate in candidates {
+            let Some((denied_by, _)) = self.entries.get(candidate) else {
+                continue;
+            };
+            if let Some((list, _)) = denied_by
+                .iter()
+                .find(|(l, until)| *until > now_ms && lists.iter().any(|x| x == &**l))
+            {
+                return Some(Denial {
+                    list: list.to_string(),
+                    entry: candidate.clone(),
+                    via: Via::Cache,
+                });
+            }
+        }
+        None
+    }
+
+    /// How many entries are remembered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Requests denied by a list, by list and [`Via`], for the `/metrics` page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListCounters {
+    denied: BTreeMap<(String, Via), u64>,
+    shadow_denied: u64,
+}
+
+impl ListCounters {
+    /// Counts a request refused by `denial`.
+    pub fn denied(&mut self, denial: &Denial) {
+        *self
+            .denied
+            .entry((denial.list.clone(), denial.via))
+            .or_default() += 1;
+    }
+
+    /// Counts a request a shadow rule's deny list would have refused.
+    pub fn shadow_denied(&mut self) {
+        self.shadow_denied += 1;
+    }
+
+    /// Requests refused by lists so far.
+    pub fn total(&self) -> u64 {
+        self.denied.values().sum()
+    }
+
+    /// The counters as Prometheus text.
+    pub fn to_prometheus(&self) -> String {
+        let mut out = String::from(
+            "# HELP edgelimit_list_denied_total Requests refused with 403 by a deny list, by list and how the match was found (static, cache, store).\n\
+             # TYPE edgelimit_list_denied_total counter\n",
+        );
+        for ((list, via), n) in &self.denied {
+            let list = list.replace(['\\', '"', '\n'], "_");
+            let _ = writeln!(
+                out,
+                "edgelimit_list_denied_total{{list=\"{list}\",via=\"{}\"}} {n}",
+                via.as_str()
+            );
+        }
+        out.push_str(
+            "# HELP edgelimit_list_shadow_denied_total Requests a shadow rule's deny list would have refused.\n\
+             # TYPE edgelimit_list_shadow_denied_total counter\n",
+        );
+        let _ = writeln!(
+            out,
+            "edgelimit_list_shadow_denied_total {}",
+            self.shadow_denied
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identify::OwnedRequest;
+
+    fn entry(text: &str) -> ListEntry {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn static_lists_match_a_prefix_of_the_client_address() {
+        let list = StaticList::new(vec![entry("ip 198.51.100.0/24"), entry("country CN")]);
+        let request = |ip: &str| OwnedRequest::get("h", "/").with_header("cf-connecting-ip", ip);
+        let candidates = |r: &OwnedRequest| probe(&base_sources(), r).candidates();
+        assert_eq!(
+            list.matching(&candidates(&request("198.51.100.77"))),
+            Some(entry("ip 198.51.100.0/24").member().as_str())
+        );
+        assert_eq!(list.matching(&candidates(&request("198.51.101.1"))), None);
+        let from_cn = request("203.0.113.1").with_country("cn");
+        assert_eq!(
+            list.matching(&candidates(&from_cn)),
+            Some(entry("country CN").member().as_str())
+        );
+        assert_eq!(StaticList::default().matching(&candidates(&from_cn)), None);
+    }
+
+    #[test]
+    fn probe_sources_parse_and_read_their_values() {
+        assert_eq!(ProbeSource::parse("country"), Ok(ProbeSource::Country));
+        assert_eq!(
+            ProbeSource::parse("api-key:header:Authorization").unwrap().spec(),
+            "api-key:header:authorization"
+        );
+        assert!(ProbeSource::parse("cookie:x").is_err());
+        let r = OwnedRequest::get("h", "/").with_country(" de ");
+        assert_eq!(ProbeSource::Country.value(&r).as_deref(), Some("DE"));
+        assert_eq!(ProbeSource::Country.value(&OwnedRequest::get("h", "/")), None);
+        assert_eq!(entry_source(&entry("header:x-api-key abc")), "header:x-api-key");
+    }
+
+    #[test]
+    fn the_deny_cache_answers_within_its_time_and_for_its_lists_only() {
+        let mut cache = DenyCache::new(1_000);
+        let member = entry("ip 198.51.100.0/24").member();
+        let candidates = vec!["ip 198.51.100.7".to_string(), member.clone()];
+        let global = vec![DENY.to_string()];
+        assert_eq!(cache.lookup(&global, &candidates, 0), None);
+        cache.remember(DENY, &member, 10);
+        let hit = cache.lookup(&global, &candidates, 500).expect("remembered");
+        assert_eq!((hit.list.as_str(), hit.entry.as_str(), hit.via), (DENY, member.as_str(), Via::Cache));
+        // Another rule's list does not deny this request.
+        assert_eq!(cache.lookup(&[rule_deny("api")], &candidates, 500), None);
+        // Forgotten after the cache time: the store is asked again.
+        assert_eq!(cache.lookup(&global, &candidates, 1_010), None);
+        assert!(cache.is_empty());
+        // A cache time of zero remembers nothing.
+        let mut off = DenyCache::new(0);
+        off.remember(DENY, &member, 10);
+        assert_eq!(off.lookup(&global, &candidates, 11), None);
+    }
+
+    #[test]
+    fn one_entry_remembered_for_two_lists_keeps_both() {
+        let mut cache = DenyCache::new(1_000);
+        cache.remember(DENY, "ip 1.2.3.4", 0);
+        cache.remember(&rule_deny("api"), "ip 1.2.3.4", 600);
+        let c = vec!["ip 1.2.3.4".to_string()];
+        assert!(cache.lookup(&[DENY.to_string()], &c, 900).is_some());
+        assert!(cache.lookup(&[DENY.to_string()], &c, 1_100).is_none());
+        assert!(cache.lookup(&[rule_deny("api")], &c, 1_100).is_some());
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn counters_print_by_list_and_way() {
+        let mut c = ListCounters::default();
+        let d = |via| Denial {
+            list: DENY.to_string(),
+            entry: "ip 1.2.3.4".to_string(),
+            via,
+        };
+        c.denied(&d(Via::Static));
+        c.denied(&d(Via::Cache));
+        c.denied(&d(Via::Cache));
+        c.shadow_denied();
+        let text = c.to_prometheus();
+        assert!(text.contains("edgelimit_list_denied_total{list=\"deny\",via=\"cache\"} 2"), "{text}");
+        assert!(text.contains("edgelimit_list_denied_total{list=\"deny\",via=\"static\"} 1"), "{text}");
+        assert!(text.contains("edgelimit_list_shadow_denied_total 1"), "{text}");
+        assert_eq!(c.total(), 3);
+    }
+}
