@@ -101,16 +101,20 @@ fn random_entry(rng: &mut Rng) -> ListEntry {
     text.parse().expect("generated entries parse")
 }
 
+fn pick<'a>(rng: &mut Rng, items: &[&'a str]) -> &'a str {
+    items[(rng.next_u64() % items.len() as u64) as usize]
+}
+
 fn random_probe(rng: &mut Rng) -> ListProbe {
     let mut probe = ListProbe::new();
     if rng.chance(90) {
-        probe = probe.with("ip", rng.pick(&ADDRESSES));
+        probe = probe.with("ip", pick(rng, &ADDRESSES));
     }
     if rng.chance(50) {
-        probe = probe.with("country", rng.pick(&["CN", "NL", "US"]));
+        probe = probe.with("country", pick(rng, &["CN", "NL", "US"]));
     }
     if rng.chance(50) {
-        probe = probe.with("header:X-Key", rng.pick(&["k1", "k2", "k3"]));
+        probe = probe.with("header:X-Key", pick(rng, &["k1", "k2", "k3"]));
     }
     if rng.chance(30) {
         probe = probe.with(
@@ -119,15 +123,16 @@ fn random_probe(rng: &mut Rng) -> ListProbe {
         );
     }
     if rng.chance(30) {
-        probe = probe.with("query:user", rng.pick(&["alice", "carol"]));
+        probe = probe.with("query:user", pick(rng, &["alice", "carol"]));
     }
     probe
 }
 
-fn random_lists(rng: &mut Rng) -> Vec<String> {
-    LISTS
+/// Some of `lists`, each with probability `percent`/100.
+fn random_lists(rng: &mut Rng, lists: &[&str], percent: u64) -> Vec<String> {
+    lists
         .iter()
-        .filter(|_| rng.chance(40))
+        .filter(|_| rng.chance(percent))
         .map(|l| l.to_string())
         .collect()
 }
@@ -142,14 +147,25 @@ fn limits() -> Vec<Limit> {
 
 fn random_check(rng: &mut Rng, limits: &[Limit], max_items: u64) -> Check {
     let gates: Vec<Gate> = (0..rng.range(1, 2))
-        .map(|_| Gate::new(random_lists(rng), random_lists(rng)))
+        .map(|_| {
+            // Mostly the Worker's shape (deny lists deny, allow lists allow), sometimes any list
+            // in either role.
+            if rng.chance(80) {
+                Gate::new(
+                    random_lists(rng, &["deny", "deny:r1"], 35),
+                    random_lists(rng, &["allow", "allow:r1"], 60),
+                )
+            } else {
+                Gate::new(random_lists(rng, &LISTS, 30), random_lists(rng, &LISTS, 30))
+            }
+        })
         .collect();
     let mut check = Check::new();
     for _ in 0..rng.range(0, max_items) {
         let limit = rng.pick(limits);
         let id = *rng.pick(&["a", "b"]);
         let mut item = CheckItem::new(limit, id, rng.range(0, 2) as i64);
-        match rng.range(0, 3) {
+        match rng.range(0, 4) {
             0 => {}
             // An index past the gates is no gate.
             1 => item = item.gated(gates.len()),
@@ -175,9 +191,9 @@ enum Op {
 fn random_op(rng: &mut Rng, now: u64, limits: &[Limit], max_items: u64) -> Op {
     match rng.range(0, 9) {
         0..=2 => {
-            let until = match rng.range(0, 2) {
+            let until = match rng.range(0, 1) {
                 0 => None,
-                _ => Some(now + rng.range(1, 3_000)),
+                _ => Some(now + rng.range(1, 6_000)),
             };
             Op::Add(rng.pick(&LISTS).to_string(), random_entry(rng), until)
         }

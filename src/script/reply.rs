@@ -42,6 +42,27 @@ const HEAD: usize = 2;
 /// Reads a script reply: `allowed`, the time decided at, then [`FIELDS`] integers per decision,
 /// checking there are exactly `items` decisions.
 pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
+    let parsed = parse_unchecked(reply, items)?;
+    // The scripts admit only when every limit admits. A reply saying otherwise was corrupted
+    // on the way (or forged): trusting its flag could admit a request a limit denied.
+    consistent(&parsed, false, reply)?;
+    Ok(parsed)
+}
+
+/// Whether a reply's verdict is what its decisions (and, gated, a deny list's match) make it.
+fn consistent(parsed: &Parsed, denied_by_list: bool, reply: &Reply) -> Result<(), StoreError> {
+    let expected = !denied_by_list && parsed.decisions.iter().all(|d| d.allowed);
+    if parsed.allowed != expected {
+        return Err(protocol(format!(
+            "the verdict ({}) disagrees with its decisions: {reply:?}",
+            parsed.allowed
+        )));
+    }
+    Ok(())
+}
+
+/// [`parse`] without the verdict's consistency check.
+fn parse_unchecked(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
     let values = match reply {
         Reply::Array(values) => values,
         Reply::Error(message) => return Err(StoreError::Script(message.clone())),
@@ -62,13 +83,6 @@ pub(super) fn parse(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
         .chunks_exact(FIELDS)
         .map(decision)
         .collect::<Result<Vec<_>, _>>()?;
-    // The scripts admit only when every limit admits. A reply saying otherwise was corrupted
-    // on the way (or forged): trusting its flag could admit a request a limit denied.
-    if allowed != decisions.iter().all(|d| d.allowed) {
-        return Err(protocol(format!(
-            "the verdict ({allowed}) disagrees with its decisions: {values:?}"
-        )));
-    }
     Ok(Parsed {
         allowed,
         decided_at_ms,
@@ -103,7 +117,7 @@ pub(super) fn parse_gated(
         )));
     }
     let (head, found) = values.split_at(values.len() - tail);
-    let parsed = parse(&Reply::Array(head.to_vec()), items)?;
+    let parsed = parse_unchecked(&Reply::Array(head.to_vec()), items)?;
     let found = found
         .chunks_exact(GATE_FIELDS)
         .map(|g| {
@@ -121,6 +135,21 @@ pub(super) fn parse_gated(
             Ok((kind, position, member))
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
+    // A deny match refuses the check even when it has no item to show for it; a denylisted
+    // decision only comes with one.
+    let denied_by_list = found.iter().any(|f| f.0 == 1);
+    if denied_by_list
+        != parsed
+            .decisions
+            .iter()
+            .any(|d| d.reason == Reason::Denylisted)
+        && !parsed.decisions.is_empty()
+    {
+        return Err(protocol(format!(
+            "a deny list match and denylisted decisions disagree: {reply:?}"
+        )));
+    }
+    consistent(&parsed, denied_by_list, reply)?;
     Ok((parsed, found))
 }
 
@@ -187,6 +216,27 @@ mod tests {
 
     fn ints(values: &[i64]) -> Reply {
         Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
+    }
+
+    #[test]
+    fn a_deny_list_refuses_even_a_check_without_items() {
+        // Found by the lists differential: a denied gated check with no item was read as a
+        // contradiction (no decision denies it).
+        let gated = |allowed: i64, kind: i64| {
+            Reply::Array(vec![
+                Reply::Int(allowed),
+                Reply::Int(5),
+                Reply::Int(kind),
+                Reply::Int(1),
+                Reply::Bulk(b"ip 203.0.113.7".to_vec()),
+            ])
+        };
+        let (parsed, found) = parse_gated(&gated(0, 1), 0, 1).unwrap();
+        assert!(!parsed.allowed);
+        assert_eq!(found, [(1, 1, "ip 203.0.113.7".to_string())]);
+        assert!(parse_gated(&gated(1, 1), 0, 1).is_err());
+        assert!(parse_gated(&gated(0, 2), 0, 1).is_err());
+        assert!(parse_gated(&gated(1, 2), 0, 1).unwrap().0.allowed);
     }
 
     #[test]
