@@ -122,7 +122,7 @@ pub enum ListCommand {
     /// Add an entry: `ip 203.0.113.7`, `ip 203.0.113.0/24`, `country CN`, `header:x-api-key abc`.
     Add {
         /// The entry: a source and a value (one argument quoted, or two).
-        #[arg(value_name = "ENTRY", required = true, num_args = 1.., allow_hyphen_values = true)]
+        #[arg(value_name = "ENTRY", required = true, num_args = 1..=2)]
         entry: Vec<String>,
         /// The rule whose own list this is; default the configuration-wide list.
         #[arg(long, value_name = "RULE")]
@@ -134,7 +134,7 @@ pub enum ListCommand {
     /// Remove an entry.
     Remove {
         /// The entry, as added.
-        #[arg(value_name = "ENTRY", required = true, num_args = 1.., allow_hyphen_values = true)]
+        #[arg(value_name = "ENTRY", required = true, num_args = 1..=2)]
         entry: Vec<String>,
         /// The rule whose own list this is; default the configuration-wide list.
         #[arg(long, value_name = "RULE")]

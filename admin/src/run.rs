@@ -22,10 +22,13 @@ pub async fn execute(
     Ok(match operation {
         Operation::Peek(subject) => {
             let held = held(store, subject).await?;
-            let verdict = store
-                .peek(&subject.limit, &subject.identifier, time)
-                .await?;
             let (views, policy) = AssignmentView::all(&subject.limit, &held, now_ms);
+            // The look is taken under the effective policy: the stores' peek scripts read no
+            // control key (yet), so the policy travels with the limit. An assignment keeps the
+            // limit's algorithm, so the state key is the same.
+            let mut effective = subject.limit.clone();
+            effective.policy = policy;
+            let verdict = store.peek(&effective, &subject.identifier, time).await?;
             Report::Standing(Standing::new(subject, policy, views, &verdict))
         }
         Operation::Reset(subject) => Report::Reset(ResetReport {
