@@ -68,11 +68,11 @@ fn one_seed_with_cluster_finds_the_whole_cluster() {
     let ids: Vec<String> = (0..20).map(|i| format!("198.51.100.{i}")).collect();
     for id in &ids {
         let set = admin.json(&["--cluster", "tier", "set", "per-ip", id, "pro"]);
-        assert_eq!(set["assignment"]["tier"], "pro");
+        assert_eq!(set["changed"]["tier"], "pro");
     }
     for id in &ids {
         let get = admin.json(&["--cluster", "tier", "get", "per-ip", id]);
-        assert_eq!(get["assignment"]["tier"], "pro", "{id}");
+        assert_eq!(get["assignments"][0]["tier"], "pro", "{id}");
     }
     let nodes: Vec<_> = cluster.nodes().iter().collect();
     let keys = common::keys(&nodes);
