@@ -28,6 +28,21 @@ impl AdminError {
         }
     }
 
+    /// The error for scripts (`--json`): `{"error": "<message>", "argument": "--ttl" | null,
+    /// "exit_code": 2}`.
+    pub fn to_json(&self) -> String {
+        let argument = match self {
+            AdminError::Input { argument, .. } => Some(argument.as_str()),
+            AdminError::Store(_) => None,
+        };
+        serde_json::json!({
+            "error": self.to_string(),
+            "argument": argument,
+            "exit_code": self.exit_code(),
+        })
+        .to_string()
+    }
+
     /// The process exit code: 2 for bad input (as clap uses for bad usage), 1 for a store failure.
     pub fn exit_code(&self) -> u8 {
         match self {

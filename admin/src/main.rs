@@ -20,7 +20,11 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("edgelimit-admin: {e}");
+            if cli.json {
+                eprintln!("{}", e.to_json());
+            } else {
+                eprintln!("edgelimit-admin: {e}");
+            }
             ExitCode::from(e.exit_code())
         }
     }

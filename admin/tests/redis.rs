@@ -79,4 +79,15 @@ fn a_missing_store_fails_with_exit_1_and_a_missing_config_with_exit_2() {
     let run = tls.run(&["peek", "per-ip", "203.0.113.7"]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("TLS"), "{run:?}");
+
+    // With --json the error is JSON too, on stderr.
+    let run = admin.run(&["--json", "tier", "set", "per-ip", "203.0.113.7", "gold"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let error: serde_json::Value = serde_json::from_str(&run.stderr).unwrap();
+    assert_eq!(error["argument"], "TIER");
+    assert_eq!(error["exit_code"], 2);
+    assert!(
+        error["error"].as_str().unwrap().starts_with("TIER: "),
+        "{error}"
+    );
 }
