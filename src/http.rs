@@ -587,7 +587,10 @@ mod tests {
         assert_eq!(json["reason"], "denied");
         assert_eq!(json["list"], "deny:api");
         assert_eq!(json["instance"], "/api/x");
-        assert!(json.get("retry_after").is_none(), "no wait lifts a deny entry");
+        assert!(
+            json.get("retry_after").is_none(),
+            "no wait lifts a deny entry"
+        );
         let other: serde_json::Value =
             serde_json::from_str(&Problem::misconfigured("x").to_json()).unwrap();
         assert!(other.get("list").is_none() && other["type"] == "about:blank");

@@ -416,3 +416,72 @@ async fn a_deny_refuses_everything_and_an_allow_skips_its_gate_only() {
     let err = store.list_add("", &block, None, T0).await.unwrap_err();
     assert!(err.to_string().contains("list name"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_decide_alike_on_a_sharded_store_holding_them_on_every_shard() {
+    use edgelimit::store::{Shard, ShardedStore};
+    let make = |_ns: String| {
+        ShardedStore::new(
+            ["a", "b", "c"]
+                .into_iter()
+                .map(|name| Shard::new(name, MemoryStore::new()))
+                .collect(),
+        )
+        .expect("three shards")
+    };
+    // One item per check: a check split over shards is not all or nothing (its own tests
+    // cover that); the split gated check is below.
+    differential(make, 4, 1_000, 1, "sharded-lists").await;
+    // A check split over shards carries every gate to each part.
+    let store = make(String::new());
+    let limit = Limit::new("api", "fixed 5/1m".parse::<Policy>().unwrap());
+    let ids: Vec<String> = (0..64).map(|i| format!("id-{i}")).collect();
+    let first = store.shard_of("api", ids[0].as_bytes());
+    let other = ids
+        .iter()
+        .find(|id| store.shard_of("api", id.as_bytes()) != first)
+        .expect("64 identifiers spread over three shards");
+    let gates = vec![
+        Gate::new(vec!["deny".into()], vec!["allow".into()]),
+        Gate::new(vec![], vec![]),
+    ];
+    let split = |address: &str| {
+        Check::new()
+            .with_item(CheckItem::new(&limit, ids[0].as_str(), 1).gated(0))
+            .with_item(CheckItem::new(&limit, other.as_str(), 1).gated(1))
+            .gated(ListProbe::new().with("ip", address), gates.clone())
+    };
+    let entry = |text: &str| text.parse::<ListEntry>().unwrap();
+    store
+        .list_add("allow", &entry("ip 198.51.100.0/24"), None, T0)
+        .await
+        .unwrap();
+    store
+        .list_add("deny", &entry("ip 203.0.113.7"), None, T0)
+        .await
+        .unwrap();
+    let v = &store
+        .check(&[split("198.51.100.1")], TimeSource::At(T0))
+        .await
+        .unwrap()[0];
+    assert!(v.allowed && !v.atomic);
+    assert_eq!(v.decisions[0].reason, Reason::Allowlisted);
+    assert_eq!(
+        (v.decisions[1].reason, v.decisions[1].remaining),
+        (Reason::Admitted, 4)
+    );
+    assert!(v.listed[0].is_allowed() && v.listed[1] == Listed::No);
+    let v = &store
+        .check(&[split("203.0.113.7")], TimeSource::At(T0))
+        .await
+        .unwrap()[0];
+    assert!(!v.allowed);
+    assert!(v.decisions.iter().all(|d| d.reason == Reason::Denylisted));
+    assert_eq!(v.denied_by(), Some(("deny", "ip 203.0.113.7")));
+    let look = Check::single(&limit, other.as_str(), 0);
+    let look = &store.check(&[look], TimeSource::At(T0)).await.unwrap()[0];
+    assert_eq!(
+        look.decisions[0].remaining, 4,
+        "the denied check charged nothing"
+    );
+}

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::differential::{generate_controlled, run, Kind, Report};
+use common::differential::{generate_controlled, run, Kind};
 use edgelimit::control::AssignmentKind;
 use edgelimit::script::Topology;
 use edgelimit::store::{Shard, ShardedStore};
@@ -35,7 +35,6 @@ fn policy(spec: &str) -> Policy {
 /// Every algorithm's sequences, then multi-limit ones, through `store`, each run in a namespace
 /// of its own (a control key names no algorithm: runs sharing identifiers must not share them).
 async fn differential(store: &RespStore, topology: Topology, seed: u64) {
-    let mut total = Report::default();
     for (seed, algorithm) in (seed..).zip(Algorithm::EVERY) {
         let namespace = format!("{}-{seed}", store.namespace());
         let store = &store.clone().with_namespace(namespace.clone());
@@ -48,16 +47,16 @@ async fn differential(store: &RespStore, topology: Topology, seed: u64) {
             report.reassigned > report.items / 20,
             "assignments decided too few items: {report:?}"
         );
-        total.reassigned += report.reassigned;
     }
-    let halves: &[bool] = match topology {
-        Topology::SingleNode => &[false],
-        Topology::Cluster => &[true, false],
+    // Multi-limit checks of mixed algorithms; on a Cluster some with every key in one slot (the
+    // name search that puts them there is slow in a debug build, hence fewer).
+    let parts: &[(bool, u64)] = match topology {
+        Topology::SingleNode => &[(false, 5_000)],
+        Topology::Cluster => &[(true, 1_000), (false, 2_000)],
     };
-    for (i, &same_slot) in halves.iter().enumerate() {
+    for (i, &(same_slot, count)) in parts.iter().enumerate() {
         let namespace = format!("{}-multi-{i}", store.namespace());
         let store = &store.clone().with_namespace(namespace.clone());
-        let count = SEQUENCES / halves.len() as u64;
         let sequences = generate_controlled(
             Kind::Multi,
             seed + 50 + i as u64,

@@ -5,8 +5,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::algorithm::Charge;
-use crate::control::{Assignment, Tiers};
 use crate::control::list::{Gate, ListProbe, Listed};
+use crate::control::{Assignment, Tiers};
 use crate::decision::Decision;
 use crate::policy::Policy;
 

@@ -22,8 +22,8 @@ use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::traits::Store;
 use crate::algorithm::Charge;
-use crate::control::{Assignment, AssignmentKind};
 use crate::control::list::{ListEntry, Listed};
+use crate::control::{Assignment, AssignmentKind};
 use crate::decision::Reason;
 
 /// One shard: a stable name (e.g. its URL without credentials) and its store. The name, not the

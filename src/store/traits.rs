@@ -4,8 +4,8 @@ use async_trait::async_trait;
 
 use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
-use crate::control::{Assignment, AssignmentKind};
 use crate::control::list::ListEntry;
+use crate::control::{Assignment, AssignmentKind};
 
 /// `Send + Sync` natively; nothing on wasm32, where JS futures and handles are not `Send`.
 #[cfg(not(target_arch = "wasm32"))]

@@ -255,7 +255,9 @@ fn static_list(
         let source = ProbeSource::parse(&spec).map_err(|problem| {
             ConfigError::at(
                 &at,
-                format!("`{text}`: the Worker cannot read source `{spec}` from a request: {problem}"),
+                format!(
+                    "`{text}`: the Worker cannot read source `{spec}` from a request: {problem}"
+                ),
             )
         })?;
         add_source(sources, source);
@@ -936,7 +938,11 @@ mod tests {
         assert_eq!(c.list_cache_ms, DEFAULT_LIST_CACHE_MS);
         assert!(c.deny.is_empty() && c.allow.is_empty());
         let specs: Vec<&str> = c.probe_sources.iter().map(|(s, _)| s.as_str()).collect();
-        assert_eq!(specs, ["ip", "country"], "the limit's own `ip` is not probed twice");
+        assert_eq!(
+            specs,
+            ["ip", "country"],
+            "the limit's own `ip` is not probed twice"
+        );
     }
 
     #[test]
@@ -959,9 +965,17 @@ mod tests {
         );
         let at = "rules[0] \"api\" → limits[0] \"per-ip\"";
         for (tiers, field, says) in [
-            (json!({"pro": "fixed 100/1s"}), "tiers.pro", "not a gcra policy"),
+            (
+                json!({"pro": "fixed 100/1s"}),
+                "tiers.pro",
+                "not a gcra policy",
+            ),
             (json!({"pro": "gcra 0/1s"}), "tiers.pro", "gcra 0/1s"),
-            (json!({"pro plan": "gcra 10/1s"}), "tiers.pro plan", "tier name"),
+            (
+                json!({"pro plan": "gcra 10/1s"}),
+                "tiers.pro plan",
+                "tier name",
+            ),
             (json!({"tiny": "gcra 1/1s burst 1"}), "tiers.tiny", "cost 5"),
         ] {
             let mut v = v.clone();
@@ -1010,9 +1024,17 @@ mod tests {
             ]
         );
         for (key, value, field) in [
-            ("deny", json!(["ip 198.51.100.0/24", "ip 300.1.1.1"]), "deny[1]".to_string()),
+            (
+                "deny",
+                json!(["ip 198.51.100.0/24", "ip 300.1.1.1"]),
+                "deny[1]".to_string(),
+            ),
             ("allow", json!(["nonsense"]), "allow[0]".to_string()),
-            ("list_sources", json!(["cookie:x"]), "list_sources[0]".to_string()),
+            (
+                "list_sources",
+                json!(["cookie:x"]),
+                "list_sources[0]".to_string(),
+            ),
         ] {
             let mut v = minimal();
             v[key] = value;

@@ -254,10 +254,7 @@ fn report(edge: &Edge, env: &Env, decided: (&Plan<'_>, &Checked, &Outcome), view
     let sampled = js_sys::Math::random() < edge.config.log_sample;
     // A denial the store's lists just answered is news; repeats from the isolate's cache (a
     // flood, typically) and static entries are sampled like everything else.
-    let news = outcome
-        .denied
-        .as_ref()
-        .is_some_and(|d| d.via == Via::Store);
+    let news = outcome.denied.as_ref().is_some_and(|d| d.via == Via::Store);
     if sampled || news || !outcome.shadow_denied.is_empty() {
         let isolate = edge.limiter.metrics();
         console_log!("{}", outcome.log_line(plan, checked, view, Some(&isolate)));

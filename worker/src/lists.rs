@@ -79,7 +79,10 @@ pub fn entry_source(entry: &ListEntry) -> String {
 /// The sources every probe carries, whatever the configuration: the client address and country.
 pub fn base_sources() -> Vec<(String, ProbeSource)> {
     vec![
-        ("ip".to_string(), ProbeSource::Request(IdentifierSource::ClientIp)),
+        (
+            "ip".to_string(),
+            ProbeSource::Request(IdentifierSource::ClientIp),
+        ),
         ("country".to_string(), ProbeSource::Country),
     ]
 }
@@ -205,7 +208,12 @@ impl DenyCache {
     }
 
     /// A remembered denial by one of `lists` of a request offering `candidates`, at `now_ms`.
-    pub fn lookup(&mut self, lists: &[String], candidates: &[String], now_ms: u64) -> Option<Denial> {
+    pub fn lookup(
+        &mut self,
+        lists: &[String],
+        candidates: &[String],
+        now_ms: u64,
+    ) -> Option<Denial> {
         self.entries.purge_expired(now_ms);
         if self.entries.is_empty() {
             return None;
@@ -323,14 +331,22 @@ mod tests {
     fn probe_sources_parse_and_read_their_values() {
         assert_eq!(ProbeSource::parse("country"), Ok(ProbeSource::Country));
         assert_eq!(
-            ProbeSource::parse("api-key:header:Authorization").unwrap().spec(),
+            ProbeSource::parse("api-key:header:Authorization")
+                .unwrap()
+                .spec(),
             "api-key:header:authorization"
         );
         assert!(ProbeSource::parse("cookie:x").is_err());
         let r = OwnedRequest::get("h", "/").with_country(" de ");
         assert_eq!(ProbeSource::Country.value(&r).as_deref(), Some("DE"));
-        assert_eq!(ProbeSource::Country.value(&OwnedRequest::get("h", "/")), None);
-        assert_eq!(entry_source(&entry("header:x-api-key abc")), "header:x-api-key");
+        assert_eq!(
+            ProbeSource::Country.value(&OwnedRequest::get("h", "/")),
+            None
+        );
+        assert_eq!(
+            entry_source(&entry("header:x-api-key abc")),
+            "header:x-api-key"
+        );
     }
 
     #[test]
@@ -342,7 +358,10 @@ mod tests {
         assert_eq!(cache.lookup(&global, &candidates, 0), None);
         cache.remember(DENY, &member, 10);
         let hit = cache.lookup(&global, &candidates, 500).expect("remembered");
-        assert_eq!((hit.list.as_str(), hit.entry.as_str(), hit.via), (DENY, member.as_str(), Via::Cache));
+        assert_eq!(
+            (hit.list.as_str(), hit.entry.as_str(), hit.via),
+            (DENY, member.as_str(), Via::Cache)
+        );
         // Another rule's list does not deny this request.
         assert_eq!(cache.lookup(&[rule_deny("api")], &candidates, 500), None);
         // Forgotten after the cache time: the store is asked again.
@@ -379,9 +398,18 @@ mod tests {
         c.denied(&d(Via::Cache));
         c.shadow_denied();
         let text = c.to_prometheus();
-        assert!(text.contains("edgelimit_list_denied_total{list=\"deny\",via=\"cache\"} 2"), "{text}");
-        assert!(text.contains("edgelimit_list_denied_total{list=\"deny\",via=\"static\"} 1"), "{text}");
-        assert!(text.contains("edgelimit_list_shadow_denied_total 1"), "{text}");
+        assert!(
+            text.contains("edgelimit_list_denied_total{list=\"deny\",via=\"cache\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("edgelimit_list_denied_total{list=\"deny\",via=\"static\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("edgelimit_list_shadow_denied_total 1"),
+            "{text}"
+        );
         assert_eq!(c.total(), 3);
     }
 }

@@ -301,7 +301,11 @@ impl Config {
         if plan.refused.is_none() {
             let [(enforced_gates, enforced_lookup), (shadow_gates, shadow_lookup)] = gates;
             for (check, (gates, lookup_only), slot) in [
-                (enforced, (enforced_gates, enforced_lookup), &mut plan.enforced),
+                (
+                    enforced,
+                    (enforced_gates, enforced_lookup),
+                    &mut plan.enforced,
+                ),
                 (shadow, (shadow_gates, shadow_lookup), &mut plan.shadow),
             ] {
                 if check.items().is_empty() && !lookup_only {
@@ -616,7 +620,12 @@ fn advertised(limit: &Limit, decision: &Decision) -> Policy {
     }
     let algorithm = own.algorithm();
     let rescaled = if algorithm.takes_burst() {
-        Policy::new(algorithm, own.limit(), own.window_ms(), Some(decision.limit))
+        Policy::new(
+            algorithm,
+            own.limit(),
+            own.window_ms(),
+            Some(decision.limit),
+        )
     } else {
         Policy::new(algorithm, decision.limit, own.window_ms(), None)
     };
@@ -1093,7 +1102,10 @@ mod tests {
         assert_eq!(outcome.status(), 403);
         assert_eq!(header(&outcome, "Cache-Control"), Some("no-store"));
         let problem = problem_of(&outcome);
-        assert_eq!((problem["reason"].as_str(), problem["list"].as_str()), (Some("denied"), Some("deny")));
+        assert_eq!(
+            (problem["reason"].as_str(), problem["list"].as_str()),
+            (Some("denied"), Some("deny"))
+        );
         assert_eq!(plan.rule(&[]).denied.unwrap().list, "deny");
         // A rule's own static entry, by country: that rule's list.
         let from_kp = from("203.0.113.1", "u").with_country("KP");
@@ -1101,11 +1113,25 @@ mod tests {
         assert_eq!(problem_of(&outcome)["list"], "deny:api");
         // The log line says why.
         let plan = c.plan(&from_kp);
-        let checked = Checked { verdicts: Vec::new(), local_ms: 0, store_ms: None };
-        let line: serde_json::Value =
-            serde_json::from_str(&plan.decide(&[], "/api/x").log_line(&plan, &checked, &from_kp, None)).unwrap();
-        assert_eq!((line["status"].as_u64(), line["reason"].as_str()), (Some(403), Some("denied")));
-        assert_eq!((line["list"].as_str(), line["via"].as_str()), (Some("deny:api"), Some("static")));
+        let checked = Checked {
+            verdicts: Vec::new(),
+            local_ms: 0,
+            store_ms: None,
+        };
+        let line: serde_json::Value = serde_json::from_str(
+            &plan
+                .decide(&[], "/api/x")
+                .log_line(&plan, &checked, &from_kp, None),
+        )
+        .unwrap();
+        assert_eq!(
+            (line["status"].as_u64(), line["reason"].as_str()),
+            (Some(403), Some("denied"))
+        );
+        assert_eq!(
+            (line["list"].as_str(), line["via"].as_str()),
+            (Some("deny:api"), Some("static"))
+        );
     }
 
     #[test]
@@ -1115,12 +1141,18 @@ mod tests {
         let req = from("203.0.113.1", "u").with_country("CN");
         let plan = c.plan(&req);
         assert!(plan.denied().is_none());
-        assert!(plan.shadow().is_none(), "the shadow rule's limits are not charged");
+        assert!(
+            plan.shadow().is_none(),
+            "the shadow rule's limits are not charged"
+        );
         let outcome = run(&c, &store, &req, 0);
         assert!(outcome.allowed());
         assert_eq!(outcome.shadow_listed[0].list, "deny:watch");
         assert_eq!(&*outcome.shadow_denied[0], "shadow-user");
-        assert_eq!(header(&outcome, SHADOW_HEADER), Some("deny; policies=\"shadow-user\""));
+        assert_eq!(
+            header(&outcome, SHADOW_HEADER),
+            Some("deny; policies=\"shadow-user\"")
+        );
     }
 
     #[test]
@@ -1134,7 +1166,11 @@ mod tests {
             assert!(header(&outcome, "RateLimit").is_none(), "not advertised");
         }
         let plan = c.plan(&partner);
-        assert_eq!(plan.allowed.len(), 2, "both rules, by the configuration-wide allow");
+        assert_eq!(
+            plan.allowed.len(),
+            2,
+            "both rules, by the configuration-wide allow"
+        );
         let enforced = plan.enforced().expect("a check looks up the deny lists");
         assert!(enforced.items().is_empty() && enforced.is_gated());
         // A rule's own allow entry exempts that rule only.
@@ -1164,7 +1200,11 @@ mod tests {
             }]
         );
         assert_eq!(enforced.items()[0].gate, Some(0));
-        assert_eq!(plan.deny_scope(), ["deny", "deny:api"], "not the shadow rule's");
+        assert_eq!(
+            plan.deny_scope(),
+            ["deny", "deny:api"],
+            "not the shadow rule's"
+        );
         assert!(plan.candidates().contains(&"ip 203.0.113.0/24".to_string()));
         assert!(plan.candidates().contains(&"header:x-user u".to_string()));
         let mut off = listed_config();
@@ -1176,7 +1216,8 @@ mod tests {
         let only_api = Config::from_value(json!({"rules": [{"name": "api", "path_prefix": "/api/",
             "limits": [{"name": "l", "policy": "fixed 1/1m", "identifier": "ip"}]}]}))
         .unwrap();
-        let plan = only_api.plan(&OwnedRequest::get("h", "/x").with_header("cf-connecting-ip", "1.2.3.4"));
+        let plan =
+            only_api.plan(&OwnedRequest::get("h", "/x").with_header("cf-connecting-ip", "1.2.3.4"));
         assert!(plan.checks().is_empty() && plan.candidates().is_empty());
     }
 
@@ -1200,7 +1241,9 @@ mod tests {
         cache.remember(&denial.list, &denial.entry, 1);
         let next = from("198.51.100.99", "n");
         let mut plan = c.plan(&next);
-        let hit = cache.lookup(plan.deny_scope(), plan.candidates(), 2).unwrap();
+        let hit = cache
+            .lookup(plan.deny_scope(), plan.candidates(), 2)
+            .unwrap();
         plan.deny_remembered(hit);
         assert!(plan.checks().is_empty());
         assert_eq!(plan.decide(&[], "/api/x").denied.unwrap().via, Via::Cache);
@@ -1224,7 +1267,9 @@ mod tests {
         }
         // The configuration-wide deny list refuses even a request only shadow rules limit.
         add(&store, "deny", "country RU");
-        let shadow_only = OwnedRequest::get("h", "/other").with_header("x-user", "z").with_country("ru");
+        let shadow_only = OwnedRequest::get("h", "/other")
+            .with_header("x-user", "z")
+            .with_country("ru");
         let outcome = run(&c, &store, &shadow_only, 10);
         assert_eq!(outcome.status(), 403);
         assert_eq!(outcome.denied.unwrap().list, "deny");
@@ -1247,14 +1292,20 @@ mod tests {
         let outcomes: Vec<Outcome> = (0..6).map(|i| run(&c, &store, &user("p"), i)).collect();
         let statuses: Vec<u16> = outcomes.iter().map(Outcome::status).collect();
         assert_eq!(statuses, [200, 200, 200, 200, 200, 429]);
-        assert!(header(&outcomes[0], "RateLimit-Policy").unwrap().contains("\"per-user\";q=5;w=60"));
+        assert!(header(&outcomes[0], "RateLimit-Policy")
+            .unwrap()
+            .contains("\"per-user\";q=5;w=60"));
         let free = run(&c, &store, &user("f"), 10);
-        assert!(header(&free, "RateLimit-Policy").unwrap().contains("\"per-user\";q=2;w=60"));
+        assert!(header(&free, "RateLimit-Policy")
+            .unwrap()
+            .contains("\"per-user\";q=2;w=60"));
         // An override: advertised with its capacity.
         let strict = Assignment::Override("fixed 1/1m".parse().unwrap());
         ready(store.assign(limit, &Identifier::from("o"), Some(&strict), None)).unwrap();
         let first = run(&c, &store, &user("o"), 20);
-        assert!(header(&first, "RateLimit-Policy").unwrap().contains("\"per-user\";q=1;w=60"));
+        assert!(header(&first, "RateLimit-Policy")
+            .unwrap()
+            .contains("\"per-user\";q=1;w=60"));
         assert_eq!(run(&c, &store, &user("o"), 21).status(), 429);
     }
 

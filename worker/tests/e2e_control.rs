@@ -161,7 +161,10 @@ async fn tiers_come_from_redis_and_change_without_a_redeploy() {
     );
     let first = stack.get("/api/x", &paula).await;
     let policy = header(&first, "ratelimit-policy").unwrap();
-    assert!(policy.contains("\"per-user\";q=6"), "the pro policy is advertised: {policy}");
+    assert!(
+        policy.contains("\"per-user\";q=6"),
+        "the pro policy is advertised: {policy}"
+    );
     assert_eq!(
         statuses(&stack, "/api/x", &[("x-user", "frank")], 4).await,
         [200, 200, 200, 429],
@@ -190,7 +193,13 @@ async fn tiers_come_from_redis_and_change_without_a_redeploy() {
 async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     let stack = start(CONFIG).await;
     let attacker = |ip: &'static str| [("cf-connecting-ip", ip), ("x-user", "mallory")];
-    assert_eq!(stack.get("/api/x", &attacker("198.51.100.7")).await.status(), 200);
+    assert_eq!(
+        stack
+            .get("/api/x", &attacker("198.51.100.7"))
+            .await
+            .status(),
+        200
+    );
 
     // Blocked at runtime: a range, in the configuration-wide list.
     list_add(&stack, "deny", "ip 198.51.100.0/24");
@@ -200,8 +209,14 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
         header(&denied, "content-type").as_deref(),
         Some("application/problem+json")
     );
-    assert_eq!(header(&denied, "cache-control").as_deref(), Some("no-store"));
-    assert!(header(&denied, "ratelimit").is_none(), "no quota is advertised");
+    assert_eq!(
+        header(&denied, "cache-control").as_deref(),
+        Some("no-store")
+    );
+    assert!(
+        header(&denied, "ratelimit").is_none(),
+        "no quota is advertised"
+    );
     let problem: serde_json::Value = denied.json().await.unwrap();
     assert_eq!(problem["status"], 403);
     assert_eq!(problem["title"], "Forbidden");
@@ -212,7 +227,11 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
         "{problem}"
     );
     assert!(
-        wait_for_log(&stack.worker, r#""reason":"denied","list":"deny","via":"store""#).await,
+        wait_for_log(
+            &stack.worker,
+            r#""reason":"denied","list":"deny","via":"store""#
+        )
+        .await,
         "the denial is logged:\n{}",
         stack.worker.logs()
     );
@@ -220,7 +239,11 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     // The next requests from that range are refused by the isolate: no Redis command.
     let before = gateway_counts(&stack);
     for ip in ["198.51.100.7", "198.51.100.8", "198.51.100.200"] {
-        assert_eq!(stack.get("/api/x", &attacker(ip)).await.status(), 403, "{ip}");
+        assert_eq!(
+            stack.get("/api/x", &attacker(ip)).await.status(),
+            403,
+            "{ip}"
+        );
     }
     let (round_trips, commands) = served(&before, &gateway_counts(&stack));
     println!("3 cached denials: {round_trips} round trips, {commands} Redis commands");
@@ -246,7 +269,10 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     // A static entry: refused in the isolate, before any store call.
     let before = gateway_counts(&stack);
     let static_denied = stack
-        .get("/api/x", &[("cf-connecting-ip", "192.0.2.44"), ("x-user", "sam")])
+        .get(
+            "/api/x",
+            &[("cf-connecting-ip", "192.0.2.44"), ("x-user", "sam")],
+        )
         .await;
     assert_eq!(static_denied.status(), 403);
     let (round_trips, commands) = served(&before, &gateway_counts(&stack));
@@ -258,7 +284,10 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     let metrics = worker_metrics(&stack).await;
     let denied = |list: &str, via: &str| {
         metrics
-            .get("edgelimit_list_denied_total", &[("list", list), ("via", via)])
+            .get(
+                "edgelimit_list_denied_total",
+                &[("list", list), ("via", via)],
+            )
             .unwrap_or(0.0)
     };
     assert_eq!(denied("deny", "store"), 1.0);
@@ -276,7 +305,10 @@ async fn allow_lists_forward_uncounted_and_a_request_costs_one_round_trip() {
     for _ in 0..5 {
         let r = stack.get("/api/x", &partner).await;
         assert_eq!(r.status(), 200);
-        assert!(header(&r, "ratelimit").is_none(), "an allowed request is not advertised");
+        assert!(
+            header(&r, "ratelimit").is_none(),
+            "an allowed request is not advertised"
+        );
     }
     assert_eq!(keys(&stack, "*partner*"), 0, "nothing was counted");
     // A wrong key is no partner's.
@@ -293,7 +325,12 @@ async fn allow_lists_forward_uncounted_and_a_request_costs_one_round_trip() {
     assert_eq!(keys(&stack, "*per-user:vip*"), 0, "nothing was counted");
 
     // Round trips with tiers and lists on: one `/pipeline` per decided request.
-    assign(&stack, "per-user", "u0", &Assignment::Tier(Arc::from("pro")));
+    assign(
+        &stack,
+        "per-user",
+        "u0",
+        &Assignment::Tier(Arc::from("pro")),
+    );
     let _ = stack.get("/api/x", &[("x-user", "warm-up")]).await;
     let n = 20;
     let before = gateway_counts(&stack);

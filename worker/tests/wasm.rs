@@ -130,5 +130,7 @@ fn deny_lists_answer_403_under_wasm32() {
     let other = OwnedRequest::get("h", "/").with_header("cf-connecting-ip", "203.0.113.1");
     let plan = config.plan(&other);
     let store = MemoryStore::new();
-    assert!(plan.decide(&store.check_now(plan.checks(), 0), "/").allowed());
+    assert!(plan
+        .decide(&store.check_now(plan.checks(), 0), "/")
+        .allowed());
 }
