@@ -50,7 +50,7 @@ pub fn main(cli: &Cli, env: impl Fn(&str) -> Option<String>) -> Result<Report, A
     let config = edgelimit_sim::edge::config_file::load(&cli.config)
         .map_err(|e| AdminError::input("--config", e.to_string()))?;
     let operation = command::plan(&cli.command, &config, &file, cli.raw_identifier)?;
-    let store = StoreUrl::parse(cli.store.as_deref(), cli.cluster, env)?;
+    let store = StoreUrl::for_config(cli.store.as_deref(), cli.cluster, &config.shards, env)?;
     let timeout = Duration::from_millis(command::duration_ms("--timeout", &cli.timeout)?);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

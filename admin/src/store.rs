@@ -4,8 +4,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use edgelimit::store::{REST_TOKEN_VAR, REST_URL_VAR};
+use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{RespStore, RestStore, Store};
+use edgelimit_worker::config::ShardConfig;
 
 use crate::error::AdminError;
 
@@ -23,6 +24,31 @@ pub enum StoreUrl {
         /// The bearer token (kept out of `Debug` and `Display`).
         token: String,
     },
+    /// The configuration's shards (`shards = [...]`), each a REST endpoint: identifiers are
+    /// spread over them by the Worker's rendezvous hashing, lists are kept on every one.
+    Shards(Vec<RestShard>),
+}
+
+/// One shard of a sharded configuration, found through its variables.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RestShard {
+    /// The shard's name (it decides which identifiers it owns).
+    pub name: String,
+    /// Its REST URL.
+    pub url: String,
+    /// Its token (kept out of `Display`).
+    pub token: String,
+}
+
+/// Without the token.
+impl fmt::Debug for RestShard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestShard")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 impl fmt::Debug for StoreUrl {
@@ -41,6 +67,13 @@ impl fmt::Display for StoreUrl {
                 write!(f, "cluster {}", nodes.join(","))
             }
             StoreUrl::Rest { url, .. } => write!(f, "upstash+{url}"),
+            StoreUrl::Shards(shards) => {
+                let names: Vec<String> = shards
+                    .iter()
+                    .map(|s| format!("{} upstash+{}", s.name, s.url))
+                    .collect();
+                write!(f, "shards {}", names.join(", "))
+            }
         }
     }
 }
@@ -60,6 +93,53 @@ fn redact(url: &str) -> String {
 }
 
 impl StoreUrl {
+    /// The store the Worker configured with `shards` uses: with shards, their REST URLs and
+    /// tokens from the variables each names (as the Worker reads its secrets), and `--store`
+    /// must not be given, since one store would miss every other shard's identifiers; without,
+    /// [`StoreUrl::parse`].
+    pub fn for_config(
+        given: Option<&str>,
+        cluster: bool,
+        shards: &[ShardConfig],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<StoreUrl, AdminError> {
+        if shards.is_empty() {
+            return StoreUrl::parse(given, cluster, env);
+        }
+        let names: Vec<&str> = shards.iter().map(|s| s.name.as_str()).collect();
+        if given.is_some() || cluster {
+            return Err(AdminError::input(
+                if given.is_some() {
+                    "--store"
+                } else {
+                    "--cluster"
+                },
+                format!(
+                    "the configuration spreads identifiers over {} shards ({}): leave --store out \
+                     and set each shard's URL and token variables, as the Worker's secrets",
+                    shards.len(),
+                    names.join(", ")
+                ),
+            ));
+        }
+        let var = |name: &str, shard: &str| {
+            env(name).filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+                AdminError::input(name, format!("is not set (shard `{shard}` names it)"))
+            })
+        };
+        let shards = shards
+            .iter()
+            .map(|s| {
+                Ok(RestShard {
+                    name: s.name.clone(),
+                    url: var(&s.url_var, &s.name)?,
+                    token: var(&s.token_var, &s.name)?,
+                })
+            })
+            .collect::<Result<Vec<_>, AdminError>>()?;
+        Ok(StoreUrl::Shards(shards))
+    }
+
     /// Reads `--store` (`given`), `--cluster` and, for REST, the token from `env` (the process
     /// environment in the binary; a map in tests).
     pub fn parse(
@@ -154,16 +234,49 @@ impl StoreUrl {
                     .map_err(failed)?
                     .with_namespace(namespace),
             ),
-            StoreUrl::Rest { url, token } => Box::new(
-                RestStore::new(url, token)
-                    // A URL the library refuses (https without the TLS feature) is the
-                    // caller's to fix: bad input, not a store failure.
-                    .map_err(|e| AdminError::input("--store", format!("`{url}`: {e}")))?
-                    .with_namespace(namespace)
-                    .with_timeout(timeout),
-            ),
+            StoreUrl::Rest { url, token } => {
+                Box::new(rest_store("--store", url, token, namespace, timeout)?)
+            }
+            StoreUrl::Shards(shards) => {
+                let shards = shards
+                    .iter()
+                    .map(|s| {
+                        let argument = format!("shard `{}`", s.name);
+                        rest_store(&argument, &s.url, &s.token, namespace, timeout)
+                            .map(|store| Shard::new(s.name.clone(), store))
+                    })
+                    .collect::<Result<Vec<_>, AdminError>>()?;
+                Box::new(
+                    ShardedStore::new(shards)
+                        .map_err(|e| AdminError::input("shards", e.to_string()))?,
+                )
+            }
         })
     }
+}
+
+/// A REST store at `url`. A URL the library refuses (https without TLS) is the caller's to fix:
+/// bad input naming `argument`, not a store failure.
+fn rest_store(
+    argument: &str,
+    url: &str,
+    token: &str,
+    namespace: &str,
+    timeout: Duration,
+) -> Result<RestStore, AdminError> {
+    if url.trim().starts_with("https://") && !cfg!(feature = "tls") {
+        return Err(AdminError::input(
+            argument,
+            format!(
+                "`{}` needs TLS: build edgelimit-admin with `--features tls`",
+                url.trim()
+            ),
+        ));
+    }
+    Ok(RestStore::new(url, token)
+        .map_err(|e| AdminError::input(argument, format!("`{url}`: {e}")))?
+        .with_namespace(namespace)
+        .with_timeout(timeout))
 }
 
 /// `host:port` out of `[user:password@]host:port[/db]`.

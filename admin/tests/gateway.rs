@@ -5,8 +5,8 @@ mod common;
 
 use common::suite::{self, Backend};
 use common::{Admin, NAMESPACE};
-use edgelimit::store::REST_TOKEN_VAR;
-use edgelimit::RestStore;
+use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR};
+use edgelimit::{Check, RestStore, Store, TimeSource};
 use edgelimit_gateway::{Config, Gateway};
 use edgelimit_testkit::RedisServer;
 
@@ -85,4 +85,103 @@ fn the_token_comes_from_the_environment_and_a_wrong_one_is_a_store_failure() {
         let run = from_env.run(&["--json", "deny", "add", "country CN"]);
         assert_eq!(run.json()["entry"], "country CN");
     });
+}
+
+/// `shards` in the configuration: the CLI writes each identifier's assignment where the Worker's
+/// sharded store looks for it, and lists on every shard.
+#[test]
+fn a_sharded_configuration_is_written_shard_by_shard() {
+    let servers = [RedisServer::start(), RedisServer::start()];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let gateways: Vec<Gateway> = servers
+        .iter()
+        .map(|s| {
+            let config = Config::new("127.0.0.1:0".parse().unwrap(), s.url(), TOKEN);
+            rt.block_on(Gateway::start(config)).expect("gateway starts")
+        })
+        .collect();
+    let urls: Vec<String> = gateways
+        .iter()
+        .map(|g| format!("http://{}", g.local_addr()))
+        .collect();
+    let sharded = common::CONFIG.replace(
+        "namespace = \"admtest\"",
+        "namespace = \"admtest\"\nshards = [\n  { name = \"eu\", url_var = \"EU_URL\", token_var = \"EU_TOKEN\" },\n  { name = \"us\", url_var = \"US_URL\", token_var = \"US_TOKEN\" },\n]",
+    );
+    let mut admin = Admin::new("");
+    admin.config = common::config_file_of(&sharded);
+    let admin = admin
+        .with_env("EU_URL", &urls[0])
+        .with_env("EU_TOKEN", TOKEN)
+        .with_env("US_URL", &urls[1]);
+
+    // Every shard's variables are needed, and --store would miss the other shards.
+    let run = admin.run(&["tier", "get", "per-ip", "203.0.113.7"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .starts_with("edgelimit-admin: US_TOKEN: is not set"),
+        "{run:?}"
+    );
+    let admin = admin.with_env("US_TOKEN", TOKEN);
+    let mut single = admin.clone();
+    single.store = format!("upstash+{}", urls[0]);
+    let run = single.run(&["tier", "get", "per-ip", "203.0.113.7"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("2 shards (eu, us)"), "{run:?}");
+
+    // The library's sharded store, as the Worker builds it, sees what the CLI wrote.
+    let store = ShardedStore::new(
+        ["eu", "us"]
+            .iter()
+            .zip(&urls)
+            .map(|(name, url)| {
+                Shard::new(
+                    *name,
+                    RestStore::new(url, TOKEN)
+                        .unwrap()
+                        .with_namespace(NAMESPACE),
+                )
+            })
+            .collect(),
+    )
+    .unwrap();
+    let ids: Vec<String> = (1..=12).map(|i| format!("198.51.100.{i}")).collect();
+    for id in &ids {
+        assert_eq!(
+            admin.json(&["tier", "set", "per-ip", id, "pro"])["policy"],
+            "gcra 200/1h"
+        );
+    }
+    let limit = common::limit("per-ip");
+    for id in &ids {
+        let verdict = rt
+            .block_on(store.check(&[Check::single(&limit, id.as_str(), 1)], TimeSource::Server))
+            .unwrap();
+        assert_eq!(verdict[0].decisions[0].limit, 200, "{id}");
+    }
+    for server in &servers {
+        assert!(
+            common::keys(&[server]).iter().any(|k| k.ends_with("}:ctl")),
+            "12 identifiers land on both shards"
+        );
+    }
+    admin.json(&["deny", "add", "country XX"]);
+    for server in &servers {
+        assert!(
+            common::keys(&[server])
+                .iter()
+                .any(|k| k.contains(":list:deny")),
+            "a list is kept on every shard"
+        );
+    }
+    assert_eq!(
+        admin.json(&["deny", "list"])["entries"][0]["entry"],
+        "country XX"
+    );
+    drop(gateways);
 }

@@ -39,6 +39,12 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// [`CONFIG`] written to a fresh file, as a wrangler.toml would hold it.
 pub fn config_file() -> PathBuf {
+    config_file_of(CONFIG)
+}
+
+/// `config` (a bare `EDGELIMIT_CONFIG` table starting with `namespace =`) written to a fresh
+/// file, as a wrangler.toml would hold it.
+pub fn config_file_of(config: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "edgelimit-admin-test-{}-{}",
         std::process::id(),
@@ -48,7 +54,7 @@ pub fn config_file() -> PathBuf {
     let path = dir.join("wrangler.toml");
     let wrangler = format!(
         "name = \"edge\"\nmain = \"build/worker/shim.mjs\"\ncompatibility_date = \"2025-01-01\"\n\n{}",
-        CONFIG
+        config
             .replace("namespace =", "[vars.EDGELIMIT_CONFIG]\nnamespace =")
             .replace("[[rules]]", "[[vars.EDGELIMIT_CONFIG.rules]]")
     );
