@@ -3,8 +3,11 @@
 //! entries each) probed with an IPv4 address — 33 candidates, one `ZMSCORE` per list — in the
 //! same run against the same `redis-server`: Redis's own script time per decision (`INFO
 //! commandstats`: neither client nor network counted) and decisions per second at 8 clients.
-//! Rows: plain; gated, no list matching (the common case: both lists asked, the limit decided);
-//! gated and allowlisted (not charged); gated and denylisted (nothing decided).
+//! Rows: plain (one limit: its own script); plain with two limits (the multi-limit script, which
+//! every gated check runs); gated with two limits and with one, no list matching (the common
+//! case: both lists asked, the limits decided); gated and allowlisted (not charged); gated and
+//! denylisted (nothing decided). The modes run interleaved, `ROUNDS` times, and each row reports
+//! its median, so a machine busy with other work skews every mode alike.
 //! Run: `cargo bench --bench lists`.
 
 use std::sync::Arc;
@@ -14,7 +17,8 @@ use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store, TimeSource};
 use edgelimit_testkit::RedisServer;
 
-const DECISIONS: usize = 20_000;
+const DECISIONS: usize = 10_000;
+const ROUNDS: usize = 5;
 const CLIENTS: usize = 8;
 const IDENTIFIERS: usize = 100;
 const ENTRIES: usize = 1_000;
@@ -23,6 +27,10 @@ const T: u64 = 1_700_000_000_000;
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Mode {
     Plain,
+    /// Two limits, no gate: the multi-limit script.
+    Plain2,
+    /// Two limits behind the gate; the address is in no list.
+    Unlisted2,
     /// Gated; the probe's address is in no list.
     Unlisted,
     /// Gated; the address is on the allow list.
@@ -31,33 +39,63 @@ enum Mode {
     Denylisted,
 }
 
-fn check(limit: &Limit, mode: Mode, c: usize, i: usize) -> Check {
-    let id = format!("id-{}", (c * 7 + i) % IDENTIFIERS);
-    let address = match mode {
-        Mode::Plain | Mode::Unlisted => "192.0.2.77",
-        Mode::Allowlisted => "198.51.100.9",
-        Mode::Denylisted => "203.0.113.9",
-    };
-    match mode {
-        Mode::Plain => Check::single(limit, id, 1),
-        _ => Check::new()
-            .with_item(CheckItem::new(limit, id, 1).gated(0))
-            .gated(
-                ListProbe::new().with("ip", address),
-                vec![Gate::new(vec!["deny".into()], vec!["allow".into()])],
-            ),
+impl Mode {
+    const ALL: [Mode; 6] = [
+        Mode::Plain,
+        Mode::Plain2,
+        Mode::Unlisted2,
+        Mode::Unlisted,
+        Mode::Allowlisted,
+        Mode::Denylisted,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain, 1 limit",
+            Mode::Plain2 => "plain, 2 limits (multi script)",
+            Mode::Unlisted2 => "gated, 2 limits, unlisted",
+            Mode::Unlisted => "gated, 1 limit, unlisted",
+            Mode::Allowlisted => "gated, 1 limit, allowlisted",
+            Mode::Denylisted => "gated, 1 limit, denylisted",
+        }
     }
 }
 
-async fn run(store: &Arc<RespStore>, limit: &Limit, mode: Mode) -> f64 {
+fn check(limits: &[Limit; 2], mode: Mode, c: usize, i: usize) -> Check {
+    let id = format!("id-{}", (c * 7 + i) % IDENTIFIERS);
+    let address = match mode {
+        Mode::Allowlisted => "198.51.100.9",
+        Mode::Denylisted => "203.0.113.9",
+        _ => "192.0.2.77",
+    };
+    let gated = |check: Check| {
+        check.gated(
+            ListProbe::new().with("ip", address),
+            vec![Gate::new(vec!["deny".into()], vec!["allow".into()])],
+        )
+    };
+    let item = |limit: &Limit| CheckItem::new(limit, id.clone(), 1).gated(0);
+    match mode {
+        Mode::Plain => Check::single(&limits[0], id.clone(), 1),
+        Mode::Plain2 => Check::single(&limits[0], id.clone(), 1).with(&limits[1], id.clone(), 1),
+        Mode::Unlisted2 => gated(
+            Check::new()
+                .with_item(item(&limits[0]))
+                .with_item(item(&limits[1])),
+        ),
+        _ => gated(Check::new().with_item(item(&limits[0]))),
+    }
+}
+
+async fn run(store: &Arc<RespStore>, limits: &[Limit; 2], mode: Mode) -> f64 {
     let per_client = DECISIONS / CLIENTS;
     let started = Instant::now();
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|c| {
-            let (store, limit) = (store.clone(), limit.clone());
+            let (store, limits) = (store.clone(), limits.clone());
             tokio::spawn(async move {
                 for i in 0..per_client {
-                    let check = check(&limit, mode, c, i);
+                    let check = check(&limits, mode, c, i);
                     let verdict = store
                         .check(std::slice::from_ref(&check), TimeSource::At(T))
                         .await
@@ -133,7 +171,7 @@ fn main() {
         store.list_add("deny", &deny, None, T).await.unwrap();
         store.list_add("allow", &allow, None, T).await.unwrap();
         println!(
-            "\n{DECISIONS} decisions per row, {CLIENTS} clients, {IDENTIFIERS} identifiers, two \
+            "\n{DECISIONS} checks per run, {ROUNDS} interleaved runs per row (medians), {CLIENTS} clients, {IDENTIFIERS} identifiers, two \
              lists of {ENTRIES} entries, an IPv4 probe (33 candidates); loopback; one \
              redis-server; same run"
         );
@@ -141,31 +179,35 @@ fn main() {
         println!("|---|---|---|---|---|---|");
         for spec in ["gcra 1000000/1h", "fixed 1000000/1h"] {
             let policy: Policy = spec.parse().unwrap();
-            let limit = Limit::new(format!("bench-{}", policy.algorithm()), policy);
-            for mode in [Mode::Plain, Mode::Unlisted] {
-                run(&store, &limit, mode).await; // warm up: scripts loaded, states created
+            let limits = [
+                Limit::new(format!("bench-{}", policy.algorithm()), policy),
+                Limit::new(format!("bench2-{}", policy.algorithm()), policy),
+            ];
+            for mode in Mode::ALL {
+                run(&store, &limits, mode).await; // warm up: scripts loaded, states created
             }
-            let mut base = (0.0, 0.0);
-            for mode in [
-                Mode::Plain,
-                Mode::Unlisted,
-                Mode::Allowlisted,
-                Mode::Denylisted,
-            ] {
-                server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
-                let rate = run(&store, &limit, mode).await;
-                let usec = script_usec_per_call(&server);
-                if mode == Mode::Plain {
-                    base = (usec, rate);
+            let mut samples: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); 6];
+            for _ in 0..ROUNDS {
+                for (m, mode) in Mode::ALL.into_iter().enumerate() {
+                    server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+                    let rate = run(&store, &limits, mode).await;
+                    samples[m].0.push(script_usec_per_call(&server));
+                    samples[m].1.push(rate);
                 }
-                let name = match mode {
-                    Mode::Plain => "plain",
-                    Mode::Unlisted => "gated, unlisted",
-                    Mode::Allowlisted => "gated, allowlisted",
-                    Mode::Denylisted => "gated, denylisted",
-                };
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let medians: Vec<(f64, f64)> = samples
+                .iter_mut()
+                .map(|(usec, rate)| (median(usec), median(rate)))
+                .collect();
+            let base = medians[0];
+            for (mode, (usec, rate)) in Mode::ALL.into_iter().zip(medians) {
                 println!(
-                    "| `{spec}` | {name} | {usec:.2} | {:.2} | {rate:.0} | {:.2} |",
+                    "| `{spec}` | {} | {usec:.2} | {:.2} | {rate:.0} | {:.2} |",
+                    mode.name(),
                     usec / base.0,
                     rate / base.1
                 );
