@@ -29,11 +29,6 @@ use crate::policy::{Algorithm, Policy};
 /// The media type of [`Problem`] bodies.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
-/// The `type` of the 403 problem a deny list answers ([`Problem::denied`]): unlike the other
-/// answers, whose status says it all (`about:blank`), a client must tell "blocked" from any
-/// other 403 of the origin.
-pub const DENIED_PROBLEM_TYPE: &str = "https://edgelimit.dev/problems/denied";
-
 /// One limit's outcome, as the HTTP layer reports it.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitReport<'a> {
@@ -264,11 +259,12 @@ impl<'r, 'a> Answer<'r, 'a> {
 
 /// An RFC 9457 `application/problem+json` body: every answer the limiter gives itself — a denial
 /// ([`Answer::problem`]), a refusal by a deny list, a missing identifier, a misconfiguration, an
-/// unreachable origin. `type` is `about:blank` (so `title` is the status phrase) except for the
-/// deny list's [`DENIED_PROBLEM_TYPE`]; the extension members say which policy or list, and why.
+/// unreachable origin. `type` is always `about:blank` (so `title` is the status phrase; we own no
+/// URL to name problem types by); the extension members say which policy or list, and why — a
+/// client tells a deny list's 403 from any other 403 of the origin by `reason: "denied"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
-    /// `about:blank`, or [`DENIED_PROBLEM_TYPE`].
+    /// Always `about:blank`.
     #[serde(rename = "type")]
     pub problem_type: &'static str,
     /// The HTTP status phrase.
@@ -323,7 +319,6 @@ impl Problem {
             format!("This request is refused by deny list \"{list}\"."),
             Some(instance),
         );
-        problem.problem_type = DENIED_PROBLEM_TYPE;
         problem.reason = Some("denied");
         problem.list = Some(list.to_string());
         problem
@@ -582,8 +577,7 @@ mod tests {
             serde_json::from_str(&Problem::denied("deny:api", "/api/x").to_json()).unwrap();
         assert_eq!(json["status"], 403);
         assert_eq!(json["title"], "Forbidden");
-        assert_eq!(json["type"], DENIED_PROBLEM_TYPE);
-        assert!(DENIED_PROBLEM_TYPE.ends_with("/denied"));
+        assert_eq!(json["type"], "about:blank");
         assert_eq!(json["reason"], "denied");
         assert_eq!(json["list"], "deny:api");
         assert_eq!(json["instance"], "/api/x");
