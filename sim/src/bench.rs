@@ -318,7 +318,7 @@ fn config_rows(events: u64) -> Result<Vec<BenchRow>, SimError> {
         Ok(std::hint::black_box(checksum))
     })?;
     let (n, total) = measure(|| {
-        let config = crate::edge::config_file::parse(BENCH_CONFIG, "bench")?;
+        let config = edgelimit_worker::config_file::parse(BENCH_CONFIG, "bench")?;
         let mut replay = EdgeReplay::new(config, Outages::default(), false)?;
         let mut answered = Answered::default();
         let mut request = Request::default();

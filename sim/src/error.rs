@@ -73,3 +73,12 @@ impl SimError {
         }
     }
 }
+
+impl From<edgelimit_worker::config_file::ConfigFileError> for SimError {
+    fn from(e: edgelimit_worker::config_file::ConfigFileError) -> SimError {
+        SimError::Config {
+            file: e.file,
+            message: e.message,
+        }
+    }
+}

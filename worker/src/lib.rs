@@ -22,6 +22,8 @@
 #![warn(missing_docs, rust_2018_idioms)]
 
 pub mod config;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod config_file;
 pub mod identify;
 pub mod lists;
 pub mod plan;

@@ -64,7 +64,7 @@ pub fn config_file_of(config: &str) -> PathBuf {
 
 /// [`CONFIG`] parsed, as the Worker (and the CLI) read it.
 pub fn config() -> Config {
-    edgelimit_sim::edge::config_file::parse(CONFIG, "config.toml").expect("CONFIG is valid")
+    edgelimit_worker::config_file::parse(CONFIG, "config.toml").expect("CONFIG is valid")
 }
 
 /// The configured limit named `name` (with its tiers).

@@ -164,10 +164,14 @@ impl EdgeReplay {
     /// A replay of `config` on the library's `MemoryStore`, the store down during `outages`;
     /// `compare_log` checks each request of a `--format edgelimit` trace against its line.
     pub fn new(
-        config: Config,
+        mut config: Config,
         outages: Outages,
         compare_log: bool,
     ) -> Result<EdgeReplay, SimError> {
+        // The replay store holds no dynamic deny/allow list (they live in the deployment's
+        // Redis), so asking it would decide nothing differently and only cost time: the
+        // configuration's static lists still apply in the plan, as at the edge.
+        config.dynamic_lists = false;
         let shadow_limits = config
             .rules
             .iter()

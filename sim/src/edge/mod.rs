@@ -3,8 +3,9 @@
 //! as a dependency, never copied) and the library's `Limiter` with the Worker's time mode and
 //! denial cache — and is tallied per rule and per limit (docs/design.md §4, §6).
 //!
-//! - [`config_file`]: `wrangler.toml` or the `EDGELIMIT_CONFIG` table alone → the Worker's
-//!   `Config`, failing with the Worker's own messages.
+//! - The configuration file (`wrangler.toml` or the `EDGELIMIT_CONFIG` table alone) is read by
+//!   `edgelimit_worker::config_file`, shared with `edgelimit-admin`, failing with the Worker's
+//!   own messages.
 //! - [`engine`]: one configuration replayed request by request; [`store`]: the `MemoryStore` it
 //!   decides against, on the trace's clocks, down during [`outage`]s.
 //! - [`truth`]: each limit's exact sliding log, for the boundary metrics.
@@ -15,7 +16,6 @@
 //! - [`run`]: one replay end to end.
 
 pub mod against;
-pub mod config_file;
 pub mod engine;
 pub mod html;
 pub mod model;

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::config_file;
 use super::engine::EdgeReplay;
 use super::model::{ConfigReport, Settlements};
 use super::outage::{Outage, Outages};
@@ -15,6 +14,7 @@ use crate::error::SimError;
 use crate::input::Source;
 use crate::readers::{Format, ReadOptions, RequestOptions, TraceReader};
 use crate::run::progress_bar;
+use edgelimit_worker::config_file;
 
 /// What to replay and how.
 #[derive(Debug, Clone)]

@@ -1,24 +1,38 @@
-//! `--config FILE`: a `wrangler.toml` (its `[vars.EDGELIMIT_CONFIG]` table, or that var as a
-//! JSON string), a `wrangler.json` with `vars.EDGELIMIT_CONFIG`, or the table alone as TOML or
-//! JSON. Validation is the Worker's own (`Config::from_value`), so a bad configuration fails with
-//! the very message the Worker would answer its 500 with.
+//! The configuration as native tools read it from a file (`sim replay --config`,
+//! `edgelimit-admin --config`): a `wrangler.toml` (its `[vars.EDGELIMIT_CONFIG]` table, or that
+//! var as a JSON string), a `wrangler.json` with `vars.EDGELIMIT_CONFIG`, or the table alone as
+//! TOML or JSON. Validation is the Worker's own (`Config::from_value`), so a bad configuration
+//! fails with the very message the Worker would answer its 500 with. Native only: the Worker
+//! itself gets the var from its environment.
 
 use std::path::Path;
 
-use edgelimit_worker::{Config, CONFIG_VAR};
 use serde_json::Value;
 
-use crate::error::SimError;
+use crate::config::{Config, CONFIG_VAR};
+
+/// A configuration file that could not be read or is not a valid configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ConfigFileError {
+    /// The file, as given.
+    pub file: String,
+    /// What is wrong (`EDGELIMIT_CONFIG: rules[0] "api" → …` for the Worker's checks).
+    pub message: String,
+}
 
 /// Reads and validates the configuration in `path`.
-pub fn load(path: &Path) -> Result<Config, SimError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
+pub fn load(path: &Path) -> Result<Config, ConfigFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError {
+        file: path.display().to_string(),
+        message: e.to_string(),
+    })?;
     parse(&text, &path.display().to_string())
 }
 
 /// Validates the configuration in `text`; `name` is the file, for messages.
-pub fn parse(text: &str, name: &str) -> Result<Config, SimError> {
-    let fail = |message: String| SimError::Config {
+pub fn parse(text: &str, name: &str) -> Result<Config, ConfigFileError> {
+    let fail = |message: String| ConfigFileError {
         file: name.to_string(),
         message,
     };
