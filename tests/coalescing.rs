@@ -123,7 +123,7 @@ struct Seen {
 /// An inner store that records its calls and answers each check with a verdict carrying the
 /// check's number (its identifier `…-N`) as `decided_at_ms`, so a caller can tell its own
 /// verdicts. Every call waits until `open` is set, so callers pile up behind the first batch.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Fake {
     calls: Mutex<Vec<Seen>>,
     running: AtomicUsize,
@@ -340,11 +340,39 @@ async fn a_caller_cancelled_while_waiting_sends_nothing_and_blocks_no_one() {
 }
 
 /// The fake, shared with the test that inspects it.
+#[derive(Debug)]
 struct FakeRef(Arc<Fake>);
 
 #[async_trait]
 impl Store for FakeRef {
     async fn check(&self, c: &[Check], t: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         self.0.check(c, t).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_lead_comes_back_wave_after_wave() {
+    let fake = Arc::new(Fake::default());
+    fake.open();
+    let store = Arc::new(Coalescing::new(FakeRef(fake.clone())).with_in_flight(3));
+    let limit = Limit::new("api", "fixed 100/1s".parse::<Policy>().unwrap());
+    for wave in 0..20 {
+        let tasks: Vec<_> = (0..30)
+            .map(|c| {
+                let (store, limit) = (store.clone(), limit.clone());
+                tokio::spawn(async move {
+                    let (checks, time) = caller(&limit, c, 1 + c % 2);
+                    store.check(&checks, time).await
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("caller task").expect("the fake answers");
+        }
+        let state = format!("{store:?}");
+        assert!(
+            state.contains("waiting: 0, leads: 0"),
+            "wave {wave}: every lead given back: {state}"
+        );
     }
 }

@@ -168,10 +168,11 @@ impl<S> Coalescing<S> {
         batch
     }
 
-    /// Gives up a lead: to the oldest waiting call if there is one, else the count drops.
+    /// Gives up a lead: to the oldest waiting call not already holding one, else the count
+    /// drops. (Two leads handed to one call would leave one lost and the count too high.)
     fn pass_lead(&self) {
         let mut shared = lock(&self.shared);
-        match shared.queue.front() {
+        match shared.queue.iter().find(|c| !lock(&c.slot).lead) {
             Some(next) => next.lead(),
             None => shared.leads -= 1,
         }
