@@ -15,9 +15,9 @@
 //! unless `@` names a built `gateway` binary, then run as a process of its own whose CPU is
 //! counted too — the way to compare builds of the binary (e.g. allocators, or `main`'s).
 //!
-//! `PROTOCOL+N` (e.g. `h1+1`) puts a prototype in front of `RestStore` that coalesces concurrent
-//! checks into one `/pipeline`, at most N in flight ([`Coalescing`]): what sharing the HTTP hop
-//! among decisions would gain.
+//! `PROTOCOL+N` (e.g. `h1+1`) puts the library's `Coalescing` in front of `RestStore`: concurrent
+//! checks go together in one `/pipeline`, at most N in flight: what sharing the HTTP hop among
+//! decisions gains.
 //!
 //! `cargo bench --bench rest [-- --rounds N] [--clients 1,8,64]
 //! [--rest h1,h2c,h1+1,h2c@/tmp/gateway-a,h2c@/tmp/gateway-b]`
@@ -27,9 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edgelimit::{
-    Check, Limit, Policy, RespStore, RestStore, Store, StoreError, TimeSource, Verdict,
-};
+use edgelimit::{Check, Coalescing, Limit, Policy, RespStore, RestStore, Store, TimeSource};
 use edgelimit_gateway::{Config, Gateway};
 use edgelimit_testkit::RedisServer;
 
@@ -178,84 +176,6 @@ impl Drop for GatewayProcess {
     }
 }
 
-/// A prototype of the move `docs/performance.md` §3 proposes, to measure it: checks that arrive
-/// while a batch is in flight wait and go together in the next (one `/pipeline` for all), so
-/// one HTTP request carries many decisions. `lanes` batches may be in flight at once. Bench
-/// only: it takes the first check's `TimeSource` for the batch (every check here has the same),
-/// and a lost answer fails the whole batch.
-struct Coalescing {
-    queue: tokio::sync::mpsc::UnboundedSender<Pending>,
-}
-
-/// A caller's checks, waiting for a batch.
-struct Pending {
-    checks: Vec<Check>,
-    time: TimeSource,
-    answer: tokio::sync::oneshot::Sender<Result<Vec<Verdict>, StoreError>>,
-}
-
-impl Coalescing {
-    fn new(inner: Arc<dyn Store>, lanes: usize) -> Coalescing {
-        let (queue, waiting) = tokio::sync::mpsc::unbounded_channel::<Pending>();
-        let waiting = Arc::new(tokio::sync::Mutex::new(waiting));
-        for _ in 0..lanes.max(1) {
-            let (inner, waiting) = (inner.clone(), waiting.clone());
-            tokio::spawn(async move {
-                loop {
-                    let mut batch = Vec::new();
-                    {
-                        // One lane collects at a time: the first waiting check, then every
-                        // other already queued.
-                        let mut waiting = waiting.lock().await;
-                        match waiting.recv().await {
-                            Some(p) => batch.push(p),
-                            None => return,
-                        }
-                        while let Ok(p) = waiting.try_recv() {
-                            batch.push(p);
-                        }
-                    }
-                    let time = batch[0].time;
-                    let checks: Vec<Check> = batch
-                        .iter()
-                        .flat_map(|p| p.checks.iter().cloned())
-                        .collect();
-                    match inner.check(&checks, time).await {
-                        Ok(verdicts) => {
-                            let mut verdicts = verdicts.into_iter();
-                            for p in batch {
-                                let mine = verdicts.by_ref().take(p.checks.len()).collect();
-                                let _ = p.answer.send(Ok(mine));
-                            }
-                        }
-                        Err(e) => {
-                            for p in batch {
-                                let _ = p.answer.send(Err(e.clone()));
-                            }
-                        }
-                    }
-                }
-            });
-        }
-        Coalescing { queue }
-    }
-}
-
-#[async_trait::async_trait]
-impl Store for Coalescing {
-    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        let stopped = || StoreError::Unreachable("the coalescing lanes stopped".into());
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let pending = Pending {
-            checks: checks.to_vec(),
-            time,
-            answer,
-        };
-        self.queue.send(pending).map_err(|_| stopped())?;
-        answered.await.map_err(|_| stopped())?
-    }
-}
-
 /// One way REST runs: a protocol against a gateway.
 struct Variant {
     name: String,
@@ -322,7 +242,7 @@ fn main() {
                 Some((p, lanes)) => (
                     p,
                     Some(lanes.parse::<usize>().unwrap_or_else(|_| {
-                        panic!("--rest: `{spec}`: the number after + is the lanes")
+                        panic!("--rest: `{spec}`: the number after + is the batches in flight")
                     })),
                 ),
                 None => (protocol, None),
@@ -353,7 +273,7 @@ fn main() {
                 None => (format!("{protocol}, {gateway_name}"), Arc::new(store)),
                 Some(n) => (
                     format!("{protocol}, {gateway_name}, coalesced ({n} in flight)"),
-                    Arc::new(Coalescing::new(Arc::new(store), n)),
+                    Arc::new(Coalescing::new(store).with_in_flight(n)),
                 ),
             };
             variants.push(Variant { name, store });

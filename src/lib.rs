@@ -62,6 +62,6 @@ pub use policy::{Algorithm, Policy, PolicyError};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::RespStore;
 pub use store::{
-    Check, CheckItem, FailMode, Identifier, Limit, MemoryStore, Reservation, RestStore, Store,
-    StoreError, TimeSource, Verdict,
+    Check, CheckItem, Coalescing, FailMode, Identifier, Limit, MemoryStore, Reservation, RestStore,
+    Store, StoreError, TimeSource, Verdict,
 };

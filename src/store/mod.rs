@@ -2,6 +2,7 @@
 
 mod batch;
 mod check;
+mod coalescing;
 mod error;
 mod expiring_map;
 mod expiry_index;
@@ -19,6 +20,7 @@ mod traits;
 
 pub use batch::decide;
 pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
+pub use coalescing::{Coalescing, DEFAULT_MAX_BATCH};
 pub use error::StoreError;
 pub use expiring_map::ExpiringMap;
 pub use key::DEFAULT_NAMESPACE;

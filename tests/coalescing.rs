@@ -1,0 +1,378 @@
+//! `Coalescing`: concurrent checks gathered into one inner call. Against a real gateway and
+//! redis-server, 64 concurrent clients decide exactly as `MemoryStore` does on the same
+//! sequences with fewer `/pipeline` requests than checks; with a fake inner store that counts its
+//! calls, batches never mix time sources, never exceed `max_batch` nor `in_flight`, an error
+//! reaches every caller of its batch, and each caller gets its own verdicts in order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use edgelimit::{
+    Check, Coalescing, Limit, MemoryStore, Policy, RestStore, Store, StoreError, TimeSource,
+    Verdict,
+};
+use edgelimit_gateway::{Config, Gateway, MetricsPage};
+use edgelimit_testkit::RedisServer;
+
+const TOKEN: &str = "coalescing-token";
+const CLIENTS: usize = 64;
+const CHECKS: usize = 50;
+const BASE_MS: u64 = 1_700_000_000_000;
+
+/// The `/pipeline` requests the gateway answered so far, from its `/metrics` page.
+async fn pipeline_requests(url: &str) -> u64 {
+    let page = reqwest::Client::new()
+        .get(format!("{url}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("gateway answers /metrics")
+        .text()
+        .await
+        .expect("a text page");
+    page.lines()
+        .filter(|l| l.contains("http_requests_total{") && l.contains("route=\"pipeline\""))
+        .map(|l| {
+            l.rsplit_once(' ')
+                .and_then(|(_, v)| v.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("a sample is `series value`: {l}")) as u64
+        })
+        .sum()
+}
+
+/// Client `c`'s check `i`: its own identifier, at an instant every client shares for its `i`-th
+/// check (so concurrent clients' checks can share a batch).
+fn client_check(limit: &Limit, c: usize, i: usize) -> (Check, TimeSource) {
+    (
+        Check::single(limit, format!("client-{c}"), 1 + (i % 3) as i64),
+        TimeSource::At(BASE_MS + 40 * i as u64),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_through_a_gateway_decide_as_memory_does_in_fewer_pipelines() {
+    let server = RedisServer::start();
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), server.url(), TOKEN);
+    config.metrics = MetricsPage::Token;
+    let gateway = Gateway::start(config).await.expect("gateway starts");
+    let url = format!("http://{}", gateway.local_addr());
+    let rest = RestStore::new(&url, TOKEN)
+        .unwrap()
+        // Decisions are compared, not latency: a loaded machine must not fail a check.
+        .with_timeout(std::time::Duration::from_secs(30))
+        .with_namespace("coalescing-test");
+    let store = Arc::new(Coalescing::new(rest));
+    let limit = Limit::new("api", "gcra 10/1s".parse::<Policy>().unwrap());
+    let before = pipeline_requests(&url).await;
+
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (store, limit) = (store.clone(), limit.clone());
+            tokio::spawn(async move {
+                let mut verdicts = Vec::with_capacity(CHECKS);
+                for i in 0..CHECKS {
+                    let (check, time) = client_check(&limit, c, i);
+                    let mut v = store.check(&[check], time).await.expect("store answers");
+                    assert_eq!(v.len(), 1, "one verdict per check");
+                    verdicts.push(v.remove(0));
+                }
+                verdicts
+            })
+        })
+        .collect();
+    let mut got = Vec::new();
+    for t in tasks {
+        got.push(t.await.expect("client task"));
+    }
+
+    let memory = MemoryStore::new();
+    let mut allowed = 0;
+    for (c, verdicts) in got.iter().enumerate() {
+        for (i, verdict) in verdicts.iter().enumerate() {
+            let (check, time) = client_check(&limit, c, i);
+            let expected = memory.check(&[check], time).await.unwrap().remove(0);
+            assert_eq!(verdict, &expected, "client {c}, check {i}");
+            allowed += usize::from(verdict.allowed);
+        }
+    }
+    assert!(
+        0 < allowed && allowed < CLIENTS * CHECKS,
+        "the sequences both admit and deny ({allowed} admitted)"
+    );
+    let pipelines = pipeline_requests(&url).await - before;
+    assert!(
+        pipelines < (CLIENTS * CHECKS) as u64,
+        "{pipelines} /pipeline requests for {} checks",
+        CLIENTS * CHECKS
+    );
+    eprintln!(
+        "{} checks in {pipelines} /pipeline requests",
+        CLIENTS * CHECKS
+    );
+    gateway.shutdown().await;
+}
+
+/// One inner call as the fake saw it: its time source and each check's identifier.
+#[derive(Debug, Clone)]
+struct Seen {
+    time: TimeSource,
+    identifiers: Vec<String>,
+}
+
+/// An inner store that records its calls and answers each check with a verdict carrying the
+/// check's number (its identifier `…-N`) as `decided_at_ms`, so a caller can tell its own
+/// verdicts. Every call waits until `open` is set, so callers pile up behind the first batch.
+#[derive(Debug, Default)]
+struct Fake {
+    calls: Mutex<Vec<Seen>>,
+    running: AtomicUsize,
+    most_running: AtomicUsize,
+    open: tokio::sync::Notify,
+    opened: std::sync::atomic::AtomicBool,
+    fail: bool,
+}
+
+#[async_trait]
+impl Store for Fake {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let identifiers: Vec<String> = checks
+            .iter()
+            .map(|c| String::from_utf8_lossy(c.items()[0].identifier.as_bytes()).into_owned())
+            .collect();
+        self.calls.lock().unwrap().push(Seen {
+            time,
+            identifiers: identifiers.clone(),
+        });
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_running.fetch_max(now, Ordering::SeqCst);
+        while !self.opened.load(Ordering::SeqCst) {
+            let notified = self.open.notified();
+            if self.opened.load(Ordering::SeqCst) {
+                break;
+            }
+            notified.await;
+        }
+        tokio::task::yield_now().await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        if self.fail {
+            return Err(StoreError::Unreachable("the fake is down".into()));
+        }
+        Ok(identifiers
+            .iter()
+            .map(|id| Verdict {
+                allowed: true,
+                decisions: Vec::new(),
+                atomic: true,
+                decided_at_ms: id.rsplit('-').next().unwrap().parse().unwrap(),
+            })
+            .collect())
+    }
+}
+
+impl Fake {
+    fn open(&self) {
+        self.opened.store(true, Ordering::SeqCst);
+        self.open.notify_waiters();
+    }
+}
+
+/// Caller `c`'s checks: `n` of them numbered `c * 1000 + j`, and its time source (odd callers
+/// the server's, even ones two caller instants).
+fn caller(limit: &Limit, c: usize, n: usize) -> (Vec<Check>, TimeSource) {
+    let checks = (0..n)
+        .map(|j| Check::single(limit, format!("caller-{}", c * 1000 + j), 1))
+        .collect();
+    let time = match c % 3 {
+        0 => TimeSource::Server,
+        1 => TimeSource::At(BASE_MS),
+        _ => TimeSource::At(BASE_MS + 1),
+    };
+    (checks, time)
+}
+
+/// Runs `callers` concurrent callers (caller `c` sends `1 + c % 4` checks, caller 0 sends
+/// `first` checks) through a `Coalescing` over `fake`; once all are queued the fake answers.
+async fn pile_up(
+    fake: Arc<Fake>,
+    callers: usize,
+    first: usize,
+    max_batch: usize,
+    in_flight: usize,
+) -> Vec<Result<Vec<Verdict>, StoreError>> {
+    let store = Arc::new(
+        Coalescing::new(FakeRef(fake.clone()))
+            .with_max_batch(max_batch)
+            .with_in_flight(in_flight),
+    );
+    let limit = Limit::new("api", "fixed 100/1s".parse::<Policy>().unwrap());
+    let tasks: Vec<_> = (0..callers)
+        .map(|c| {
+            let (store, limit) = (store.clone(), limit.clone());
+            let n = if c == 0 { first } else { 1 + c % 4 };
+            tokio::spawn(async move {
+                let (checks, time) = caller(&limit, c, n);
+                store.check(&checks, time).await
+            })
+        })
+        .collect();
+    // A current-thread runtime: yielding lets every caller run up to its wait.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    fake.open();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.expect("caller task"));
+    }
+    out
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn batches_keep_one_time_source_fit_max_batch_and_answer_each_caller_in_order() {
+    let fake = Arc::new(Fake::default());
+    let (callers, first, max_batch, in_flight) = (40, 12, 5, 2);
+    let answers = pile_up(fake.clone(), callers, first, max_batch, in_flight).await;
+    let calls = fake.calls.lock().unwrap().clone();
+
+    let limit = Limit::new("api", "fixed 100/1s".parse::<Policy>().unwrap());
+    let mut checks_sent = 0;
+    for call in &calls {
+        assert!(
+            call.identifiers.len() <= max_batch,
+            "a batch of {} checks",
+            call.identifiers.len()
+        );
+        for id in &call.identifiers {
+            let number: usize = id.rsplit('-').next().unwrap().parse().unwrap();
+            let (_, time) = caller(&limit, number / 1000, 1);
+            assert_eq!(time, call.time, "{id} sent in a batch of {:?}", call.time);
+        }
+        checks_sent += call.identifiers.len();
+    }
+    let expected_checks: usize = first + (1..callers).map(|c| 1 + c % 4).sum::<usize>();
+    assert_eq!(checks_sent, expected_checks, "every check sent once");
+    assert!(
+        calls.len() < callers,
+        "{} inner calls for {callers} callers: batches formed",
+        calls.len()
+    );
+    assert!(
+        calls.iter().any(|c| c.identifiers.len() > 1),
+        "some batch holds several checks"
+    );
+    let most = fake.most_running.load(Ordering::SeqCst);
+    assert!(most <= in_flight, "{most} batches in flight at once");
+    for (c, answer) in answers.into_iter().enumerate() {
+        let verdicts = answer.expect("the fake answers");
+        let n = if c == 0 { first } else { 1 + c % 4 };
+        let numbers: Vec<u64> = verdicts.iter().map(|v| v.decided_at_ms).collect();
+        let expected: Vec<u64> = (0..n).map(|j| (c * 1000 + j) as u64).collect();
+        assert_eq!(
+            numbers, expected,
+            "caller {c} gets its own verdicts in order"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_inner_error_reaches_every_caller_of_its_batch() {
+    let fake = Arc::new(Fake {
+        fail: true,
+        ..Fake::default()
+    });
+    let callers = 12;
+    let answers = pile_up(fake.clone(), callers, 1, 1000, 1).await;
+    let calls = fake.calls.lock().unwrap().len();
+    assert!(
+        calls < callers,
+        "{calls} inner calls: callers shared batches"
+    );
+    for (c, answer) in answers.into_iter().enumerate() {
+        assert_eq!(
+            answer.unwrap_err(),
+            StoreError::Unreachable("the fake is down".into()),
+            "caller {c}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_cancelled_while_waiting_sends_nothing_and_blocks_no_one() {
+    let fake = Arc::new(Fake::default());
+    let store = Arc::new(Coalescing::new(FakeRef(fake.clone())));
+    let limit = Limit::new("api", "fixed 100/1s".parse::<Policy>().unwrap());
+    let (first, time) = caller(&limit, 1, 1);
+    let leader = {
+        let store = store.clone();
+        tokio::spawn(async move { store.check(&first, time).await })
+    };
+    let (second, _) = caller(&limit, 2, 1);
+    let waiting = {
+        let store = store.clone();
+        tokio::spawn(async move { store.check(&second, time).await })
+    };
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    fake.open();
+    assert_eq!(leader.await.unwrap().unwrap()[0].decided_at_ms, 1000);
+    // The lead came back: a later caller is served.
+    let (third, _) = caller(&limit, 4, 1);
+    assert_eq!(
+        store.check(&third, time).await.unwrap()[0].decided_at_ms,
+        4000
+    );
+    let sent: Vec<String> = fake
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c.identifiers.clone())
+        .collect();
+    assert_eq!(
+        sent,
+        ["caller-1000", "caller-4000"],
+        "the cancelled check was not sent"
+    );
+}
+
+/// The fake, shared with the test that inspects it.
+#[derive(Debug)]
+struct FakeRef(Arc<Fake>);
+
+#[async_trait]
+impl Store for FakeRef {
+    async fn check(&self, c: &[Check], t: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        self.0.check(c, t).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_lead_comes_back_wave_after_wave() {
+    let fake = Arc::new(Fake::default());
+    fake.open();
+    let store = Arc::new(Coalescing::new(FakeRef(fake.clone())).with_in_flight(3));
+    let limit = Limit::new("api", "fixed 100/1s".parse::<Policy>().unwrap());
+    for wave in 0..20 {
+        let tasks: Vec<_> = (0..30)
+            .map(|c| {
+                let (store, limit) = (store.clone(), limit.clone());
+                tokio::spawn(async move {
+                    let (checks, time) = caller(&limit, c, 1 + c % 2);
+                    store.check(&checks, time).await
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("caller task").expect("the fake answers");
+        }
+        let state = format!("{store:?}");
+        assert!(
+            state.contains("waiting: 0, leads: 0"),
+            "wave {wave}: every lead given back: {state}"
+        );
+    }
+}
