@@ -165,6 +165,7 @@ impl Store for Fake {
                 decisions: Vec::new(),
                 atomic: true,
                 decided_at_ms: id.rsplit('-').next().unwrap().parse().unwrap(),
+                listed: Vec::new(),
             })
             .collect())
     }
@@ -375,4 +376,54 @@ async fn every_lead_comes_back_wave_after_wave() {
             "wave {wave}: every lead given back: {state}"
         );
     }
+}
+
+/// The control operations are not batched but must reach the inner store: through the wrapper, a
+/// tier, a list entry, a peek and a reset act exactly as on the store itself.
+#[tokio::test(flavor = "current_thread")]
+async fn control_operations_go_straight_to_the_inner_store() {
+    use edgelimit::control::list::ListEntry;
+    use edgelimit::Assignment;
+
+    let limit = Limit::new("per-key", "fixed 2/1m".parse::<Policy>().unwrap())
+        .with_tiers([("pro", "fixed 10/1m".parse::<Policy>().unwrap())])
+        .unwrap();
+    let store = Coalescing::new(MemoryStore::new());
+    let who = edgelimit::Identifier::from("alice");
+    let now = 1_000_000;
+
+    store
+        .assign(&limit, &who, Some(&Assignment::Tier("pro".into())), None)
+        .await
+        .unwrap();
+    let held = store.inner().assignments(&limit, &who).await.unwrap();
+    assert_eq!(held.len(), 1, "the tier reached the inner store: {held:?}");
+    assert_eq!(store.assignments(&limit, &who).await.unwrap(), held);
+
+    store
+        .check(
+            &[Check::single(&limit, who.clone(), 3)],
+            TimeSource::At(now),
+        )
+        .await
+        .unwrap();
+    let peeked = store.peek(&limit, &who, TimeSource::At(now)).await.unwrap();
+    assert_eq!(peeked.decisions[0].limit, 10, "peek sees the tier's limit");
+    assert_eq!(peeked.decisions[0].remaining, 7);
+    assert!(store.reset(&limit, &who).await.unwrap());
+    let after = store.peek(&limit, &who, TimeSource::At(now)).await.unwrap();
+    assert_eq!(after.decisions[0].remaining, 10);
+
+    let entry: ListEntry = "ip 203.0.113.0/24".parse().unwrap();
+    store.list_add("deny", &entry, None, now).await.unwrap();
+    let listed = store.inner().list_entries("deny", now).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(store.list_entries("deny", now).await.unwrap(), listed);
+    assert!(store.list_remove("deny", &entry).await.unwrap());
+    assert!(store
+        .inner()
+        .list_entries("deny", now)
+        .await
+        .unwrap()
+        .is_empty());
 }

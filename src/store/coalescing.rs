@@ -16,9 +16,11 @@ use std::task::{Poll, Waker};
 
 use async_trait::async_trait;
 
-use super::check::{Check, TimeSource, Verdict};
+use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::traits::Store;
+use crate::control::list::ListEntry;
+use crate::control::{Assignment, AssignmentKind};
 
 /// The default most checks in one inner call: the gateway's default `--max-pipeline` (1000
 /// commands per `/pipeline`), one command per single-node check.
@@ -346,5 +348,71 @@ impl<S: Store> Store for Coalescing<S> {
                 }
             }
         }
+    }
+
+    // Control operations are rare and not batched: each goes straight to the inner store.
+
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .assign(limit, identifier, assignment, until_ms)
+            .await
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        self.inner.clear_assignment(limit, identifier, kind).await
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        self.inner.assignments(limit, identifier).await
+    }
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.inner.list_add(list, entry, until_ms, now_ms).await
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        self.inner.list_remove(list, entry).await
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        self.inner.list_entries(list, now_ms).await
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        self.inner.peek(limit, identifier, time).await
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        self.inner.reset(limit, identifier).await
     }
 }
