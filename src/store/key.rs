@@ -48,6 +48,19 @@ pub fn encode_identifier(identifier: &Identifier) -> String {
     out
 }
 
+/// `{el:<namespace>:<limit>:<identifier>}`: the hash tag every key of one (limit, identifier)
+/// starts with, so that all of them land in one Cluster slot.
+fn hash_tag(namespace: &str, limit_name: &str, identifier: &Identifier) -> String {
+    let mut key = String::from("{el:");
+    escape_into(&mut key, namespace.as_bytes());
+    key.push(':');
+    escape_into(&mut key, limit_name.as_bytes());
+    key.push(':');
+    key.push_str(&encode_identifier(identifier));
+    key.push('}');
+    key
+}
+
 /// The key holding the state of `limit_name` for `identifier` under `namespace`.
 pub fn state_key(
     namespace: &str,
@@ -55,13 +68,8 @@ pub fn state_key(
     algorithm: Algorithm,
     identifier: &Identifier,
 ) -> String {
-    let mut key = String::from("{el:");
-    escape_into(&mut key, namespace.as_bytes());
+    let mut key = hash_tag(namespace, limit_name, identifier);
     key.push(':');
-    escape_into(&mut key, limit_name.as_bytes());
-    key.push(':');
-    key.push_str(&encode_identifier(identifier));
-    key.push_str("}:");
     key.push_str(algorithm.as_str());
     key
 }
@@ -75,13 +83,8 @@ pub fn request_key(
     identifier: &Identifier,
     request_id: &Identifier,
 ) -> String {
-    let mut key = String::from("{el:");
-    escape_into(&mut key, namespace.as_bytes());
-    key.push(':');
-    escape_into(&mut key, limit_name.as_bytes());
-    key.push(':');
-    key.push_str(&encode_identifier(identifier));
-    key.push_str("}:rq:");
+    let mut key = hash_tag(namespace, limit_name, identifier);
+    key.push_str(":rq:");
     key.push_str(&encode_identifier(request_id));
     key
 }
@@ -91,13 +94,8 @@ pub fn request_key(
 /// reads it in the same slot and round trip, and without the algorithm, since an assignment
 /// outlives a change of the limit's policy.
 pub fn control_key(namespace: &str, limit_name: &str, identifier: &Identifier) -> String {
-    let mut key = String::from("{el:");
-    escape_into(&mut key, namespace.as_bytes());
-    key.push(':');
-    escape_into(&mut key, limit_name.as_bytes());
-    key.push(':');
-    key.push_str(&encode_identifier(identifier));
-    key.push_str("}:ctl");
+    let mut key = hash_tag(namespace, limit_name, identifier);
+    key.push_str(":ctl");
     key
 }
 
