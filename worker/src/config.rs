@@ -251,7 +251,7 @@ fn static_list(
         let entry: ListEntry = text
             .parse()
             .map_err(|problem: String| ConfigError::at(&at, problem))?;
-        let spec = lists::entry_source(&entry);
+        let spec = entry.source();
         let source = ProbeSource::parse(&spec).map_err(|problem| {
             ConfigError::at(
                 &at,

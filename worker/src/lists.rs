@@ -69,11 +69,6 @@ impl ProbeSource {
     }
 }
 
-/// The source part of an entry (`ip` in `ip 203.0.113.0/24`).
-pub fn entry_source(entry: &ListEntry) -> String {
-    entry.source()
-}
-
 /// The sources every probe carries, whatever the configuration: the client address and country.
 pub fn base_sources() -> Vec<(String, ProbeSource)> {
     vec![
@@ -370,10 +365,7 @@ mod tests {
             ProbeSource::Country.value(&OwnedRequest::get("h", "/")),
             None
         );
-        assert_eq!(
-            entry_source(&entry("header:x-api-key abc")),
-            "header:x-api-key"
-        );
+        assert_eq!(entry("header:x-api-key abc").source(), "header:x-api-key");
     }
 
     #[test]
