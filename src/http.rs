@@ -26,6 +26,14 @@ use serde::Serialize;
 use crate::decision::{Decision, Reason, RETRY_NEVER};
 use crate::policy::{Algorithm, Policy};
 
+/// Whether `name` is a valid header field name: a non-empty RFC 9110 `token`.
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 /// The media type of [`Problem`] bodies.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 

@@ -14,6 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
+use crate::store::StoreError;
 
 /// The lapse time of an entry that never lapses: 2^53 − 1, the largest integer a Redis sorted
 /// set's double score (and Lua) holds exactly.
@@ -58,11 +59,7 @@ impl Source {
         match kind {
             "header" => {
                 let name = rest.to_ascii_lowercase();
-                let token = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-                if token {
+                if crate::http::is_header_name(&name) {
                     Ok(Source::Header(name))
                 } else {
                     Err(format!("`{rest}` in `{text}` is not a header name"))
@@ -444,6 +441,13 @@ pub fn lapse_score(until_ms: Option<u64>, now_ms: u64) -> Result<u64, String> {
         )),
         Some(until) => Ok(until.min(NEVER_MS)),
     }
+}
+
+/// What every store checks before [`crate::Store::list_add`] writes: the list's name, then the
+/// stored lapse time of the entry ([`lapse_score`]), as the store's error.
+pub fn checked_addition(list: &str, until_ms: Option<u64>, now_ms: u64) -> Result<u64, StoreError> {
+    validate_list_name(list).map_err(StoreError::InvalidInput)?;
+    lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)
 }
 
 /// A stored lapse time as the API gives it: `None` for never.

@@ -266,8 +266,7 @@ impl MemoryStore {
         until_ms: Option<u64>,
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        list::validate_list_name(list).map_err(StoreError::InvalidInput)?;
-        let lapse = list::lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)?;
+        let lapse = list::checked_addition(list, until_ms, now_ms)?;
         let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
         let members = lists.entry(list.to_string()).or_default();
         // Writers drop what has lapsed, as list.lua does.

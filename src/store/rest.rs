@@ -463,8 +463,7 @@ impl Store for RestStore {
         until_ms: Option<u64>,
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        list::validate_list_name(list).map_err(StoreError::InvalidInput)?;
-        let lapse = list::lapse_score(until_ms, now_ms).map_err(StoreError::InvalidInput)?;
+        let lapse = list::checked_addition(list, until_ms, now_ms)?;
         let call = control::list_add(&self.namespace, list, entry, lapse, now_ms)?;
         control::read_added(&self.run_one(&call, true).await?)
     }

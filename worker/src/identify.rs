@@ -148,11 +148,7 @@ impl IdentifierSource {
         match kind {
             "header" => {
                 let name = rest.trim().to_ascii_lowercase();
-                let token = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-                if !token {
+                if !edgelimit::http::is_header_name(&name) {
                     return Err(format!("`{rest}` is not a header name"));
                 }
                 if name == "x-forwarded-for" || name == "x-real-ip" || name == "forwarded" {
