@@ -9,13 +9,14 @@
 //! mode alike. Run: `cargo bench --bench control`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use edgelimit::script::{CheckPlan, Script, Topology};
 use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Assignment, Check, Identifier, Limit, Policy, RespStore, Store, TimeSource};
 use edgelimit_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
+
+mod support;
 
 const DECISIONS: usize = 10_000;
 const ROUNDS: usize = 3;
@@ -36,6 +37,14 @@ enum Mode {
 }
 
 impl Mode {
+    /// The rows of a limit, in order; the first is the base of the ratios.
+    const ALL: [Mode; 4] = [
+        Mode::Plain,
+        Mode::Unassigned,
+        Mode::Tier,
+        Mode::TierAndOverride,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             Mode::Plain => "plain (no ctl)",
@@ -68,81 +77,44 @@ fn check(limits: &[Limit], mode: Mode, c: usize, i: usize) -> Check {
 
 /// Decisions (checks) per second with `CLIENTS` concurrent clients, each check one `EVALSHA`.
 async fn run(conn: &MultiplexedConnection, limits: &Arc<Vec<Limit>>, mode: Mode) -> f64 {
-    let per_client = DECISIONS / CLIENTS;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let (mut conn, limits) = (conn.clone(), limits.clone());
-            tokio::spawn(async move {
-                for i in 0..per_client {
-                    let check = check(&limits, mode, c, i);
-                    let (ns, at, topology) =
-                        (DEFAULT_NAMESPACE, TimeSource::At(T), Topology::SingleNode);
-                    let plan = match mode {
-                        Mode::Plain => CheckPlan::new(&check, ns, at, topology),
-                        _ => CheckPlan::controlled(&check, ns, at, topology),
-                    }
-                    .unwrap();
-                    assert_eq!(plan.invocations().len(), 1, "one script, one round trip");
-                    let inv = &plan.invocations()[0];
-                    let reply: redis::Value = redis::cmd("EVALSHA")
-                        .arg(inv.script.sha1())
-                        .arg(inv.keys.len())
-                        .arg(&inv.keys)
-                        .arg(&inv.args)
-                        .query_async(&mut conn)
-                        .await
-                        .expect("redis answers");
-                    match reply {
-                        redis::Value::Array(v) => {
-                            assert_eq!(v[0], redis::Value::Int(1), "the bench admits everything")
-                        }
-                        other => panic!("unexpected reply {other:?}"),
-                    }
+    let (conn, limits) = (conn.clone(), limits.clone());
+    support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
+        let (mut conn, limits) = (conn.clone(), limits.clone());
+        async move {
+            let check = check(&limits, mode, c, i);
+            let (ns, at, topology) = (DEFAULT_NAMESPACE, TimeSource::At(T), Topology::SingleNode);
+            let plan = match mode {
+                Mode::Plain => CheckPlan::new(&check, ns, at, topology),
+                _ => CheckPlan::controlled(&check, ns, at, topology),
+            }
+            .unwrap();
+            assert_eq!(plan.invocations().len(), 1, "one script, one round trip");
+            let inv = &plan.invocations()[0];
+            let reply: redis::Value = redis::cmd("EVALSHA")
+                .arg(inv.script.sha1())
+                .arg(inv.keys.len())
+                .arg(&inv.keys)
+                .arg(&inv.args)
+                .query_async(&mut conn)
+                .await
+                .expect("redis answers");
+            match reply {
+                redis::Value::Array(v) => {
+                    assert_eq!(v[0], redis::Value::Int(1), "the bench admits everything")
                 }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    (per_client * CLIENTS) as f64 / started.elapsed().as_secs_f64()
-}
-
-/// Microseconds Redis spent per script call since the last `CONFIG RESETSTAT`.
-fn script_usec_per_call(server: &RedisServer) -> f64 {
-    let info = server
-        .command(&["INFO", "commandstats"])
-        .ok()
-        .and_then(|r| r.text())
-        .expect("INFO answers");
-    let (mut calls, mut usec) = (0.0, 0.0);
-    for line in info.lines() {
-        let Some(stats) = line.strip_prefix("cmdstat_evalsha:") else {
-            continue;
-        };
-        for field in stats.split(',') {
-            match field.split_once('=') {
-                Some(("calls", n)) => calls += n.parse::<f64>().unwrap_or(0.0),
-                Some(("usec", n)) => usec += n.parse::<f64>().unwrap_or(0.0),
-                _ => {}
+                other => panic!("unexpected reply {other:?}"),
             }
         }
-    }
-    usec / calls
+    })
+    .await
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if support::listing() {
         return;
     }
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    support::runtime().block_on(async {
         let client = redis::Client::open(server.url()).unwrap();
         let conn = client.get_multiplexed_async_connection().await.unwrap();
         for script in Script::all() {
@@ -205,50 +177,12 @@ fn main() {
             }
             let limits = Arc::new(limits);
             let label = specs.join(" + ");
-            // Warm up: states created for every mode.
-            for mode in [
-                Mode::Plain,
-                Mode::Unassigned,
-                Mode::Tier,
-                Mode::TierAndOverride,
-            ] {
-                run(&conn, &limits, mode).await;
-            }
-            let modes = [
-                Mode::Plain,
-                Mode::Unassigned,
-                Mode::Tier,
-                Mode::TierAndOverride,
-            ];
-            let mut seen: Vec<Vec<(f64, f64)>> = vec![Vec::new(); modes.len()];
-            for _ in 0..ROUNDS {
-                for (m, &mode) in modes.iter().enumerate() {
-                    server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
-                    let rate = run(&conn, &limits, mode).await;
-                    seen[m].push((script_usec_per_call(&server), rate));
-                }
-            }
-            let median = |mut v: Vec<f64>| {
-                v.sort_by(f64::total_cmp);
-                v[v.len() / 2]
-            };
-            let rows: Vec<(f64, f64)> = seen
-                .into_iter()
-                .map(|s| {
-                    (
-                        median(s.iter().map(|r| r.0).collect()),
-                        median(s.iter().map(|r| r.1).collect()),
-                    )
-                })
-                .collect();
-            let base = rows[0];
-            for (mode, (usec, rate)) in modes.iter().zip(rows) {
-                println!(
-                    "| `{label}` | {} | {usec:.2} | {:.2} | {rate:.0} | {:.2} |",
-                    mode.name(),
-                    usec / base.0,
-                    rate / base.1
-                );
+            let costs = support::interleaved(&server, ROUNDS, &Mode::ALL, |mode| {
+                run(&conn, &limits, mode)
+            })
+            .await;
+            for (mode, cost) in Mode::ALL.iter().zip(&costs) {
+                println!("{}", cost.row(&costs[0], &label, mode.name()));
             }
         }
     });

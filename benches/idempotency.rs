@@ -7,12 +7,13 @@
 //! answer a retry gets. Run: `cargo bench --bench idempotency`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use edgelimit::store::key::request_key;
 use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Check, Limit, Policy, RespStore, Store, TimeSource};
-use edgelimit_testkit::{RedisServer, Reply};
+use edgelimit_testkit::RedisServer;
+
+mod support;
 
 const DECISIONS: usize = 20_000;
 const CLIENTS: usize = 8;
@@ -38,86 +39,29 @@ fn check(limit: &Limit, mode: Mode, c: usize, i: usize) -> Check {
 
 /// Decisions per second with `CLIENTS` concurrent clients.
 async fn run(store: &Arc<RespStore>, limit: &Limit, mode: Mode) -> f64 {
-    let per_client = DECISIONS / CLIENTS;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let (store, limit) = (store.clone(), limit.clone());
-            tokio::spawn(async move {
-                // One instant: the states stay their smallest (one lease end, one window), so
-                // the rows differ only by the request id.
-                for i in 0..per_client {
-                    let check = check(&limit, mode, c, i);
-                    let verdict = store
-                        .check(std::slice::from_ref(&check), TimeSource::At(T))
-                        .await
-                        .expect("redis answers");
-                    assert!(verdict[0].allowed, "the bench's limits admit everything");
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    (per_client * CLIENTS) as f64 / started.elapsed().as_secs_f64()
-}
-
-/// Microseconds Redis spent per script call since the last `CONFIG RESETSTAT`.
-fn script_usec_per_call(server: &RedisServer) -> f64 {
-    let info = server
-        .command(&["INFO", "commandstats"])
-        .ok()
-        .and_then(|r| r.text())
-        .expect("INFO answers");
-    let (mut calls, mut usec) = (0.0, 0.0);
-    for line in info.lines() {
-        let Some(stats) = line
-            .strip_prefix("cmdstat_evalsha:")
-            .or_else(|| line.strip_prefix("cmdstat_eval:"))
-        else {
-            continue;
-        };
-        for field in stats.split(',') {
-            match field.split_once('=') {
-                Some(("calls", n)) => calls += n.parse::<f64>().unwrap_or(0.0),
-                Some(("usec", n)) => usec += n.parse::<f64>().unwrap_or(0.0),
-                _ => {}
-            }
+    let (store, limit) = (store.clone(), Arc::new(limit.clone()));
+    // One instant: the states stay their smallest (one lease end, one window), so the rows differ
+    // only by the request id.
+    support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
+        let (store, limit) = (store.clone(), limit.clone());
+        async move {
+            let check = check(&limit, mode, c, i);
+            let verdict = store
+                .check(std::slice::from_ref(&check), TimeSource::At(T))
+                .await
+                .expect("redis answers");
+            assert!(verdict[0].allowed, "the bench's limits admit everything");
         }
-    }
-    usec / calls
-}
-
-fn used_memory(server: &RedisServer) -> i64 {
-    let info = server
-        .command(&["INFO", "memory"])
-        .ok()
-        .and_then(|r| r.text())
-        .expect("INFO answers");
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:")?.trim().parse().ok())
-        .expect("used_memory")
-}
-
-fn memory_usage(server: &RedisServer, key: &str) -> Option<i64> {
-    match server.command(&["MEMORY", "USAGE", key, "SAMPLES", "0"]) {
-        Ok(Reply::Int(n)) => Some(n),
-        _ => None,
-    }
+    })
+    .await
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if support::listing() {
         return;
     }
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    support::runtime().block_on(async {
         let store = Arc::new(RespStore::connect(&server.url()).await.unwrap());
         println!(
             "\n{DECISIONS} decisions per row, {CLIENTS} clients, {IDENTIFIERS} identifiers; \
@@ -137,16 +81,17 @@ fn main() {
             let limit = Limit::new(format!("bench-{}", policy.algorithm()), policy);
             // Warm up: scripts loaded, states created.
             run(&store, &limit, Mode::Plain).await;
-            let mut base = (0.0, 0.0);
+            let mut base = None;
             for mode in [Mode::Plain, Mode::Remembered, Mode::Repeat] {
-                server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
-                let before = used_memory(&server);
-                let rate = run(&store, &limit, mode).await;
-                let grown = used_memory(&server) - before;
-                let usec = script_usec_per_call(&server);
-                if mode == Mode::Plain {
-                    base = (usec, rate);
-                }
+                support::reset_stats(&server);
+                let before = support::used_memory(&server);
+                let per_s = run(&store, &limit, mode).await;
+                let grown = support::used_memory(&server) - before;
+                let cost = support::Cost {
+                    usec: support::script_usec_per_call(&server),
+                    per_s,
+                };
+                let base = *base.get_or_insert(cost);
                 let (name, memory) = match mode {
                     Mode::Plain => ("plain", "0 (no key)".to_string()),
                     Mode::Remembered => {
@@ -156,7 +101,7 @@ fn main() {
                             .filter_map(|(c, i)| {
                                 let check = check(&limit, mode, c, i);
                                 let item = &check.items()[0];
-                                memory_usage(
+                                support::memory_usage(
                                     &server,
                                     &request_key(
                                         DEFAULT_NAMESPACE,
@@ -165,6 +110,7 @@ fn main() {
                                         item.request_id.as_ref().unwrap(),
                                     ),
                                 )
+                                .ok()
                             })
                             .collect();
                         let per_key = sample.iter().sum::<i64>() as f64 / sample.len() as f64;
@@ -178,11 +124,7 @@ fn main() {
                     }
                     Mode::Repeat => ("repeated id (recalled)", "0 (no new key)".to_string()),
                 };
-                println!(
-                    "| `{spec}` | {name} | {usec:.2} | {:.2} | {rate:.0} | {:.2} | {memory} |",
-                    usec / base.0,
-                    rate / base.1
-                );
+                println!("{} {memory} |", cost.row(&base, spec, name));
             }
         }
     });

@@ -11,11 +11,12 @@
 //! Run: `cargo bench --bench lists`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store, TimeSource};
 use edgelimit_testkit::RedisServer;
+
+mod support;
 
 const DECISIONS: usize = 10_000;
 const ROUNDS: usize = 5;
@@ -87,67 +88,29 @@ fn check(limits: &[Limit; 2], mode: Mode, c: usize, i: usize) -> Check {
     }
 }
 
+/// Decisions per second with `CLIENTS` concurrent clients.
 async fn run(store: &Arc<RespStore>, limits: &[Limit; 2], mode: Mode) -> f64 {
-    let per_client = DECISIONS / CLIENTS;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let (store, limits) = (store.clone(), limits.clone());
-            tokio::spawn(async move {
-                for i in 0..per_client {
-                    let check = check(&limits, mode, c, i);
-                    let verdict = store
-                        .check(std::slice::from_ref(&check), TimeSource::At(T))
-                        .await
-                        .expect("redis answers");
-                    assert_eq!(verdict[0].allowed, mode != Mode::Denylisted, "{mode:?}");
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    (per_client * CLIENTS) as f64 / started.elapsed().as_secs_f64()
-}
-
-/// Microseconds Redis spent per script call since the last `CONFIG RESETSTAT`.
-fn script_usec_per_call(server: &RedisServer) -> f64 {
-    let info = server
-        .command(&["INFO", "commandstats"])
-        .ok()
-        .and_then(|r| r.text())
-        .expect("INFO answers");
-    let (mut calls, mut usec) = (0.0, 0.0);
-    for line in info.lines() {
-        let Some(stats) = line
-            .strip_prefix("cmdstat_evalsha:")
-            .or_else(|| line.strip_prefix("cmdstat_eval:"))
-        else {
-            continue;
-        };
-        for field in stats.split(',') {
-            match field.split_once('=') {
-                Some(("calls", n)) => calls += n.parse::<f64>().unwrap_or(0.0),
-                Some(("usec", n)) => usec += n.parse::<f64>().unwrap_or(0.0),
-                _ => {}
-            }
+    let (store, limits) = (store.clone(), Arc::new(limits.clone()));
+    support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
+        let (store, limits) = (store.clone(), limits.clone());
+        async move {
+            let check = check(&limits, mode, c, i);
+            let verdict = store
+                .check(std::slice::from_ref(&check), TimeSource::At(T))
+                .await
+                .expect("redis answers");
+            assert_eq!(verdict[0].allowed, mode != Mode::Denylisted, "{mode:?}");
         }
-    }
-    usec / calls
+    })
+    .await
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if support::listing() {
         return;
     }
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    support::runtime().block_on(async {
         let store = Arc::new(RespStore::connect(&server.url()).await.unwrap());
         // Two lists of ENTRIES each: addresses and /24s elsewhere, plus the row's own entry.
         for i in 0..ENTRIES {
@@ -183,34 +146,12 @@ fn main() {
                 Limit::new(format!("bench-{}", policy.algorithm()), policy),
                 Limit::new(format!("bench2-{}", policy.algorithm()), policy),
             ];
-            for mode in Mode::ALL {
-                run(&store, &limits, mode).await; // warm up: scripts loaded, states created
-            }
-            let mut samples: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); 6];
-            for _ in 0..ROUNDS {
-                for (m, mode) in Mode::ALL.into_iter().enumerate() {
-                    server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
-                    let rate = run(&store, &limits, mode).await;
-                    samples[m].0.push(script_usec_per_call(&server));
-                    samples[m].1.push(rate);
-                }
-            }
-            let median = |v: &mut Vec<f64>| {
-                v.sort_by(f64::total_cmp);
-                v[v.len() / 2]
-            };
-            let medians: Vec<(f64, f64)> = samples
-                .iter_mut()
-                .map(|(usec, rate)| (median(usec), median(rate)))
-                .collect();
-            let base = medians[0];
-            for (mode, (usec, rate)) in Mode::ALL.into_iter().zip(medians) {
-                println!(
-                    "| `{spec}` | {} | {usec:.2} | {:.2} | {rate:.0} | {:.2} |",
-                    mode.name(),
-                    usec / base.0,
-                    rate / base.1
-                );
+            let costs = support::interleaved(&server, ROUNDS, &Mode::ALL, |mode| {
+                run(&store, &limits, mode)
+            })
+            .await;
+            for (mode, cost) in Mode::ALL.into_iter().zip(&costs) {
+                println!("{}", cost.row(&costs[0], spec, mode.name()));
             }
         }
     });

@@ -35,6 +35,9 @@ use governor::clock::FakeRelativeClock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
+use support::median;
+
+mod support;
 
 /// The number of keys: 1M, or `MEMSTORE_BENCH_KEYS` (to separate compute from cache misses).
 static KEYS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
@@ -435,10 +438,6 @@ fn interleaved(keys: &Keys, threads: usize) {
         }
         start = (start + threads * TURN as usize) % *KEYS;
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     for (i, (name, _)) in sides.iter().enumerate() {
         let wall = median(samples[i].iter().map(|s| s.0).collect());
         let cpu = median(samples[i].iter().map(|s| s.1).collect());

@@ -5,38 +5,31 @@
 
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Instant;
 
 use edgelimit::{Algorithm, Check, Limit, Policy, RespStore, Store, TimeSource};
-use edgelimit_testkit::{RedisServer, Reply};
+use edgelimit_testkit::RedisServer;
+
+mod support;
 
 const DECISIONS: usize = 60_000;
 
+/// `RespStore`'s decisions per second with `clients` concurrent clients.
 async fn ours(store: Arc<RespStore>, clients: usize) -> f64 {
-    let limit = Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap());
-    let per_client = DECISIONS / clients;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let (store, limit) = (store.clone(), limit.clone());
-            tokio::spawn(async move {
-                for i in 0..per_client {
-                    let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
-                    store
-                        .check(
-                            std::slice::from_ref(&check),
-                            TimeSource::At(1_700_000_000_000),
-                        )
-                        .await
-                        .expect("redis answers");
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    (per_client * clients) as f64 / started.elapsed().as_secs_f64()
+    let limit = Arc::new(Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap()));
+    support::rate(clients, DECISIONS / clients, move |c, i| {
+        let (store, limit) = (store.clone(), limit.clone());
+        async move {
+            let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
+            store
+                .check(
+                    std::slice::from_ref(&check),
+                    TimeSource::At(1_700_000_000_000),
+                )
+                .await
+                .expect("redis answers");
+        }
+    })
+    .await
 }
 
 /// `redis-benchmark` running EVALSHA of `return 1` with `clients` connections, no pipelining.
@@ -62,7 +55,7 @@ fn anchor(port: u16, sha: &str, clients: usize) -> f64 {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if support::listing() {
         return;
     }
     let server = RedisServer::start();
@@ -71,12 +64,7 @@ fn main() {
         .ok()
         .and_then(|r| r.text())
         .expect("script loads");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    support::runtime().block_on(async {
         let store = Arc::new(RespStore::connect(&server.url()).await.unwrap());
         ours(store.clone(), 8).await;
         println!("\n{DECISIONS} decisions per row; loopback; one redis-server; same run");
@@ -107,10 +95,7 @@ fn main() {
                 algorithm,
                 &"one-client".into(),
             );
-            let bytes = match server.command(&["MEMORY", "USAGE", &key]) {
-                Ok(Reply::Int(n)) => n.to_string(),
-                other => format!("{other:?}"),
-            };
+            let bytes = support::memory_usage(&server, &key).map_or_else(|e| e, |n| n.to_string());
             println!("| {algorithm} | {bytes} |");
         }
     });

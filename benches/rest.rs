@@ -25,117 +25,35 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use edgelimit::{Check, Coalescing, Limit, Policy, RespStore, RestStore, Store, TimeSource};
 use edgelimit_gateway::{Config, Gateway};
 use edgelimit_testkit::RedisServer;
+use support::{median, Run};
+
+mod support;
 
 const DECISIONS: usize = 12_000;
 
-#[derive(Clone)]
-struct Run {
-    per_s: f64,
-    p50_us: f64,
-    p99_us: f64,
-    /// CPU µs per decision, this process and redis-server together (`None` without `/proc`).
-    cpu_us: Option<f64>,
-}
-
-/// CPU time used so far by process `pid` (user + system), from `/proc/<pid>/stat`, in clock
-/// ticks; `None` where there is no `/proc`.
-fn cpu_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces): state is the first, utime the
-    // 12th, stime the 13th (`proc(5)` fields 14 and 15).
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when it cannot say).
-fn ticks_per_s() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// The CPU time of this process and of the others in `pids` (redis-server, gateway processes),
-/// in ticks.
-fn cpu_now(pids: &[String]) -> Option<u64> {
-    pids.iter()
-        .try_fold(cpu_ticks("self")?, |sum, pid| Some(sum + cpu_ticks(pid)?))
-}
-
+/// `DECISIONS` decisions through `store` from `clients` concurrent clients (100 identifiers
+/// each); CPU counted for this process and `pids`.
 async fn run(store: Arc<dyn Store>, clients: usize, pids: &[String]) -> Run {
-    let limit = Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap());
-    let per_client = DECISIONS / clients;
-    let cpu_before = cpu_now(pids);
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let (store, limit) = (store.clone(), limit.clone());
-            tokio::spawn(async move {
-                let mut latencies = Vec::with_capacity(per_client);
-                for i in 0..per_client {
-                    let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
-                    let t = Instant::now();
-                    store
-                        .check(
-                            std::slice::from_ref(&check),
-                            TimeSource::At(1_700_000_000_000),
-                        )
-                        .await
-                        .expect("store answers");
-                    latencies.push(t.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut latencies: Vec<Duration> = Vec::new();
-    for t in tasks {
-        latencies.extend(t.await.unwrap());
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let cpu_us = cpu_before.zip(cpu_now(pids)).map(|(before, after)| {
-        (after - before) as f64 / ticks_per_s() * 1e6 / (per_client * clients) as f64
-    });
-    latencies.sort();
-    let pct = |p: f64| {
-        latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)].as_secs_f64()
-            * 1e6
-    };
-    Run {
-        per_s: latencies.len() as f64 / elapsed,
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-        cpu_us,
-    }
-}
-
-/// redis-server's process id, from `INFO server`.
-async fn redis_pid(url: &str) -> String {
-    let client = redis::Client::open(url).expect("redis URL");
-    let mut connection = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis-server answers");
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut connection)
-        .await
-        .expect("INFO server");
-    info.lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .expect("INFO server names process_id")
-        .trim()
-        .to_string()
+    let limit = Arc::new(Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap()));
+    support::measured(clients, DECISIONS / clients, pids, move |c, i| {
+        let (store, limit) = (store.clone(), limit.clone());
+        async move {
+            let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
+            store
+                .check(
+                    std::slice::from_ref(&check),
+                    TimeSource::At(1_700_000_000_000),
+                )
+                .await
+                .expect("store answers");
+        }
+    })
+    .await
 }
 
 /// A `gateway` binary run as a process of its own for the bench, killed on drop.
@@ -195,13 +113,8 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if support::listing() {
         return;
     }
     let rounds: usize = arg("--rounds", 3).max(1);
@@ -213,11 +126,7 @@ fn main() {
                 .expect("--clients: numbers separated by commas")
         })
         .collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = support::runtime();
     let specs: Vec<String> = list(&arg("--rest", "h1,h2c".to_string()));
     let server = RedisServer::start();
     runtime.block_on(async {
@@ -228,7 +137,7 @@ fn main() {
         ))
         .await
         .unwrap();
-        let mut pids = vec![redis_pid(&server.url()).await];
+        let mut pids = vec![support::redis_pid(&server)];
         let mut processes: Vec<(String, GatewayProcess)> = Vec::new();
         let resp: Arc<dyn Store> = Arc::new(
             RespStore::connect_with_timeout(&server.url(), Duration::from_secs(30))

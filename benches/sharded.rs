@@ -6,76 +6,40 @@
 //! sharding costs the client ≤ 10% more CPU per decision. Run: `cargo bench --bench sharded`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use edgelimit::store::{Shard, ShardedStore};
 use edgelimit::{Check, Limit, Policy, RespStore, Store, TimeSource};
 use edgelimit_testkit::RedisServer;
+use support::Run;
+
+mod support;
 
 const CLIENTS: usize = 64;
 const PER_CLIENT: usize = 400;
 
-/// This process's CPU time so far (user + system), from /proc/self/stat, in seconds.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-struct Run {
-    decisions_per_s: f64,
-    cpu_us_per_decision: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
+/// `CLIENTS` clients × `PER_CLIENT` decisions through `store`, 50 identifiers per client.
 async fn run(store: Arc<dyn Store>, limit: &Limit) -> Run {
-    let cpu = cpu_seconds();
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for client in 0..CLIENTS {
-        let store = store.clone();
-        let limit = limit.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(PER_CLIENT);
-            for i in 0..PER_CLIENT {
-                let check = Check::single(&limit, format!("client{client}-{}", i % 50), 1);
-                let t = Instant::now();
-                store
-                    .check(
-                        std::slice::from_ref(&check),
-                        TimeSource::At(1_700_000_000_000),
-                    )
-                    .await
-                    .expect("store answers");
-                latencies.push(t.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut latencies: Vec<Duration> = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.unwrap());
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu;
-    latencies.sort();
-    let n = latencies.len() as f64;
-    let pct = |p: f64| latencies[((n * p) as usize).min(latencies.len() - 1)].as_secs_f64() * 1e6;
-    Run {
-        decisions_per_s: n / elapsed,
-        cpu_us_per_decision: cpu / n * 1e6,
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-    }
+    let limit = Arc::new(limit.clone());
+    support::measured(CLIENTS, PER_CLIENT, &[], move |client, i| {
+        let (store, limit) = (store.clone(), limit.clone());
+        async move {
+            let check = Check::single(&limit, format!("client{client}-{}", i % 50), 1);
+            store
+                .check(
+                    std::slice::from_ref(&check),
+                    TimeSource::At(1_700_000_000_000),
+                )
+                .await
+                .expect("store answers");
+        }
+    })
+    .await
+}
+
+/// This process's CPU µs per decision over `run` (NaN where there is no `/proc` to read).
+fn cpu_us(run: &Run) -> f64 {
+    run.cpu_us.unwrap_or(f64::NAN)
 }
 
 async fn split_latency(store: &ShardedStore, a: &Limit, b: &Limit, split: bool) -> f64 {
@@ -104,19 +68,14 @@ async fn split_latency(store: &ShardedStore, a: &Limit, b: &Limit, split: bool) 
             break;
         }
     }
-    latencies.sort_by(f64::total_cmp);
-    latencies[latencies.len() / 2]
+    support::median(latencies)
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if support::listing() {
         return;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = support::runtime();
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     runtime.block_on(async {
         let limit = Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap());
@@ -140,19 +99,22 @@ fn main() {
         for (name, round, r) in &rows {
             println!(
                 "| {name} | {round} | {:.0} | {:.1} | {:.0} | {:.0} |",
-                r.decisions_per_s, r.cpu_us_per_decision, r.p50_us, r.p99_us
+                r.per_s,
+                cpu_us(r),
+                r.p50_us,
+                r.p99_us
             );
         }
         let mean = |name: &str, f: &dyn Fn(&Run) -> f64| {
             let v: Vec<f64> = rows.iter().filter(|r| r.0 == name).map(|r| f(&r.2)).collect();
             v.iter().sum::<f64>() / v.len() as f64
         };
-        let cpu_one = mean("1 store", &|r| r.cpu_us_per_decision);
-        let cpu_three = mean("3 shards", &|r| r.cpu_us_per_decision);
+        let cpu_one = mean("1 store", &cpu_us);
+        let cpu_three = mean("3 shards", &cpu_us);
         println!(
             "\nclient CPU per decision, 3 shards / 1 store: {:.3} (target ≤ 1.10); throughput ratio {:.3}",
             cpu_three / cpu_one,
-            mean("3 shards", &|r| r.decisions_per_s) / mean("1 store", &|r| r.decisions_per_s)
+            mean("3 shards", &|r| r.per_s) / mean("1 store", &|r| r.per_s)
         );
         let a = Limit::new("per-second", "gcra 1000/1s".parse::<Policy>().unwrap());
         let b = Limit::new("per-day", "sliding-counter 1000000/day".parse::<Policy>().unwrap());
