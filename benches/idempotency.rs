@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use edgelimit::store::key::request_key;
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{Check, Limit, Policy, RespStore, Store, TimeSource};
+use edgelimit::{Check, Limit, Policy, RespStore};
 use edgelimit_testkit::RedisServer;
 
 mod support;
@@ -45,12 +45,8 @@ async fn run(store: &Arc<RespStore>, limit: &Limit, mode: Mode) -> f64 {
     support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
         let (store, limit) = (store.clone(), limit.clone());
         async move {
-            let check = check(&limit, mode, c, i);
-            let verdict = store
-                .check(std::slice::from_ref(&check), TimeSource::At(T))
-                .await
-                .expect("redis answers");
-            assert!(verdict[0].allowed, "the bench's limits admit everything");
+            let verdict = support::check_at(&*store, &check(&limit, mode, c, i), T).await;
+            assert!(verdict.allowed, "the bench's limits admit everything");
         }
     })
     .await

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
-use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store, TimeSource};
+use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store};
 use edgelimit_testkit::RedisServer;
 
 mod support;
@@ -94,12 +94,8 @@ async fn run(store: &Arc<RespStore>, limits: &[Limit; 2], mode: Mode) -> f64 {
     support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
         let (store, limits) = (store.clone(), limits.clone());
         async move {
-            let check = check(&limits, mode, c, i);
-            let verdict = store
-                .check(std::slice::from_ref(&check), TimeSource::At(T))
-                .await
-                .expect("redis answers");
-            assert_eq!(verdict[0].allowed, mode != Mode::Denylisted, "{mode:?}");
+            let verdict = support::check_at(&*store, &check(&limits, mode, c, i), T).await;
+            assert_eq!(verdict.allowed, mode != Mode::Denylisted, "{mode:?}");
         }
     })
     .await

@@ -12,6 +12,8 @@ use edgelimit_testkit::RedisServer;
 mod support;
 
 const DECISIONS: usize = 60_000;
+/// The instant every decision is made at (the memory table's steps on from it).
+const T: u64 = 1_700_000_000_000;
 
 /// `RespStore`'s decisions per second with `clients` concurrent clients.
 async fn ours(store: Arc<RespStore>, clients: usize) -> f64 {
@@ -20,13 +22,7 @@ async fn ours(store: Arc<RespStore>, clients: usize) -> f64 {
         let (store, limit) = (store.clone(), limit.clone());
         async move {
             let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
-            store
-                .check(
-                    std::slice::from_ref(&check),
-                    TimeSource::At(1_700_000_000_000),
-                )
-                .await
-                .expect("redis answers");
+            support::check_at(&*store, &check, T).await;
         }
     })
     .await
@@ -85,7 +81,7 @@ fn main() {
             for i in 0..50u64 {
                 let check = Check::single(&limit, "one-client", 1);
                 store
-                    .check(&[check], TimeSource::At(1_700_000_000_000 + i * 37))
+                    .check(&[check], TimeSource::At(T + i * 37))
                     .await
                     .unwrap();
             }

@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgelimit::{Check, Coalescing, Limit, Policy, RespStore, RestStore, Store, TimeSource};
+use edgelimit::{Check, Coalescing, Limit, Policy, RespStore, RestStore, Store};
 use edgelimit_gateway::{Config, Gateway};
 use edgelimit_testkit::RedisServer;
 use support::{median, Run};
@@ -35,6 +35,8 @@ use support::{median, Run};
 mod support;
 
 const DECISIONS: usize = 12_000;
+/// The instant every decision is made at.
+const T: u64 = 1_700_000_000_000;
 
 /// `DECISIONS` decisions through `store` from `clients` concurrent clients (100 identifiers
 /// each); CPU counted for this process and `pids`.
@@ -44,13 +46,7 @@ async fn run(store: Arc<dyn Store>, clients: usize, pids: &[String]) -> Run {
         let (store, limit) = (store.clone(), limit.clone());
         async move {
             let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
-            store
-                .check(
-                    std::slice::from_ref(&check),
-                    TimeSource::At(1_700_000_000_000),
-                )
-                .await
-                .expect("store answers");
+            support::check_at(&*store, &check, T).await;
         }
     })
     .await

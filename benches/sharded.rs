@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use edgelimit::store::{Shard, ShardedStore};
-use edgelimit::{Check, Limit, Policy, RespStore, Store, TimeSource};
+use edgelimit::{Check, Limit, Policy, RespStore, Store};
 use edgelimit_testkit::RedisServer;
 use support::Run;
 
@@ -17,6 +17,8 @@ mod support;
 
 const CLIENTS: usize = 64;
 const PER_CLIENT: usize = 400;
+/// The instant every decision is made at.
+const T: u64 = 1_700_000_000_000;
 
 /// `CLIENTS` clients × `PER_CLIENT` decisions through `store`, 50 identifiers per client.
 async fn run(store: Arc<dyn Store>, limit: &Limit) -> Run {
@@ -25,13 +27,7 @@ async fn run(store: Arc<dyn Store>, limit: &Limit) -> Run {
         let (store, limit) = (store.clone(), limit.clone());
         async move {
             let check = Check::single(&limit, format!("client{client}-{}", i % 50), 1);
-            store
-                .check(
-                    std::slice::from_ref(&check),
-                    TimeSource::At(1_700_000_000_000),
-                )
-                .await
-                .expect("store answers");
+            support::check_at(&*store, &check, T).await;
         }
     })
     .await
@@ -55,13 +51,7 @@ async fn split_latency(store: &ShardedStore, a: &Limit, b: &Limit, split: bool) 
         }
         let check = Check::new().with(a, id.as_str(), 1).with(b, id.as_str(), 1);
         let t = Instant::now();
-        store
-            .check(
-                std::slice::from_ref(&check),
-                TimeSource::At(1_700_000_000_000),
-            )
-            .await
-            .unwrap();
+        support::check_at(store, &check, T).await;
         latencies.push(t.elapsed().as_secs_f64() * 1e6);
         found += 1;
         if found == 2_000 {

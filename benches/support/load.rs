@@ -5,6 +5,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use edgelimit::{Check, Store, TimeSource, Verdict};
+
 use super::percentile_us;
 
 /// The runtime the benches' clients run on: two worker threads, one a core of the machine the
@@ -21,6 +23,16 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// target): a bench has nothing to list, and returns before it starts any server.
 pub fn listing() -> bool {
     std::env::args().any(|a| a == "--list")
+}
+
+/// `check` through `store` at `at_ms` (fixed, so states stay small and every run alike): its
+/// verdict. A store error stops the bench, which measures and has no failure to report.
+pub async fn check_at<S: Store + ?Sized>(store: &S, check: &Check, at_ms: u64) -> Verdict {
+    let mut verdicts = store
+        .check(std::slice::from_ref(check), TimeSource::At(at_ms))
+        .await
+        .expect("the store answers");
+    verdicts.swap_remove(0)
 }
 
 /// Decisions per second: `clients` tasks, client `c` awaiting `decide(c, i)` for `i` in
