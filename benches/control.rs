@@ -12,8 +12,7 @@ use std::sync::Arc;
 
 use edgelimit::script::{CheckPlan, Script, Topology};
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{Assignment, Check, Identifier, Limit, Policy, RespStore, Store, TimeSource};
-use edgelimit_testkit::RedisServer;
+use edgelimit::{Assignment, Check, Identifier, Limit, Policy, Store, TimeSource};
 use redis::aio::MultiplexedConnection;
 
 mod support;
@@ -110,11 +109,7 @@ async fn run(conn: &MultiplexedConnection, limits: &Arc<Vec<Limit>>, mode: Mode)
 }
 
 fn main() {
-    if support::listing() {
-        return;
-    }
-    let server = RedisServer::start();
-    support::runtime().block_on(async {
+    support::on_redis(|server, store| async move {
         let client = redis::Client::open(server.url()).unwrap();
         let conn = client.get_multiplexed_async_connection().await.unwrap();
         for script in Script::all() {
@@ -125,7 +120,6 @@ fn main() {
                 .await
                 .unwrap();
         }
-        let store = RespStore::connect(&server.url()).await.unwrap();
         println!(
             "\n{DECISIONS} checks per run, {ROUNDS} interleaved runs per row (medians), \
              {CLIENTS} clients, {IDENTIFIERS} identifiers; loopback; one redis-server; same run; \

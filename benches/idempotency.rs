@@ -11,7 +11,6 @@ use std::sync::Arc;
 use edgelimit::store::key::request_key;
 use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Check, Limit, Policy, RespStore};
-use edgelimit_testkit::RedisServer;
 
 mod support;
 
@@ -53,12 +52,7 @@ async fn run(store: &Arc<RespStore>, limit: &Limit, mode: Mode) -> f64 {
 }
 
 fn main() {
-    if support::listing() {
-        return;
-    }
-    let server = RedisServer::start();
-    support::runtime().block_on(async {
-        let store = Arc::new(RespStore::connect(&server.url()).await.unwrap());
+    support::on_redis(|server, store| async move {
         println!(
             "\n{DECISIONS} decisions per row, {CLIENTS} clients, {IDENTIFIERS} identifiers; \
              loopback; one redis-server; same run"

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store};
-use edgelimit_testkit::RedisServer;
 
 mod support;
 
@@ -102,12 +101,7 @@ async fn run(store: &Arc<RespStore>, limits: &[Limit; 2], mode: Mode) -> f64 {
 }
 
 fn main() {
-    if support::listing() {
-        return;
-    }
-    let server = RedisServer::start();
-    support::runtime().block_on(async {
-        let store = Arc::new(RespStore::connect(&server.url()).await.unwrap());
+    support::on_redis(|server, store| async move {
         // Two lists of ENTRIES each: addresses and /24s elsewhere, plus the row's own entry.
         for i in 0..ENTRIES {
             for (list, octet) in [("deny", 10), ("allow", 11)] {

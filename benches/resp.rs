@@ -7,7 +7,6 @@ use std::process::Command;
 use std::sync::Arc;
 
 use edgelimit::{Algorithm, Check, Limit, Policy, RespStore, Store, TimeSource};
-use edgelimit_testkit::RedisServer;
 
 mod support;
 
@@ -51,17 +50,12 @@ fn anchor(port: u16, sha: &str, clients: usize) -> f64 {
 }
 
 fn main() {
-    if support::listing() {
-        return;
-    }
-    let server = RedisServer::start();
-    let sha = server
-        .command(&["SCRIPT", "LOAD", "return 1"])
-        .ok()
-        .and_then(|r| r.text())
-        .expect("script loads");
-    support::runtime().block_on(async {
-        let store = Arc::new(RespStore::connect(&server.url()).await.unwrap());
+    support::on_redis(|server, store| async move {
+        let sha = server
+            .command(&["SCRIPT", "LOAD", "return 1"])
+            .ok()
+            .and_then(|r| r.text())
+            .expect("script loads");
         ours(store.clone(), 8).await;
         println!("\n{DECISIONS} decisions per row; loopback; one redis-server; same run");
         println!(

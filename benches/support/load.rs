@@ -3,9 +3,11 @@
 //! bench reports them, each decision's latency and the CPU time the run took.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edgelimit::{Check, Store, TimeSource, Verdict};
+use edgelimit::{Check, RespStore, Store, TimeSource, Verdict};
+use edgelimit_testkit::RedisServer;
 
 use super::percentile_us;
 
@@ -23,6 +25,26 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// target): a bench has nothing to list, and returns before it starts any server.
 pub fn listing() -> bool {
     std::env::args().any(|a| a == "--list")
+}
+
+/// The frame of a bench against one Redis: nothing on a listing run ([`listing`]); otherwise a
+/// fresh `redis-server` (killed when `body` ends) and a `RespStore` connected to it, handed to
+/// `body`, which runs on [`runtime`].
+pub fn on_redis<F, Fut>(body: F)
+where
+    F: FnOnce(RedisServer, Arc<RespStore>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    if listing() {
+        return;
+    }
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let store = RespStore::connect(&server.url())
+            .await
+            .expect("RespStore connects to the bench's redis-server");
+        body(server, Arc::new(store)).await;
+    });
 }
 
 /// `check` through `store` at `at_ms` (fixed, so states stay small and every run alike): its

@@ -24,5 +24,5 @@ mod stats;
 pub use info::{
     interleaved, memory_usage, redis_pid, reset_stats, script_usec_per_call, used_memory, Cost,
 };
-pub use load::{check_at, listing, measured, rate, runtime, Run};
+pub use load::{check_at, listing, measured, on_redis, rate, runtime, Run};
 pub use stats::{median, percentile_us};
