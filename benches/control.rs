@@ -77,9 +77,11 @@ fn check(limits: &[Limit], mode: Mode, c: usize, i: usize) -> Check {
 /// Decisions (checks) per second with `CLIENTS` concurrent clients, each check one `EVALSHA`.
 async fn run(conn: &MultiplexedConnection, limits: &Arc<Vec<Limit>>, mode: Mode) -> f64 {
     let (conn, limits) = (conn.clone(), limits.clone());
-    support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
-        let (mut conn, limits) = (conn.clone(), limits.clone());
-        async move {
+    support::rate(
+        CLIENTS,
+        DECISIONS / CLIENTS,
+        (conn, limits),
+        move |(mut conn, limits), c, i| async move {
             let check = check(&limits, mode, c, i);
             let (ns, at, topology) = (DEFAULT_NAMESPACE, TimeSource::At(T), Topology::SingleNode);
             let plan = match mode {
@@ -103,8 +105,9 @@ async fn run(conn: &MultiplexedConnection, limits: &Arc<Vec<Limit>>, mode: Mode)
                 }
                 other => panic!("unexpected reply {other:?}"),
             }
-        }
-    })
+            (conn, limits)
+        },
+    )
     .await
 }
 

@@ -41,13 +41,16 @@ async fn run(store: &Arc<RespStore>, limit: &Limit, mode: Mode) -> f64 {
     let (store, limit) = (store.clone(), Arc::new(limit.clone()));
     // One instant: the states stay their smallest (one lease end, one window), so the rows differ
     // only by the request id.
-    support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
-        let (store, limit) = (store.clone(), limit.clone());
-        async move {
+    support::rate(
+        CLIENTS,
+        DECISIONS / CLIENTS,
+        (store, limit),
+        move |(store, limit), c, i| async move {
             let verdict = support::check_at(&*store, &check(&limit, mode, c, i), T).await;
             assert!(verdict.allowed, "the bench's limits admit everything");
-        }
-    })
+            (store, limit)
+        },
+    )
     .await
 }
 

@@ -90,13 +90,16 @@ fn check(limits: &[Limit; 2], mode: Mode, c: usize, i: usize) -> Check {
 /// Decisions per second with `CLIENTS` concurrent clients.
 async fn run(store: &Arc<RespStore>, limits: &[Limit; 2], mode: Mode) -> f64 {
     let (store, limits) = (store.clone(), Arc::new(limits.clone()));
-    support::rate(CLIENTS, DECISIONS / CLIENTS, move |c, i| {
-        let (store, limits) = (store.clone(), limits.clone());
-        async move {
+    support::rate(
+        CLIENTS,
+        DECISIONS / CLIENTS,
+        (store, limits),
+        move |(store, limits), c, i| async move {
             let verdict = support::check_at(&*store, &check(&limits, mode, c, i), T).await;
             assert_eq!(verdict.allowed, mode != Mode::Denylisted, "{mode:?}");
-        }
-    })
+            (store, limits)
+        },
+    )
     .await
 }
 

@@ -17,13 +17,16 @@ const T: u64 = 1_700_000_000_000;
 /// `RespStore`'s decisions per second with `clients` concurrent clients.
 async fn ours(store: Arc<RespStore>, clients: usize) -> f64 {
     let limit = Arc::new(Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap()));
-    support::rate(clients, DECISIONS / clients, move |c, i| {
-        let (store, limit) = (store.clone(), limit.clone());
-        async move {
+    support::rate(
+        clients,
+        DECISIONS / clients,
+        (store, limit),
+        move |(store, limit), c, i| async move {
             let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
             support::check_at(&*store, &check, T).await;
-        }
-    })
+            (store, limit)
+        },
+    )
     .await
 }
 

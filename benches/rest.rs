@@ -42,13 +42,17 @@ const T: u64 = 1_700_000_000_000;
 /// each); CPU counted for this process and `pids`.
 async fn run(store: Arc<dyn Store>, clients: usize, pids: &[String]) -> Run {
     let limit = Arc::new(Limit::new("api", "gcra 1000/1s".parse::<Policy>().unwrap()));
-    support::measured(clients, DECISIONS / clients, pids, move |c, i| {
-        let (store, limit) = (store.clone(), limit.clone());
-        async move {
+    support::measured(
+        clients,
+        DECISIONS / clients,
+        pids,
+        (store, limit),
+        move |(store, limit), c, i| async move {
             let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
             support::check_at(&*store, &check, T).await;
-        }
-    })
+            (store, limit)
+        },
+    )
     .await
 }
 

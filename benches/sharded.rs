@@ -23,13 +23,17 @@ const T: u64 = 1_700_000_000_000;
 /// `CLIENTS` clients × `PER_CLIENT` decisions through `store`, 50 identifiers per client.
 async fn run(store: Arc<dyn Store>, limit: &Limit) -> Run {
     let limit = Arc::new(limit.clone());
-    support::measured(CLIENTS, PER_CLIENT, &[], move |client, i| {
-        let (store, limit) = (store.clone(), limit.clone());
-        async move {
+    support::measured(
+        CLIENTS,
+        PER_CLIENT,
+        &[],
+        (store, limit),
+        move |(store, limit), client, i| async move {
             let check = Check::single(&limit, format!("client{client}-{}", i % 50), 1);
             support::check_at(&*store, &check, T).await;
-        }
-    })
+            (store, limit)
+        },
+    )
     .await
 }
 

@@ -57,16 +57,20 @@ pub async fn check_at<S: Store + ?Sized>(store: &S, check: &Check, at_ms: u64) -
     verdicts.swap_remove(0)
 }
 
-/// Decisions per second: `clients` tasks, client `c` awaiting `decide(c, i)` for `i` in
-/// `0..per_client`, all started together and timed until the last ends. `decide` is cloned once
-/// per client; a closure that needs its store or connection inside the returned future clones an
-/// `Arc` (or a multiplexed connection) per call — nanoseconds beside a round trip of tens of µs.
-pub async fn rate<F, Fut>(clients: usize, per_client: usize, decide: F) -> f64
+/// Decisions per second: `clients` tasks, client `c` awaiting `decide(state, c, i)` for `i` in
+/// `0..per_client`, all started together and timed until the last ends.
+///
+/// Each client holds its own clone of `state` (its store, connection, limits: cloned once per
+/// client, as a loop written out in the bench would), lent to each decision by value and handed
+/// back by its future, so a decision clones nothing and no reference count is shared between
+/// the clients' threads.
+pub async fn rate<S, F, Fut>(clients: usize, per_client: usize, state: S, decide: F) -> f64
 where
-    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
+    S: Clone + Send + 'static,
+    F: Fn(S, usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = S> + Send + 'static,
 {
-    let (elapsed, _) = drive(clients, per_client, false, decide).await;
+    let (elapsed, _) = drive(clients, per_client, false, state, decide).await;
     (per_client * clients) as f64 / elapsed.as_secs_f64()
 }
 
@@ -84,15 +88,22 @@ pub struct Run {
     pub cpu_us: Option<f64>,
 }
 
-/// [`rate`]'s load, each decision timed too, and the CPU time of this process and of `pids` over
+/// [`rate`]'s load (`state` and `decide` as there), each decision timed too, and the CPU time of this process and of `pids` over
 /// the run.
-pub async fn measured<F, Fut>(clients: usize, per_client: usize, pids: &[String], decide: F) -> Run
+pub async fn measured<S, F, Fut>(
+    clients: usize,
+    per_client: usize,
+    pids: &[String],
+    state: S,
+    decide: F,
+) -> Run
 where
-    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
+    S: Clone + Send + 'static,
+    F: Fn(S, usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = S> + Send + 'static,
 {
     let cpu_before = cpu_now(pids);
-    let (elapsed, mut latencies) = drive(clients, per_client, true, decide).await;
+    let (elapsed, mut latencies) = drive(clients, per_client, true, state, decide).await;
     let cpu_us = cpu_before.zip(cpu_now(pids)).map(|(before, after)| {
         (after - before) as f64 / ticks_per_s() * 1e6 / (per_client * clients) as f64
     });
@@ -108,29 +119,31 @@ where
 /// The load of [`rate`] and [`measured`]: the wall time from the first task's start to the last
 /// one's end, and every decision's latency when `timed` (none otherwise, so a throughput bench
 /// reads no clock per decision).
-async fn drive<F, Fut>(
+async fn drive<S, F, Fut>(
     clients: usize,
     per_client: usize,
     timed: bool,
+    state: S,
     decide: F,
 ) -> (Duration, Vec<Duration>)
 where
-    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
+    S: Clone + Send + 'static,
+    F: Fn(S, usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = S> + Send + 'static,
 {
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
-            let decide = decide.clone();
+            let (decide, mut state) = (decide.clone(), state.clone());
             tokio::spawn(async move {
                 let mut latencies = Vec::with_capacity(if timed { per_client } else { 0 });
                 for i in 0..per_client {
                     if timed {
                         let t = Instant::now();
-                        decide(c, i).await;
+                        state = decide(state, c, i).await;
                         latencies.push(t.elapsed());
                     } else {
-                        decide(c, i).await;
+                        state = decide(state, c, i).await;
                     }
                 }
                 latencies
