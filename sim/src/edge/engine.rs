@@ -175,7 +175,12 @@ impl EdgeReplay {
             .flat_map(|r| r.limits.iter().map(|l| l.limit.name.clone()))
             .collect();
         let clock = Arc::new(ManualClock::at(0));
-        let limiter = Limiter::new(ReplayStore::new(shadow_limits))
+        let remembering = config
+            .rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .any(|l| l.idempotent);
+        let limiter = Limiter::new(ReplayStore::new(shadow_limits, remembering))
             .with_clock(clock.clone())
             .with_time_mode(config.time)
             .with_denial_cache(config.denial_cache);

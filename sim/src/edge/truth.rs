@@ -16,7 +16,6 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use edgelimit::algorithm::{sliding_log, SlidingLogState};
 use edgelimit::{Algorithm, Decision, Identifier, Policy, Reason};
 use rustc_hash::FxBuildHasher;
 
@@ -27,10 +26,72 @@ use crate::replay::inflight::InFlight;
 use crate::replay::pct;
 use crate::replay::reference::reference;
 
+/// The admission decisions of an exact sliding log of the reference policy: the library's
+/// `sliding_log` semantics (a request of cost `c` at `t` is admitted iff the cost admitted in
+/// `(t − W, t]` plus `c` is at most `L`; a clock stepping back before the last admission counts as
+/// no time passed; entries are dropped only on an admission), without what only a limiter needs:
+/// the retry time, which `sliding_log::step` finds by scanning the log on every denial. The entries
+/// that left the window as of the latest time are skipped by a cursor that only moves forward while
+/// time does, so a decision is O(1) amortised. A test holds it to `sliding_log::step`, decision
+/// by decision, on random requests with clocks stepping back.
+#[derive(Debug, Default)]
+struct ExactLog {
+    /// Admitted cost per millisecond, oldest first.
+    entries: VecDeque<(u64, u64)>,
+    /// Their total.
+    total: u64,
+    /// The last admission's time (the library's write time).
+    seen_ms: u64,
+    /// How many leading entries, and how much cost, had left the window at `cursor_ms`.
+    left: usize,
+    left_cost: u64,
+    cursor_ms: u64,
+}
+
+impl ExactLog {
+    /// Whether the log admits `cost` at `now_ms` under `limit` per `window_ms` (and, if so,
+    /// logs it). A cost of 0 or less takes nothing and is admitted (a look).
+    fn admits(&mut self, limit: u64, window_ms: u64, now_ms: u64, cost: i64) -> bool {
+        let t = now_ms.max(self.seen_ms);
+        if t < self.cursor_ms {
+            // The clock stepped back: count the entries again from the oldest.
+            (self.left, self.left_cost) = (0, 0);
+        }
+        self.cursor_ms = t;
+        if let Some(cutoff) = t.checked_sub(window_ms) {
+            while let Some(&(s, c)) = self.entries.get(self.left) {
+                if s > cutoff {
+                    break;
+                }
+                self.left += 1;
+                self.left_cost += c;
+            }
+        }
+        if cost <= 0 {
+            return true;
+        }
+        let cost = cost as u64;
+        let used = self.total - self.left_cost;
+        if cost > limit || used + cost > limit {
+            return false;
+        }
+        self.entries.drain(..self.left);
+        self.total -= self.left_cost;
+        (self.left, self.left_cost) = (0, 0);
+        self.seen_ms = t;
+        match self.entries.back_mut() {
+            Some((time, logged)) if *time == t => *logged += cost,
+            _ => self.entries.push_back((t, cost)),
+        }
+        self.total += cost;
+        true
+    }
+}
+
 /// One identifier's truth.
 #[derive(Debug, Default)]
 struct IdTruth {
-    log: SlidingLogState,
+    log: ExactLog,
     admitted: VecDeque<(u64, u64)>,
     sum: u64,
     last_ms: u64,
@@ -223,9 +284,12 @@ impl LimitTruth {
             self.states.resize_with(index + 1, IdTruth::default);
         }
         let id = &mut self.states[index];
-        let exact = sliding_log::step(&self.reference, &mut id.log, at_ms, cost)
-            .decision
-            .allowed;
+        let exact = id.log.admits(
+            self.reference.limit(),
+            self.reference.window_ms(),
+            at_ms,
+            cost,
+        );
         self.compare(decision, exact);
         let id = &mut self.states[index];
         if !admitted || cost <= 0 {
@@ -356,6 +420,38 @@ mod tests {
             (worst.identifier.as_str(), worst.start_ms, worst.end_ms),
             ("a", 999, 1000)
         );
+    }
+
+    #[test]
+    fn the_exact_log_decides_as_the_librarys_sliding_log() {
+        use edgelimit::algorithm::{sliding_log, SlidingLogState};
+        // A fixed SplitMix64, so the sequence is the same every run.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % n
+        };
+        for _ in 0..300 {
+            let (limit, window) = (1 + next(6), 1 + next(30));
+            let policy: Policy = format!("sliding-log {limit}/{window}ms").parse().unwrap();
+            let mut library = SlidingLogState::default();
+            let mut ours = ExactLog::default();
+            let mut t = 1_000u64;
+            for step in 0..200 {
+                // Mostly forward, sometimes back (several clocks in one log).
+                t = if next(8) == 0 { t - next(20) } else { t + next(6) };
+                let cost = 1 + next(3) as i64;
+                let expected = sliding_log::step(&policy, &mut library, t, cost).decision.allowed;
+                assert_eq!(
+                    ours.admits(limit, window, t, cost),
+                    expected,
+                    "{policy}, step {step} at {t} cost {cost}"
+                );
+            }
+        }
     }
 
     #[test]
