@@ -127,11 +127,7 @@ impl ReplayStore {
         let keys: Vec<Key> = (0..items.len()).map(key).collect();
         let mut states: Vec<State> = keys
             .iter()
-            .map(|k| {
-                map.get(k)
-                    .cloned()
-                    .unwrap_or_else(|| State::fresh(k.1))
-            })
+            .map(|k| map.get(k).cloned().unwrap_or_else(|| State::fresh(k.1)))
             .collect();
         let (verdict, outcomes) = decide(check, &mut states, now_ms);
         for ((key, state), outcome) in keys.into_iter().zip(states).zip(&outcomes) {

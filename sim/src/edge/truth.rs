@@ -442,9 +442,15 @@ mod tests {
             let mut t = 1_000u64;
             for step in 0..200 {
                 // Mostly forward, sometimes back (several clocks in one log).
-                t = if next(8) == 0 { t - next(20) } else { t + next(6) };
+                t = if next(8) == 0 {
+                    t - next(20)
+                } else {
+                    t + next(6)
+                };
                 let cost = 1 + next(3) as i64;
-                let expected = sliding_log::step(&policy, &mut library, t, cost).decision.allowed;
+                let expected = sliding_log::step(&policy, &mut library, t, cost)
+                    .decision
+                    .allowed;
                 assert_eq!(
                     ours.admits(limit, window, t, cost),
                     expected,
