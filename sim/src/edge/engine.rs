@@ -308,9 +308,14 @@ impl EdgeReplay {
                     totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
                     totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
                 }
-                let truth = truths
-                    .iter_mut()
-                    .find(|(n, _)| Arc::ptr_eq(n, &item.limit.name) || *n == item.limit.name);
+                // The item's name is the configuration's own `Arc` (pointer equal) unless two
+                // limits share a name: compare pointers across all before comparing text.
+                let name = &item.limit.name;
+                let at = truths
+                    .iter()
+                    .position(|(n, _)| Arc::ptr_eq(n, name))
+                    .or_else(|| truths.iter().position(|(n, _)| n == name));
+                let truth = at.map(|i| &mut truths[i]);
                 if let Some((_, truth)) = truth {
                     truth.record(
                         identifiers.id(&item.identifier),

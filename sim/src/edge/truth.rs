@@ -34,7 +34,7 @@ use crate::replay::reference::reference;
 /// that left the window as of the latest time are skipped by a cursor that only moves forward while
 /// time does, so a decision is O(1) amortised. A test holds it to `sliding_log::step`, decision
 /// by decision, on random requests with clocks stepping back.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ExactLog {
     /// Admitted cost per millisecond, oldest first.
     entries: VecDeque<(u64, u64)>,
@@ -46,6 +46,23 @@ struct ExactLog {
     left: usize,
     left_cost: u64,
     cursor_ms: u64,
+    /// The time of the first entry still in the window (`entries[left]`), `u64::MAX` if none:
+    /// kept inline so a request that moves nothing out of the window reads no buffer.
+    next_left_ms: u64,
+}
+
+impl Default for ExactLog {
+    fn default() -> Self {
+        ExactLog {
+            entries: VecDeque::new(),
+            total: 0,
+            seen_ms: 0,
+            left: 0,
+            left_cost: 0,
+            cursor_ms: 0,
+            next_left_ms: u64::MAX,
+        }
+    }
 }
 
 impl ExactLog {
@@ -56,15 +73,14 @@ impl ExactLog {
         if t < self.cursor_ms {
             // The clock stepped back: count the entries again from the oldest.
             (self.left, self.left_cost) = (0, 0);
+            self.next_left_ms = self.entries.front().map_or(u64::MAX, |e| e.0);
         }
         self.cursor_ms = t;
         if let Some(cutoff) = t.checked_sub(window_ms) {
-            while let Some(&(s, c)) = self.entries.get(self.left) {
-                if s > cutoff {
-                    break;
-                }
+            while self.next_left_ms <= cutoff {
+                self.left_cost += self.entries[self.left].1;
                 self.left += 1;
-                self.left_cost += c;
+                self.next_left_ms = self.entries.get(self.left).map_or(u64::MAX, |e| e.0);
             }
         }
         if cost <= 0 {
@@ -75,13 +91,20 @@ impl ExactLog {
         if cost > limit || used + cost > limit {
             return false;
         }
-        self.entries.drain(..self.left);
-        self.total -= self.left_cost;
-        (self.left, self.left_cost) = (0, 0);
+        if self.left > 0 {
+            self.entries.drain(..self.left);
+            self.total -= self.left_cost;
+            (self.left, self.left_cost) = (0, 0);
+            self.next_left_ms = self.entries.front().map_or(u64::MAX, |e| e.0);
+        }
         self.seen_ms = t;
         match self.entries.back_mut() {
             Some((time, logged)) if *time == t => *logged += cost,
             _ => self.entries.push_back((t, cost)),
+        }
+        if self.next_left_ms == u64::MAX {
+            // The log was empty: this entry is the first in the window.
+            self.next_left_ms = t;
         }
         self.total += cost;
         true
@@ -93,6 +116,9 @@ impl ExactLog {
 struct IdTruth {
     log: ExactLog,
     admitted: VecDeque<(u64, u64)>,
+    /// The oldest admission's time, kept inline so a request that moves nothing out of the
+    /// window does not read the buffer (meaningless while `admitted` is empty).
+    admitted_front_ms: u64,
     sum: u64,
     last_ms: u64,
 }
@@ -299,14 +325,18 @@ impl LimitTruth {
         let t = at_ms.max(id.last_ms);
         id.last_ms = t;
         let window = self.reference.window_ms();
-        while let Some(&(s, c)) = id.admitted.front() {
-            if s + window > t {
+        while id.admitted_front_ms.saturating_add(window) <= t {
+            let Some((_, c)) = id.admitted.pop_front() else {
+                id.admitted_front_ms = u64::MAX;
                 break;
-            }
-            id.admitted.pop_front();
+            };
             id.sum -= c;
+            id.admitted_front_ms = id.admitted.front().map_or(u64::MAX, |&(s, _)| s);
         }
         id.admitted.push_back((t, cost as u64));
+        if id.admitted.len() == 1 {
+            id.admitted_front_ms = t;
+        }
         id.sum += cost as u64;
         if id.sum > self.max_in_window {
             self.max_in_window = id.sum;
