@@ -97,11 +97,13 @@ impl ExactLog {
             (self.left, self.left_cost) = (0, 0);
             self.next_left_ms = self.entries.front().map_or(u64::MAX, |e| e.0);
         }
-        self.seen_ms = t;
+        // The newest entry is the last admission's, at `seen_ms`: comparing that needs no read
+        // of the buffer's back.
         match self.entries.back_mut() {
-            Some((time, logged)) if *time == t => *logged += cost,
+            Some((_, logged)) if self.seen_ms == t => *logged += cost,
             _ => self.entries.push_back((t, cost)),
         }
+        self.seen_ms = t;
         if self.next_left_ms == u64::MAX {
             // The log was empty: this entry is the first in the window.
             self.next_left_ms = t;
