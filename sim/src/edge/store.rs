@@ -20,14 +20,14 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use edgelimit::algorithm::State;
 use edgelimit::store::decide;
-use edgelimit::{
-    Algorithm, Check, Identifier, MemoryStore, Store, StoreError, TimeSource, Verdict,
-};
+use edgelimit::{Algorithm, Check, MemoryStore, Store, StoreError, TimeSource, Verdict};
 use rustc_hash::FxHashMap;
 
+use super::inline_id::InlineId;
+
 /// Where a state lives: the limit's name (limits sharing a name share state), its algorithm, and
-/// the identifier.
-type Key = (Arc<str>, Algorithm, Identifier);
+/// the identifier (its bytes inline when short: see `InlineId`).
+type Key = (Arc<str>, Algorithm, InlineId);
 
 /// Where the replay's states live.
 #[derive(Debug)]
@@ -104,7 +104,7 @@ impl ReplayStore {
             (
                 item.limit.name.clone(),
                 item.limit.policy.algorithm(),
-                item.identifier.clone(),
+                InlineId::of(&item.identifier),
             )
         };
         if items.len() == 1 {

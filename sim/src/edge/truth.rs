@@ -19,6 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use edgelimit::{Algorithm, Decision, Identifier, Policy, Reason};
 use rustc_hash::FxBuildHasher;
 
+use super::inline_id::InlineId;
 use super::names::display_identifier;
 use crate::error::SimError;
 use crate::readers::time::format_utc;
@@ -129,7 +130,7 @@ struct IdTruth {
 /// their states with one lookup per request, not one each.
 #[derive(Debug, Default)]
 pub struct Identifiers {
-    ids: HashMap<Identifier, u32, FxBuildHasher>,
+    ids: HashMap<InlineId, u32, FxBuildHasher>,
     names: Vec<Identifier>,
     /// The last few looked up in this request: its limits mostly share one identifier.
     recent: Vec<(Identifier, u32)>,
@@ -146,11 +147,12 @@ impl Identifiers {
         if let Some((_, id)) = self.recent.iter().find(|(i, _)| i == identifier) {
             return *id;
         }
-        let id = match self.ids.get(identifier) {
+        let key = InlineId::of(identifier);
+        let id = match self.ids.get(&key) {
             Some(&id) => id,
             None => {
                 let id = u32::try_from(self.names.len()).expect("fewer than 2^32 identifiers");
-                self.ids.insert(identifier.clone(), id);
+                self.ids.insert(key, id);
                 self.names.push(identifier.clone());
                 id
             }
