@@ -82,9 +82,10 @@ impl ReplayStore {
 
     fn is_shadow(&self, check: &Check) -> bool {
         check.items().first().is_some_and(|item| {
-            self.shadow_limits
-                .iter()
-                .any(|name| Arc::ptr_eq(name, &item.limit.name) || **name == *item.limit.name)
+            let name = &item.limit.name;
+            // The configuration's own `Arc`s: pointers first, text only if none is equal.
+            self.shadow_limits.iter().any(|n| Arc::ptr_eq(n, name))
+                || self.shadow_limits.iter().any(|n| n == name)
         })
     }
 
