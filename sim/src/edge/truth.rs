@@ -133,7 +133,7 @@ pub struct Identifiers {
     ids: HashMap<InlineId, u32, FxBuildHasher>,
     names: Vec<Identifier>,
     /// The last few looked up in this request: its limits mostly share one identifier.
-    recent: Vec<(Identifier, u32)>,
+    recent: Vec<(InlineId, u32)>,
 }
 
 impl Identifiers {
@@ -144,20 +144,20 @@ impl Identifiers {
 
     /// The dense id of `identifier`.
     pub fn id(&mut self, identifier: &Identifier) -> u32 {
-        if let Some((_, id)) = self.recent.iter().find(|(i, _)| i == identifier) {
+        let key = InlineId::of(identifier);
+        if let Some((_, id)) = self.recent.iter().find(|(k, _)| *k == key) {
             return *id;
         }
-        let key = InlineId::of(identifier);
         let id = match self.ids.get(&key) {
             Some(&id) => id,
             None => {
                 let id = u32::try_from(self.names.len()).expect("fewer than 2^32 identifiers");
-                self.ids.insert(key, id);
+                self.ids.insert(key.clone(), id);
                 self.names.push(identifier.clone());
                 id
             }
         };
-        self.recent.push((identifier.clone(), id));
+        self.recent.push((key, id));
         id
     }
 
