@@ -179,7 +179,12 @@ impl EdgeReplay {
             .flat_map(|r| r.limits.iter().map(|l| l.limit.name.clone()))
             .collect();
         let clock = Arc::new(ManualClock::at(0));
-        let limiter = Limiter::new(ReplayStore::new(shadow_limits))
+        let remembering = config
+            .rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .any(|l| l.idempotent);
+        let limiter = Limiter::new(ReplayStore::new(shadow_limits, remembering))
             .with_clock(clock.clone())
             .with_time_mode(config.time)
             .with_denial_cache(config.denial_cache);
@@ -307,9 +312,14 @@ impl EdgeReplay {
                     totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
                     totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
                 }
-                let truth = truths
-                    .iter_mut()
-                    .find(|(n, _)| Arc::ptr_eq(n, &item.limit.name) || *n == item.limit.name);
+                // The item's name is the configuration's own `Arc` (pointer equal) unless two
+                // limits share a name: compare pointers across all before comparing text.
+                let name = &item.limit.name;
+                let at = truths
+                    .iter()
+                    .position(|(n, _)| Arc::ptr_eq(n, name))
+                    .or_else(|| truths.iter().position(|(n, _)| n == name));
+                let truth = at.map(|i| &mut truths[i]);
                 if let Some((_, truth)) = truth {
                     truth.record(
                         identifiers.id(&item.identifier),

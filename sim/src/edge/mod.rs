@@ -18,6 +18,7 @@
 pub mod against;
 pub mod engine;
 pub mod html;
+pub mod inline_id;
 pub mod model;
 pub mod names;
 pub mod outage;

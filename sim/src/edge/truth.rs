@@ -16,10 +16,10 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use edgelimit::algorithm::{sliding_log, SlidingLogState};
 use edgelimit::{Algorithm, Decision, Identifier, Policy, Reason};
 use rustc_hash::FxBuildHasher;
 
+use super::inline_id::InlineId;
 use super::names::display_identifier;
 use crate::error::SimError;
 use crate::readers::time::format_utc;
@@ -27,11 +27,101 @@ use crate::replay::inflight::InFlight;
 use crate::replay::pct;
 use crate::replay::reference::reference;
 
+/// The admission decisions of an exact sliding log of the reference policy: the library's
+/// `sliding_log` semantics (a request of cost `c` at `t` is admitted iff the cost admitted in
+/// `(t − W, t]` plus `c` is at most `L`; a clock stepping back before the last admission counts as
+/// no time passed; entries are dropped only on an admission), without what only a limiter needs:
+/// the retry time, which `sliding_log::step` finds by scanning the log on every denial. The entries
+/// that left the window as of the latest time are skipped by a cursor that only moves forward while
+/// time does, so a decision is O(1) amortised. A test holds it to `sliding_log::step`, decision
+/// by decision, on random requests with clocks stepping back.
+#[derive(Debug)]
+struct ExactLog {
+    /// Admitted cost per millisecond, oldest first.
+    entries: VecDeque<(u64, u64)>,
+    /// Their total.
+    total: u64,
+    /// The last admission's time (the library's write time).
+    seen_ms: u64,
+    /// How many leading entries, and how much cost, had left the window at `cursor_ms`.
+    left: usize,
+    left_cost: u64,
+    cursor_ms: u64,
+    /// The time of the first entry still in the window (`entries[left]`), `u64::MAX` if none:
+    /// kept inline so a request that moves nothing out of the window reads no buffer.
+    next_left_ms: u64,
+}
+
+impl Default for ExactLog {
+    fn default() -> Self {
+        ExactLog {
+            entries: VecDeque::new(),
+            total: 0,
+            seen_ms: 0,
+            left: 0,
+            left_cost: 0,
+            cursor_ms: 0,
+            next_left_ms: u64::MAX,
+        }
+    }
+}
+
+impl ExactLog {
+    /// Whether the log admits `cost` at `now_ms` under `limit` per `window_ms` (and, if so,
+    /// logs it). A cost of 0 or less takes nothing and is admitted (a look).
+    fn admits(&mut self, limit: u64, window_ms: u64, now_ms: u64, cost: i64) -> bool {
+        let t = now_ms.max(self.seen_ms);
+        if t < self.cursor_ms {
+            // The clock stepped back: count the entries again from the oldest.
+            (self.left, self.left_cost) = (0, 0);
+            self.next_left_ms = self.entries.front().map_or(u64::MAX, |e| e.0);
+        }
+        self.cursor_ms = t;
+        if let Some(cutoff) = t.checked_sub(window_ms) {
+            while self.next_left_ms <= cutoff {
+                self.left_cost += self.entries[self.left].1;
+                self.left += 1;
+                self.next_left_ms = self.entries.get(self.left).map_or(u64::MAX, |e| e.0);
+            }
+        }
+        if cost <= 0 {
+            return true;
+        }
+        let cost = cost as u64;
+        let used = self.total - self.left_cost;
+        if cost > limit || used + cost > limit {
+            return false;
+        }
+        if self.left > 0 {
+            self.entries.drain(..self.left);
+            self.total -= self.left_cost;
+            (self.left, self.left_cost) = (0, 0);
+            self.next_left_ms = self.entries.front().map_or(u64::MAX, |e| e.0);
+        }
+        // The newest entry is the last admission's, at `seen_ms`: comparing that needs no read
+        // of the buffer's back.
+        match self.entries.back_mut() {
+            Some((_, logged)) if self.seen_ms == t => *logged += cost,
+            _ => self.entries.push_back((t, cost)),
+        }
+        self.seen_ms = t;
+        if self.next_left_ms == u64::MAX {
+            // The log was empty: this entry is the first in the window.
+            self.next_left_ms = t;
+        }
+        self.total += cost;
+        true
+    }
+}
+
 /// One identifier's truth.
 #[derive(Debug, Default)]
 struct IdTruth {
-    log: SlidingLogState,
+    log: ExactLog,
     admitted: VecDeque<(u64, u64)>,
+    /// The oldest admission's time, kept inline so a request that moves nothing out of the
+    /// window does not read the buffer (meaningless while `admitted` is empty).
+    admitted_front_ms: u64,
     sum: u64,
     last_ms: u64,
 }
@@ -40,10 +130,10 @@ struct IdTruth {
 /// their states with one lookup per request, not one each.
 #[derive(Debug, Default)]
 pub struct Identifiers {
-    ids: HashMap<Identifier, u32, FxBuildHasher>,
+    ids: HashMap<InlineId, u32, FxBuildHasher>,
     names: Vec<Identifier>,
     /// The last few looked up in this request: its limits mostly share one identifier.
-    recent: Vec<(Identifier, u32)>,
+    recent: Vec<(InlineId, u32)>,
 }
 
 impl Identifiers {
@@ -54,19 +144,20 @@ impl Identifiers {
 
     /// The dense id of `identifier`.
     pub fn id(&mut self, identifier: &Identifier) -> u32 {
-        if let Some((_, id)) = self.recent.iter().find(|(i, _)| i == identifier) {
+        let key = InlineId::of(identifier);
+        if let Some((_, id)) = self.recent.iter().find(|(k, _)| *k == key) {
             return *id;
         }
-        let id = match self.ids.get(identifier) {
+        let id = match self.ids.get(&key) {
             Some(&id) => id,
             None => {
                 let id = u32::try_from(self.names.len()).expect("fewer than 2^32 identifiers");
-                self.ids.insert(identifier.clone(), id);
+                self.ids.insert(key.clone(), id);
                 self.names.push(identifier.clone());
                 id
             }
         };
-        self.recent.push((identifier.clone(), id));
+        self.recent.push((key, id));
         id
     }
 
@@ -223,9 +314,12 @@ impl LimitTruth {
             self.states.resize_with(index + 1, IdTruth::default);
         }
         let id = &mut self.states[index];
-        let exact = sliding_log::step(&self.reference, &mut id.log, at_ms, cost)
-            .decision
-            .allowed;
+        let exact = id.log.admits(
+            self.reference.limit(),
+            self.reference.window_ms(),
+            at_ms,
+            cost,
+        );
         self.compare(decision, exact);
         let id = &mut self.states[index];
         if !admitted || cost <= 0 {
@@ -235,14 +329,18 @@ impl LimitTruth {
         let t = at_ms.max(id.last_ms);
         id.last_ms = t;
         let window = self.reference.window_ms();
-        while let Some(&(s, c)) = id.admitted.front() {
-            if s + window > t {
+        while id.admitted_front_ms.saturating_add(window) <= t {
+            let Some((_, c)) = id.admitted.pop_front() else {
+                id.admitted_front_ms = u64::MAX;
                 break;
-            }
-            id.admitted.pop_front();
+            };
             id.sum -= c;
+            id.admitted_front_ms = id.admitted.front().map_or(u64::MAX, |&(s, _)| s);
         }
         id.admitted.push_back((t, cost as u64));
+        if id.admitted.len() == 1 {
+            id.admitted_front_ms = t;
+        }
         id.sum += cost as u64;
         if id.sum > self.max_in_window {
             self.max_in_window = id.sum;
@@ -356,6 +454,44 @@ mod tests {
             (worst.identifier.as_str(), worst.start_ms, worst.end_ms),
             ("a", 999, 1000)
         );
+    }
+
+    #[test]
+    fn the_exact_log_decides_as_the_librarys_sliding_log() {
+        use edgelimit::algorithm::{sliding_log, SlidingLogState};
+        // A fixed SplitMix64, so the sequence is the same every run.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % n
+        };
+        for _ in 0..300 {
+            let (limit, window) = (1 + next(6), 1 + next(30));
+            let policy: Policy = format!("sliding-log {limit}/{window}ms").parse().unwrap();
+            let mut library = SlidingLogState::default();
+            let mut ours = ExactLog::default();
+            let mut t = 1_000u64;
+            for step in 0..200 {
+                // Mostly forward, sometimes back (several clocks in one log).
+                t = if next(8) == 0 {
+                    t - next(20)
+                } else {
+                    t + next(6)
+                };
+                let cost = 1 + next(3) as i64;
+                let expected = sliding_log::step(&policy, &mut library, t, cost)
+                    .decision
+                    .allowed;
+                assert_eq!(
+                    ours.admits(limit, window, t, cost),
+                    expected,
+                    "{policy}, step {step} at {t} cost {cost}"
+                );
+            }
+        }
     }
 
     #[test]
