@@ -2,46 +2,174 @@
 //! `--outage` spans.
 //!
 //! The replay owns its store and uses it from one thread, and Redis evicts nothing a replay writes,
-//! so states live in one plain map keyed as the library's stores key them — (limit name,
-//! algorithm, identifier) — with no expiry index, no shards and no eviction, and each check is
-//! decided by the library's own all-or-nothing rule over its states (`edgelimit::store::decide`,
+//! so states live in a plain table with no expiry index, no shards and no eviction, and each check
+//! is decided by the library's own all-or-nothing rule over its states (`edgelimit::store::decide`,
 //! what `MemoryStore` runs). A state is dropped by `MemoryStore` only once it stopped mattering
 //! (docs/design.md §3), so keeping it changes no decision. Checks carrying request ids (limits with
 //! `idempotent = true`) need the remembered ids only `MemoryStore` keeps: a configuration with such
 //! a limit is replayed on the library's `MemoryStore` itself.
+//!
+//! The table is indexed, not hashed: an identifier's dense id (`Identifiers`, looked up once per
+//! request and shared with the truths) times the number of the configuration's limit slots
+//! (limit name and algorithm, as the library's stores key a state), plus the limit's slot. The
+//! states of one identifier under every limit keyed by it sit side by side. A limit the
+//! configuration did not name up front (none in practice) falls back to a map.
 //!
 //! Under `time = "server"` the Worker's two checks — enforced, then shadow — are two scripts in
 //! one pipeline, each reading Redis `TIME`; the Worker logs both times, and a replay of its log
 //! decides each check at its own.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use edgelimit::algorithm::State;
 use edgelimit::store::decide;
-use edgelimit::{Algorithm, Check, MemoryStore, Store, StoreError, TimeSource, Verdict};
+use edgelimit::{
+    Algorithm, Check, CheckItem, Identifier, MemoryStore, Store, StoreError, TimeSource, Verdict,
+};
 use rustc_hash::FxHashMap;
 
-use super::inline_id::InlineId;
+use super::identifiers::Identifiers;
 
-/// Where a state lives: the limit's name (limits sharing a name share state), its algorithm, and
-/// the identifier (its bytes inline when short: see `InlineId`).
-type Key = (Arc<str>, Algorithm, InlineId);
+/// A limit as the library's stores key its state: its name (limits sharing a name share state)
+/// and its algorithm.
+type Slot = (Arc<str>, Algorithm);
+
+/// States by dense identifier id and limit slot.
+#[derive(Debug)]
+struct Table {
+    slots: Vec<Slot>,
+    /// `id * slots.len() + slot`; rows are added as ids appear, fresh.
+    states: Vec<State>,
+    /// States of limits not among `slots`.
+    others: FxHashMap<(Arc<str>, Algorithm, u32), State>,
+}
+
+/// Where in the table an item's state is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Row(usize),
+    Other(u32),
+}
+
+impl Table {
+    fn new(slots: Vec<Slot>) -> Table {
+        Table {
+            slots,
+            states: Vec::new(),
+            others: FxHashMap::default(),
+        }
+    }
+
+    /// Where `item`'s state is, for the identifier of dense id `id`.
+    fn place(&mut self, item: &CheckItem, id: u32) -> Place {
+        let name = &item.limit.name;
+        let algorithm = item.limit.policy.algorithm();
+        // The item's name is the configuration's own `Arc` (pointer equal) unless two limits
+        // share a name: compare pointers across all before comparing text.
+        let slot = self
+            .slots
+            .iter()
+            .position(|(n, a)| Arc::ptr_eq(n, name) && *a == algorithm)
+            .or_else(|| {
+                self.slots
+                    .iter()
+                    .position(|(n, a)| n == name && *a == algorithm)
+            });
+        let Some(slot) = slot else {
+            return Place::Other(id);
+        };
+        let width = self.slots.len();
+        let at = id as usize * width + slot;
+        while self.states.len() <= at {
+            let next = self.states.len() % width;
+            self.states.push(State::fresh(self.slots[next].1));
+        }
+        Place::Row(at)
+    }
+
+    fn state(&mut self, place: Place, item: &CheckItem) -> &mut State {
+        match place {
+            Place::Row(at) => &mut self.states[at],
+            Place::Other(id) => {
+                let algorithm = item.limit.policy.algorithm();
+                self.others
+                    .entry((item.limit.name.clone(), algorithm, id))
+                    .or_insert_with(|| State::fresh(algorithm))
+            }
+        }
+    }
+
+    /// Decides `check` at `now_ms`; `ids` gives each item's identifier its dense id.
+    fn decide(&mut self, check: &Check, ids: &mut Identifiers, now_ms: u64) -> Verdict {
+        let items = check.items();
+        if let [item] = items {
+            // One item: stepped in place (a denial never changes a state).
+            let place = self.place(item, ids.id(&item.identifier));
+            let state = self.state(place, item);
+            return decide(check, std::slice::from_mut(state), now_ms).0;
+        }
+        let places: Vec<Place> = items
+            .iter()
+            .map(|item| self.place(item, ids.id(&item.identifier)))
+            .collect();
+        let distinct = places
+            .iter()
+            .enumerate()
+            .all(|(i, p)| !places[..i].contains(p));
+        if distinct {
+            // Several: the states move out, are decided together (the rule itself copies what
+            // it may roll back) and move back, changed only if the check was admitted.
+            let mut states: Vec<State> = places
+                .iter()
+                .zip(items)
+                .map(|(&p, item)| std::mem::replace(self.state(p, item), placeholder()))
+                .collect();
+            let (verdict, _) = decide(check, &mut states, now_ms);
+            for ((&p, item), state) in places.iter().zip(items).zip(states) {
+                *self.state(p, item) = state;
+            }
+            return verdict;
+        }
+        // One state under two items (a limit applied twice to one identifier): decided on
+        // copies and written back in order, as `MemoryStore` does.
+        let mut states: Vec<State> = places
+            .iter()
+            .zip(items)
+            .map(|(&p, item)| self.state(p, item).clone())
+            .collect();
+        let (verdict, outcomes) = decide(check, &mut states, now_ms);
+        for (((&p, item), state), outcome) in places.iter().zip(items).zip(states).zip(&outcomes) {
+            if outcome.changed {
+                *self.state(p, item) = state;
+            }
+        }
+        verdict
+    }
+}
+
+/// What stands in a state's place while it is being decided: the smallest state, allocating
+/// nothing.
+fn placeholder() -> State {
+    State::fresh(Algorithm::FixedWindow)
+}
 
 /// Where the replay's states live.
 #[derive(Debug)]
 enum States {
-    /// One map, used from one thread (the mutex is never contended).
-    Plain(Mutex<FxHashMap<Key, State>>),
+    /// The table, used from one thread (the mutex is never contended).
+    Table(Mutex<Table>),
     /// The library's store, for configurations with idempotent limits.
     Memory(MemoryStore),
 }
 
-/// The replay's store: its states, the store clock set per request, and an on/off switch.
+/// The replay's store: its states, the identifiers' dense ids, the store clock set per request,
+/// and an on/off switch.
 #[derive(Debug)]
 pub struct ReplayStore {
     states: States,
+    identifiers: Mutex<Identifiers>,
     enforced_ms: AtomicU64,
     shadow_ms: AtomicU64,
     down: AtomicBool,
@@ -51,16 +179,18 @@ pub struct ReplayStore {
 }
 
 impl ReplayStore {
-    /// A store; checks of `shadow_limits` are decided at the shadow time. `remembering`: some
-    /// limit carries request ids (then the library's `MemoryStore` keeps the states).
-    pub fn new(shadow_limits: Vec<Arc<str>>, remembering: bool) -> ReplayStore {
+    /// A store for the limits `slots` (name and algorithm, each once); checks of `shadow_limits`
+    /// are decided at the shadow time. `remembering`: some limit carries request ids (then the
+    /// library's `MemoryStore` keeps the states).
+    pub fn new(slots: Vec<Slot>, shadow_limits: Vec<Arc<str>>, remembering: bool) -> ReplayStore {
         ReplayStore {
             states: if remembering {
                 // Redis evicts nothing a replay writes; the library's bound is for attackers.
                 States::Memory(MemoryStore::with_capacity(usize::MAX >> 1))
             } else {
-                States::Plain(Mutex::new(FxHashMap::default()))
+                States::Table(Mutex::new(Table::new(slots)))
             },
+            identifiers: Mutex::new(Identifiers::default()),
             enforced_ms: AtomicU64::new(0),
             shadow_ms: AtomicU64::new(0),
             down: AtomicBool::new(false),
@@ -80,6 +210,16 @@ impl ReplayStore {
         self.down.store(down, Ordering::Relaxed);
     }
 
+    /// The identifiers' dense ids (call [`Identifiers::next_request`] before each request).
+    pub fn identifiers(&self) -> MutexGuard<'_, Identifiers> {
+        lock(&self.identifiers)
+    }
+
+    /// The dense id of `identifier`.
+    pub fn id(&self, identifier: &Identifier) -> u32 {
+        self.identifiers().id(identifier)
+    }
+
     fn is_shadow(&self, check: &Check) -> bool {
         check.items().first().is_some_and(|item| {
             let name = &item.limit.name;
@@ -91,54 +231,20 @@ impl ReplayStore {
 
     /// Decides one check at `now_ms`.
     fn decide(&self, check: &Check, now_ms: u64) -> Verdict {
-        let map = match &self.states {
+        match &self.states {
             States::Memory(memory) => {
                 let mut verdicts = memory.check_now(std::slice::from_ref(check), now_ms);
-                return verdicts.pop().expect("one verdict per check");
+                verdicts.pop().expect("one verdict per check")
             }
-            States::Plain(map) => map,
-        };
-        let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
-        let items = check.items();
-        let key = |i: usize| {
-            let item = &items[i];
-            (
-                item.limit.name.clone(),
-                item.limit.policy.algorithm(),
-                InlineId::of(&item.identifier),
-            )
-        };
-        if items.len() == 1 {
-            // One item: stepped in place (a denial never changes a state).
-            let key = key(0);
-            return match map.get_mut(&key) {
-                Some(state) => decide(check, std::slice::from_mut(state), now_ms).0,
-                None => {
-                    let mut state = [State::fresh(key.1)];
-                    let (verdict, outcomes) = decide(check, &mut state, now_ms);
-                    // A fresh key that was only looked at stays absent, as in `MemoryStore`.
-                    if outcomes[0].changed {
-                        let [state] = state;
-                        map.insert(key, state);
-                    }
-                    verdict
-                }
-            };
+            States::Table(table) => lock(table).decide(check, &mut self.identifiers(), now_ms),
         }
-        let keys: Vec<Key> = (0..items.len()).map(key).collect();
-        let mut states: Vec<State> = keys
-            .iter()
-            .map(|k| map.get(k).cloned().unwrap_or_else(|| State::fresh(k.1)))
-            .collect();
-        let (verdict, outcomes) = decide(check, &mut states, now_ms);
-        for ((key, state), outcome) in keys.into_iter().zip(states).zip(&outcomes) {
-            // Only what was written changes, as in `MemoryStore`.
-            if outcome.changed {
-                map.insert(key, state);
-            }
-        }
-        verdict
     }
+}
+
+/// Locks a mutex only this replay's thread uses (a poisoned one still holds whole states: a step
+/// never panics half way through writing one).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[async_trait]
