@@ -17,9 +17,7 @@ use std::task::{Context, Poll, Waker};
 
 use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
 use edgelimit_worker::plan::Plan;
-use edgelimit_worker::{
-    Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling,
-};
+use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
 use rustc_hash::FxHashMap;
 
 use super::against::LogCheck;

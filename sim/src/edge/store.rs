@@ -114,36 +114,21 @@ impl Table {
             .iter()
             .map(|item| self.place(item, ids.id(&item.identifier)))
             .collect();
-        let distinct = places
+        // `Check::with_item` merges items of one limit and identifier, so no two items share a
+        // state: the states move out, are decided together (the rule itself copies what it may
+        // roll back) and move back, changed only if the check was admitted.
+        debug_assert!(places
             .iter()
             .enumerate()
-            .all(|(i, p)| !places[..i].contains(p));
-        if distinct {
-            // Several: the states move out, are decided together (the rule itself copies what
-            // it may roll back) and move back, changed only if the check was admitted.
-            let mut states: Vec<State> = places
-                .iter()
-                .zip(items)
-                .map(|(&p, item)| std::mem::replace(self.state(p, item), placeholder()))
-                .collect();
-            let (verdict, _) = decide(check, &mut states, now_ms);
-            for ((&p, item), state) in places.iter().zip(items).zip(states) {
-                *self.state(p, item) = state;
-            }
-            return verdict;
-        }
-        // One state under two items (a limit applied twice to one identifier): decided on
-        // copies and written back in order, as `MemoryStore` does.
+            .all(|(i, p)| !places[..i].contains(p)));
         let mut states: Vec<State> = places
             .iter()
             .zip(items)
-            .map(|(&p, item)| self.state(p, item).clone())
+            .map(|(&p, item)| std::mem::replace(self.state(p, item), placeholder()))
             .collect();
-        let (verdict, outcomes) = decide(check, &mut states, now_ms);
-        for (((&p, item), state), outcome) in places.iter().zip(items).zip(states).zip(&outcomes) {
-            if outcome.changed {
-                *self.state(p, item) = state;
-            }
+        let (verdict, _) = decide(check, &mut states, now_ms);
+        for ((&p, item), state) in places.iter().zip(items).zip(states) {
+            *self.state(p, item) = state;
         }
         verdict
     }
@@ -161,7 +146,7 @@ enum States {
     /// The table, used from one thread (the mutex is never contended).
     Table(Mutex<Table>),
     /// The library's store, for configurations with idempotent limits.
-    Memory(MemoryStore),
+    Memory(Box<MemoryStore>),
 }
 
 /// The replay's store: its states, the identifiers' dense ids, the store clock set per request,
@@ -186,7 +171,7 @@ impl ReplayStore {
         ReplayStore {
             states: if remembering {
                 // Redis evicts nothing a replay writes; the library's bound is for attackers.
-                States::Memory(MemoryStore::with_capacity(usize::MAX >> 1))
+                States::Memory(Box::new(MemoryStore::with_capacity(usize::MAX >> 1)))
             } else {
                 States::Table(Mutex::new(Table::new(slots)))
             },
@@ -266,5 +251,62 @@ impl Store for ReplayStore {
                 self.decide(check, now)
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edgelimit::{Limit, Policy};
+
+    /// Random checks of one to four items — limits of every algorithm and one the table was not
+    /// told of — decided by the table and by the library's `MemoryStore`: the same verdicts,
+    /// check by check.
+    #[test]
+    fn the_table_decides_as_the_librarys_memory_store() {
+        let limit = |name: &str, policy: &str| Limit::new(name, policy.parse::<Policy>().unwrap());
+        let limits = [
+            limit("a", "fixed 3/100ms"),
+            limit("b", "sliding-log 2/50ms"),
+            limit("c", "sliding-counter 4/80ms"),
+            limit("d", "token-bucket 2/40ms burst 3"),
+            limit("e", "gcra 3/90ms burst 2"),
+            limit("unlisted", "fixed 1/30ms"),
+        ];
+        let slots = limits[..5]
+            .iter()
+            .map(|l| (l.name.clone(), l.policy.algorithm()))
+            .collect();
+        let table = ReplayStore::new(slots, Vec::new(), false);
+        let memory = ReplayStore::new(Vec::new(), Vec::new(), true);
+        let mut seed = 0x853c_49e6_748f_ea9bu64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut t = 1_000u64;
+        let mut several_admitted = 0;
+        for step in 0..5_000 {
+            t = if next(10) == 0 {
+                t.saturating_sub(next(20))
+            } else {
+                t + next(15)
+            };
+            let mut check = Check::new();
+            for _ in 0..1 + next(4) {
+                let limit = &limits[next(limits.len() as u64) as usize];
+                let who = Identifier::from(format!("id-{}", next(4)));
+                check = check.with_item(CheckItem::new(limit, who, 1 + next(2) as i64));
+            }
+            table.identifiers().next_request();
+            let ours = table.decide(&check, t);
+            let theirs = memory.decide(&check, t);
+            several_admitted += u64::from(check.items().len() > 1 && ours.allowed);
+            assert_eq!(ours, theirs, "step {step} at {t}: {check:?}");
+        }
+        // Checks of several items were admitted (and changed their states), not only denied.
+        assert!(several_admitted > 100, "{several_admitted}");
     }
 }

@@ -561,12 +561,18 @@ mod tests {
                 };
                 let who = next(names.len() as u64) as usize;
                 let cost = 1 + next(2) as i64;
-                let reason = [Reason::Admitted, Reason::Skipped, Reason::OverLimit][next(3) as usize];
+                let reason =
+                    [Reason::Admitted, Reason::Skipped, Reason::OverLimit][next(3) as usize];
                 let allowed = next(2) == 0;
                 let admitted = next(3) != 0;
                 let m = &mut models[who];
                 let te = t.max(m.seen);
-                let used: u64 = m.exact.iter().filter(|e| e.0 + window > te).map(|e| e.1).sum();
+                let used: u64 = m
+                    .exact
+                    .iter()
+                    .filter(|e| e.0 + window > te)
+                    .map(|e| e.1)
+                    .sum();
                 let exact = used + cost as u64 <= limit;
                 if exact {
                     m.exact.push((te, cost as u64));
@@ -588,7 +594,14 @@ mod tests {
                         worst = Some((sum, names[who], inside[0].0, ta));
                     }
                 }
-                truth.record(names[who], cost, &decision(allowed, reason), t, admitted, None);
+                truth.record(
+                    names[who],
+                    cost,
+                    &decision(allowed, reason),
+                    t,
+                    admitted,
+                    None,
+                );
             }
             let b = truth.finish(&ids);
             assert_eq!(
