@@ -1,7 +1,8 @@
 //! Identifiers as hash-map keys that hold their bytes inline when short (any IPv4 address, short
-//! ids; a hashed API key's hex digest does not fit and stays shared): comparing two short keys then
-//! reads no heap allocation, one cache miss fewer per lookup in the replay's maps of 100,000s of
-//! identifiers (an `Identifier` is an `Arc`, whose bytes live apart from the map's slot).
+//! ids) or when they are a SHA-256 in lower-case hex (a hashed API key: its 32 bytes, decoded):
+//! comparing two such keys then reads no heap allocation, one cache miss fewer per lookup in the
+//! replay's maps of 100,000s of identifiers (an `Identifier` is an `Arc`, whose bytes live apart
+//! from the map's slot). Other long identifiers stay shared.
 
 use edgelimit::Identifier;
 
@@ -20,8 +21,40 @@ pub enum InlineId {
         /// The bytes.
         words: [u64; INLINE_LEN / 8],
     },
-    /// Long (a hashed API key's hex digest): the identifier itself, shared, not copied.
+    /// 64 lower-case hex digits (the Worker's `api-key:` identifiers): the 32 bytes they spell,
+    /// in little-endian words. Decoding lower-case hex is one to one, so equal words mean equal
+    /// identifiers, and no identifier of another variant can have them.
+    Hex {
+        /// The decoded bytes.
+        words: [u64; 4],
+    },
+    /// Long: the identifier itself, shared, not copied.
     Shared(Identifier),
+}
+
+/// The value of a lower-case hex digit.
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// The 32 bytes 64 lower-case hex digits spell, as little-endian words.
+fn decode_hex(b: &[u8]) -> Option<[u64; 4]> {
+    if b.len() != 64 {
+        return None;
+    }
+    let mut words = [0u64; 4];
+    for (word, digits) in words.iter_mut().zip(b.chunks_exact(16)) {
+        let mut bytes = [0u8; 8];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+            *byte = hex_digit(pair[0])? << 4 | hex_digit(pair[1])?;
+        }
+        *word = u64::from_le_bytes(bytes);
+    }
+    Some(words)
 }
 
 impl InlineId {
@@ -40,6 +73,8 @@ impl InlineId {
                 len: b.len() as u8,
                 words,
             }
+        } else if let Some(words) = decode_hex(b) {
+            InlineId::Hex { words }
         } else {
             InlineId::Shared(identifier.clone())
         }
@@ -61,6 +96,20 @@ mod tests {
         assert_ne!(k(&"y".repeat(32)), k(&format!("{}z", "y".repeat(31))));
         let long = "x".repeat(64);
         assert_eq!(k(&long), k(&long));
+        // Hex digests: decoded, and still equal exactly when the text is.
+        let digest = "0123456789abcdef".repeat(4);
+        assert!(matches!(k(&digest), InlineId::Hex { .. }));
+        assert_eq!(k(&digest), k(&digest.clone()));
+        let other = format!("{}e", &digest[..63]);
+        assert_ne!(k(&digest), k(&other));
+        // Upper case is not what the Worker writes: kept as text, so never equal to lower case.
+        let upper = digest.to_uppercase();
+        assert!(matches!(k(&upper), InlineId::Shared(_)));
+        assert_ne!(k(&digest), k(&upper));
+        // 32 raw bytes and the 64 digits spelling them are different identifiers.
+        let raw: Vec<u8> = (0..32).map(|i| i as u8 * 7).collect();
+        let spelled: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        assert_ne!(InlineId::of(&Identifier::from(&raw[..])), k(&spelled),);
         assert_ne!(k(&long), k(&"x".repeat(65)));
         assert_ne!(k(""), k("\0"));
     }
