@@ -257,6 +257,7 @@ impl Store for ReplayStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::Rng;
     use edgelimit::{Limit, Policy};
 
     /// Random checks of one to four items — limits of every algorithm and one the table was not
@@ -279,13 +280,8 @@ mod tests {
             .collect();
         let table = ReplayStore::new(slots, Vec::new(), false);
         let memory = ReplayStore::new(Vec::new(), Vec::new(), true);
-        let mut seed = 0x853c_49e6_748f_ea9bu64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rng = Rng::new(0x853c_49e6_748f_ea9b);
+        let mut next = move |n: u64| rng.below(n);
         let mut t = 1_000u64;
         let mut several_admitted = 0;
         for step in 0..5_000 {

@@ -440,6 +440,7 @@ impl LimitTruth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::Rng;
     use edgelimit::Identifier;
 
     fn decision(allowed: bool, reason: Reason) -> Decision {
@@ -485,15 +486,9 @@ mod tests {
     #[test]
     fn the_exact_log_decides_as_the_librarys_sliding_log() {
         use edgelimit::algorithm::{sliding_log, SlidingLogState};
-        // A fixed SplitMix64, so the sequence is the same every run.
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = seed;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            (z ^ (z >> 31)) % n
-        };
+        // A fixed seed, so the sequence is the same every run.
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| rng.below(n);
         for _ in 0..300 {
             let (limit, window) = (1 + next(6), 1 + next(30));
             let policy: Policy = format!("sliding-log {limit}/{window}ms").parse().unwrap();
@@ -526,13 +521,8 @@ mod tests {
         // log (a clock stepping back before its last admission counts as no time passed) and
         // the admissions in the trailing window; the worst window is the first to reach the
         // maximum.
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move |n: u64| rng.below(n);
         for round in 0..40 {
             let (limit, window) = (1 + next(5), 1 + next(40));
             let policy: Policy = format!("sliding-log {limit}/{window}ms").parse().unwrap();
