@@ -32,25 +32,24 @@ pub enum InlineId {
     Shared(Identifier),
 }
 
-/// The value of a lower-case hex digit.
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        _ => None,
-    }
+/// Whether `c` is a lower-case hex digit.
+fn is_lower_hex(c: u8) -> bool {
+    c.is_ascii_digit() | (b'a'..=b'f').contains(&c)
 }
 
-/// The 32 bytes 64 lower-case hex digits spell, as little-endian words.
+/// The 32 bytes 64 lower-case hex digits spell, as little-endian words. Checked and decoded
+/// without a branch per digit (a `0`–`9` or `a`–`f` digit's value is its low nibble, plus 9 for
+/// a letter, whose bit 6 is set).
 fn decode_hex(b: &[u8]) -> Option<[u64; 4]> {
-    if b.len() != 64 {
+    if b.len() != 64 || !b.iter().fold(true, |all, &c| all & is_lower_hex(c)) {
         return None;
     }
+    let value = |c: u8| (c & 0x0f) + 9 * (c >> 6);
     let mut words = [0u64; 4];
     for (word, digits) in words.iter_mut().zip(b.chunks_exact(16)) {
         let mut bytes = [0u8; 8];
         for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
-            *byte = hex_digit(pair[0])? << 4 | hex_digit(pair[1])?;
+            *byte = value(pair[0]) << 4 | value(pair[1]);
         }
         *word = u64::from_le_bytes(bytes);
     }
@@ -106,6 +105,20 @@ mod tests {
         let upper = digest.to_uppercase();
         assert!(matches!(k(&upper), InlineId::Shared(_)));
         assert_ne!(k(&digest), k(&upper));
+        // Every digit decodes to its value: distinct digests stay distinct.
+        for (i, d) in "0123456789abcdef".chars().enumerate() {
+            let one = format!("{}{d}", "0".repeat(63));
+            match k(&one) {
+                InlineId::Hex { words } => assert_eq!(words[3] >> 56, i as u64, "{d}"),
+                other => panic!("{d}: {other:?}"),
+            }
+        }
+        for bad in ['g', '/', ':', '`', 'G', 'A'] {
+            assert!(matches!(
+                k(&format!("{}{bad}", "0".repeat(63))),
+                InlineId::Shared(_)
+            ));
+        }
         // 32 raw bytes and the 64 digits spelling them are different identifiers.
         let raw: Vec<u8> = (0..32).map(|i| i as u8 * 7).collect();
         let spelled: String = raw.iter().map(|b| format!("{b:02x}")).collect();

@@ -157,8 +157,6 @@ struct Pending {
     at_ms: u64,
     cost: i64,
     id: u32,
-    /// Its place among the requests of its batch.
-    place: u32,
     allowed: bool,
     reason: Reason,
     admitted: bool,
@@ -167,6 +165,8 @@ struct Pending {
 /// Requests a window limit holds before deciding them against the exact logs, identifier by
 /// identifier (see [`LimitTruth::record`]).
 const BATCH: usize = 1 << 16;
+// A place in the batch is kept in 32 bits.
+const _: () = assert!(BATCH <= u32::MAX as usize);
 
 /// Where a limit admitted the most in one window.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -306,7 +306,6 @@ impl LimitTruth {
             at_ms,
             cost,
             id: identifier,
-            place: self.pending.len() as u32,
             allowed: decision.allowed,
             reason: decision.reason,
             admitted,
@@ -320,17 +319,26 @@ impl LimitTruth {
     fn flush(&mut self) {
         let mut pending = std::mem::take(&mut self.pending);
         let first_seq = self.recorded - pending.len() as u64;
-        pending.sort_unstable_by_key(|p| (u64::from(p.id) << 32) | u64::from(p.place));
+        // Sorted as keys (identifier, place in the batch) of one word each, lighter to move than
+        // the records.
+        let mut order: Vec<u64> = pending
+            .iter()
+            .zip(0u64..)
+            .map(|(p, place)| (u64::from(p.id) << 32) | place)
+            .collect();
+        order.sort_unstable();
         let (limit, window) = (self.reference.limit(), self.reference.window_ms());
         let mut at = 0;
-        while at < pending.len() {
-            let index = pending[at].id as usize;
+        while at < order.len() {
+            let index = (order[at] >> 32) as usize;
             if self.states.len() <= index {
                 self.states.resize_with(index + 1, IdTruth::default);
             }
             let mut id = std::mem::take(&mut self.states[index]);
-            while let Some(p) = pending.get(at).filter(|p| p.id as usize == index) {
+            while let Some(&key) = order.get(at).filter(|&&k| (k >> 32) as usize == index) {
                 at += 1;
+                let place = key as u32;
+                let p = &pending[place as usize];
                 let exact = id.log.admits(limit, window, p.at_ms, p.cost);
                 self.compare(p.allowed, p.reason, exact);
                 if !p.admitted || p.cost <= 0 {
@@ -354,7 +362,7 @@ impl LimitTruth {
                 }
                 id.sum += cost;
                 let start = id.admitted_front_ms;
-                let seq = first_seq + u64::from(p.place);
+                let seq = first_seq + u64::from(place);
                 self.consider(id.sum, seq, (p.id, start, t));
             }
             self.states[index] = id;
