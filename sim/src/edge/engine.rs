@@ -430,7 +430,7 @@ impl EdgeReplay {
                 .items()
                 .iter()
                 .find(|i| i.limit.name == binding.name)
-                .map(|i| (binding.name.to_string(), i.identifier.clone()));
+                .map(|i| (binding.name.clone(), i.identifier.clone()));
         }
         if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
             // The Worker's own answer and log line, to set beside the one it logged.
