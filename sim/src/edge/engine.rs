@@ -15,9 +15,9 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use edgelimit::{Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
+use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
 use edgelimit_worker::plan::Plan;
-use edgelimit_worker::{Config, Missing, RequestView, Rule, RuleLimit, Ruling};
+use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
 use rustc_hash::FxHashMap;
 
 use super::against::LogCheck;
@@ -26,7 +26,7 @@ use super::names::display_identifier;
 use super::outage::Outages;
 use super::series::Series;
 use super::store::ReplayStore;
-use super::truth::{Identifiers, LimitTruth};
+use super::truth::{Boundary, LimitTruth};
 use super::whatif::Answered;
 use crate::error::SimError;
 use crate::readers::{Logged, Request};
@@ -125,13 +125,13 @@ pub struct EdgeReplay {
     rules: Vec<RuleTally>,
     /// The exact truth per limit name (limits sharing a name share state).
     truths: Vec<(Arc<str>, LimitTruth)>,
-    identifiers: Identifiers,
     totals: Totals,
     series: Series,
     log_check: Option<LogCheck>,
     /// Settlements due when their requests land, earliest first.
     landings: BinaryHeap<Reverse<Landing>>,
     landed: u64,
+    extracted: Extracted,
 }
 
 /// Polls a future that must be ready at once: the replay store never waits.
@@ -160,6 +160,53 @@ fn identify(logged: Option<&Logged>, applied: &RuleLimit, request: &Request) -> 
     applied.source.extract(request)
 }
 
+/// The identifiers one request offers, by source: limits keyed alike (`ip` for several) share
+/// one extraction (an `api-key:` source hashes the key) and one `Identifier`.
+#[derive(Debug, Default)]
+struct Extracted {
+    /// The configuration's distinct sources.
+    sources: Vec<IdentifierSource>,
+    /// This request's value per source, once extracted.
+    values: Vec<Option<Option<Identifier>>>,
+}
+
+impl Extracted {
+    fn new(config: &Config) -> Extracted {
+        let mut sources: Vec<IdentifierSource> = Vec::new();
+        for applied in config.rules.iter().flat_map(|r| &r.limits) {
+            if !sources.contains(&applied.source) {
+                sources.push(applied.source.clone());
+            }
+        }
+        Extracted {
+            values: vec![None; sources.len()],
+            sources,
+        }
+    }
+
+    /// Forgets the last request's values.
+    fn next_request(&mut self) {
+        self.values.iter_mut().for_each(|v| *v = None);
+    }
+
+    /// [`identify`], each source extracted once per request (the Worker's own lines name each
+    /// limit's identifier and are read as they are).
+    fn identify(
+        &mut self,
+        logged: Option<&Logged>,
+        applied: &RuleLimit,
+        request: &Request,
+    ) -> Option<Identifier> {
+        let slot = self.sources.iter().position(|s| *s == applied.source);
+        match (logged, slot) {
+            (None, Some(slot)) => self.values[slot]
+                .get_or_insert_with(|| applied.source.extract(request))
+                .clone(),
+            _ => identify(logged, applied, request),
+        }
+    }
+}
+
 impl EdgeReplay {
     /// A replay of `config` on the library's `MemoryStore`, the store down during `outages`;
     /// `compare_log` checks each request of a `--format edgelimit` trace against its line.
@@ -179,7 +226,19 @@ impl EdgeReplay {
             .flat_map(|r| r.limits.iter().map(|l| l.limit.name.clone()))
             .collect();
         let clock = Arc::new(ManualClock::at(0));
-        let limiter = Limiter::new(ReplayStore::new(shadow_limits))
+        let remembering = config
+            .rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .any(|l| l.idempotent);
+        let mut slots: Vec<(Arc<str>, Algorithm)> = Vec::new();
+        for applied in config.rules.iter().flat_map(|r| &r.limits) {
+            let slot = (applied.limit.name.clone(), applied.limit.policy.algorithm());
+            if !slots.contains(&slot) {
+                slots.push(slot);
+            }
+        }
+        let limiter = Limiter::new(ReplayStore::new(slots, shadow_limits, remembering))
             .with_clock(clock.clone())
             .with_time_mode(config.time)
             .with_denial_cache(config.denial_cache);
@@ -200,6 +259,7 @@ impl EdgeReplay {
                 ..RuleTally::default()
             })
             .collect();
+        let extracted = Extracted::new(&config);
         Ok(EdgeReplay {
             series: Series::new(config.rules.len()),
             config,
@@ -208,11 +268,11 @@ impl EdgeReplay {
             outages,
             rules,
             truths,
-            identifiers: Identifiers::default(),
             totals: Totals::default(),
             log_check: compare_log.then(LogCheck::default),
             landings: BinaryHeap::new(),
             landed: 0,
+            extracted,
         })
     }
 
@@ -272,18 +332,22 @@ impl EdgeReplay {
             clock,
             rules,
             truths,
-            identifiers,
             totals,
             series,
             log_check,
             landings,
             landed,
+            extracted,
             ..
         } = self;
-        let plan = config.plan_with(request, &mut |applied| identify(logged, applied, request));
+        extracted.next_request();
+        let plan = config.plan_with(request, &mut |applied| {
+            extracted.identify(logged, applied, request)
+        });
         clock.set(local_ms);
         limiter.store().set_times(enforced_ms, shadow_ms);
         limiter.store().set_down(down);
+        limiter.store().identifiers().next_request();
         let checked = ready(limiter.check_all(plan.checks()))?;
         // What the Worker answers, without writing headers and bodies nobody reads here.
         let ruling = plan.rule(&checked.verdicts);
@@ -299,7 +363,7 @@ impl EdgeReplay {
             totals.outage_requests += 1;
         }
         let slots = Slots::of(&plan, &checked);
-        identifiers.next_request();
+        let mut ids = limiter.store().identifiers();
         for (check, verdict, shadow) in slots.decided(&plan, &checked) {
             let admitted = if shadow { verdict.allowed } else { forwarded };
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
@@ -307,12 +371,17 @@ impl EdgeReplay {
                     totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
                     totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
                 }
-                let truth = truths
-                    .iter_mut()
-                    .find(|(n, _)| Arc::ptr_eq(n, &item.limit.name) || *n == item.limit.name);
+                // The item's name is the configuration's own `Arc` (pointer equal) unless two
+                // limits share a name: compare pointers across all before comparing text.
+                let name = &item.limit.name;
+                let at = truths
+                    .iter()
+                    .position(|(n, _)| Arc::ptr_eq(n, name))
+                    .or_else(|| truths.iter().position(|(n, _)| n == name));
+                let truth = at.map(|i| &mut truths[i]);
                 if let Some((_, truth)) = truth {
                     truth.record(
-                        identifiers.id(&item.identifier),
+                        ids.id(&item.identifier),
                         item.cost,
                         decision,
                         verdict.decided_at_ms,
@@ -322,6 +391,7 @@ impl EdgeReplay {
                 }
             }
         }
+        drop(ids);
         // The request lands after its duration; the Worker settles it then (a request without
         // a duration keeps its leases until they time out).
         if let Some(duration) = duration {
@@ -350,7 +420,7 @@ impl EdgeReplay {
                 &mut rules[index],
                 rule,
                 (&plan, &checked, &ruling, &slots),
-                &mut |applied| identify(logged, applied, request),
+                &mut |applied| extracted.identify(logged, applied, request),
             );
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
@@ -360,7 +430,7 @@ impl EdgeReplay {
                 .items()
                 .iter()
                 .find(|i| i.limit.name == binding.name)
-                .map(|i| (binding.name.to_string(), i.identifier.clone()));
+                .map(|i| (binding.name.clone(), i.identifier.clone()));
         }
         if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
             // The Worker's own answer and log line, to set beside the one it logged.
@@ -371,7 +441,14 @@ impl EdgeReplay {
     }
 
     /// The rules' reports, in configuration order.
-    pub fn rule_reports(&self) -> Vec<RuleReport> {
+    pub fn rule_reports(&mut self) -> Vec<RuleReport> {
+        let boundaries: Vec<(Arc<str>, Boundary)> = {
+            let ids = self.limiter.store().identifiers();
+            self.truths
+                .iter_mut()
+                .map(|(name, truth)| (name.clone(), truth.finish(&ids)))
+                .collect()
+        };
         self.config
             .rules
             .iter()
@@ -386,20 +463,24 @@ impl EdgeReplay {
                     .limits
                     .iter()
                     .zip(&tally.limits)
-                    .map(|(applied, t)| self.limit_report(applied, t))
+                    .map(|(applied, t)| self.limit_report(applied, t, &boundaries))
                     .collect(),
             })
             .collect()
     }
 
-    fn limit_report(&self, applied: &RuleLimit, t: &LimitTally) -> LimitReport {
+    fn limit_report(
+        &self,
+        applied: &RuleLimit,
+        t: &LimitTally,
+        boundaries: &[(Arc<str>, Boundary)],
+    ) -> LimitReport {
         let mut top: Vec<(&Identifier, u64)> = t.top.iter().map(|(id, n)| (id, *n)).collect();
         top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        let boundary = self
-            .truths
+        let boundary = boundaries
             .iter()
             .find(|(n, _)| *n == applied.limit.name)
-            .map(|(_, truth)| truth.finish(&self.identifiers))
+            .map(|(_, boundary)| boundary.clone())
             .expect("a truth per limit name");
         LimitReport {
             name: applied.limit.name.to_string(),

@@ -6,8 +6,9 @@
 //! - The configuration file (`wrangler.toml` or the `EDGELIMIT_CONFIG` table alone) is read by
 //!   `edgelimit_worker::config_file`, shared with `edgelimit-admin`, failing with the Worker's
 //!   own messages.
-//! - [`engine`]: one configuration replayed request by request; [`store`]: the `MemoryStore` it
-//!   decides against, on the trace's clocks, down during [`outage`]s.
+//! - [`engine`]: one configuration replayed request by request; [`store`]: the states it decides
+//!   against, on the trace's clocks, down during [`outage`]s; [`identifiers`]: the dense ids both
+//!   the store and the truths find an identifier's states by.
 //! - [`truth`]: each limit's exact sliding log, for the boundary metrics.
 //! - [`against`]: each request's replayed log line against the Worker's own (`--format
 //!   edgelimit`).
@@ -18,6 +19,8 @@
 pub mod against;
 pub mod engine;
 pub mod html;
+pub mod identifiers;
+pub mod inline_id;
 pub mod model;
 pub mod names;
 pub mod outage;

@@ -1,21 +1,160 @@
-//! The store a configuration replay decides against: the library's `MemoryStore` (the reference
-//! every Redis store is tested against, docs/design.md §3), on the trace's clocks, and
-//! unreachable during `--outage` spans.
+//! The store a configuration replay decides against, on the trace's clocks, and unreachable during
+//! `--outage` spans.
+//!
+//! The replay owns its store and uses it from one thread, and Redis evicts nothing a replay writes,
+//! so states live in a plain table with no expiry index, no shards and no eviction, and each check
+//! is decided by the library's own all-or-nothing rule over its states (`edgelimit::store::decide`,
+//! what `MemoryStore` runs). A state is dropped by `MemoryStore` only once it stopped mattering
+//! (docs/design.md §3), so keeping it changes no decision. Checks carrying request ids (limits with
+//! `idempotent = true`) need the remembered ids only `MemoryStore` keeps: a configuration with such
+//! a limit is replayed on the library's `MemoryStore` itself.
+//!
+//! The table is indexed, not hashed: an identifier's dense id (`Identifiers`, looked up once per
+//! request and shared with the truths) times the number of the configuration's limit slots
+//! (limit name and algorithm, as the library's stores key a state), plus the limit's slot. The
+//! states of one identifier under every limit keyed by it sit side by side. A limit the
+//! configuration did not name up front (none in practice) falls back to a map.
 //!
 //! Under `time = "server"` the Worker's two checks — enforced, then shadow — are two scripts in
 //! one pipeline, each reading Redis `TIME`; the Worker logs both times, and a replay of its log
 //! decides each check at its own.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use edgelimit::{Check, MemoryStore, Store, StoreError, TimeSource, Verdict};
+use edgelimit::algorithm::State;
+use edgelimit::store::decide;
+use edgelimit::{
+    Algorithm, Check, CheckItem, Identifier, MemoryStore, Store, StoreError, TimeSource, Verdict,
+};
+use rustc_hash::FxHashMap;
 
-/// A `MemoryStore` with the store clock set per request and an on/off switch.
+use super::identifiers::Identifiers;
+
+/// A limit as the library's stores key its state: its name (limits sharing a name share state)
+/// and its algorithm.
+type Slot = (Arc<str>, Algorithm);
+
+/// States by dense identifier id and limit slot.
+#[derive(Debug)]
+struct Table {
+    slots: Vec<Slot>,
+    /// `id * slots.len() + slot`; rows are added as ids appear, fresh.
+    states: Vec<State>,
+    /// States of limits not among `slots`.
+    others: FxHashMap<(Arc<str>, Algorithm, u32), State>,
+}
+
+/// Where in the table an item's state is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Row(usize),
+    Other(u32),
+}
+
+impl Table {
+    fn new(slots: Vec<Slot>) -> Table {
+        Table {
+            slots,
+            states: Vec::new(),
+            others: FxHashMap::default(),
+        }
+    }
+
+    /// Where `item`'s state is, for the identifier of dense id `id`.
+    fn place(&mut self, item: &CheckItem, id: u32) -> Place {
+        let name = &item.limit.name;
+        let algorithm = item.limit.policy.algorithm();
+        // The item's name is the configuration's own `Arc` (pointer equal) unless two limits
+        // share a name: compare pointers across all before comparing text.
+        let slot = self
+            .slots
+            .iter()
+            .position(|(n, a)| Arc::ptr_eq(n, name) && *a == algorithm)
+            .or_else(|| {
+                self.slots
+                    .iter()
+                    .position(|(n, a)| n == name && *a == algorithm)
+            });
+        let Some(slot) = slot else {
+            return Place::Other(id);
+        };
+        let width = self.slots.len();
+        let at = id as usize * width + slot;
+        while self.states.len() <= at {
+            let next = self.states.len() % width;
+            self.states.push(State::fresh(self.slots[next].1));
+        }
+        Place::Row(at)
+    }
+
+    fn state(&mut self, place: Place, item: &CheckItem) -> &mut State {
+        match place {
+            Place::Row(at) => &mut self.states[at],
+            Place::Other(id) => {
+                let algorithm = item.limit.policy.algorithm();
+                self.others
+                    .entry((item.limit.name.clone(), algorithm, id))
+                    .or_insert_with(|| State::fresh(algorithm))
+            }
+        }
+    }
+
+    /// Decides `check` at `now_ms`; `ids` gives each item's identifier its dense id.
+    fn decide(&mut self, check: &Check, ids: &mut Identifiers, now_ms: u64) -> Verdict {
+        let items = check.items();
+        if let [item] = items {
+            // One item: stepped in place (a denial never changes a state).
+            let place = self.place(item, ids.id(&item.identifier));
+            let state = self.state(place, item);
+            return decide(check, std::slice::from_mut(state), now_ms).0;
+        }
+        let places: Vec<Place> = items
+            .iter()
+            .map(|item| self.place(item, ids.id(&item.identifier)))
+            .collect();
+        // `Check::with_item` merges items of one limit and identifier, so no two items share a
+        // state: the states move out, are decided together (the rule itself copies what it may
+        // roll back) and move back, changed only if the check was admitted.
+        debug_assert!(places
+            .iter()
+            .enumerate()
+            .all(|(i, p)| !places[..i].contains(p)));
+        let mut states: Vec<State> = places
+            .iter()
+            .zip(items)
+            .map(|(&p, item)| std::mem::replace(self.state(p, item), placeholder()))
+            .collect();
+        let (verdict, _) = decide(check, &mut states, now_ms);
+        for ((&p, item), state) in places.iter().zip(items).zip(states) {
+            *self.state(p, item) = state;
+        }
+        verdict
+    }
+}
+
+/// What stands in a state's place while it is being decided: the smallest state, allocating
+/// nothing.
+fn placeholder() -> State {
+    State::fresh(Algorithm::FixedWindow)
+}
+
+/// Where the replay's states live.
+#[derive(Debug)]
+enum States {
+    /// The table, used from one thread (the mutex is never contended).
+    Table(Mutex<Table>),
+    /// The library's store, for configurations with idempotent limits.
+    Memory(Box<MemoryStore>),
+}
+
+/// The replay's store: its states, the identifiers' dense ids, the store clock set per request,
+/// and an on/off switch.
 #[derive(Debug)]
 pub struct ReplayStore {
-    memory: MemoryStore,
+    states: States,
+    identifiers: Mutex<Identifiers>,
     enforced_ms: AtomicU64,
     shadow_ms: AtomicU64,
     down: AtomicBool,
@@ -25,11 +164,18 @@ pub struct ReplayStore {
 }
 
 impl ReplayStore {
-    /// A store; checks of `shadow_limits` are decided at the shadow time.
-    pub fn new(shadow_limits: Vec<Arc<str>>) -> ReplayStore {
+    /// A store for the limits `slots` (name and algorithm, each once); checks of `shadow_limits`
+    /// are decided at the shadow time. `remembering`: some limit carries request ids (then the
+    /// library's `MemoryStore` keeps the states).
+    pub fn new(slots: Vec<Slot>, shadow_limits: Vec<Arc<str>>, remembering: bool) -> ReplayStore {
         ReplayStore {
-            // Redis evicts nothing a replay writes; the library's bound is for attackers.
-            memory: MemoryStore::with_capacity(usize::MAX >> 1),
+            states: if remembering {
+                // Redis evicts nothing a replay writes; the library's bound is for attackers.
+                States::Memory(Box::new(MemoryStore::with_capacity(usize::MAX >> 1)))
+            } else {
+                States::Table(Mutex::new(Table::new(slots)))
+            },
+            identifiers: Mutex::new(Identifiers::default()),
             enforced_ms: AtomicU64::new(0),
             shadow_ms: AtomicU64::new(0),
             down: AtomicBool::new(false),
@@ -49,13 +195,41 @@ impl ReplayStore {
         self.down.store(down, Ordering::Relaxed);
     }
 
+    /// The identifiers' dense ids (call [`Identifiers::next_request`] before each request).
+    pub fn identifiers(&self) -> MutexGuard<'_, Identifiers> {
+        lock(&self.identifiers)
+    }
+
+    /// The dense id of `identifier`.
+    pub fn id(&self, identifier: &Identifier) -> u32 {
+        self.identifiers().id(identifier)
+    }
+
     fn is_shadow(&self, check: &Check) -> bool {
         check.items().first().is_some_and(|item| {
-            self.shadow_limits
-                .iter()
-                .any(|name| Arc::ptr_eq(name, &item.limit.name) || **name == *item.limit.name)
+            let name = &item.limit.name;
+            // The configuration's own `Arc`s: pointers first, text only if none is equal.
+            self.shadow_limits.iter().any(|n| Arc::ptr_eq(n, name))
+                || self.shadow_limits.iter().any(|n| n == name)
         })
     }
+
+    /// Decides one check at `now_ms`.
+    fn decide(&self, check: &Check, now_ms: u64) -> Verdict {
+        match &self.states {
+            States::Memory(memory) => {
+                let mut verdicts = memory.check_now(std::slice::from_ref(check), now_ms);
+                verdicts.pop().expect("one verdict per check")
+            }
+            States::Table(table) => lock(table).decide(check, &mut self.identifiers(), now_ms),
+        }
+    }
+}
+
+/// Locks a mutex only this replay's thread uses (a poisoned one still holds whole states: a step
+/// never panics half way through writing one).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[async_trait]
@@ -74,9 +248,61 @@ impl Store for ReplayStore {
                     }
                     TimeSource::Server => self.enforced_ms.load(Ordering::Relaxed),
                 };
-                let mut verdicts = self.memory.check_now(std::slice::from_ref(check), now);
-                verdicts.pop().expect("one verdict per check")
+                self.decide(check, now)
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::Rng;
+    use edgelimit::{Limit, Policy};
+
+    /// Random checks of one to four items — limits of every algorithm and one the table was not
+    /// told of — decided by the table and by the library's `MemoryStore`: the same verdicts,
+    /// check by check.
+    #[test]
+    fn the_table_decides_as_the_librarys_memory_store() {
+        let limit = |name: &str, policy: &str| Limit::new(name, policy.parse::<Policy>().unwrap());
+        let limits = [
+            limit("a", "fixed 3/100ms"),
+            limit("b", "sliding-log 2/50ms"),
+            limit("c", "sliding-counter 4/80ms"),
+            limit("d", "token-bucket 2/40ms burst 3"),
+            limit("e", "gcra 3/90ms burst 2"),
+            limit("unlisted", "fixed 1/30ms"),
+        ];
+        let slots = limits[..5]
+            .iter()
+            .map(|l| (l.name.clone(), l.policy.algorithm()))
+            .collect();
+        let table = ReplayStore::new(slots, Vec::new(), false);
+        let memory = ReplayStore::new(Vec::new(), Vec::new(), true);
+        let mut rng = Rng::new(0x853c_49e6_748f_ea9b);
+        let mut next = move |n: u64| rng.below(n);
+        let mut t = 1_000u64;
+        let mut several_admitted = 0;
+        for step in 0..5_000 {
+            t = if next(10) == 0 {
+                t.saturating_sub(next(20))
+            } else {
+                t + next(15)
+            };
+            let mut check = Check::new();
+            for _ in 0..1 + next(4) {
+                let limit = &limits[next(limits.len() as u64) as usize];
+                let who = Identifier::from(format!("id-{}", next(4)));
+                check = check.with_item(CheckItem::new(limit, who, 1 + next(2) as i64));
+            }
+            table.identifiers().next_request();
+            let ours = table.decide(&check, t);
+            let theirs = memory.decide(&check, t);
+            several_admitted += u64::from(check.items().len() > 1 && ours.allowed);
+            assert_eq!(ours, theirs, "step {step} at {t}: {check:?}");
+        }
+        // Checks of several items were admitted (and changed their states), not only denied.
+        assert!(several_admitted > 100, "{several_admitted}");
     }
 }

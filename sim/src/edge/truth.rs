@@ -14,12 +14,11 @@
 //! each request in flight for its duration, no timeout); its "max admitted in window" is the
 //! peak in flight, and `in_flight` lists the identifiers with the highest peaks.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
-use edgelimit::algorithm::{sliding_log, SlidingLogState};
-use edgelimit::{Algorithm, Decision, Identifier, Policy, Reason};
-use rustc_hash::FxBuildHasher;
+use edgelimit::{Algorithm, Decision, Policy, Reason};
 
+use super::identifiers::Identifiers;
 use super::names::display_identifier;
 use crate::error::SimError;
 use crate::readers::time::format_utc;
@@ -27,53 +26,103 @@ use crate::replay::inflight::InFlight;
 use crate::replay::pct;
 use crate::replay::reference::reference;
 
+/// The admission decisions of an exact sliding log of the reference policy: the library's
+/// `sliding_log` semantics (a request of cost `c` at `t` is admitted iff the cost admitted in
+/// `(t − W, t]` plus `c` is at most `L`; a clock stepping back before the last admission counts as
+/// no time passed; entries are dropped only on an admission), without what only a limiter needs:
+/// the retry time, which `sliding_log::step` finds by scanning the log on every denial. The entries
+/// that left the window as of the latest time are skipped by a cursor that only moves forward while
+/// time does, so a decision is O(1) amortised. A test holds it to `sliding_log::step`, decision
+/// by decision, on random requests with clocks stepping back.
+#[derive(Debug)]
+struct ExactLog {
+    /// Admitted cost per millisecond, oldest first.
+    entries: VecDeque<(u64, u64)>,
+    /// Their total.
+    total: u64,
+    /// The last admission's time (the library's write time).
+    seen_ms: u64,
+    /// How many leading entries, and how much cost, had left the window at `cursor_ms`.
+    left: usize,
+    left_cost: u64,
+    cursor_ms: u64,
+    /// The time of the first entry still in the window (`entries[left]`), `u64::MAX` if none:
+    /// kept inline so a request that moves nothing out of the window reads no buffer.
+    next_left_ms: u64,
+}
+
+impl Default for ExactLog {
+    fn default() -> Self {
+        ExactLog {
+            entries: VecDeque::new(),
+            total: 0,
+            seen_ms: 0,
+            left: 0,
+            left_cost: 0,
+            cursor_ms: 0,
+            next_left_ms: u64::MAX,
+        }
+    }
+}
+
+impl ExactLog {
+    /// Whether the log admits `cost` at `now_ms` under `limit` per `window_ms` (and, if so,
+    /// logs it). A cost of 0 or less takes nothing and is admitted (a look).
+    fn admits(&mut self, limit: u64, window_ms: u64, now_ms: u64, cost: i64) -> bool {
+        let t = now_ms.max(self.seen_ms);
+        if t < self.cursor_ms {
+            // The clock stepped back: count the entries again from the oldest.
+            (self.left, self.left_cost) = (0, 0);
+            self.next_left_ms = self.entries.front().map_or(u64::MAX, |e| e.0);
+        }
+        self.cursor_ms = t;
+        if let Some(cutoff) = t.checked_sub(window_ms) {
+            while self.next_left_ms <= cutoff {
+                self.left_cost += self.entries[self.left].1;
+                self.left += 1;
+                self.next_left_ms = self.entries.get(self.left).map_or(u64::MAX, |e| e.0);
+            }
+        }
+        if cost <= 0 {
+            return true;
+        }
+        let cost = cost as u64;
+        let used = self.total - self.left_cost;
+        if cost > limit || used + cost > limit {
+            return false;
+        }
+        if self.left > 0 {
+            self.entries.drain(..self.left);
+            self.total -= self.left_cost;
+            (self.left, self.left_cost) = (0, 0);
+            self.next_left_ms = self.entries.front().map_or(u64::MAX, |e| e.0);
+        }
+        // The newest entry is the last admission's, at `seen_ms`: comparing that needs no read
+        // of the buffer's back.
+        match self.entries.back_mut() {
+            Some((_, logged)) if self.seen_ms == t => *logged += cost,
+            _ => self.entries.push_back((t, cost)),
+        }
+        self.seen_ms = t;
+        if self.next_left_ms == u64::MAX {
+            // The log was empty: this entry is the first in the window.
+            self.next_left_ms = t;
+        }
+        self.total += cost;
+        true
+    }
+}
+
 /// One identifier's truth.
 #[derive(Debug, Default)]
 struct IdTruth {
-    log: SlidingLogState,
+    log: ExactLog,
     admitted: VecDeque<(u64, u64)>,
+    /// The oldest admission's time, kept inline so a request that moves nothing out of the
+    /// window does not read the buffer (meaningless while `admitted` is empty).
+    admitted_front_ms: u64,
     sum: u64,
     last_ms: u64,
-}
-
-/// Identifiers by dense id, shared by every limit: limits keyed alike (`ip` for several) find
-/// their states with one lookup per request, not one each.
-#[derive(Debug, Default)]
-pub struct Identifiers {
-    ids: HashMap<Identifier, u32, FxBuildHasher>,
-    names: Vec<Identifier>,
-    /// The last few looked up in this request: its limits mostly share one identifier.
-    recent: Vec<(Identifier, u32)>,
-}
-
-impl Identifiers {
-    /// Forgets the per-request memory (call before each request).
-    pub fn next_request(&mut self) {
-        self.recent.clear();
-    }
-
-    /// The dense id of `identifier`.
-    pub fn id(&mut self, identifier: &Identifier) -> u32 {
-        if let Some((_, id)) = self.recent.iter().find(|(i, _)| i == identifier) {
-            return *id;
-        }
-        let id = match self.ids.get(identifier) {
-            Some(&id) => id,
-            None => {
-                let id = u32::try_from(self.names.len()).expect("fewer than 2^32 identifiers");
-                self.ids.insert(identifier.clone(), id);
-                self.names.push(identifier.clone());
-                id
-            }
-        };
-        self.recent.push((identifier.clone(), id));
-        id
-    }
-
-    /// The identifier of a dense id.
-    pub fn name(&self, id: u32) -> &Identifier {
-        &self.names[id as usize]
-    }
 }
 
 /// One limit's truth, over all its identifiers.
@@ -91,8 +140,33 @@ pub struct LimitTruth {
     fallback_false_allows: u64,
     fallback_false_denies: u64,
     max_in_window: u64,
-    worst: Option<(u32, u64, u64)>,
+    /// Identifier, window start and end, and the request's place in the limit's order: of two
+    /// windows as full, the earlier is reported.
+    worst: Option<(u32, u64, u64, u64)>,
+    /// Requests recorded so far (their places in order).
+    recorded: u64,
+    /// Window limits' requests not yet held against their logs (see [`LimitTruth::record`]).
+    pending: Vec<Pending>,
+    /// How many are held before they are decided.
+    batch: usize,
 }
+
+/// A window limit's request waiting to be held against its identifier's log.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    at_ms: u64,
+    cost: i64,
+    id: u32,
+    allowed: bool,
+    reason: Reason,
+    admitted: bool,
+}
+
+/// Requests a window limit holds before deciding them against the exact logs, identifier by
+/// identifier (see [`LimitTruth::record`]).
+const BATCH: usize = 1 << 16;
+// A place in the batch is kept in 32 bits.
+const _: () = assert!(BATCH <= u32::MAX as usize);
 
 /// Where a limit admitted the most in one window.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -184,6 +258,9 @@ impl LimitTruth {
             fallback_false_denies: 0,
             max_in_window: 0,
             worst: None,
+            recorded: 0,
+            pending: Vec::new(),
+            batch: BATCH,
         })
     }
 
@@ -198,6 +275,12 @@ impl LimitTruth {
     /// One request this limit applied to: its decision (with when it was made), whether the
     /// request got through (for an enforced limit) or would have (for a shadow one), and how
     /// long it was in flight when the trace says.
+    ///
+    /// A window limit's requests are held against the exact logs a batch at a time, sorted by
+    /// identifier (each identifier's own in trace order): every identifier's log is then read
+    /// once per batch, not once per request, which with 100,000s of identifiers is the
+    /// difference between one cache miss per request and one per identifier. Each log only
+    /// ever sees its own identifier's requests, in order, so the outcome is the same.
     pub fn record(
         &mut self,
         identifier: u32,
@@ -207,70 +290,118 @@ impl LimitTruth {
         admitted: bool,
         duration: Option<u64>,
     ) {
+        let seq = self.recorded;
+        self.recorded += 1;
         if let Some(flights) = &mut self.flights {
             let (exact, in_flight) =
                 flights.record(identifier, at_ms, cost, duration, admitted, None);
-            self.compare(decision, exact);
+            self.compare(decision.allowed, decision.reason, exact);
             let peak = in_flight + cost.max(0) as u64;
-            if admitted && peak > self.max_in_window {
-                self.max_in_window = peak;
-                self.worst = Some((identifier, at_ms, at_ms));
+            if admitted {
+                self.consider(peak, seq, (identifier, at_ms, at_ms));
             }
             return;
         }
-        let index = identifier as usize;
-        if self.states.len() <= index {
-            self.states.resize_with(index + 1, IdTruth::default);
+        self.pending.push(Pending {
+            at_ms,
+            cost,
+            id: identifier,
+            allowed: decision.allowed,
+            reason: decision.reason,
+            admitted,
+        });
+        if self.pending.len() >= self.batch {
+            self.flush();
         }
-        let id = &mut self.states[index];
-        let exact = sliding_log::step(&self.reference, &mut id.log, at_ms, cost)
-            .decision
-            .allowed;
-        self.compare(decision, exact);
-        let id = &mut self.states[index];
-        if !admitted || cost <= 0 {
-            return;
-        }
-        // Times may step back a little (several clocks in one log): no time passed then.
-        let t = at_ms.max(id.last_ms);
-        id.last_ms = t;
-        let window = self.reference.window_ms();
-        while let Some(&(s, c)) = id.admitted.front() {
-            if s + window > t {
-                break;
+    }
+
+    /// Holds the pending requests against their identifiers' logs.
+    fn flush(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        let first_seq = self.recorded - pending.len() as u64;
+        // Sorted as keys (identifier, place in the batch) of one word each, lighter to move than
+        // the records.
+        let mut order: Vec<u64> = pending
+            .iter()
+            .zip(0u64..)
+            .map(|(p, place)| (u64::from(p.id) << 32) | place)
+            .collect();
+        order.sort_unstable();
+        let (limit, window) = (self.reference.limit(), self.reference.window_ms());
+        let mut at = 0;
+        while at < order.len() {
+            let index = (order[at] >> 32) as usize;
+            if self.states.len() <= index {
+                self.states.resize_with(index + 1, IdTruth::default);
             }
-            id.admitted.pop_front();
-            id.sum -= c;
+            let mut id = std::mem::take(&mut self.states[index]);
+            while let Some(&key) = order.get(at).filter(|&&k| (k >> 32) as usize == index) {
+                at += 1;
+                let place = key as u32;
+                let p = &pending[place as usize];
+                let exact = id.log.admits(limit, window, p.at_ms, p.cost);
+                self.compare(p.allowed, p.reason, exact);
+                if !p.admitted || p.cost <= 0 {
+                    continue;
+                }
+                let cost = p.cost as u64;
+                // Times may step back a little (several clocks in one log): no time passed then.
+                let t = p.at_ms.max(id.last_ms);
+                id.last_ms = t;
+                while id.admitted_front_ms.saturating_add(window) <= t {
+                    let Some((_, c)) = id.admitted.pop_front() else {
+                        id.admitted_front_ms = u64::MAX;
+                        break;
+                    };
+                    id.sum -= c;
+                    id.admitted_front_ms = id.admitted.front().map_or(u64::MAX, |&(s, _)| s);
+                }
+                id.admitted.push_back((t, cost));
+                if id.admitted.len() == 1 {
+                    id.admitted_front_ms = t;
+                }
+                id.sum += cost;
+                let start = id.admitted_front_ms;
+                let seq = first_seq + u64::from(place);
+                self.consider(id.sum, seq, (p.id, start, t));
+            }
+            self.states[index] = id;
         }
-        id.admitted.push_back((t, cost as u64));
-        id.sum += cost as u64;
-        if id.sum > self.max_in_window {
-            self.max_in_window = id.sum;
-            let start = id.admitted.front().map_or(t, |&(s, _)| s);
-            self.worst = Some((identifier, start, t));
+        pending.clear();
+        self.pending = pending;
+    }
+
+    /// A window as full as `sum` at the request of place `seq`: the worst so far if fuller
+    /// than any, or as full as the worst and earlier.
+    fn consider(&mut self, sum: u64, seq: u64, window: (u32, u64, u64)) {
+        let earlier = self.worst.is_some_and(|w| seq < w.3);
+        if sum > self.max_in_window || (sum == self.max_in_window && earlier) {
+            self.max_in_window = sum;
+            self.worst = Some((window.0, window.1, window.2, seq));
         }
     }
 
     /// Counts the limit's decision against the exact one (the denial cache's skips are not
     /// decisions).
-    fn compare(&mut self, decision: &Decision, exact: bool) {
-        if decision.reason == Reason::Skipped {
+    fn compare(&mut self, allowed: bool, reason: Reason, exact: bool) {
+        if reason == Reason::Skipped {
             return;
         }
         self.decided += 1;
-        let fallback = decision.reason == Reason::Fallback;
+        let fallback = reason == Reason::Fallback;
         self.fallback_decided += u64::from(fallback);
-        if decision.allowed && !exact {
+        if allowed && !exact {
             self.false_allows += 1;
             self.fallback_false_allows += u64::from(fallback);
-        } else if !decision.allowed && exact {
+        } else if !allowed && exact {
             self.false_denies += 1;
             self.fallback_false_denies += u64::from(fallback);
         }
     }
 
     /// The metrics; `identifiers` names the ids.
-    pub fn finish(&self, identifiers: &Identifiers) -> Boundary {
+    pub fn finish(&mut self, identifiers: &Identifiers) -> Boundary {
+        self.flush();
         let in_flight = self.flights.as_ref().map(|f| {
             let (with, without) = f.durations();
             InFlightReport {
@@ -297,7 +428,7 @@ impl LimitTruth {
             decided: self.decided,
             max_admitted_in_window: self.max_in_window,
             max_window_multiple: self.max_in_window as f64 / self.reference.limit() as f64,
-            worst_window: self.worst.as_ref().map(|(id, start, end)| WorstWindow {
+            worst_window: self.worst.as_ref().map(|(id, start, end, _)| WorstWindow {
                 identifier: display_identifier(identifiers.name(*id)),
                 start_ms: *start,
                 end_ms: *end,
@@ -317,6 +448,8 @@ impl LimitTruth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::Rng;
+    use edgelimit::Identifier;
 
     fn decision(allowed: bool, reason: Reason) -> Decision {
         Decision {
@@ -359,20 +492,130 @@ mod tests {
     }
 
     #[test]
-    fn identifiers_get_one_dense_id_each() {
-        let mut ids = Identifiers::default();
-        let a = ids.id(&Identifier::from("a"));
-        let b = ids.id(&Identifier::from("b"));
-        ids.next_request();
-        assert_eq!(
-            (
-                ids.id(&Identifier::from("a")),
-                ids.id(&Identifier::from("b"))
-            ),
-            (a, b)
-        );
-        assert_ne!(a, b);
-        assert_eq!(ids.name(b), &Identifier::from("b"));
+    fn the_exact_log_decides_as_the_librarys_sliding_log() {
+        use edgelimit::algorithm::{sliding_log, SlidingLogState};
+        // A fixed seed, so the sequence is the same every run.
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| rng.below(n);
+        for _ in 0..300 {
+            let (limit, window) = (1 + next(6), 1 + next(30));
+            let policy: Policy = format!("sliding-log {limit}/{window}ms").parse().unwrap();
+            let mut library = SlidingLogState::default();
+            let mut ours = ExactLog::default();
+            let mut t = 1_000u64;
+            for step in 0..200 {
+                // Mostly forward, sometimes back (several clocks in one log).
+                t = if next(8) == 0 {
+                    t - next(20)
+                } else {
+                    t + next(6)
+                };
+                let cost = 1 + next(3) as i64;
+                let expected = sliding_log::step(&policy, &mut library, t, cost)
+                    .decision
+                    .allowed;
+                assert_eq!(
+                    ours.admits(limit, window, t, cost),
+                    expected,
+                    "{policy}, step {step} at {t} cost {cost}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn batched_requests_count_as_if_held_one_by_one() {
+        // An independent model, request by request in trace order: per identifier the exact
+        // log (a clock stepping back before its last admission counts as no time passed) and
+        // the admissions in the trailing window; the worst window is the first to reach the
+        // maximum.
+        let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move |n: u64| rng.below(n);
+        for round in 0..40 {
+            let (limit, window) = (1 + next(5), 1 + next(40));
+            let policy: Policy = format!("sliding-log {limit}/{window}ms").parse().unwrap();
+            let mut truth = LimitTruth::new(&policy).unwrap();
+            truth.batch = 1 + next(9) as usize;
+            let mut ids = Identifiers::default();
+            let names: Vec<u32> = (0..5)
+                .map(|i| ids.id(&Identifier::from(format!("id-{i}"))))
+                .collect();
+            #[derive(Default, Clone)]
+            struct Model {
+                exact: Vec<(u64, u64)>,
+                seen: u64,
+                admitted: Vec<(u64, u64)>,
+                last: u64,
+            }
+            let mut models = vec![Model::default(); names.len()];
+            let (mut decided, mut false_allows, mut false_denies) = (0u64, 0u64, 0u64);
+            let mut worst: Option<(u64, u32, u64, u64)> = None;
+            let mut t = 10_000u64;
+            for _ in 0..300 {
+                t = if next(6) == 0 {
+                    t - next(15)
+                } else {
+                    t + next(5)
+                };
+                let who = next(names.len() as u64) as usize;
+                let cost = 1 + next(2) as i64;
+                let reason =
+                    [Reason::Admitted, Reason::Skipped, Reason::OverLimit][next(3) as usize];
+                let allowed = next(2) == 0;
+                let admitted = next(3) != 0;
+                let m = &mut models[who];
+                let te = t.max(m.seen);
+                let used: u64 = m
+                    .exact
+                    .iter()
+                    .filter(|e| e.0 + window > te)
+                    .map(|e| e.1)
+                    .sum();
+                let exact = used + cost as u64 <= limit;
+                if exact {
+                    m.exact.push((te, cost as u64));
+                    m.seen = te;
+                }
+                if reason != Reason::Skipped {
+                    decided += 1;
+                    false_allows += u64::from(allowed && !exact);
+                    false_denies += u64::from(!allowed && exact);
+                }
+                if admitted {
+                    let ta = t.max(m.last);
+                    m.last = ta;
+                    m.admitted.push((ta, cost as u64));
+                    let inside: Vec<&(u64, u64)> =
+                        m.admitted.iter().filter(|e| e.0 + window > ta).collect();
+                    let sum: u64 = inside.iter().map(|e| e.1).sum();
+                    if worst.is_none_or(|w| sum > w.0) {
+                        worst = Some((sum, names[who], inside[0].0, ta));
+                    }
+                }
+                truth.record(
+                    names[who],
+                    cost,
+                    &decision(allowed, reason),
+                    t,
+                    admitted,
+                    None,
+                );
+            }
+            let b = truth.finish(&ids);
+            assert_eq!(
+                (b.decided, b.false_allows, b.false_denies),
+                (decided, false_allows, false_denies),
+                "round {round}: {policy}"
+            );
+            let (sum, id, start, end) = worst.unwrap_or((0, 0, 0, 0));
+            assert_eq!(b.max_admitted_in_window, sum, "round {round}: {policy}");
+            let w = b.worst_window.expect("something admitted");
+            assert_eq!(
+                (w.identifier, w.start_ms, w.end_ms),
+                (format!("id-{id}"), start, end),
+                "round {round}: {policy}"
+            );
+        }
     }
 
     #[test]

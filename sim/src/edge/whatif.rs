@@ -3,6 +3,7 @@
 //! under each rule that matched it in either, with the identifier the refusing answer was about.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use edgelimit::Identifier;
 
@@ -17,7 +18,7 @@ pub struct Answered {
     /// The matched rules' indices in their configuration.
     pub rules: Vec<usize>,
     /// The binding limit's name and identifier, when the enforced limits were decided.
-    pub binding: Option<(String, Identifier)>,
+    pub binding: Option<(Arc<str>, Identifier)>,
 }
 
 /// An identifier whose answers changed under a rule.
@@ -222,7 +223,7 @@ mod tests {
         Answered {
             status,
             rules: rules.to_vec(),
-            binding: who.map(|(l, i)| (l.to_string(), Identifier::from(i))),
+            binding: who.map(|(l, i)| (Arc::from(l), Identifier::from(i))),
         }
     }
 
