@@ -371,7 +371,7 @@ impl RespStore {
         // (check, list) per read, in order.
         let mut reads: Vec<(usize, &str)> = Vec::new();
         let mut invocations: Vec<Invocation> = Vec::new();
-        let candidates: Vec<Vec<String>> = checks.iter().map(|c| c.probe().candidates()).collect();
+        let candidates: Vec<&[String]> = checks.iter().map(|c| c.probe().candidates()).collect();
         for (c, check) in checks.iter().enumerate() {
             if candidates[c].is_empty() {
                 continue; // nothing to match: no list is asked
