@@ -50,8 +50,8 @@ const TRACE: u64 = 200_000;
 fn request(i: u64) -> OwnedRequest {
     let c = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40 & 0xFF_FFFF;
     let c = c % CLIENTS;
-    let write = i % 8 == 0;
-    let path = if i % 5 == 0 {
+    let write = i.is_multiple_of(8);
+    let path = if i.is_multiple_of(5) {
         format!("/static/{}.css", c % 50)
     } else {
         format!("/api/items/{}", c % 1000)
