@@ -273,6 +273,7 @@ impl Config {
         // Per check: the gates of its rules, and whether one is there only to look up the deny
         // lists of a statically allowed rule (deny beats allow, even with nothing to charge).
         let mut gates: [(Vec<Gate>, bool); 2] = [(Vec::new(), false), (Vec::new(), false)];
+        let mut request_key: Option<Identifier> = None;
         for &rule in &plan.rules {
             if plan
                 .shadow_listed
@@ -329,10 +330,12 @@ impl Config {
                 };
                 let mut item = CheckItem::new(&applied.limit, identifier, applied.cost);
                 if let (true, Some(id)) = (applied.idempotent, &plan.request_id) {
-                    item = item.with_request_id(id.as_str());
+                    // One identifier for the request id, shared by its items.
+                    let id = request_key.get_or_insert_with(|| Identifier::from(id.as_str()));
+                    item = item.with_request_id(id.clone());
                 }
                 item.gate = gate;
-                *check = std::mem::take(check).with_item(item);
+                check.add_item(item);
             }
         }
         if plan.refused.is_some() {
