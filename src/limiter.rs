@@ -2,6 +2,7 @@
 //! answers repeat offenders with no round trip, a per-limit failure mode for when the store
 //! cannot answer, and counters.
 
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, SystemClock};
@@ -9,8 +10,8 @@ use crate::decision::{Decision, Reason};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::policy::{Algorithm, Policy};
 use crate::store::{
-    Check, CheckItem, ExpiringMap, FailMode, Identifier, Limit, MemoryStore, Reservation, Store,
-    StoreError, TimeSource, Verdict,
+    Check, CheckItem, ExpiringMap, FailMode, Identifier, KeyHasher, Limit, MemoryStore,
+    Reservation, Store, StoreError, TimeSource, Verdict,
 };
 
 /// How long a fail-closed denial tells the client to wait, in ms.
@@ -48,6 +49,8 @@ pub struct Limiter<S> {
     time: TimeMode,
     clock: Arc<dyn Clock>,
     denials: Option<Mutex<DenialCache>>,
+    // The denial cache's hasher: lookups hash a borrowed (name, identifier) with it.
+    hasher: KeyHasher,
     fallback: MemoryStore,
     metrics: Metrics,
 }
@@ -69,11 +72,16 @@ impl<S: Store> Limiter<S> {
     /// A limiter over `store` with the local clock and a denial cache of
     /// [`DEFAULT_DENIAL_CACHE`] entries.
     pub fn new(store: S) -> Limiter<S> {
+        let hasher = KeyHasher::random();
         Limiter {
             store,
             time: TimeMode::Local,
             clock: Arc::new(SystemClock),
-            denials: Some(Mutex::new(ExpiringMap::new(DEFAULT_DENIAL_CACHE))),
+            denials: Some(Mutex::new(ExpiringMap::with_hasher(
+                DEFAULT_DENIAL_CACHE,
+                hasher.clone(),
+            ))),
+            hasher,
             fallback: MemoryStore::with_capacity(DEFAULT_DENIAL_CACHE),
             metrics: Metrics::default(),
         }
@@ -93,7 +101,8 @@ impl<S: Store> Limiter<S> {
 
     /// Caches at most `capacity` denials; zero turns the cache off.
     pub fn with_denial_cache(mut self, capacity: usize) -> Limiter<S> {
-        self.denials = (capacity > 0).then(|| Mutex::new(ExpiringMap::new(capacity)));
+        self.denials = (capacity > 0)
+            .then(|| Mutex::new(ExpiringMap::with_hasher(capacity, self.hasher.clone())));
         self
     }
 
@@ -121,24 +130,24 @@ impl<S: Store> Limiter<S> {
     /// Decides a batch of checks with at most one store round trip, one verdict per check.
     pub async fn check_all(&self, checks: &[Check]) -> Checked {
         let now = self.clock.now_ms();
-        let mut verdicts: Vec<Option<Verdict>> =
-            checks.iter().map(|c| self.cached_denial(c, now)).collect();
+        // Empty (no allocation) unless the denial cache answered some check: the usual case.
+        let cached = self.cached_denials(checks, now);
         // Only the checks the cache did not answer go to the store; usually that is all of them,
         // and then the caller's slice is sent as it is, without a copy.
-        let hits = verdicts.iter().filter(|v| v.is_some()).count();
         let copied: Vec<Check>;
-        let pending: &[Check] = if hits == 0 {
+        let pending: &[Check] = if cached.is_empty() {
             checks
         } else {
             copied = checks
                 .iter()
-                .zip(&verdicts)
+                .zip(&cached)
                 .filter(|(_, v)| v.is_none())
                 .map(|(c, _)| c.clone())
                 .collect();
             &copied
         };
         let mut store_ms = None;
+        let mut answers = Vec::new();
         if !pending.is_empty() {
             let time = match self.time {
                 TimeMode::Local => TimeSource::At(now),
@@ -149,41 +158,29 @@ impl<S: Store> Limiter<S> {
             let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
             self.metrics.observe_store_latency(elapsed_ms);
             store_ms = Some(elapsed_ms);
-            let answers = match answered {
-                Ok(answers) if answers.len() == pending.len() => Ok(answers),
-                Ok(answers) => Err(StoreError::Protocol(format!(
-                    "store answered {} verdicts for {} checks",
-                    answers.len(),
-                    pending.len()
-                ))),
-                Err(e) => Err(e),
-            };
-            let mut answers = match answers {
-                Ok(answers) => {
-                    for (check, verdict) in pending.iter().zip(&answers) {
-                        self.remember_denials(check, verdict, now);
-                    }
-                    answers.into_iter()
+            answers = match answered {
+                Ok(answers) if answers.len() == pending.len() => {
+                    self.remember_denials(pending, &answers, now);
+                    answers
                 }
-                Err(_) => {
+                Ok(_) | Err(_) => {
                     self.metrics.store_error();
-                    let failed: Vec<Verdict> = pending.iter().map(|c| self.fail(c, now)).collect();
-                    failed.into_iter()
+                    pending.iter().map(|c| self.fail(c, now)).collect()
                 }
             };
-            for slot in verdicts.iter_mut().filter(|v| v.is_none()) {
-                *slot = answers.next();
-            }
         }
-        let verdicts = verdicts
-            .into_iter()
-            .zip(checks)
-            .map(|(v, check)| {
-                let v = v.expect("every check has a verdict");
-                self.metrics.record_check(check, &v);
-                v
-            })
-            .collect();
+        // The store's answers are the verdicts as they are unless the cache answered some.
+        let verdicts = if cached.is_empty() {
+            answers
+        } else {
+            let mut answers = answers.into_iter();
+            cached
+                .into_iter()
+                .map(|v| v.or_else(|| answers.next()))
+                .map(|v| v.expect("every check has a verdict"))
+                .collect()
+        };
+        self.metrics.record_checks(checks, &verdicts);
         Checked {
             verdicts,
             local_ms: now,
@@ -238,38 +235,62 @@ impl<S: Store> Limiter<S> {
         }
     }
 
-    fn cached_denial(&self, check: &Check, now: u64) -> Option<Verdict> {
-        let denials = self.denials.as_ref()?;
+    /// One verdict per check, `Some` where the denial cache answers it, or an empty vector (no
+    /// allocation) when it answers none: the cache is off, empty, or holds no item of `checks`.
+    fn cached_denials(&self, checks: &[Check], now: u64) -> Vec<Option<Verdict>> {
+        let Some(denials) = &self.denials else {
+            return Vec::new();
+        };
         let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
         cache.purge_expired(now);
-        let mut hit = false;
-        let decisions = check
-            .items()
-            .iter()
-            .map(|item| {
-                let key = (item.limit.name.clone(), item.identifier.clone());
-                match cache.get(&key) {
-                    Some((d, _)) if item.cost >= d.cost && item.cost > 0 && now < d.retry_at_ms => {
-                        hit = true;
-                        Decision {
-                            retry_after_ms: d.retry_at_ms - now,
-                            reason: Reason::CachedDenial,
-                            ..d.decision
-                        }
-                    }
-                    // Not consulted, so nothing was taken from it.
-                    _ => Decision {
-                        allowed: true,
-                        limit: item.limit.policy.capacity(),
-                        remaining: item.limit.policy.capacity(),
-                        reset_at_ms: now,
-                        retry_after_ms: 0,
-                        reason: Reason::Skipped,
-                    },
+        if cache.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (i, check) in checks.iter().enumerate() {
+            if let Some(verdict) = self.cached_denial(&mut cache, check, now) {
+                if out.is_empty() {
+                    out.resize_with(checks.len(), || None);
                 }
-            })
-            .collect();
-        hit.then_some(Verdict {
+                out[i] = Some(verdict);
+            }
+        }
+        out
+    }
+
+    /// The verdict the denial cache gives `check`, if one of its items is a remembered denial.
+    fn cached_denial(&self, cache: &mut DenialCache, check: &Check, now: u64) -> Option<Verdict> {
+        let items = check.items();
+        // Built only on a hit: most checks find nothing.
+        let mut decisions: Vec<Decision> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            // Hashed as the cache hashes its owned keys, so no key is cloned to look it up.
+            let hash = self
+                .hasher
+                .hash_one((&*item.limit.name, item.identifier.as_bytes()));
+            let found = cache
+                .find_mut(hash, |(name, id)| {
+                    *name == item.limit.name && *id == item.identifier
+                })
+                .map(|mut slot| *slot.value())
+                .filter(|d| item.cost >= d.cost && item.cost > 0 && now < d.retry_at_ms);
+            match found {
+                Some(d) => {
+                    if decisions.is_empty() {
+                        decisions.reserve_exact(items.len());
+                        decisions.extend(items[..i].iter().map(|item| skipped(item, now)));
+                    }
+                    decisions.push(Decision {
+                        retry_after_ms: d.retry_at_ms - now,
+                        reason: Reason::CachedDenial,
+                        ..d.decision
+                    });
+                }
+                None if !decisions.is_empty() => decisions.push(skipped(item, now)),
+                None => {}
+            }
+        }
+        (!decisions.is_empty()).then_some(Verdict {
             allowed: false,
             decisions,
             atomic: true,
@@ -278,24 +299,29 @@ impl<S: Store> Limiter<S> {
         })
     }
 
-    fn remember_denials(&self, check: &Check, verdict: &Verdict, now: u64) {
+    fn remember_denials(&self, checks: &[Check], verdicts: &[Verdict], now: u64) {
         let Some(denials) = &self.denials else { return };
-        let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
-        for (item, decision) in check.items().iter().zip(&verdict.decisions) {
-            // A concurrency denial may lift before its retry time (a lease released after its
-            // response), so only the store can tell: never cached.
-            if decision.reason == Reason::OverLimit
-                && decision.retry_after_ms > 0
-                && item.limit.policy.algorithm() != Algorithm::Concurrency
-            {
-                let retry_at_ms = now.saturating_add(decision.retry_after_ms);
-                let key = (item.limit.name.clone(), item.identifier.clone());
-                let denial = CachedDenial {
-                    decision: *decision,
-                    retry_at_ms,
-                    cost: item.cost,
-                };
-                cache.insert(key, denial, retry_at_ms);
+        let mut cache = None;
+        for (check, verdict) in checks.iter().zip(verdicts) {
+            for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+                // A concurrency denial may lift before its retry time (a lease released after
+                // its response), so only the store can tell: never cached.
+                if decision.reason == Reason::OverLimit
+                    && decision.retry_after_ms > 0
+                    && item.limit.policy.algorithm() != Algorithm::Concurrency
+                {
+                    let retry_at_ms = now.saturating_add(decision.retry_after_ms);
+                    let key = (item.limit.name.clone(), item.identifier.clone());
+                    let denial = CachedDenial {
+                        decision: *decision,
+                        retry_at_ms,
+                        cost: item.cost,
+                    };
+                    // Locked only when there is a denial to remember.
+                    cache
+                        .get_or_insert_with(|| denials.lock().unwrap_or_else(|e| e.into_inner()))
+                        .insert(key, denial, retry_at_ms);
+                }
             }
         }
     }
@@ -353,6 +379,18 @@ impl<S: Store> Limiter<S> {
     }
 }
 
+/// The decision of an item the denial cache did not consult: nothing was taken from it.
+fn skipped(item: &CheckItem, now: u64) -> Decision {
+    Decision {
+        allowed: true,
+        limit: item.limit.policy.capacity(),
+        remaining: item.limit.policy.capacity(),
+        reset_at_ms: now,
+        retry_after_ms: 0,
+        reason: Reason::Skipped,
+    }
+}
+
 /// `policy` with its limit and burst scaled to `per_mille`/1000, at least 1 each.
 pub fn scaled(policy: &Policy, per_mille: u16) -> Policy {
     let scale = |n: u64| ((n as u128 * per_mille as u128) / 1000).max(1) as u64;
@@ -368,4 +406,19 @@ pub fn scaled(policy: &Policy, per_mille: u16) -> Policy {
         burst,
     )
     .unwrap_or(*policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_borrowed_key_hashes_as_the_cache_hashes_its_owned_key() {
+        let hasher = KeyHasher::random();
+        let owned: (Arc<str>, Identifier) = (Arc::from("per-ip"), Identifier::from("203.0.113.7"));
+        assert_eq!(
+            hasher.hash_one((&*owned.0, owned.1.as_bytes())),
+            hasher.hash_one(&owned)
+        );
+    }
 }

@@ -119,18 +119,28 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts one check's verdict: the check, and each limit's decision.
     pub fn record_check(&self, check: &Check, verdict: &Verdict) {
-        self.checks[usize::from(verdict.allowed)].fetch_add(1, Ordering::Relaxed);
-        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
-        for (item, decision) in check.items().iter().zip(&verdict.decisions) {
-            // A limit that was never consulted decided nothing.
-            if decision.reason == Reason::Skipped {
-                continue;
+        self.record_checks(std::slice::from_ref(check), std::slice::from_ref(verdict));
+    }
+
+    /// Counts a batch's verdicts, one per check in order, as [`Metrics::record_check`] does each
+    /// (the per-limit map is locked once for the batch).
+    pub fn record_checks(&self, checks: &[Check], verdicts: &[Verdict]) {
+        let mut limits = None;
+        for (check, verdict) in checks.iter().zip(verdicts) {
+            self.checks[usize::from(verdict.allowed)].fetch_add(1, Ordering::Relaxed);
+            for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+                // A limit that was never consulted decided nothing.
+                if decision.reason == Reason::Skipped {
+                    continue;
+                }
+                let limits = limits
+                    .get_or_insert_with(|| self.limits.lock().unwrap_or_else(|e| e.into_inner()));
+                let counts = match limits.get_mut(&item.limit.name) {
+                    Some(counts) => counts,
+                    None => limits.entry(item.limit.name.clone()).or_default(),
+                };
+                count(counts, decision);
             }
-            let counts = match limits.get_mut(&item.limit.name) {
-                Some(counts) => counts,
-                None => limits.entry(item.limit.name.clone()).or_default(),
-            };
-            count(counts, decision);
         }
     }
 

@@ -33,8 +33,8 @@ fn mask_v6(ip: Ipv6Addr, len: u8) -> u128 {
 /// Whether the request from `addr` matches the single-entry list `entry`, as the stores decide
 /// it: by membership of the entry's member among the request's candidates.
 fn matches(addr: IpAddr, entry: &ListEntry) -> bool {
-    let candidates = ListProbe::new().with("ip", &addr.to_string()).candidates();
-    candidates.contains(&entry.member())
+    let probe = ListProbe::new().with("ip", &addr.to_string());
+    probe.candidates().contains(&entry.member())
 }
 
 proptest! {

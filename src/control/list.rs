@@ -12,6 +12,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
 use crate::store::StoreError;
@@ -205,6 +206,46 @@ fn prefix_text(ip: IpAddr, len: u8) -> String {
     }
 }
 
+/// `ip ` and [`prefix_text`], written at once into a string of the right size: a request's
+/// address offers 33 of them, so the formatting machinery is kept off the IPv4 path.
+fn ip_candidate(ip: IpAddr, len: u8) -> String {
+    use fmt::Write as _;
+    let mut out = String::with_capacity(if ip.is_ipv4() { 22 } else { 48 });
+    out.push_str("ip ");
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                push_decimal(&mut out, octet);
+            }
+            if len != 32 {
+                out.push('/');
+                push_decimal(&mut out, len);
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+            if len != 128 {
+                let _ = write!(out, "/{len}");
+            }
+        }
+    }
+    out
+}
+
+/// `n` in decimal, as `Display` writes it.
+fn push_decimal(out: &mut String, n: u8) {
+    if n >= 100 {
+        out.push(char::from(b'0' + n / 100));
+    }
+    if n >= 10 {
+        out.push(char::from(b'0' + n / 10 % 10));
+    }
+    out.push(char::from(b'0' + n % 10));
+}
+
 /// The prefix lengths an address is listed under: every length for IPv4 (33), every multiple of
 /// 4 for IPv6 (33), most specific first.
 fn prefix_lengths(ip: IpAddr) -> impl Iterator<Item = u8> {
@@ -268,10 +309,24 @@ impl fmt::Display for ListEntry {
 /// What a request offers lists: one value per source it has (`ip` → the client address,
 /// `country` → `cf.country`, `header:x-api-key` → that header's value, …). A pair whose source
 /// or value cannot be listed (an unknown source, an address that does not parse) offers nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Its [`ListProbe::candidates`] are built once, on first use, and shared by every clone: the
+/// Worker's plan matches its static lists with them, and each store gating a check reads them
+/// again from the check's probe.
+#[derive(Debug, Clone, Default)]
 pub struct ListProbe {
     pairs: Vec<(String, String)>,
+    candidates: OnceLock<Arc<[String]>>,
 }
+
+impl PartialEq for ListProbe {
+    /// Probes are equal when they offer the same pairs (the candidates follow from them).
+    fn eq(&self, other: &Self) -> bool {
+        self.pairs == other.pairs
+    }
+}
+
+impl Eq for ListProbe {}
 
 impl ListProbe {
     /// A probe offering nothing (it matches no list).
@@ -284,18 +339,36 @@ impl ListProbe {
     pub fn with(mut self, source: &str, value: &str) -> Self {
         self.pairs
             .push((source.trim().to_string(), value.trim().to_string()));
+        // Candidates built before this pair are stale.
+        self.candidates = OnceLock::new();
         self
     }
 
     /// Every member text an entry matching this request could have (an IPv4 address: its 33
     /// prefixes, most specific first; IPv6: /128 and every multiple of 4), deduplicated, in the
     /// order the pairs were given.
-    pub fn candidates(&self) -> Vec<String> {
+    pub fn candidates(&self) -> &[String] {
+        if self.pairs.is_empty() {
+            return &[];
+        }
+        self.candidates
+            .get_or_init(|| self.build_candidates().into())
+    }
+
+    fn build_candidates(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
+        // One pair never offers a text twice (an address's prefixes differ in length), so a
+        // candidate is a repeat only of an earlier pair's: those are all it is compared with.
+        let push = |out: &mut Vec<String>, earlier: usize, candidate: String| {
+            if !out[..earlier].contains(&candidate) {
+                out.push(candidate);
+            }
+        };
         for (source, value) in &self.pairs {
             let Ok(source) = Source::parse(source) else {
                 continue;
             };
+            let earlier = out.len();
             match source {
                 Source::Ip => {
                     let Ok((ip, len)) = parse_prefix(value) else {
@@ -305,19 +378,18 @@ impl ListProbe {
                     if len != whole {
                         continue; // a request comes from an address, not a network
                     }
+                    out.reserve(33);
                     for len in prefix_lengths(ip) {
-                        out.push(format!("ip {}", prefix_text(network(ip, len), len)));
+                        push(&mut out, earlier, ip_candidate(network(ip, len), len));
                     }
                 }
                 other => {
                     if let Ok(value) = other.value(value) {
-                        out.push(format!("{other} {value}"));
+                        push(&mut out, earlier, format!("{other} {value}"));
                     }
                 }
             }
         }
-        let mut seen = std::collections::HashSet::new();
-        out.retain(|c| seen.insert(c.clone()));
         out
     }
 
@@ -535,13 +607,35 @@ mod tests {
     }
 
     #[test]
+    fn candidate_texts_are_the_prefixes_canonical_texts() {
+        for text in [
+            "0.0.0.0",
+            "10.0.0.1",
+            "192.168.100.255",
+            "255.255.255.255",
+            "2001:db8::1",
+        ] {
+            let ip: IpAddr = text.parse().unwrap();
+            for len in prefix_lengths(ip) {
+                let network = network(ip, len);
+                assert_eq!(
+                    ip_candidate(network, len),
+                    format!("ip {}", prefix_text(network, len))
+                );
+            }
+        }
+    }
+
+    #[test]
     fn an_address_offers_its_33_prefixes_and_other_sources_their_value() {
-        let v4 = ListProbe::new().with("ip", "203.0.113.7").candidates();
+        let v4 = ListProbe::new().with("ip", "203.0.113.7");
+        let v4 = v4.candidates();
         assert_eq!(v4.len(), 33);
         assert_eq!(v4[0], "ip 203.0.113.7");
         assert_eq!(v4[8], "ip 203.0.113.0/24");
         assert_eq!(v4[32], "ip 0.0.0.0/0");
-        let v6 = ListProbe::new().with("ip", "2001:db8::1").candidates();
+        let v6 = ListProbe::new().with("ip", "2001:db8::1");
+        let v6 = v6.candidates();
         assert_eq!(v6.len(), 33);
         assert_eq!(v6[0], "ip 2001:db8::1");
         assert!(v6.contains(&"ip 2001:db8::/32".to_string()));
@@ -550,9 +644,16 @@ mod tests {
             .with("header:X-Key", "k")
             .with("ip", "not an address")
             .with("cookie", "x")
-            .with("country", "CN")
-            .candidates();
-        assert_eq!(mixed, ["country CN", "header:x-key k"]);
+            .with("country", "CN");
+        assert_eq!(mixed.candidates(), ["country CN", "header:x-key k"]);
+        // Built once, shared by clones, rebuilt when a pair is added.
+        let clone = mixed.clone();
+        assert!(std::ptr::eq(clone.candidates(), mixed.candidates()));
+        let more = clone.with("country", "FR");
+        assert_eq!(
+            more.candidates(),
+            ["country CN", "header:x-key k", "country FR"]
+        );
     }
 
     #[test]

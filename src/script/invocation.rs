@@ -269,7 +269,7 @@ fn gated_invocation(
     args.push("gates".to_string());
     args.push(lists.len().to_string());
     args.push(candidates.len().to_string());
-    args.extend(candidates);
+    args.extend(candidates.iter().cloned());
     args.extend(gate_args);
     for item in check.items() {
         args.push(algorithm_code(item.limit.policy.algorithm()).to_string());

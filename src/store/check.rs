@@ -258,6 +258,13 @@ impl Check {
     /// already in the check is merged into it (costs summed; the first item's charge and request
     /// id kept): one script must never decide one key twice.
     pub fn with_item(mut self, new: CheckItem) -> Check {
+        self.add_item(new);
+        self
+    }
+
+    /// Adds an item in place, merged as [`Check::with_item`] merges it: for a check built item
+    /// by item, with no move of the check per item.
+    pub fn add_item(&mut self, new: CheckItem) {
         match self
             .items
             .iter_mut()
@@ -266,7 +273,6 @@ impl Check {
             Some(item) => item.cost = item.cost.saturating_add(new.cost),
             None => self.items.push(new),
         }
-        self
     }
 
     /// The same check with every item carrying `request_id` (see [`CheckItem::request_id`]):

@@ -190,7 +190,7 @@ impl MemoryStore {
         let candidates = check.probe().candidates();
         let listed = {
             let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
-            list::resolve(check.gates(), &candidates, |name| {
+            list::resolve(check.gates(), candidates, |name| {
                 let members = lists.get(name)?;
                 candidates
                     .iter()

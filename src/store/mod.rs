@@ -24,6 +24,7 @@ pub use coalescing::{Coalescing, DEFAULT_MAX_BATCH};
 pub use error::StoreError;
 pub use expiring_map::ExpiringMap;
 pub use key::DEFAULT_NAMESPACE;
+pub(crate) use key_hasher::KeyHasher;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 pub use reservation::{Reservation, Reserved};
 #[cfg(not(target_arch = "wasm32"))]

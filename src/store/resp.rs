@@ -371,7 +371,7 @@ impl RespStore {
         // (check, list) per read, in order.
         let mut reads: Vec<(usize, &str)> = Vec::new();
         let mut invocations: Vec<Invocation> = Vec::new();
-        let candidates: Vec<Vec<String>> = checks.iter().map(|c| c.probe().candidates()).collect();
+        let candidates: Vec<&[String]> = checks.iter().map(|c| c.probe().candidates()).collect();
         for (c, check) in checks.iter().enumerate() {
             if candidates[c].is_empty() {
                 continue; // nothing to match: no list is asked
@@ -383,7 +383,7 @@ impl RespStore {
                         invocations.push(control::list_match(
                             &self.namespace,
                             name,
-                            &candidates[c],
+                            candidates[c],
                             time,
                         )?);
                     }
@@ -407,7 +407,7 @@ impl RespStore {
             let mine = || hits.iter().filter(|h| h.0 == c);
             // The lists' clock: the latest read (the caller's time for `TimeSource::At`).
             let now = mine().map(|h| h.2).chain(time.at_ms()).max().unwrap_or(0);
-            let listed = list::resolve(check.gates(), &candidates[c], |name| {
+            let listed = list::resolve(check.gates(), candidates[c], |name| {
                 mine().find(|h| h.1 == name).and_then(|h| h.3)
             });
             match batch::split_gated(check, listed, now) {

@@ -3,6 +3,8 @@
 //! `ip` is `CF-Connecting-IP`, which Cloudflare sets and clients cannot: a client-supplied
 //! `X-Forwarded-For` is never read, since anyone could rotate it to dodge their limit.
 
+use std::borrow::Cow;
+
 use sha2::{Digest, Sha256};
 
 use edgelimit::Identifier;
@@ -30,6 +32,12 @@ pub trait RequestView {
     fn query(&self, name: &str) -> Option<String>;
     /// A header's value (`name` is lower case).
     fn header(&self, name: &str) -> Option<String>;
+    /// A header's value, borrowed when the request holds it as text (`name` is lower case):
+    /// identifiers are read through this, so a value is not copied before it is keyed. The
+    /// default copies it out with [`RequestView::header`].
+    fn header_ref(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.header(name).map(Cow::Owned)
+    }
     /// The client's country as Cloudflare saw it (`request.cf.country`, ISO 3166-1 alpha-2,
     /// upper case), for deny and allow lists. `None` when unknown (as outside Cloudflare).
     fn country(&self) -> Option<String> {
@@ -113,6 +121,12 @@ impl RequestView for OwnedRequest {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
     }
+    fn header_ref(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| Cow::Borrowed(v.as_str()))
+    }
     fn country(&self) -> Option<String> {
         self.country.clone()
     }
@@ -178,7 +192,7 @@ impl IdentifierSource {
                 let raw = inner.raw(request)?;
                 Some(Identifier::from(&hex(&Sha256::digest(raw.as_bytes()))[..]))
             }
-            other => other.raw(request).map(|raw| bounded(raw.into_bytes())),
+            other => other.raw(request).map(|raw| bounded(raw.as_bytes())),
         }
     }
 
@@ -193,32 +207,34 @@ impl IdentifierSource {
                 let digest = hex(&Sha256::digest(raw.as_bytes()));
                 Some(String::from_utf8_lossy(&digest).into_owned())
             }
-            _ => (raw.len() <= MAX_LIST_VALUE).then_some(raw),
+            _ => (raw.len() <= MAX_LIST_VALUE).then(|| raw.into_owned()),
         }
     }
 
-    fn raw(&self, request: &dyn RequestView) -> Option<String> {
+    /// The value, trimmed; borrowed from the request when it holds it (a header, a path
+    /// segment), so most identifiers are copied once, into the [`Identifier`].
+    fn raw<'r>(&self, request: &'r dyn RequestView) -> Option<Cow<'r, str>> {
         let value = match self {
-            IdentifierSource::ClientIp => request.header(CLIENT_IP_HEADER),
-            IdentifierSource::Header(name) => request.header(name),
-            IdentifierSource::Query(name) => request.query(name),
+            IdentifierSource::ClientIp => request.header_ref(CLIENT_IP_HEADER),
+            IdentifierSource::Header(name) => request.header_ref(name),
+            IdentifierSource::Query(name) => request.query(name).map(Cow::Owned),
             IdentifierSource::PathSegment(n) => request
                 .path()
                 .split('/')
                 .filter(|s| !s.is_empty())
                 .nth(n - 1)
-                .map(str::to_string),
+                .map(Cow::Borrowed),
             IdentifierSource::ApiKey(inner) => inner.raw(request),
         }?;
         let trimmed = value.trim();
         if trimmed.is_empty() {
             return None;
         }
-        // Most values need no trimming: keep the string rather than copy it.
-        Some(if trimmed.len() == value.len() {
-            value
-        } else {
-            trimmed.to_string()
+        // Most values need no trimming: keep them as they are rather than copy them.
+        Some(match value {
+            Cow::Borrowed(value) => Cow::Borrowed(value.trim()),
+            Cow::Owned(value) if value.trim().len() == value.len() => Cow::Owned(value),
+            Cow::Owned(value) => Cow::Owned(value.trim().to_string()),
         })
     }
 
@@ -248,14 +264,14 @@ impl IdentifierSource {
 
 /// Long identifiers become `0xFF` + their SHA-256. `0xFF` never occurs in UTF-8 text, so a
 /// hashed identifier cannot collide with a raw one.
-fn bounded(raw: Vec<u8>) -> Identifier {
+fn bounded(raw: &[u8]) -> Identifier {
     if raw.len() <= MAX_RAW_IDENTIFIER {
         return Identifier::from(raw);
     }
-    let mut out = Vec::with_capacity(33);
-    out.push(0xFF);
-    out.extend_from_slice(&Sha256::digest(&raw));
-    Identifier::from(out)
+    let mut out = [0u8; 33];
+    out[0] = 0xFF;
+    out[1..].copy_from_slice(&Sha256::digest(raw));
+    Identifier::from(&out[..])
 }
 
 /// Lower-case hex of a SHA-256, on the stack: the identifier is built from it with one copy.

@@ -335,7 +335,7 @@ mod tests {
     fn static_lists_match_a_prefix_of_the_client_address() {
         let list = StaticList::new(vec![entry("ip 198.51.100.0/24"), entry("country CN")]);
         let request = |ip: &str| OwnedRequest::get("h", "/").with_header("cf-connecting-ip", ip);
-        let candidates = |r: &OwnedRequest| probe(&base_sources(), r).candidates();
+        let candidates = |r: &OwnedRequest| probe(&base_sources(), r).candidates().to_vec();
         assert_eq!(
             list.matching(&candidates(&request("198.51.100.77"))),
             Some(entry("ip 198.51.100.0/24").member().as_str())

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use edgelimit::control::list::{Gate, Listed};
+use edgelimit::control::list::{Gate, ListProbe, Listed};
 use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::store::key::encode_identifier;
@@ -49,7 +49,10 @@ pub struct Plan<'c> {
     pub request_id: Option<String>,
     /// The rules whose limits a static allow entry exempted (configuration-wide or their own).
     pub allowed: Vec<&'c Rule>,
-    checks: Vec<Check>,
+    // At most two checks (enforced, shadow), held inline: the first `sent` are sent, the others
+    // are empty. No vector is allocated per request for them.
+    checks: [Check; 2],
+    sent: usize,
     enforced: Option<usize>,
     shadow: Option<usize>,
     refused: Option<Absent<'c>>,
@@ -57,8 +60,12 @@ pub struct Plan<'c> {
     denied: Option<Denial>,
     /// Shadow rules a static deny entry matched: reported, never enforced.
     shadow_listed: Vec<(&'c Rule, Denial)>,
-    /// Every list member an entry matching this request could have.
-    candidates: Vec<String>,
+    /// What the request offers the lists (empty when no list applies): its candidates, built
+    /// once, are shared with the gated checks, whose stores read them again.
+    probe: ListProbe,
+    /// Whether a matched rule has a limit settled after the response (else no limit has a
+    /// unit to look up).
+    settles: bool,
     /// The deny lists whose match refuses this request: `deny` and each matched enforced rule's.
     deny_scope: Vec<String>,
 }
@@ -177,18 +184,24 @@ impl Config {
         let request_id = request
             .header(&self.request_id_header)
             .filter(|id| !id.is_empty());
+        let rules: Vec<&Rule> = self.rules.iter().filter(|r| r.matches(request)).collect();
+        let settles = rules
+            .iter()
+            .any(|r| r.limits.iter().any(|l| l.settle.is_some()));
         let mut plan = Plan {
-            rules: self.rules.iter().filter(|r| r.matches(request)).collect(),
+            rules,
             absent: Vec::new(),
             request_id,
             allowed: Vec::new(),
-            checks: Vec::new(),
+            checks: Default::default(),
+            sent: 0,
             enforced: None,
             shadow: None,
             refused: None,
             denied: None,
             shadow_listed: Vec::new(),
-            candidates: Vec::new(),
+            probe: ListProbe::default(),
+            settles,
             deny_scope: Vec::new(),
         };
         // What the request offers the lists, only when a list can apply: the dynamic ones are
@@ -200,23 +213,26 @@ impl Config {
                 .rules
                 .iter()
                 .any(|r| !r.deny.is_empty() || !r.allow.is_empty());
-        let probe = (dynamic || statics).then(|| lists::probe(&self.probe_sources, request));
-        if let Some(probe) = &probe {
-            plan.candidates = probe.candidates();
+        if !(dynamic || statics) {
+            // No list applies: the plan is the rules' limits alone.
+            self.add_checks(&mut plan, identify, None, false);
+            return plan;
         }
+        let probe = lists::probe(&self.probe_sources, request);
+        let candidates = probe.candidates();
         // Static entries, in the isolate: deny beats allow, and the configuration-wide deny
         // refuses whatever rules matched.
-        if let Some(entry) = self.deny.matching(&plan.candidates) {
+        if let Some(entry) = self.deny.matching(candidates) {
             plan.denied = Some(Denial {
                 list: lists::DENY.to_string(),
                 entry: entry.to_string(),
                 via: Via::Static,
             });
+            plan.probe = probe;
             return plan;
         }
-        let mut shadow_listed: Vec<&Rule> = Vec::new();
         for &rule in &plan.rules {
-            let Some(entry) = rule.deny.matching(&plan.candidates) else {
+            let Some(entry) = rule.deny.matching(candidates) else {
                 continue;
             };
             let denial = Denial {
@@ -226,15 +242,30 @@ impl Config {
             };
             if rule.shadow {
                 plan.shadow_listed.push((rule, denial));
-                shadow_listed.push(rule);
             } else {
                 plan.denied = Some(denial);
+                plan.probe = probe;
                 return plan;
             }
         }
-        let allowed_everywhere = self.allow.matching(&plan.candidates).is_some();
-        let probe = probe.filter(|_| dynamic && !plan.candidates.is_empty());
-        if probe.is_some() {
+        let allowed_everywhere = self.allow.matching(candidates).is_some();
+        let gated = dynamic && !candidates.is_empty();
+        plan.probe = probe;
+        self.add_checks(&mut plan, identify, Some(allowed_everywhere), gated);
+        plan
+    }
+
+    /// Adds the matched rules' checks to `plan`: `allowed_everywhere` is whether the
+    /// configuration-wide static allow list matched (`None`: no list applies, nothing is looked
+    /// up), `gated` whether the dynamic lists are consulted along with the checks.
+    fn add_checks<'c>(
+        &'c self,
+        plan: &mut Plan<'c>,
+        identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+        allowed_everywhere: Option<bool>,
+        gated: bool,
+    ) {
+        if gated {
             plan.deny_scope.push(lists::DENY.to_string());
         }
         let mut enforced = Check::new();
@@ -242,13 +273,20 @@ impl Config {
         // Per check: the gates of its rules, and whether one is there only to look up the deny
         // lists of a statically allowed rule (deny beats allow, even with nothing to charge).
         let mut gates: [(Vec<Gate>, bool); 2] = [(Vec::new(), false), (Vec::new(), false)];
+        let mut request_key: Option<Identifier> = None;
         for &rule in &plan.rules {
-            if shadow_listed.iter().any(|r| std::ptr::eq(*r, rule)) {
+            if plan
+                .shadow_listed
+                .iter()
+                .any(|(r, _)| std::ptr::eq(*r, rule))
+            {
                 continue;
             }
             let slot = usize::from(rule.shadow);
-            let exempt = allowed_everywhere || rule.allow.matching(&plan.candidates).is_some();
-            let gate = probe.as_ref().map(|_| {
+            let exempt = allowed_everywhere.is_some_and(|everywhere| {
+                everywhere || rule.allow.matching(plan.probe.candidates()).is_some()
+            });
+            let gate = gated.then(|| {
                 let (gates, lookup_only) = &mut gates[slot];
                 gates.push(Gate {
                     deny: vec![lists::DENY.to_string(), lists::rule_deny(&rule.name)],
@@ -292,34 +330,39 @@ impl Config {
                 };
                 let mut item = CheckItem::new(&applied.limit, identifier, applied.cost);
                 if let (true, Some(id)) = (applied.idempotent, &plan.request_id) {
-                    item = item.with_request_id(id.as_str());
+                    // One identifier for the request id, shared by its items.
+                    let id = request_key.get_or_insert_with(|| Identifier::from(id.as_str()));
+                    item = item.with_request_id(id.clone());
                 }
                 item.gate = gate;
-                *check = std::mem::take(check).with_item(item);
+                check.add_item(item);
             }
         }
-        if plan.refused.is_none() {
-            let [(enforced_gates, enforced_lookup), (shadow_gates, shadow_lookup)] = gates;
-            for (check, (gates, lookup_only), slot) in [
-                (
-                    enforced,
-                    (enforced_gates, enforced_lookup),
-                    &mut plan.enforced,
-                ),
-                (shadow, (shadow_gates, shadow_lookup), &mut plan.shadow),
-            ] {
-                if check.items().is_empty() && !lookup_only {
-                    continue;
-                }
-                let check = match (&probe, gates.is_empty()) {
-                    (Some(probe), false) => check.gated(probe.clone(), gates),
-                    _ => check,
-                };
-                *slot = Some(plan.checks.len());
-                plan.checks.push(check);
+        if plan.refused.is_some() {
+            return;
+        }
+        let [(enforced_gates, enforced_lookup), (shadow_gates, shadow_lookup)] = gates;
+        for (check, (gates, lookup_only), shadow_slot) in [
+            (enforced, (enforced_gates, enforced_lookup), false),
+            (shadow, (shadow_gates, shadow_lookup), true),
+        ] {
+            if check.items().is_empty() && !lookup_only {
+                continue;
+            }
+            let check = if gated && !gates.is_empty() {
+                check.gated(plan.probe.clone(), gates)
+            } else {
+                check
+            };
+            let index = plan.sent;
+            plan.checks[index] = check;
+            plan.sent += 1;
+            if shadow_slot {
+                plan.shadow = Some(index);
+            } else {
+                plan.enforced = Some(index);
             }
         }
-        plan
     }
 }
 
@@ -328,7 +371,7 @@ impl<'c> Plan<'c> {
     /// only when present). None when the request is refused for a missing identifier or by a
     /// deny list before the store.
     pub fn checks(&self) -> &[Check] {
-        &self.checks
+        &self.checks[..self.sent]
     }
 
     /// The refusal by a deny list found before the store (a static entry, or one
@@ -339,7 +382,7 @@ impl<'c> Plan<'c> {
 
     /// Every list member an entry matching this request could have (empty when no list applies).
     pub fn candidates(&self) -> &[String] {
-        &self.candidates
+        self.probe.candidates()
     }
 
     /// The dynamic deny lists whose match refuses this request: `deny` and `deny:<rule>` of each
@@ -352,13 +395,17 @@ impl<'c> Plan<'c> {
     /// [`crate::lists::DenyCache`]) without asking the store: no check is sent.
     pub fn deny_remembered(&mut self, denial: Denial) {
         self.denied = Some(denial);
-        self.checks.clear();
+        self.checks = Default::default();
+        self.sent = 0;
         self.enforced = None;
         self.shadow = None;
     }
 
     /// The unit of a limit whose cost is settled after the response, for `qu`.
     fn unit_of(&self, name: &str) -> Option<&'c str> {
+        if !self.settles {
+            return None;
+        }
         self.rules
             .iter()
             .flat_map(|r| &r.limits)
@@ -540,18 +587,26 @@ impl<'c> Plan<'c> {
             ruling.decided_at_ms = Some(verdict.decided_at_ms);
             // A limit the denial cache never consulted decided nothing, and an allow-listed one
             // counted nothing: neither is advertised.
-            let decided: Vec<(&CheckItem, &Decision, Policy)> = check
-                .items()
-                .iter()
-                .zip(&verdict.decisions)
-                .filter(|(_, d)| !matches!(d.reason, Reason::Skipped | Reason::Allowlisted))
-                .map(|(item, decision)| (item, decision, advertised(&item.limit, decision)))
+            let decided = || {
+                check
+                    .items()
+                    .iter()
+                    .zip(&verdict.decisions)
+                    .filter(|(_, d)| !matches!(d.reason, Reason::Skipped | Reason::Allowlisted))
+            };
+            // The policies advertised at another capacity than the configuration's (an
+            // override): rare, so usually empty and never allocated.
+            let rescaled: Vec<Policy> = decided()
+                .filter(|(item, decision)| configured(&item.limit, decision).is_none())
+                .map(|(item, decision)| advertised(&item.limit, decision))
                 .collect();
-            let reports: Vec<LimitReport<'_>> = decided
-                .iter()
-                .map(|(item, decision, policy)| LimitReport {
+            let mut rescaled_policies = rescaled.iter();
+            let reports: Vec<LimitReport<'_>> = decided()
+                .map(|(item, decision)| LimitReport {
                     name: &item.limit.name,
-                    policy,
+                    policy: configured(&item.limit, decision)
+                        .or_else(|| rescaled_policies.next())
+                        .expect("one rescaled policy per decision without a configured one"),
                     decision,
                     unit: self.unit_of(&item.limit.name),
                 })
@@ -607,17 +662,10 @@ impl<'c> Plan<'c> {
 /// the first tier of that capacity, else — an override — the limit's policy with that capacity
 /// (its window for the windows, its rate for the buckets).
 fn advertised(limit: &Limit, decision: &Decision) -> Policy {
+    if let Some(policy) = configured(limit, decision) {
+        return *policy;
+    }
     let own = limit.policy;
-    if decision.limit == own.capacity() || decision.limit == 0 {
-        return own;
-    }
-    if let Some((_, tier)) = limit
-        .tiers
-        .iter()
-        .find(|(_, p)| p.capacity() == decision.limit)
-    {
-        return *tier;
-    }
     let algorithm = own.algorithm();
     let rescaled = if algorithm.takes_burst() {
         Policy::new(
@@ -630,6 +678,20 @@ fn advertised(limit: &Limit, decision: &Decision) -> Policy {
         Policy::new(algorithm, decision.limit, own.window_ms(), None)
     };
     rescaled.unwrap_or(own)
+}
+
+/// The configured policy [`advertised`] answers for `decision`, borrowed: the limit's own, else
+/// its first tier of the decision's capacity; `None` for an override's capacity.
+fn configured<'l>(limit: &'l Limit, decision: &Decision) -> Option<&'l Policy> {
+    let own = &limit.policy;
+    if decision.limit == own.capacity() || decision.limit == 0 {
+        return Some(own);
+    }
+    limit
+        .tiers
+        .iter()
+        .find(|(_, p)| p.capacity() == decision.limit)
+        .map(|(_, tier)| tier)
 }
 
 /// What [`Plan::judge`] writes besides the ruling.

@@ -224,6 +224,12 @@ impl RequestView for Request {
             .find(|(n, _)| self.get(n) == name)
             .map(|(_, v)| self.get(v).to_string())
     }
+    fn header_ref(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        self.headers
+            .iter()
+            .find(|(n, _)| self.get(n) == name)
+            .map(|(_, v)| std::borrow::Cow::Borrowed(self.get(v)))
+    }
 }
 
 #[cfg(test)]
