@@ -18,9 +18,9 @@ use std::task::{Context, Poll, Waker};
 use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
 use edgelimit_worker::plan::Plan;
 use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
-use rustc_hash::FxHashMap;
 
 use super::against::LogCheck;
+use super::identifiers::Identifiers;
 use super::model::{LimitReport, OutageReport, RuleReport, TopIdentifier};
 use super::names::display_identifier;
 use super::outage::Outages;
@@ -46,7 +46,8 @@ struct LimitTally {
     skipped: u64,
     failed_open: u64,
     fallback_admitted: u64,
-    top: FxHashMap<Identifier, u64>,
+    /// Denials by dense identifier id (see `Identifiers`).
+    top: Vec<u64>,
 }
 
 /// Tallies of one rule.
@@ -411,6 +412,7 @@ impl EdgeReplay {
         answered.status = status;
         answered.rules.clear();
         answered.binding = None;
+        let mut ids = limiter.store().identifiers();
         for rule in &plan.rules {
             let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
                 continue;
@@ -421,6 +423,7 @@ impl EdgeReplay {
                 rule,
                 (&plan, &checked, &ruling, &slots),
                 &mut |applied| extracted.identify(logged, applied, request),
+                &mut ids,
             );
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
@@ -475,7 +478,12 @@ impl EdgeReplay {
         t: &LimitTally,
         boundaries: &[(Arc<str>, Boundary)],
     ) -> LimitReport {
-        let mut top: Vec<(&Identifier, u64)> = t.top.iter().map(|(id, n)| (id, *n)).collect();
+        let ids = self.limiter.store().identifiers();
+        let mut top: Vec<(&Identifier, u64)> = (0u32..)
+            .zip(&t.top)
+            .filter(|(_, n)| **n > 0)
+            .map(|(id, n)| (ids.name(id), *n))
+            .collect();
         top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let boundary = boundaries
             .iter()
@@ -654,6 +662,7 @@ fn tally_rule(
     rule: &Rule,
     decided: (&Plan<'_>, &Checked, &Ruling, &Slots),
     identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+    ids: &mut Identifiers,
 ) -> bool {
     let (plan, checked, ruling, slots) = decided;
     tally.matched += 1;
@@ -728,12 +737,11 @@ fn tally_rule(
             _ => t.over_limit += 1,
         }
         let identifier = &items[index].identifier;
-        match t.top.get_mut(identifier) {
-            Some(n) => *n += 1,
-            None => {
-                t.top.insert(identifier.clone(), 1);
-            }
+        let id = ids.id(identifier) as usize;
+        if t.top.len() <= id {
+            t.top.resize(id + 1, 0);
         }
+        t.top[id] += 1;
         if !rule.shadow
             && ruling
                 .binding
@@ -755,4 +763,59 @@ fn tally_rule(
         tally.denied += 1;
     }
     denied
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(ip: &str, at_ms: u64) -> Request {
+        let mut r = Request::default();
+        r.time_ms = at_ms;
+        r.set_method(b"GET");
+        r.set_host(b"api.example.com");
+        r.set_target(b"/api/items");
+        r.set_client_ip(ip.as_bytes());
+        r
+    }
+
+    #[test]
+    fn the_most_limited_identifiers_are_counted_per_limit() {
+        let config = edgelimit_worker::config_file::parse(
+            r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [{ name = "per-ip", policy = "fixed 1/1m", identifier = "ip" }]
+"#,
+            "test",
+        )
+        .unwrap();
+        let mut replay = EdgeReplay::new(config, Outages::default(), false).unwrap();
+        let mut answered = Answered::default();
+        // Within one minute: a 5 times, b 3 times, c once; one admitted each, the rest denied
+        // (the denial cache answers some of them: denials all the same). b first, so order of
+        // first sight is not what ranks them.
+        let sent = [("b", 3), ("a", 5), ("c", 1)];
+        let mut t = 1_700_000_000_000;
+        for (who, n) in sent {
+            for _ in 0..n {
+                t += 1;
+                replay
+                    .step(
+                        &request(&format!("192.0.2.{}", who.as_bytes()[0]), t),
+                        &mut answered,
+                    )
+                    .unwrap();
+            }
+        }
+        let limit = &replay.rule_reports()[0].limits[0];
+        let top: Vec<(&str, u64)> = limit
+            .top_identifiers
+            .iter()
+            .map(|t| (t.identifier.as_str(), t.denied))
+            .collect();
+        assert_eq!(top, [("192.0.2.97", 4), ("192.0.2.98", 2)]);
+        assert_eq!(limit.denied, 6);
+    }
 }
