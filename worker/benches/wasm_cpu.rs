@@ -38,7 +38,9 @@ mod probe {
     use edgelimit::limiter::Checked;
     use edgelimit::script::{CheckPlan, Invocation, Topology};
     use edgelimit::store::{decode_pipeline, evalsha_pipeline_body, Shard, ShardedStore};
-    use edgelimit::{Check, Clock, Limiter, Store, StoreError, SystemClock, TimeSource, Verdict};
+    use edgelimit::{
+        Check, Clock, Limiter, Reason, Store, StoreError, SystemClock, TimeSource, Verdict,
+    };
     use edgelimit_worker::{Config, Plan, RequestView};
     use wasm_bindgen::prelude::wasm_bindgen;
 
@@ -187,7 +189,8 @@ mod probe {
     ];
 
     /// The answer Redis gives the multi-limit script (or a single one) for `check`: admitted
-    /// with room to spare, or denied by the first limit with the others untouched.
+    /// with room to spare, or denied by the first limit with the others untouched; a gated
+    /// check's answer ends with what each gate found (nothing listed).
     fn answer(check: &Check, now: u64, denied: bool) -> String {
         // allowed, the time the script decided at, then six values per limit.
         let mut values = vec![if denied { 0 } else { 1 }, now as i64];
@@ -203,7 +206,9 @@ mod probe {
                 [1, capacity, capacity - 1, now + window, 0, 0]
             });
         }
-        let values: Vec<String> = values.iter().map(i64::to_string).collect();
+        let mut values: Vec<String> = values.iter().map(i64::to_string).collect();
+        // Per gate: kind 0 (no list matched), no list position, no member.
+        values.extend(check.gates().iter().map(|_| r#"0,0,"""#.to_string()));
         format!(r#"[{{"result":[{}]}}]"#, values.join(","))
     }
 
@@ -254,6 +259,19 @@ mod probe {
             .with_denial_cache(config.denial_cache);
         let store = canned();
         let checked = ready(limiter.check_all(&checks));
+        // The canned answer must be read as the scenario says, or every stage would time the
+        // store-error path instead (a gated check's answer once lacked its gate values).
+        let verdict = checked.verdicts.first().ok_or("no verdict")?;
+        let from_store = verdict
+            .decisions
+            .iter()
+            .all(|d| matches!(d.reason, Reason::Admitted | Reason::OverLimit));
+        if verdict.allowed == denied || !from_store {
+            return Err(format!(
+                "the canned answer was not read as a {} verdict from the store: {verdict:?}",
+                if denied { "denied" } else { "admitted" }
+            ));
+        }
         let invocations = checks
             .iter()
             .map(|c| {
