@@ -244,29 +244,7 @@ fn replay_rows(events: u64, clients: u32, policies: &[Policy]) -> Result<Vec<Ben
 
 /// The configuration the `--config` row replays: three rules, five limits, every algorithm, one
 /// shadow rule, an API key hashed and a limit that skips requests without its header.
-pub const BENCH_CONFIG: &str = r#"
-[[rules]]
-name = "api"
-path_prefix = "/api/"
-limits = [
-  { name = "per-ip", policy = "gcra 100/1m burst 50", identifier = "ip" },
-  { name = "per-key", policy = "sliding-counter 1000/1h", identifier = "api-key:header:authorization" },
-]
-
-[[rules]]
-name = "writes"
-methods = ["POST"]
-path_prefix = "/api/"
-limits = [
-  { name = "write-ip", policy = "fixed 20/1m", identifier = "ip" },
-  { name = "write-user", policy = "sliding-log 10/1m", identifier = "header:x-user", missing = "allow" },
-]
-
-[[rules]]
-name = "watch"
-shadow = true
-limits = [{ name = "watch-ip", policy = "token-bucket 10/1s burst 20", identifier = "ip" }]
-"#;
+pub const BENCH_CONFIG: &str = include_str!("bench-config.toml");
 
 /// Distinct identifiers in the configuration row's trace.
 pub const CONFIG_IDENTIFIERS: u32 = 100_000;

@@ -21,30 +21,9 @@ use std::time::Instant;
 use edgelimit::{Limiter, ManualClock, MemoryStore};
 use edgelimit_worker::{config_file, Config, OwnedRequest};
 
-/// `sim bench`'s `--config` row configuration (sim/src/bench.rs, `BENCH_CONFIG`).
-const CONFIG: &str = r#"
-[[rules]]
-name = "api"
-path_prefix = "/api/"
-limits = [
-  { name = "per-ip", policy = "gcra 100/1m burst 50", identifier = "ip" },
-  { name = "per-key", policy = "sliding-counter 1000/1h", identifier = "api-key:header:authorization" },
-]
-
-[[rules]]
-name = "writes"
-methods = ["POST"]
-path_prefix = "/api/"
-limits = [
-  { name = "write-ip", policy = "fixed 20/1m", identifier = "ip" },
-  { name = "write-user", policy = "sliding-log 10/1m", identifier = "header:x-user", missing = "allow" },
-]
-
-[[rules]]
-name = "watch"
-shadow = true
-limits = [{ name = "watch-ip", policy = "token-bucket 10/1s burst 20", identifier = "ip" }]
-"#;
+/// `sim bench`'s `--config` row configuration: the same file, so the two benches measure one
+/// configuration.
+const CONFIG: &str = include_str!("../../sim/src/bench-config.toml");
 
 /// Distinct clients.
 const CLIENTS: u64 = 100_000;

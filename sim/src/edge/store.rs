@@ -25,9 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use edgelimit::algorithm::State;
 use edgelimit::store::decide;
-use edgelimit::{
-    Algorithm, Check, CheckItem, Identifier, MemoryStore, Store, StoreError, TimeSource, Verdict,
-};
+use edgelimit::{Algorithm, Check, CheckItem, MemoryStore, Store, StoreError, TimeSource, Verdict};
 use rustc_hash::FxHashMap;
 
 use super::identifiers::Identifiers;
@@ -200,11 +198,6 @@ impl ReplayStore {
         lock(&self.identifiers)
     }
 
-    /// The dense id of `identifier`.
-    pub fn id(&self, identifier: &Identifier) -> u32 {
-        self.identifiers().id(identifier)
-    }
-
     fn is_shadow(&self, check: &Check) -> bool {
         check.items().first().is_some_and(|item| {
             let name = &item.limit.name;
@@ -258,7 +251,7 @@ impl Store for ReplayStore {
 mod tests {
     use super::*;
     use crate::generate::Rng;
-    use edgelimit::{Limit, Policy};
+    use edgelimit::{Identifier, Limit, Policy};
 
     /// Random checks of one to four items — limits of every algorithm and one the table was not
     /// told of — decided by the table and by the library's `MemoryStore`: the same verdicts,
