@@ -209,8 +209,10 @@ impl Extracted {
 }
 
 impl EdgeReplay {
-    /// A replay of `config` on the library's `MemoryStore`, the store down during `outages`;
-    /// `compare_log` checks each request of a `--format edgelimit` trace against its line.
+    /// A replay of `config` on the replay store (`ReplayStore`: the library's all-or-nothing
+    /// rule over states indexed by identifier, or `MemoryStore` itself when a limit is
+    /// idempotent), the store down during `outages`; `compare_log` checks each request of a
+    /// `--format edgelimit` trace against its line.
     pub fn new(
         mut config: Config,
         outages: Outages,
