@@ -20,7 +20,8 @@
 //! - [`mod@bench`]: parse and replay throughput, peak memory.
 //! - [`cli`]: the command line (the `sim` binary only parses arguments and calls it).
 
-#![forbid(unsafe_code)]
+// Denied, not forbidden: the one exception is a cache prefetch hint (`edge::prefetch`).
+#![deny(unsafe_code)]
 #![warn(
     missing_docs,
     missing_debug_implementations,

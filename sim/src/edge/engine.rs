@@ -394,7 +394,6 @@ impl EdgeReplay {
                 }
             }
         }
-        drop(ids);
         // The request lands after its duration; the Worker settles it then (a request without
         // a duration keeps its leases until they time out).
         if let Some(duration) = duration {
@@ -414,7 +413,6 @@ impl EdgeReplay {
         answered.status = status;
         answered.rules.clear();
         answered.binding = None;
-        let mut ids = limiter.store().identifiers();
         for rule in &plan.rules {
             let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
                 continue;

@@ -24,6 +24,7 @@ pub mod inline_id;
 pub mod model;
 pub mod names;
 pub mod outage;
+pub mod prefetch;
 pub mod run;
 pub mod series;
 pub mod store;

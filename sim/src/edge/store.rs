@@ -27,6 +27,7 @@ use edgelimit::algorithm::State;
 use edgelimit::store::decide;
 use edgelimit::{Algorithm, Check, CheckItem, MemoryStore, Store, StoreError, TimeSource, Verdict};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use super::identifiers::Identifiers;
 
@@ -108,7 +109,7 @@ impl Table {
             let state = self.state(place, item);
             return decide(check, std::slice::from_mut(state), now_ms).0;
         }
-        let places: Vec<Place> = items
+        let places: SmallVec<[Place; INLINE_ITEMS]> = items
             .iter()
             .map(|item| self.place(item, ids.id(&item.identifier)))
             .collect();
@@ -119,7 +120,7 @@ impl Table {
             .iter()
             .enumerate()
             .all(|(i, p)| !places[..i].contains(p)));
-        let mut states: Vec<State> = places
+        let mut states: SmallVec<[State; INLINE_ITEMS]> = places
             .iter()
             .zip(items)
             .map(|(&p, item)| std::mem::replace(self.state(p, item), placeholder()))
@@ -131,6 +132,10 @@ impl Table {
         verdict
     }
 }
+
+/// Items of a check decided without allocating (the Worker's checks have one per limit of the
+/// matched rules).
+const INLINE_ITEMS: usize = 8;
 
 /// What stands in a state's place while it is being decided: the smallest state, allocating
 /// nothing.
@@ -207,14 +212,33 @@ impl ReplayStore {
         })
     }
 
-    /// Decides one check at `now_ms`.
-    fn decide(&self, check: &Check, now_ms: u64) -> Verdict {
+    /// The time `check` is decided at under `time`.
+    fn now_ms(&self, check: &Check, time: TimeSource) -> u64 {
+        match time {
+            TimeSource::At(ms) => ms,
+            TimeSource::Server if self.is_shadow(check) => self.shadow_ms.load(Ordering::Relaxed),
+            TimeSource::Server => self.enforced_ms.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Decides `checks` in order, each at its time under `time`.
+    fn decide_all(&self, checks: &[Check], time: TimeSource) -> Vec<Verdict> {
         match &self.states {
-            States::Memory(memory) => {
-                let mut verdicts = memory.check_now(std::slice::from_ref(check), now_ms);
-                verdicts.pop().expect("one verdict per check")
+            States::Memory(memory) => checks
+                .iter()
+                .map(|check| {
+                    let now = self.now_ms(check, time);
+                    let mut verdicts = memory.check_now(std::slice::from_ref(check), now);
+                    verdicts.pop().expect("one verdict per check")
+                })
+                .collect(),
+            States::Table(table) => {
+                let (mut table, mut ids) = (lock(table), self.identifiers());
+                checks
+                    .iter()
+                    .map(|check| table.decide(check, &mut ids, self.now_ms(check, time)))
+                    .collect()
             }
-            States::Table(table) => lock(table).decide(check, &mut self.identifiers(), now_ms),
         }
     }
 }
@@ -231,19 +255,7 @@ impl Store for ReplayStore {
         if self.down.load(Ordering::Relaxed) {
             return Err(StoreError::Unreachable("--outage".into()));
         }
-        Ok(checks
-            .iter()
-            .map(|check| {
-                let now = match time {
-                    TimeSource::At(ms) => ms,
-                    TimeSource::Server if self.is_shadow(check) => {
-                        self.shadow_ms.load(Ordering::Relaxed)
-                    }
-                    TimeSource::Server => self.enforced_ms.load(Ordering::Relaxed),
-                };
-                self.decide(check, now)
-            })
-            .collect())
+        Ok(self.decide_all(checks, time))
     }
 }
 
@@ -290,8 +302,11 @@ mod tests {
                 check = check.with_item(CheckItem::new(limit, who, 1 + next(2) as i64));
             }
             table.identifiers().next_request();
-            let ours = table.decide(&check, t);
-            let theirs = memory.decide(&check, t);
+            let at = TimeSource::At(t);
+            let ours = table.decide_all(std::slice::from_ref(&check), at).remove(0);
+            let theirs = memory
+                .decide_all(std::slice::from_ref(&check), at)
+                .remove(0);
             several_admitted += u64::from(check.items().len() > 1 && ours.allowed);
             assert_eq!(ours, theirs, "step {step} at {t}: {check:?}");
         }

@@ -20,6 +20,7 @@ use edgelimit::{Algorithm, Decision, Policy, Reason};
 
 use super::identifiers::Identifiers;
 use super::names::display_identifier;
+use super::prefetch::prefetch_bytes;
 use crate::error::SimError;
 use crate::readers::time::format_utc;
 use crate::replay::inflight::InFlight;
@@ -125,12 +126,42 @@ struct IdTruth {
     last_ms: u64,
 }
 
+impl IdTruth {
+    /// Starts fetching this truth into cache (a hint).
+    fn prefetch(&self) {
+        prefetch_bytes(
+            (self as *const IdTruth).cast(),
+            std::mem::size_of::<IdTruth>(),
+        );
+    }
+
+    /// Starts fetching into cache what its logs will be read at first (a hint; call once the
+    /// truth itself is in cache).
+    fn prefetch_logs(&self) {
+        if let Some(entry) = self.log.entries.get(self.log.left) {
+            prefetch_bytes((entry as *const (u64, u64)).cast(), 16);
+        }
+        if let Some(entry) = self.admitted.front() {
+            prefetch_bytes((entry as *const (u64, u64)).cast(), 16);
+        }
+    }
+}
+
+/// How many requests ahead of the one decided [`LimitTruth::flush`] fetches a truth, and its
+/// logs (a truth spans three cache lines; its logs are reached through it).
+const PREFETCH_FAR: usize = 8;
+const PREFETCH_NEAR: usize = 4;
+
 /// One limit's truth, over all its identifiers.
 #[derive(Debug)]
 pub struct LimitTruth {
     reference: Policy,
     /// By dense identifier id (window limits).
     states: Vec<IdTruth>,
+    /// Where each identifier's truth is in `states`, by dense id, plus one (0: none yet): the
+    /// ids are shared by every limit, and most limits see few of them (an API key's limit none
+    /// of the addresses), so the truths themselves are kept dense.
+    place: Vec<u32>,
     /// A concurrency limit's flights (then `reference` is the limit itself).
     flights: Option<InFlight>,
     decided: u64,
@@ -250,6 +281,7 @@ impl LimitTruth {
             },
             flights: concurrency.then(|| InFlight::new(*policy)),
             states: Vec::new(),
+            place: Vec::new(),
             decided: 0,
             false_allows: 0,
             false_denies: 0,
@@ -328,13 +360,44 @@ impl LimitTruth {
             .collect();
         order.sort_unstable();
         let (limit, window) = (self.reference.limit(), self.reference.window_ms());
+        if let Some(&last) = order.last() {
+            let last = (last >> 32) as usize;
+            if self.place.len() <= last {
+                self.place.resize(last + 1, 0);
+            }
+        }
+        // Decided in place, `self` lent to the tallies meanwhile.
+        let (mut states, mut place) = (
+            std::mem::take(&mut self.states),
+            std::mem::take(&mut self.place),
+        );
+        let place_of = |place: &[u32], key: u64| place[(key >> 32) as usize] as usize;
         let mut at = 0;
         while at < order.len() {
-            let index = (order[at] >> 32) as usize;
-            if self.states.len() <= index {
-                self.states.resize_with(index + 1, IdTruth::default);
+            let key = order[at];
+            // The identifiers coming next are known: their truths are fetched while this one
+            // is decided (they are 100,000s, scattered through memory), the truth itself a few
+            // identifiers ahead and the log it points to nearer. (`place` is read in order.)
+            if let Some(far) = order.get(at + PREFETCH_FAR).map(|&k| place_of(&place, k)) {
+                if let Some(truth) = far.checked_sub(1).and_then(|i| states.get(i)) {
+                    truth.prefetch();
+                }
             }
-            let mut id = std::mem::take(&mut self.states[index]);
+            if let Some(near) = order.get(at + PREFETCH_NEAR).map(|&k| place_of(&place, k)) {
+                if let Some(truth) = near.checked_sub(1).and_then(|i| states.get(i)) {
+                    truth.prefetch_logs();
+                }
+            }
+            let index = (key >> 32) as usize;
+            let slot = match place_of(&place, key) {
+                0 => {
+                    states.push(IdTruth::default());
+                    states.len()
+                }
+                slot => slot,
+            };
+            place[index] = slot as u32;
+            let id = &mut states[slot - 1];
             while let Some(&key) = order.get(at).filter(|&&k| (k >> 32) as usize == index) {
                 at += 1;
                 let place = key as u32;
@@ -365,8 +428,8 @@ impl LimitTruth {
                 let seq = first_seq + u64::from(place);
                 self.consider(id.sum, seq, (p.id, start, t));
             }
-            self.states[index] = id;
         }
+        (self.states, self.place) = (states, place);
         pending.clear();
         self.pending = pending;
     }
@@ -537,8 +600,10 @@ mod tests {
             let mut truth = LimitTruth::new(&policy).unwrap();
             truth.batch = 1 + next(9) as usize;
             let mut ids = Identifiers::default();
-            let names: Vec<u32> = (0..5)
+            // Every third id only: the ids are shared by all limits, and a limit sees some.
+            let names: Vec<u32> = (0..15)
                 .map(|i| ids.id(&Identifier::from(format!("id-{i}"))))
+                .step_by(3)
                 .collect();
             #[derive(Default, Clone)]
             struct Model {
