@@ -21,6 +21,12 @@ pub const FAIL_CLOSED_RETRY_MS: u64 = 1_000;
 /// Worker isolate's 128 MB, ample for the repeat offenders of one process.
 pub const DEFAULT_DENIAL_CACHE: usize = 10_000;
 
+/// How long a denial is kept at most, in ms, however far its retry time: a `reset`, tier or
+/// override written to the store then reaches every process within this time, even for a limit
+/// whose retry time is hours away (a daily quota). A client still refused after it costs one
+/// store round trip per this time and process.
+pub const DEFAULT_DENIAL_CACHE_MS: u64 = 10_000;
+
 /// Where a [`Limiter`] takes "now" from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimeMode {
@@ -31,13 +37,16 @@ pub enum TimeMode {
     Server,
 }
 
-/// Recent denials by (limit name, identifier), until their retry time.
+/// Recent denials by (limit name, identifier), until their retry time or for the cache's time,
+/// whichever ends first.
 type DenialCache = ExpiringMap<(Arc<str>, Identifier), CachedDenial>;
 
 #[derive(Debug, Clone, Copy)]
 struct CachedDenial {
     decision: Decision,
     retry_at_ms: u64,
+    /// When the cache stops answering for it: its retry time, or sooner (`denial_ms`).
+    until_ms: u64,
     cost: i64,
 }
 
@@ -49,6 +58,8 @@ pub struct Limiter<S> {
     time: TimeMode,
     clock: Arc<dyn Clock>,
     denials: Option<Mutex<DenialCache>>,
+    /// How long a denial is kept at most (ms).
+    denial_ms: u64,
     // The denial cache's hasher: lookups hash a borrowed (name, identifier) with it.
     hasher: KeyHasher,
     fallback: MemoryStore,
@@ -70,7 +81,7 @@ pub struct Checked {
 
 impl<S: Store> Limiter<S> {
     /// A limiter over `store` with the local clock and a denial cache of
-    /// [`DEFAULT_DENIAL_CACHE`] entries.
+    /// [`DEFAULT_DENIAL_CACHE`] entries, each kept for [`DEFAULT_DENIAL_CACHE_MS`] at most.
     pub fn new(store: S) -> Limiter<S> {
         let hasher = KeyHasher::random();
         Limiter {
@@ -81,6 +92,7 @@ impl<S: Store> Limiter<S> {
                 DEFAULT_DENIAL_CACHE,
                 hasher.clone(),
             ))),
+            denial_ms: DEFAULT_DENIAL_CACHE_MS,
             hasher,
             fallback: MemoryStore::with_capacity(DEFAULT_DENIAL_CACHE),
             metrics: Metrics::default(),
@@ -101,8 +113,18 @@ impl<S: Store> Limiter<S> {
 
     /// Caches at most `capacity` denials; zero turns the cache off.
     pub fn with_denial_cache(mut self, capacity: usize) -> Limiter<S> {
-        self.denials = (capacity > 0)
+        self.denials = (capacity > 0 && self.denial_ms > 0)
             .then(|| Mutex::new(ExpiringMap::with_hasher(capacity, self.hasher.clone())));
+        self
+    }
+
+    /// Keeps a denial `ms` at most, however far its retry time (until its retry time if that
+    /// is sooner); zero turns the cache off. See [`DEFAULT_DENIAL_CACHE_MS`].
+    pub fn with_denial_cache_ms(mut self, ms: u64) -> Limiter<S> {
+        self.denial_ms = ms;
+        if ms == 0 {
+            self.denials = None;
+        }
         self
     }
 
@@ -273,7 +295,7 @@ impl<S: Store> Limiter<S> {
                     *name == item.limit.name && *id == item.identifier
                 })
                 .map(|mut slot| *slot.value())
-                .filter(|d| item.cost >= d.cost && item.cost > 0 && now < d.retry_at_ms);
+                .filter(|d| item.cost >= d.cost && item.cost > 0 && now < d.until_ms);
             match found {
                 Some(d) => {
                     if decisions.is_empty() {
@@ -311,16 +333,18 @@ impl<S: Store> Limiter<S> {
                     && item.limit.policy.algorithm() != Algorithm::Concurrency
                 {
                     let retry_at_ms = now.saturating_add(decision.retry_after_ms);
+                    let until_ms = retry_at_ms.min(now.saturating_add(self.denial_ms));
                     let key = (item.limit.name.clone(), item.identifier.clone());
                     let denial = CachedDenial {
                         decision: *decision,
                         retry_at_ms,
+                        until_ms,
                         cost: item.cost,
                     };
                     // Locked only when there is a denial to remember.
                     cache
                         .get_or_insert_with(|| denials.lock().unwrap_or_else(|e| e.into_inner()))
-                        .insert(key, denial, retry_at_ms);
+                        .insert(key, denial, until_ms);
                 }
             }
         }

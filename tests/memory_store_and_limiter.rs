@@ -310,3 +310,47 @@ fn limits_skipped_by_a_cached_denial_are_reported_and_never_counted() {
     // Only the uncached checks went to the store.
     assert_eq!(m.store_latency.count, 2);
 }
+
+#[test]
+fn a_denial_is_cached_for_the_cache_time_at_most_so_a_reset_reaches_the_process() {
+    // An hourly quota: its retry time is an hour away, but a reset written to the store must
+    // reach this process within the cache's time.
+    let hourly = limit("hourly", "fixed 1/1h");
+    let check = Check::new().with(&hourly, "u", 1);
+    for (keep_ms, default) in [
+        (5_000, false),
+        (edgelimit::limiter::DEFAULT_DENIAL_CACHE_MS, true),
+    ] {
+        let clock = Arc::new(ManualClock::at(0));
+        let mut limiter = Limiter::new(MemoryStore::new()).with_clock(clock.clone());
+        if !default {
+            limiter = limiter.with_denial_cache_ms(keep_ms);
+        }
+        assert!(block_on(limiter.check(&check)).allowed);
+        let denied = block_on(limiter.check(&check));
+        assert_eq!(denied.decisions[0].reason, Reason::OverLimit);
+        block_on(limiter.store().reset(&hourly, &"u".into())).unwrap();
+        clock.set(keep_ms - 1);
+        let cached = block_on(limiter.check(&check));
+        assert_eq!(cached.decisions[0].reason, Reason::CachedDenial);
+        // Still the store's retry time, not the cache's.
+        assert_eq!(
+            cached.decisions[0].retry_after_ms,
+            3_600_000 - (keep_ms - 1)
+        );
+        clock.set(keep_ms);
+        let after = block_on(limiter.check(&check));
+        assert!(after.allowed, "{keep_ms}: {after:?}");
+        assert_eq!(after.decisions[0].reason, Reason::Admitted);
+    }
+    // Zero keeps nothing: every check asks the store.
+    let limiter = Limiter::new(MemoryStore::new())
+        .with_clock(Arc::new(ManualClock::at(0)))
+        .with_denial_cache_ms(0)
+        .with_denial_cache(100);
+    assert!(block_on(limiter.check(&check)).allowed);
+    for _ in 0..2 {
+        let denied = block_on(limiter.check(&check));
+        assert_eq!(denied.decisions[0].reason, Reason::OverLimit);
+    }
+}

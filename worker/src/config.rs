@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use edgelimit::control::list::ListEntry;
-use edgelimit::limiter::DEFAULT_DENIAL_CACHE;
+use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
 use serde::Deserialize;
@@ -27,6 +27,9 @@ pub const DEFAULT_LOG_SAMPLE: f64 = 0.01;
 pub const DEFAULT_LIST_CACHE_MS: u64 = 10_000;
 /// The longest `list_cache_ms` allowed: a removal from a list must take effect in minutes.
 pub const MAX_LIST_CACHE_MS: u64 = 600_000;
+/// The longest `denial_cache_ms` allowed: a `reset`, tier or override must take effect in
+/// minutes.
+pub const MAX_DENIAL_CACHE_MS: u64 = 600_000;
 
 /// A configuration that could not be used, and where the problem is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,6 +84,9 @@ pub struct Config {
     pub time: TimeMode,
     /// Capacity of the in-isolate denial cache (0 turns it off).
     pub denial_cache: usize,
+    /// How long the isolate keeps a denial at most, in ms, however far its retry time (0 turns
+    /// the cache off): the time a `reset`, tier or override takes to reach every isolate.
+    pub denial_cache_ms: u64,
     /// Share of requests logged (shadow-mode denials are always logged).
     pub log_sample: f64,
     /// The Analytics Engine binding to write one data point per request to, if any.
@@ -118,6 +124,7 @@ struct RawConfig {
     timeout_ms: Option<u64>,
     time: Option<String>,
     denial_cache: Option<usize>,
+    denial_cache_ms: Option<u64>,
     log_sample: Option<f64>,
     analytics: Option<String>,
     metrics_path: Option<String>,
@@ -379,6 +386,13 @@ impl RawConfig {
                 "is empty: list at least one rule (or remove the Worker from the route)",
             ));
         }
+        let denial_cache_ms = self.denial_cache_ms.unwrap_or(DEFAULT_DENIAL_CACHE_MS);
+        if denial_cache_ms > MAX_DENIAL_CACHE_MS {
+            return Err(ConfigError::at(
+                "denial_cache_ms",
+                format!("{denial_cache_ms} is outside 0..={MAX_DENIAL_CACHE_MS}"),
+            ));
+        }
         let list_cache_ms = self.list_cache_ms.unwrap_or(DEFAULT_LIST_CACHE_MS);
         if list_cache_ms > MAX_LIST_CACHE_MS {
             return Err(ConfigError::at(
@@ -443,6 +457,7 @@ impl RawConfig {
             timeout: Duration::from_millis(timeout_ms),
             time,
             denial_cache: self.denial_cache.unwrap_or(DEFAULT_DENIAL_CACHE),
+            denial_cache_ms,
             log_sample,
             analytics: self.analytics.filter(|a| !a.is_empty()),
             metrics_path: self.metrics_path,
@@ -1063,5 +1078,24 @@ mod tests {
         let mut v = minimal();
         v["dynamic_lists"] = json!("yes");
         assert_eq!(error_of(v).field, "dynamic_lists");
+    }
+
+    #[test]
+    fn the_denial_cache_time_is_bounded() {
+        assert_eq!(
+            Config::from_value(minimal()).unwrap().denial_cache_ms,
+            DEFAULT_DENIAL_CACHE_MS
+        );
+        let mut v = minimal();
+        v["denial_cache_ms"] = json!(0);
+        assert_eq!(Config::from_value(v).unwrap().denial_cache_ms, 0);
+        let mut v = minimal();
+        v["denial_cache_ms"] = json!(MAX_DENIAL_CACHE_MS + 1);
+        let e = error_of(v);
+        assert_eq!(e.field, "denial_cache_ms");
+        assert!(e.problem.contains("0..=600000"), "{e}");
+        let mut v = minimal();
+        v["denial_cache_ms"] = json!(-1);
+        assert_eq!(error_of(v).field, "denial_cache_ms");
     }
 }

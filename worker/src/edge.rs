@@ -105,7 +105,8 @@ impl Edge {
         let store = ShardedStore::new(shards).map_err(|e| e.to_string())?;
         let limiter = Limiter::new(store)
             .with_time_mode(config.time)
-            .with_denial_cache(config.denial_cache);
+            .with_denial_cache(config.denial_cache)
+            .with_denial_cache_ms(config.denial_cache_ms);
         let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
         if let Some(origin) = &origin {
             Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;

@@ -244,7 +244,8 @@ impl EdgeReplay {
         let limiter = Limiter::new(ReplayStore::new(slots, shadow_limits, remembering))
             .with_clock(clock.clone())
             .with_time_mode(config.time)
-            .with_denial_cache(config.denial_cache);
+            .with_denial_cache(config.denial_cache)
+            .with_denial_cache_ms(config.denial_cache_ms);
         let mut truths: Vec<(Arc<str>, LimitTruth)> = Vec::new();
         for applied in config.rules.iter().flat_map(|r| &r.limits) {
             if !truths.iter().any(|(n, _)| *n == applied.limit.name) {
