@@ -8,8 +8,6 @@
 //! Worker's own log lines, the logged `local_ms` — and the store decides at the logged store
 //! time under `time = "server"`.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -30,6 +28,7 @@ use super::truth::{Boundary, LimitTruth};
 use super::whatif::Answered;
 use crate::error::SimError;
 use crate::readers::{Logged, Request};
+use crate::replay::due::Due;
 
 /// Tallies of one limit of one rule.
 #[derive(Debug, Default)]
@@ -75,35 +74,6 @@ struct Totals {
     settle_failed: u64,
 }
 
-/// What a request settles when it lands (its concurrency leases released, its settled costs
-/// committed): the Worker's `Settlement::commits`, due at the request's time plus its duration.
-#[derive(Debug)]
-struct Landing {
-    at_ms: u64,
-    seq: u64,
-    commits: Vec<Check>,
-}
-
-impl PartialEq for Landing {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at_ms, self.seq) == (other.at_ms, other.seq)
-    }
-}
-
-impl Eq for Landing {}
-
-impl Ord for Landing {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at_ms, self.seq).cmp(&(other.at_ms, other.seq))
-    }
-}
-
-impl PartialOrd for Landing {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 fn status_slot(status: u16) -> usize {
     match status {
         200 => 0,
@@ -129,8 +99,10 @@ pub struct EdgeReplay {
     totals: Totals,
     series: Series,
     log_check: Option<LogCheck>,
-    /// Settlements due when their requests land, earliest first.
-    landings: BinaryHeap<Reverse<Landing>>,
+    /// What requests settle when they land (their concurrency leases released, their settled
+    /// costs committed): the Worker's `Settlement::commits`, due at the request's time plus its
+    /// duration.
+    landings: Due<Vec<Check>>,
     landed: u64,
     extracted: Extracted,
 }
@@ -274,7 +246,7 @@ impl EdgeReplay {
             truths,
             totals: Totals::default(),
             log_check: compare_log.then(LogCheck::default),
-            landings: BinaryHeap::new(),
+            landings: Due::default(),
             landed: 0,
             extracted,
         })
@@ -286,19 +258,11 @@ impl EdgeReplay {
     /// first. While the store is down the settlement fails, as the Worker's would, and its
     /// leases are left to their timeout.
     fn land_until(&mut self, now_ms: u64) -> Result<(), SimError> {
-        while self
-            .landings
-            .peek()
-            .is_some_and(|Reverse(l)| l.at_ms <= now_ms)
-        {
-            let Some(Reverse(landing)) = self.landings.pop() else {
-                break;
-            };
-            let at = landing.at_ms;
+        while let Some((at, commits)) = self.landings.pop_due(now_ms) {
             self.clock.set(at);
             self.limiter.store().set_times(at, at);
             self.limiter.store().set_down(self.outages.down_at(at));
-            for commit in landing.commits {
+            for commit in commits {
                 match ready(self.limiter.settle(commit))? {
                     Ok(_) => self.totals.settled += 1,
                     Err(_) => self.totals.settle_failed += 1,
@@ -403,11 +367,7 @@ impl EdgeReplay {
             if let Some(settlement) = plan.settlement(&checked.verdicts, &name) {
                 let commits = settlement.commits(|_| None);
                 if !commits.is_empty() {
-                    landings.push(Reverse(Landing {
-                        at_ms: local_ms.saturating_add(duration),
-                        seq: *landed,
-                        commits,
-                    }));
+                    landings.push(local_ms.saturating_add(duration), commits);
                 }
             }
         }

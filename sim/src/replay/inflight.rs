@@ -21,12 +21,12 @@
 //! the requests the limit admitted, each in flight for its duration: above `N` only when leases
 //! time out before their requests end.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 use std::mem::size_of;
 
 use edgelimit::algorithm::{concurrency, ConcurrencyState};
 use edgelimit::{Decision, Policy};
+
+use super::due::Due;
 
 /// One identifier's flights under one concurrency limit.
 #[derive(Debug, Clone, Default)]
@@ -43,29 +43,16 @@ pub(crate) struct Lanes {
     peak_at_ms: u64,
 }
 
-/// A request that will land: when, whose, how many leases, and which sides admitted it.
+/// A request that will land (when is its place in [`Due`]): whose, how many leases, and which
+/// sides admitted it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Landing {
-    at_ms: u64,
-    seq: u64,
     id: u32,
     cost: u64,
     /// The limit's own lease to release (the `--policy` replay), named by its end.
     lease_ms: Option<u64>,
     admitted: bool,
     exact: bool,
-}
-
-impl Ord for Landing {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at_ms, self.seq).cmp(&(other.at_ms, other.seq))
-    }
-}
-
-impl PartialOrd for Landing {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 /// One identifier's peak, for reports.
@@ -82,8 +69,7 @@ pub(crate) struct InFlight {
     policy: Policy,
     /// By dense identifier (client) id.
     ids: Vec<Lanes>,
-    landings: BinaryHeap<Reverse<Landing>>,
-    seq: u64,
+    landings: Due<Landing>,
     with_duration: u64,
     without_duration: u64,
 }
@@ -94,8 +80,7 @@ impl InFlight {
         InFlight {
             policy,
             ids: Vec::new(),
-            landings: BinaryHeap::new(),
-            seq: 0,
+            landings: Due::default(),
             with_duration: 0,
             without_duration: 0,
         }
@@ -118,21 +103,11 @@ impl InFlight {
     /// released (with the library's `release`, at the landing time) and the counts lowered.
     /// Called before each arrival, so a landing at the arrival's millisecond comes first.
     pub(crate) fn land_until(&mut self, now_ms: u64) {
-        while let Some(Reverse(landing)) = self.landings.peek().copied() {
-            if landing.at_ms > now_ms {
-                break;
-            }
-            self.landings.pop();
+        while let Some((at_ms, landing)) = self.landings.pop_due(now_ms) {
             let policy = self.policy;
             let lanes = self.lanes(landing.id);
             if let Some(lease_ms) = landing.lease_ms {
-                concurrency::release(
-                    &policy,
-                    &mut lanes.leases,
-                    landing.at_ms,
-                    lease_ms,
-                    landing.cost,
-                );
+                concurrency::release(&policy, &mut lanes.leases, at_ms, lease_ms, landing.cost);
             }
             if landing.admitted {
                 lanes.in_flight -= landing.cost;
@@ -188,16 +163,16 @@ impl InFlight {
             }
         }
         if admitted || exact {
-            self.seq += 1;
-            self.landings.push(Reverse(Landing {
-                at_ms: end,
-                seq: self.seq,
-                id,
-                cost,
-                lease_ms: lease_ms.filter(|_| admitted && duration.is_some()),
-                admitted,
-                exact,
-            }));
+            self.landings.push(
+                end,
+                Landing {
+                    id,
+                    cost,
+                    lease_ms: lease_ms.filter(|_| admitted && duration.is_some()),
+                    admitted,
+                    exact,
+                },
+            );
         }
         (exact, before)
     }

@@ -9,6 +9,7 @@
 
 mod boundary;
 mod clients;
+pub(crate) mod due;
 mod engine;
 pub(crate) mod inflight;
 mod layout;
