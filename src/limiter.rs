@@ -113,7 +113,7 @@ impl<S: Store> Limiter<S> {
 
     /// Caches at most `capacity` denials; zero turns the cache off.
     pub fn with_denial_cache(mut self, capacity: usize) -> Limiter<S> {
-        self.denials = (capacity > 0 && self.denial_ms > 0)
+        self.denials = (capacity > 0)
             .then(|| Mutex::new(ExpiringMap::with_hasher(capacity, self.hasher.clone())));
         self
     }
@@ -122,10 +122,12 @@ impl<S: Store> Limiter<S> {
     /// is sooner); zero turns the cache off. See [`DEFAULT_DENIAL_CACHE_MS`].
     pub fn with_denial_cache_ms(mut self, ms: u64) -> Limiter<S> {
         self.denial_ms = ms;
-        if ms == 0 {
-            self.denials = None;
-        }
         self
+    }
+
+    /// The denial cache, unless it is off (no capacity, or no time to keep a denial).
+    fn denial_cache(&self) -> Option<&Mutex<DenialCache>> {
+        self.denials.as_ref().filter(|_| self.denial_ms > 0)
     }
 
     /// The store underneath.
@@ -260,7 +262,7 @@ impl<S: Store> Limiter<S> {
     /// One verdict per check, `Some` where the denial cache answers it, or an empty vector (no
     /// allocation) when it answers none: the cache is off, empty, or holds no item of `checks`.
     fn cached_denials(&self, checks: &[Check], now: u64) -> Vec<Option<Verdict>> {
-        let Some(denials) = &self.denials else {
+        let Some(denials) = self.denial_cache() else {
             return Vec::new();
         };
         let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
@@ -322,7 +324,9 @@ impl<S: Store> Limiter<S> {
     }
 
     fn remember_denials(&self, checks: &[Check], verdicts: &[Verdict], now: u64) {
-        let Some(denials) = &self.denials else { return };
+        let Some(denials) = self.denial_cache() else {
+            return;
+        };
         let mut cache = None;
         for (check, verdict) in checks.iter().zip(verdicts) {
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
