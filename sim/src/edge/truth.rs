@@ -147,8 +147,10 @@ impl IdTruth {
     }
 }
 
-/// How many requests ahead of the one decided [`LimitTruth::flush`] fetches a truth, and its
-/// logs (a truth spans three cache lines; its logs are reached through it).
+/// How many requests ahead in its sorted batch [`LimitTruth::flush`] fetches a truth, and its
+/// logs (a truth spans three cache lines; its logs are reached through it). Requests of the
+/// identifier being decided are skipped over by then, so the truths fetched are the next
+/// identifiers'.
 const PREFETCH_FAR: usize = 8;
 const PREFETCH_NEAR: usize = 4;
 
@@ -156,7 +158,7 @@ const PREFETCH_NEAR: usize = 4;
 #[derive(Debug)]
 pub struct LimitTruth {
     reference: Policy,
-    /// By dense identifier id (window limits).
+    /// Window limits' truths, in order of each identifier's first sight (see `place`).
     states: Vec<IdTruth>,
     /// Where each identifier's truth is in `states`, by dense id, plus one (0: none yet): the
     /// ids are shared by every limit, and most limits see few of them (an API key's limit none
@@ -376,8 +378,9 @@ impl LimitTruth {
         while at < order.len() {
             let key = order[at];
             // The identifiers coming next are known: their truths are fetched while this one
-            // is decided (they are 100,000s, scattered through memory), the truth itself a few
-            // identifiers ahead and the log it points to nearer. (`place` is read in order.)
+            // is decided (they are 100,000s, scattered through memory), the truth itself
+            // `PREFETCH_FAR` requests ahead and the log it points to nearer. (`place` is read
+            // in order.)
             if let Some(far) = order.get(at + PREFETCH_FAR).map(|&k| place_of(&place, k)) {
                 if let Some(truth) = far.checked_sub(1).and_then(|i| states.get(i)) {
                     truth.prefetch();
@@ -400,8 +403,8 @@ impl LimitTruth {
             let id = &mut states[slot - 1];
             while let Some(&key) = order.get(at).filter(|&&k| (k >> 32) as usize == index) {
                 at += 1;
-                let place = key as u32;
-                let p = &pending[place as usize];
+                let in_batch = key as u32;
+                let p = &pending[in_batch as usize];
                 let exact = id.log.admits(limit, window, p.at_ms, p.cost);
                 self.compare(p.allowed, p.reason, exact);
                 if !p.admitted || p.cost <= 0 {
@@ -425,7 +428,7 @@ impl LimitTruth {
                 }
                 id.sum += cost;
                 let start = id.admitted_front_ms;
-                let seq = first_seq + u64::from(place);
+                let seq = first_seq + u64::from(in_batch);
                 self.consider(id.sum, seq, (p.id, start, t));
             }
         }
