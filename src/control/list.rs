@@ -198,31 +198,35 @@ fn network(ip: IpAddr, len: u8) -> IpAddr {
 
 /// The canonical text of a prefix: the bare address for a whole address, else `network/len`.
 fn prefix_text(ip: IpAddr, len: u8) -> String {
-    let bits = if ip.is_ipv4() { 32 } else { 128 };
-    if len == bits {
-        ip.to_string()
-    } else {
-        format!("{ip}/{len}")
-    }
+    let mut out = String::with_capacity(if ip.is_ipv4() { 18 } else { 44 });
+    push_prefix(&mut out, ip, len);
+    out
 }
 
 /// `ip ` and [`prefix_text`], written at once into a string of the right size: a request's
-/// address offers 33 of them, so the formatting machinery is kept off the IPv4 path.
+/// address offers 33 of them.
 fn ip_candidate(ip: IpAddr, len: u8) -> String {
-    use fmt::Write as _;
     let mut out = String::with_capacity(if ip.is_ipv4() { 22 } else { 48 });
     out.push_str("ip ");
+    push_prefix(&mut out, ip, len);
+    out
+}
+
+/// Writes [`prefix_text`] of `ip`/`len`, keeping the formatting machinery off the IPv4 path
+/// (the address as `Display` writes it, then `/len` unless it is the whole address).
+fn push_prefix(out: &mut String, ip: IpAddr, len: u8) {
+    use fmt::Write as _;
     match ip {
         IpAddr::V4(v4) => {
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
                     out.push('.');
                 }
-                push_decimal(&mut out, octet);
+                push_decimal(out, octet);
             }
             if len != 32 {
                 out.push('/');
-                push_decimal(&mut out, len);
+                push_decimal(out, len);
             }
         }
         IpAddr::V6(v6) => {
@@ -232,7 +236,6 @@ fn ip_candidate(ip: IpAddr, len: u8) -> String {
             }
         }
     }
-    out
 }
 
 /// `n` in decimal, as `Display` writes it.
@@ -616,12 +619,17 @@ mod tests {
             "2001:db8::1",
         ] {
             let ip: IpAddr = text.parse().unwrap();
+            let whole = if ip.is_ipv4() { 32 } else { 128 };
             for len in prefix_lengths(ip) {
                 let network = network(ip, len);
-                assert_eq!(
-                    ip_candidate(network, len),
-                    format!("ip {}", prefix_text(network, len))
-                );
+                // As `Display` writes the address.
+                let canonical = if len == whole {
+                    network.to_string()
+                } else {
+                    format!("{network}/{len}")
+                };
+                assert_eq!(prefix_text(network, len), canonical);
+                assert_eq!(ip_candidate(network, len), format!("ip {canonical}"));
             }
         }
     }
