@@ -3,21 +3,73 @@
 //! each limit's exact log in the truth — is then found by indexing with its id, not by hashing
 //! again.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use edgelimit::Identifier;
+use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
-use super::inline_id::InlineId;
+/// Identifiers up to this many bytes keep a copy of their bytes beside their id: any address,
+/// and a hashed API key's 64 hex digits.
+const INLINE_LEN: usize = 64;
+
+/// An identifier's bytes where its id's lookup compares them: inline when short, so comparing
+/// reads no allocation of its own (an `Identifier` is an `Arc`, whose bytes live elsewhere).
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE_LEN] },
+    Shared(Identifier),
+}
+
+impl Key {
+    fn of(identifier: &Identifier) -> Key {
+        let b = identifier.as_bytes();
+        if b.len() <= INLINE_LEN {
+            let mut bytes = [0; INLINE_LEN];
+            bytes[..b.len()].copy_from_slice(b);
+            Key::Inline {
+                len: b.len() as u8,
+                bytes,
+            }
+        } else {
+            Key::Shared(identifier.clone())
+        }
+    }
+
+    fn is(&self, b: &[u8]) -> bool {
+        match self {
+            Key::Inline { len, bytes } => usize::from(*len) == b.len() && bytes[..b.len()] == *b,
+            Key::Shared(identifier) => identifier.as_bytes() == b,
+        }
+    }
+}
 
 /// The identifiers seen so far, each with a dense id (0, 1, 2, … in order of first sight).
-#[derive(Debug, Default)]
+///
+/// The hash table holds only the ids (4 bytes a slot, not a key and its id), so the slots of
+/// 100,000s of identifiers stay in cache; the keys sit in `keys` by id, in order of first sight,
+/// so the most frequent identifiers (seen first) are packed together.
+#[derive(Default)]
 pub struct Identifiers {
-    ids: HashMap<InlineId, u32, FxBuildHasher>,
+    table: HashTable<u32>,
+    keys: Vec<Key>,
     names: Vec<Identifier>,
     /// The ones looked up in this request: its limits mostly share one or two identifiers, and
-    /// these are found by their bytes without touching the map.
+    /// these are found by their bytes without touching the table.
     recent: Vec<(Identifier, u32)>,
+}
+
+impl std::fmt::Debug for Identifiers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identifiers")
+            .field("len", &self.names.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The hash of an identifier's bytes (the table's, so both lookups and growth use it).
+fn hash(bytes: &[u8]) -> u64 {
+    FxBuildHasher.hash_one(bytes)
 }
 
 impl Identifiers {
@@ -29,15 +81,22 @@ impl Identifiers {
     /// The dense id of `identifier`.
     pub fn id(&mut self, identifier: &Identifier) -> u32 {
         let bytes = identifier.as_bytes();
-        if let Some((_, id)) = self.recent.iter().find(|(i, _)| i.as_bytes() == bytes) {
+        // The truths and tallies look up the very identifiers (the same `Arc`s) the store did:
+        // found by where their bytes are before comparing them.
+        let same = |known: &[u8]| std::ptr::eq(known, bytes) || known == bytes;
+        if let Some((_, id)) = self.recent.iter().find(|(i, _)| same(i.as_bytes())) {
             return *id;
         }
-        let key = InlineId::of(identifier);
-        let id = match self.ids.get(&key) {
+        let hashed = hash(bytes);
+        let keys = &self.keys;
+        let id = match self.table.find(hashed, |&id| keys[id as usize].is(bytes)) {
             Some(&id) => id,
             None => {
                 let id = u32::try_from(self.names.len()).expect("fewer than 2^32 identifiers");
-                self.ids.insert(key, id);
+                let names = &self.names;
+                self.table
+                    .insert_unique(hashed, id, |&id| hash(names[id as usize].as_bytes()));
+                self.keys.push(Key::of(identifier));
                 self.names.push(identifier.clone());
                 id
             }
@@ -83,11 +142,55 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(ids.name(b), &Identifier::from("b"));
         assert_eq!(ids.len(), 2);
-        // Long identifiers (a hashed API key) are keyed by their bytes too.
-        let long = "k".repeat(64);
+        // Long identifiers (past the inline copy) are keyed by their bytes too.
+        let long = "k".repeat(65);
         let l = ids.id(&Identifier::from(long.as_str()));
         ids.next_request();
         assert_eq!(ids.id(&Identifier::from(long.as_str())), l);
-        assert_ne!(ids.id(&Identifier::from("k".repeat(65).as_str())), l);
+        assert_ne!(ids.id(&Identifier::from("k".repeat(66).as_str())), l);
+    }
+
+    #[test]
+    fn ids_are_equal_exactly_when_the_bytes_are_through_growth() {
+        // Enough identifiers to grow the table many times (its slots rehashed from the keys),
+        // with lengths on both sides of the inline copy and bytes that pad with zeros.
+        let text = |i: usize| -> Vec<u8> {
+            let mut b = format!("{i}").into_bytes();
+            b.resize(i % 70, 0);
+            b.extend_from_slice(format!("/{i}").as_bytes());
+            b
+        };
+        let mut ids = Identifiers::default();
+        let first: Vec<u32> = (0..5000)
+            .map(|i| {
+                ids.next_request();
+                ids.id(&Identifier::from(text(i)))
+            })
+            .collect();
+        assert_eq!(first, (0..5000).collect::<Vec<u32>>());
+        for i in (0..5000).rev() {
+            ids.next_request();
+            assert_eq!(ids.id(&Identifier::from(text(i))), i as u32);
+            assert_eq!(ids.name(i as u32).as_bytes(), &text(i)[..]);
+        }
+    }
+
+    #[test]
+    fn a_key_is_its_bytes_exactly() {
+        // The table only compares keys whose hashes meet, so the comparison is held here: a
+        // key is never its bytes padded with zeros, a prefix, or a longer text.
+        let key = |b: &[u8]| Key::of(&Identifier::from(b));
+        for bytes in [&b"a"[..], b"", &[b'x'; 64], &[b'y'; 65], b"10.0.0.1"] {
+            assert!(key(bytes).is(bytes));
+            let mut padded = bytes.to_vec();
+            padded.push(0);
+            assert!(!key(bytes).is(&padded), "{bytes:?} + NUL");
+            assert!(!key(&padded).is(bytes), "{bytes:?} against itself + NUL");
+            if let Some((_, prefix)) = bytes.split_last() {
+                assert!(!key(bytes).is(prefix));
+            }
+        }
+        assert!(!key(&[b'x'; 64]).is(&[b'x'; 65]));
+        assert!(!key(b"a").is(b"b"));
     }
 }

@@ -20,7 +20,6 @@ pub mod against;
 pub mod engine;
 pub mod html;
 pub mod identifiers;
-pub mod inline_id;
 pub mod model;
 pub mod names;
 pub mod outage;

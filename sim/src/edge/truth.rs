@@ -354,13 +354,15 @@ impl LimitTruth {
         let mut pending = std::mem::take(&mut self.pending);
         let first_seq = self.recorded - pending.len() as u64;
         // Sorted as keys (identifier, place in the batch) of one word each, lighter to move than
-        // the records.
+        // the records. The places are in order already, so a stable sort by identifier alone
+        // gives each identifier's requests in time order: a radix sort, two or three passes over
+        // the batch instead of a comparison sort's sixteen levels.
         let mut order: Vec<u64> = pending
             .iter()
             .zip(0u64..)
             .map(|(p, place)| (u64::from(p.id) << 32) | place)
             .collect();
-        order.sort_unstable();
+        radsort::sort_by_key(&mut order, |key| (key >> 32) as u32);
         let (limit, window) = (self.reference.limit(), self.reference.window_ms());
         if let Some(&last) = order.last() {
             let last = (last >> 32) as usize;
