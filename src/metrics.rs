@@ -98,7 +98,10 @@ pub struct MetricsSnapshot {
 #[derive(Debug)]
 pub struct Metrics {
     checks: [AtomicU64; 2],
-    limits: Mutex<BTreeMap<Arc<str>, LimitCounts>>,
+    // Per limit, in order of first decision: a configuration has a handful of limits, each
+    // item's name is the configuration's own `Arc`, so a scan by pointer finds it without the
+    // string comparisons of a map (the snapshot sorts them by name).
+    limits: Mutex<Vec<(Arc<str>, LimitCounts)>>,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS_MS.len() + 1],
     latency_sum_us: AtomicU64,
     store_errors: AtomicU64,
@@ -108,7 +111,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             checks: [AtomicU64::new(0), AtomicU64::new(0)],
-            limits: Mutex::new(BTreeMap::new()),
+            limits: Mutex::new(Vec::new()),
             latency_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             latency_sum_us: AtomicU64::new(0),
             store_errors: AtomicU64::new(0),
@@ -135,11 +138,16 @@ impl Metrics {
                 }
                 let limits = limits
                     .get_or_insert_with(|| self.limits.lock().unwrap_or_else(|e| e.into_inner()));
-                let counts = match limits.get_mut(&item.limit.name) {
-                    Some(counts) => counts,
-                    None => limits.entry(item.limit.name.clone()).or_default(),
-                };
-                count(counts, decision);
+                let name = &item.limit.name;
+                let at = limits
+                    .iter()
+                    .position(|(known, _)| Arc::ptr_eq(known, name))
+                    .or_else(|| limits.iter().position(|(known, _)| known == name))
+                    .unwrap_or_else(|| {
+                        limits.push((name.clone(), LimitCounts::default()));
+                        limits.len() - 1
+                    });
+                count(&mut limits[at].1, decision);
             }
         }
     }
@@ -289,5 +297,62 @@ impl MetricsSnapshot {
             self.store_latency.count
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Limit;
+
+    fn decided(allowed: bool, reason: Reason) -> Decision {
+        Decision {
+            allowed,
+            limit: 10,
+            remaining: 5,
+            reset_at_ms: 0,
+            retry_after_ms: 0,
+            reason,
+        }
+    }
+
+    #[test]
+    fn limits_of_one_name_count_together_and_are_reported_by_name() {
+        let policy: crate::Policy = "fixed 10/1s".parse().expect("a policy");
+        // Two limits named alike but built apart (two `Arc`s), and one named otherwise.
+        let (b, also_b, a) = (
+            Limit::new("b", policy),
+            Limit::new(String::from("b"), policy),
+            Limit::new("a", policy),
+        );
+        let metrics = Metrics::default();
+        let mut check = Check::single(&b, "x", 1);
+        check.add_item(crate::store::CheckItem::new(&a, "x", 1));
+        let verdict = |reasons: &[(bool, Reason)]| Verdict {
+            allowed: reasons.iter().all(|(allowed, _)| *allowed),
+            decisions: reasons.iter().map(|&(a, r)| decided(a, r)).collect(),
+            atomic: true,
+            decided_at_ms: 0,
+            listed: Vec::new(),
+        };
+        metrics.record_check(
+            &check,
+            &verdict(&[(true, Reason::Admitted), (true, Reason::Admitted)]),
+        );
+        metrics.record_check(
+            &Check::single(&also_b, "y", 1),
+            &verdict(&[(false, Reason::OverLimit)]),
+        );
+        metrics.record_check(
+            &Check::single(&b, "z", 1),
+            &verdict(&[(false, Reason::CachedDenial)]),
+        );
+        let snapshot = metrics.snapshot();
+        let names: Vec<&str> = snapshot.limits.keys().map(String::as_str).collect();
+        assert_eq!(names, ["a", "b"]);
+        let b = snapshot.limits["b"];
+        assert_eq!((b.allowed, b.denied, b.cache_hits), (1, 1, 1));
+        assert_eq!(snapshot.limits["a"].allowed, 1);
+        assert_eq!((snapshot.checks_allowed, snapshot.checks_denied), (1, 2));
     }
 }
