@@ -294,3 +294,47 @@ fn list_kind(list: &str) -> ListKind {
         ListKind::Allow
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commands are counted by kind, a rule's own list under its kind (`deny:api` is a deny
+    /// list), and the summary names only the kinds present, singular or plural by count.
+    #[test]
+    fn commands_are_counted_by_kind() {
+        let config = edgelimit_worker::config_file::parse(
+            r#"
+[[rules]]
+name = "api"
+limits = [{ name = "per-ip", policy = "fixed 3/1m", identifier = "ip", tiers = { pro = "fixed 9/1m" } }]
+"#,
+            "c.toml",
+        )
+        .unwrap();
+        let text = "tier set per-ip 192.0.2.1 pro\n\
+                    tier set per-ip 192.0.2.2 pro --ttl 1h\n\
+                    tier clear per-ip 192.0.2.1\n\
+                    deny add --rule api ip 192.0.2.0/24 # comment\n\
+                    allow remove country FR\n";
+        let overrides = Overrides::parse(text, "o.txt", &config, "c.toml").unwrap();
+        let applied = overrides.applied();
+        assert_eq!(
+            (
+                applied.commands,
+                applied.tiers,
+                applied.tier_clears,
+                applied.deny_entries,
+                applied.allow_removals,
+                applied.allow_entries,
+            ),
+            (5, 2, 1, 1, 1, 0)
+        );
+        assert_eq!(
+            applied.summary(),
+            "2 tiers, 1 tier cleared, 1 deny entry, 1 allow entry removed"
+        );
+        assert_eq!(overrides.assigned().len(), 2);
+        assert_eq!(applied.applied_at_ms, None);
+    }
+}
