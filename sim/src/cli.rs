@@ -89,6 +89,15 @@ pub struct ReplayArgs {
     /// With --config: also replay this configuration and report what changes from it.
     #[arg(long, value_name = "FILE", requires = "config")]
     pub baseline: Option<PathBuf>,
+    /// With --config: tiers, overrides and deny/allow lists in force from the first request,
+    /// as edgelimit-admin commands one per line (`tier set per-ip 203.0.113.7 pro`, `deny add ip
+    /// 198.51.100.0/24`); checked against --config. Not applied to --baseline.
+    #[arg(long, value_name = "FILE", requires = "config")]
+    pub overrides: Option<PathBuf>,
+    /// With --baseline: the same for the baseline configuration (compare a configuration with
+    /// and without its tiers by giving it as both --config and --baseline).
+    #[arg(long, value_name = "FILE", requires = "baseline")]
+    pub baseline_overrides: Option<PathBuf>,
     /// With --config: the store is unreachable from FROM to TO (trace time: RFC 3339, a Unix
     /// time, or +DURATION after the first request); repeat for several.
     #[arg(long = "outage", value_name = "FROM..TO", requires = "config", value_parser = parse_outage)]
@@ -327,6 +336,8 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
         },
         config: args.config.clone().unwrap_or_default(),
         baseline: args.baseline.clone(),
+        overrides: args.overrides.clone(),
+        baseline_overrides: args.baseline_overrides.clone(),
         outages: args.outages.clone(),
         progress: !args.out.quiet,
     };

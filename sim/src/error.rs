@@ -54,6 +54,17 @@ pub enum SimError {
     /// A store failed during a store-backed replay.
     #[error("store: {0}")]
     Store(String),
+    /// A line of an `--overrides` file is not a command the replay can apply: the
+    /// `edgelimit-admin` CLI's own message (clap's, or its validation against the configuration).
+    #[error("{file}:{line}: {message}")]
+    Overrides {
+        /// The overrides file.
+        file: String,
+        /// The 1-based line number.
+        line: u64,
+        /// What is wrong, in the admin CLI's words.
+        message: String,
+    },
     /// A `--config` file could not be used: the Worker's own message, naming the field.
     #[error("{file}: {message}")]
     Config {

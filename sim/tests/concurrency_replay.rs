@@ -296,6 +296,8 @@ fn a_configuration_releases_leases_through_the_workers_settlement() {
         request: RequestOptions::default(),
         config: toml,
         baseline: None,
+        overrides: None,
+        baseline_overrides: None,
         outages: Vec::new(),
         progress: false,
     })

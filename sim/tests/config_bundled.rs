@@ -246,6 +246,8 @@ fn replay() -> ConfigReport {
         request: RequestOptions::default(),
         config: data("three-rules.toml"),
         baseline: None,
+        overrides: None,
+        baseline_overrides: None,
         outages: Vec::new(),
         progress: false,
     })

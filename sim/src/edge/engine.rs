@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
+use edgelimit_worker::lists::{self, DenyCache, Via};
 use edgelimit_worker::plan::Plan;
 use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
 
@@ -22,6 +23,7 @@ use super::identifiers::Identifiers;
 use super::model::{LimitReport, OutageReport, RuleReport, TopIdentifier};
 use super::names::display_identifier;
 use super::outage::Outages;
+use super::overrides::{AppliedOverrides, Overrides};
 use super::series::Series;
 use super::store::ReplayStore;
 use super::truth::{Boundary, LimitTruth};
@@ -55,6 +57,10 @@ struct RuleTally {
     matched: u64,
     admitted: u64,
     denied: u64,
+    /// Matched requests a deny list refused (403; for a shadow rule, would have).
+    listed: u64,
+    /// Matched requests an allow list exempted from the rule's limits.
+    allowlisted: u64,
     limits: Vec<LimitTally>,
 }
 
@@ -62,8 +68,8 @@ struct RuleTally {
 #[derive(Debug, Default)]
 struct Totals {
     requests: u64,
-    /// By status: 200, 400, 429, 503, other.
-    statuses: [u64; 5],
+    /// By status: 200, 400, 403, 429, 503, other.
+    statuses: [u64; 6],
     unmatched: u64,
     missing: u64,
     shadow_would_deny: u64,
@@ -78,13 +84,18 @@ fn status_slot(status: u16) -> usize {
     match status {
         200 => 0,
         400 => 1,
-        429 => 2,
-        503 => 3,
-        _ => 4,
+        403 => 2,
+        429 => 3,
+        503 => 4,
+        _ => OTHER_STATUS,
     }
 }
 
-const STATUSES: [u16; 4] = [200, 400, 429, 503];
+/// The statuses the Worker answers, in their slots; anything else is counted under 0.
+const STATUSES: [u16; 5] = [200, 400, 403, 429, 503];
+
+/// The slot of a status the Worker never answers (kept so one would show, not vanish).
+const OTHER_STATUS: usize = STATUSES.len();
 
 /// A configuration under replay.
 #[derive(Debug)]
@@ -105,10 +116,18 @@ pub struct EdgeReplay {
     landings: Due<Vec<Check>>,
     landed: u64,
     extracted: Extracted,
+    /// `--overrides`: applied to the store at the first request (then kept for the report).
+    overrides: Option<Overrides>,
+    /// The denials the dynamic lists answered, remembered as the Worker's isolate remembers
+    /// them (`list_cache_ms`); only while the dynamic lists are consulted (with `--overrides`).
+    deny_cache: Option<DenyCache>,
+    /// The limits and identifiers `--overrides` gave a tier or an override: left out of the
+    /// exact truths, whose reference is the limit's own policy.
+    assigned: Vec<(String, Identifier)>,
 }
 
 /// Polls a future that must be ready at once: the replay store never waits.
-fn ready<F: Future>(future: F) -> Result<F::Output, SimError> {
+pub(super) fn ready<F: Future>(future: F) -> Result<F::Output, SimError> {
     let mut future = pin!(future);
     match future
         .as_mut()
@@ -186,14 +205,36 @@ impl EdgeReplay {
     /// idempotent), the store down during `outages`; `compare_log` checks each request of a
     /// `--format edgelimit` trace against its line.
     pub fn new(
-        mut config: Config,
+        config: Config,
         outages: Outages,
         compare_log: bool,
     ) -> Result<EdgeReplay, SimError> {
-        // The replay store holds no dynamic deny/allow list (they live in the deployment's
-        // Redis), so asking it would decide nothing differently and only cost time: the
-        // configuration's static lists still apply in the plan, as at the edge.
-        config.dynamic_lists = false;
+        EdgeReplay::with_overrides(config, outages, compare_log, None)
+    }
+
+    /// [`EdgeReplay::new`] with the tiers, overrides and lists of an `--overrides` file (checked
+    /// against this `config`), written to the store at the first request. With them the replay
+    /// decides on the library's `MemoryStore`, which keeps assignments and lists exactly as the
+    /// Redis scripts do, and the dynamic lists are consulted as `config` says (as at the edge,
+    /// with the isolate's memory of their denials).
+    pub fn with_overrides(
+        mut config: Config,
+        outages: Outages,
+        compare_log: bool,
+        overrides: Option<Overrides>,
+    ) -> Result<EdgeReplay, SimError> {
+        if overrides.is_none() {
+            // The replay store then holds no dynamic deny/allow list (they live in the
+            // deployment's Redis), so asking it would decide nothing differently and only cost
+            // time: the configuration's static lists still apply in the plan, as at the edge.
+            config.dynamic_lists = false;
+        }
+        let deny_cache = (overrides.is_some() && config.dynamic_lists)
+            .then(|| DenyCache::new(config.list_cache_ms));
+        let assigned = overrides
+            .as_ref()
+            .map(Overrides::assigned)
+            .unwrap_or_default();
         let shadow_limits = config
             .rules
             .iter()
@@ -205,7 +246,8 @@ impl EdgeReplay {
             .rules
             .iter()
             .flat_map(|r| &r.limits)
-            .any(|l| l.idempotent);
+            .any(|l| l.idempotent)
+            || overrides.is_some();
         let mut slots: Vec<(Arc<str>, Algorithm)> = Vec::new();
         for applied in config.rules.iter().flat_map(|r| &r.limits) {
             let slot = (applied.limit.name.clone(), applied.limit.policy.algorithm());
@@ -249,7 +291,32 @@ impl EdgeReplay {
             landings: Due::default(),
             landed: 0,
             extracted,
+            overrides,
+            deny_cache,
+            assigned,
         })
+    }
+
+    /// What `--overrides` applied, when given.
+    pub fn applied_overrides(&self) -> Option<&AppliedOverrides> {
+        self.overrides.as_ref().map(Overrides::applied)
+    }
+
+    /// Writes the `--overrides` operations to the store at `now_ms` (the first request's time),
+    /// once.
+    fn apply_overrides(&mut self, now_ms: u64) -> Result<(), SimError> {
+        let Some(overrides) = self.overrides.as_mut() else {
+            return Ok(());
+        };
+        if overrides.applied().applied_at_ms.is_some() {
+            return Ok(());
+        }
+        let memory = self
+            .limiter
+            .store()
+            .memory()
+            .expect("a replay with overrides decides on MemoryStore");
+        overrides.apply(memory, now_ms)
     }
 
     /// Settles, in time order, what the requests that landed by `now_ms` reserved — as the
@@ -283,6 +350,7 @@ impl EdgeReplay {
     /// Replays one request; `answered` receives what was answered (for `--baseline`).
     pub fn step(&mut self, request: &Request, answered: &mut Answered) -> Result<(), SimError> {
         let local_ms = request.time_ms;
+        self.apply_overrides(local_ms)?;
         self.land_until(local_ms)?;
         let duration = request.duration_ms.map(u64::from);
         let logged = request.logged.as_deref();
@@ -306,12 +374,23 @@ impl EdgeReplay {
             landings,
             landed,
             extracted,
+            deny_cache,
+            assigned,
             ..
         } = self;
         extracted.next_request();
-        let plan = config.plan_with(request, &mut |applied| {
+        let mut plan = config.plan_with(request, &mut |applied| {
             extracted.identify(logged, applied, request)
         });
+        // As the Worker's isolate: a denial the dynamic lists answered lately refuses the
+        // request before the store (worker/src/edge.rs).
+        if let Some(cache) = deny_cache.as_mut() {
+            if plan.denied().is_none() && !plan.deny_scope().is_empty() {
+                if let Some(denial) = cache.lookup(plan.deny_scope(), plan.candidates(), local_ms) {
+                    plan.deny_remembered(denial);
+                }
+            }
+        }
         clock.set(local_ms);
         limiter.store().set_times(enforced_ms, shadow_ms);
         limiter.store().set_down(down);
@@ -320,6 +399,11 @@ impl EdgeReplay {
         // What the Worker answers, without writing headers and bodies nobody reads here.
         let ruling = plan.rule(&checked.verdicts);
         let forwarded = ruling.status == 200;
+        if let (Some(cache), Some(denial)) = (deny_cache.as_mut(), &ruling.denied) {
+            if denial.via == Via::Store {
+                cache.remember(&denial.list, &denial.entry, local_ms);
+            }
+        }
 
         let status = ruling.status;
         totals.requests += 1;
@@ -341,6 +425,16 @@ impl EdgeReplay {
                 }
                 // The item's name is the configuration's own `Arc` (pointer equal) unless two
                 // limits share a name: compare pointers across all before comparing text.
+                // A list settled this item, the limit decided nothing; and an identifier on a
+                // tier or override is not held to the limit's own policy.
+                if matches!(decision.reason, Reason::Denylisted | Reason::Allowlisted)
+                    || (!assigned.is_empty()
+                        && assigned
+                            .iter()
+                            .any(|(n, id)| **n == *item.limit.name && *id == item.identifier))
+                {
+                    continue;
+                }
                 let name = &item.limit.name;
                 let at = truths
                     .iter()
@@ -374,6 +468,10 @@ impl EdgeReplay {
         answered.status = status;
         answered.rules.clear();
         answered.binding = None;
+        answered.listed = ruling
+            .denied
+            .as_ref()
+            .map(|d| format!("{}: {}", d.list, d.entry));
         for rule in &plan.rules {
             let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
                 continue;
@@ -423,6 +521,8 @@ impl EdgeReplay {
                 matched: tally.matched,
                 admitted: tally.admitted,
                 denied: tally.denied,
+                listed: tally.listed,
+                allowlisted: tally.allowlisted,
                 limits: rule
                     .limits
                     .iter()
@@ -495,8 +595,8 @@ impl EdgeReplay {
             .filter(|(_, n)| **n > 0)
             .map(|(s, n)| (*s, *n))
             .collect();
-        if t.statuses[4] > 0 {
-            statuses.insert(0, t.statuses[4]);
+        if t.statuses[OTHER_STATUS] > 0 {
+            statuses.insert(0, t.statuses[OTHER_STATUS]);
         }
         TotalsReport {
             requests: t.requests,
@@ -516,7 +616,7 @@ impl EdgeReplay {
         OutageReport {
             spans: self.outages.spans(),
             requests: self.totals.outage_requests,
-            failed_closed: self.totals.statuses[3],
+            failed_closed: self.totals.statuses[status_slot(503)],
             failed_open: self.totals.outage_failed_open,
             fallback_decisions: self.totals.outage_fallback,
         }
@@ -540,7 +640,7 @@ pub struct TotalsReport {
     pub requests: u64,
     /// Forwarded.
     pub admitted: u64,
-    /// Refused (429, 503, 400).
+    /// Refused (429, 503, 400, 403).
     pub denied: u64,
     /// No enforced rule matched.
     pub unmatched: u64,
@@ -628,7 +728,21 @@ fn tally_rule(
     let (plan, checked, ruling, slots) = decided;
     tally.matched += 1;
     let check = slots.of_rule(plan, checked, rule.shadow);
-    let mut denied = false;
+    // Refused by a deny list (403) before any limit counted: the configuration-wide list
+    // refuses the whole request, a rule's own list only its rule (a shadow rule's: would have).
+    let listed = if rule.shadow {
+        let own = lists::rule_deny(&rule.name);
+        ruling
+            .denied
+            .as_ref()
+            .is_some_and(|d| d.list == lists::DENY)
+            || ruling.shadow_listed.iter().any(|d| d.list == own)
+    } else {
+        ruling.denied.is_some()
+    };
+    tally.listed += u64::from(listed);
+    let mut allowlisted = plan.allowed.iter().any(|r| std::ptr::eq(*r, rule));
+    let mut denied = listed;
     for (applied, t) in rule.limits.iter().zip(&mut tally.limits) {
         let absent = plan
             .absent
@@ -681,6 +795,12 @@ fn tally_rule(
                 t.skipped += 1;
                 continue;
             }
+            // A list settled the request: the limit decided (and counted) nothing.
+            Reason::Denylisted => continue,
+            Reason::Allowlisted => {
+                allowlisted = true;
+                continue;
+            }
             Reason::FailedOpen => t.failed_open += 1,
             Reason::Fallback if decision.allowed => t.fallback_admitted += 1,
             _ => {}
@@ -712,6 +832,7 @@ fn tally_rule(
             t.answered += 1;
         }
     }
+    tally.allowlisted += u64::from(allowlisted && !listed);
     if rule.shadow {
         if denied {
             tally.denied += 1;

@@ -161,10 +161,27 @@ pub fn render(report: &ConfigReport) -> String {
         report.missing_identifiers,
         report.shadow_would_deny
     );
-    for (i, rule) in report.rules.iter().enumerate() {
+    if let Some(applied) = &report.overrides {
         let _ = write!(
             o,
-            "<h2>{}{} — {} matched, {} admitted, {} denied</h2><div class=\"grid\"><div>{}</div><div>{}</div></div>",
+            "<p class=\"meta\">Overrides <b>{}</b>: {}, applied at the first request.</p>",
+            escape(&applied.file),
+            escape(&applied.summary())
+        );
+    }
+    for (i, rule) in report.rules.iter().enumerate() {
+        // Said only when lists settled some of its requests, as in the table.
+        let lists = if rule.listed + rule.allowlisted > 0 {
+            format!(
+                " ({} by a deny list, {} exempted by an allow list)",
+                rule.listed, rule.allowlisted
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            o,
+            "<h2>{}{} — {} matched, {} admitted, {} denied{lists}</h2><div class=\"grid\"><div>{}</div><div>{}</div></div>",
             escape(&rule.name),
             if rule.shadow { " (shadow)" } else { "" },
             rule.matched,

@@ -9,6 +9,8 @@
 //! - [`engine`]: one configuration replayed request by request; [`store`]: the states it decides
 //!   against, on the trace's clocks, down during [`outage`]s; [`identifiers`]: the dense ids both
 //!   the store and the truths find an identifier's states by.
+//! - [`overrides`]: `--overrides`, tiers, overrides and lists given as `edgelimit-admin`
+//!   commands, applied to the replay's `MemoryStore` at the first request.
 //! - [`truth`]: each limit's exact sliding log, for the boundary metrics.
 //! - [`against`]: each request's replayed log line against the Worker's own (`--format
 //!   edgelimit`).
@@ -23,6 +25,7 @@ pub mod identifiers;
 pub mod model;
 pub mod names;
 pub mod outage;
+pub mod overrides;
 pub mod prefetch;
 pub mod run;
 pub mod series;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::outage::Span;
+use super::overrides::AppliedOverrides;
 use super::series::Series;
 use super::truth::Boundary;
 use super::whatif::WhatIf;
@@ -31,7 +32,8 @@ pub struct LimitReport {
     pub fail: String,
     /// Its `missing` setting.
     pub missing_setting: String,
-    /// Requests of this rule on which the limit was decided (denial-cache skips excluded).
+    /// Requests of this rule on which the limit was decided (denial-cache skips, and requests a
+    /// deny or allow list settled before any limit counted, excluded).
     pub checked: u64,
     /// Requests on which this limit alone would not have admitted: its own denials (any reason)
     /// and refusals for a missing identifier. A request two limits refuse counts for both.
@@ -71,8 +73,22 @@ pub struct RuleReport {
     /// which); for a shadow rule, matched requests one of its limits would have denied.
     /// `matched = admitted + denied`.
     pub denied: u64,
+    /// Of `denied`, matched requests a deny list refused (403) before any limit counted (a
+    /// shadow rule: its lists would have). Left out of the JSON when zero, so replays without
+    /// lists read as before.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub listed: u64,
+    /// Matched requests an allow list exempted from the rule's limits (uncounted; forwarded
+    /// unless another rule refused). Left out of the JSON when zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub allowlisted: u64,
     /// Its limits, in configuration order.
     pub limits: Vec<LimitReport>,
+}
+
+/// Whether a count is zero (such counts are left out of the JSON).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What replaying the Worker's own log lines through a configuration agreed with.
@@ -133,7 +149,7 @@ pub struct ConfigReport {
     pub requests: u64,
     /// Requests forwarded (status 200), requests no rule matched included.
     pub admitted: u64,
-    /// Requests refused: 429, 503 and 400 (`statuses` splits them).
+    /// Requests refused: 429, 503, 400 and 403 (`statuses` splits them).
     pub denied: u64,
     /// Requests no enforced rule matched.
     pub unmatched: u64,
@@ -143,6 +159,9 @@ pub struct ConfigReport {
     pub missing_identifiers: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
+    /// `--overrides`: what the file applied (and when), when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<AppliedOverrides>,
     /// Requests that landed (had a `duration_ms`) and what settling them did, when any did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settlements: Option<Settlements>,

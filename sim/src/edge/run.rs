@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::engine::EdgeReplay;
 use super::model::{ConfigReport, Settlements};
 use super::outage::{Outage, Outages};
+use super::overrides::Overrides;
 use super::whatif::{Answered, WhatIfTally};
 use crate::error::SimError;
 use crate::input::Source;
@@ -29,6 +30,11 @@ pub struct EdgeRunOptions {
     pub config: PathBuf,
     /// The configuration to compare with (`--baseline`).
     pub baseline: Option<PathBuf>,
+    /// Tiers, overrides and lists for the configuration, as `edgelimit-admin` commands
+    /// (`--overrides`).
+    pub overrides: Option<PathBuf>,
+    /// The same for the baseline (`--baseline-overrides`).
+    pub baseline_overrides: Option<PathBuf>,
     /// Spans of trace time the store is down.
     pub outages: Vec<Outage>,
     /// Show a progress bar (only drawn when standard error is a terminal).
@@ -44,6 +50,24 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         .as_deref()
         .map(config_file::load)
         .transpose()?;
+    // Every file is read and checked before the trace is opened: a bad line fails at once.
+    let overrides = options
+        .overrides
+        .as_deref()
+        .map(|path| Overrides::load(path, &config, &options.config.display().to_string()))
+        .transpose()?;
+    let baseline_overrides = match (&options.baseline_overrides, &baseline, &options.baseline) {
+        (Some(path), Some(config), Some(file)) => {
+            Some(Overrides::load(path, config, &file.display().to_string())?)
+        }
+        (Some(_), _, _) => {
+            return Err(SimError::Usage(
+                "--baseline-overrides applies to the --baseline configuration: give --baseline"
+                    .into(),
+            ))
+        }
+        _ => None,
+    };
     let counter = Arc::new(AtomicU64::new(0));
     let bar = progress_bar(options.progress, options.source.size());
     let mut reader = TraceReader::open_requests(
@@ -52,7 +76,12 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         options.request.clone(),
         counter.clone(),
     )?;
-    let mut candidate = EdgeReplay::new(config, Outages::new(options.outages.clone()), true)?;
+    let mut candidate = EdgeReplay::with_overrides(
+        config,
+        Outages::new(options.outages.clone()),
+        true,
+        overrides,
+    )?;
     let mut whatif = match baseline {
         Some(config) => {
             let names = |c: &edgelimit_worker::Config| -> Vec<String> {
@@ -67,7 +96,12 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
                 &names(&config),
                 &names(candidate.config()),
             );
-            let replay = EdgeReplay::new(config, Outages::new(options.outages.clone()), false)?;
+            let replay = EdgeReplay::with_overrides(
+                config,
+                Outages::new(options.outages.clone()),
+                false,
+                baseline_overrides,
+            )?;
             Some((replay, tally))
         }
         None => None,
@@ -107,6 +141,7 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         statuses: totals.statuses,
         missing_identifiers: totals.missing_identifiers,
         shadow_would_deny: totals.shadow_would_deny,
+        overrides: candidate.applied_overrides().cloned(),
         settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
             settled: totals.settled,
             failed: totals.settle_failed,
@@ -114,7 +149,11 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         rules: candidate.rule_reports(),
         outage: (!options.outages.is_empty()).then(|| candidate.outage_report()),
         against_log,
-        whatif: whatif.map(|(_, tally)| tally.finish()),
+        whatif: whatif.map(|(replay, tally)| {
+            let mut whatif = tally.finish();
+            whatif.baseline_overrides = replay.applied_overrides().cloned();
+            whatif
+        }),
         series: candidate.series().clone(),
     })
 }

@@ -148,7 +148,8 @@ fn placeholder() -> State {
 enum States {
     /// The table, used from one thread (the mutex is never contended).
     Table(Mutex<Table>),
-    /// The library's store, for configurations with idempotent limits.
+    /// The library's store, for configurations with idempotent limits and for replays given
+    /// tiers, overrides or lists (`--overrides`), which only it keeps.
     Memory(Box<MemoryStore>),
 }
 
@@ -168,11 +169,12 @@ pub struct ReplayStore {
 
 impl ReplayStore {
     /// A store for the limits `slots` (name and algorithm, each once); checks of `shadow_limits`
-    /// are decided at the shadow time. `remembering`: some limit carries request ids (then the
-    /// library's `MemoryStore` keeps the states).
-    pub fn new(slots: Vec<Slot>, shadow_limits: Vec<Arc<str>>, remembering: bool) -> ReplayStore {
+    /// are decided at the shadow time. `on_memory`: the library's `MemoryStore` keeps the states
+    /// (some limit carries request ids, or the replay holds assignments and lists), else the
+    /// table does.
+    pub fn new(slots: Vec<Slot>, shadow_limits: Vec<Arc<str>>, on_memory: bool) -> ReplayStore {
         ReplayStore {
-            states: if remembering {
+            states: if on_memory {
                 // Redis evicts nothing a replay writes; the library's bound is for attackers.
                 States::Memory(Box::new(MemoryStore::with_capacity(usize::MAX >> 1)))
             } else {
@@ -191,6 +193,16 @@ impl ReplayStore {
     pub fn set_times(&self, enforced_ms: u64, shadow_ms: u64) {
         self.enforced_ms.store(enforced_ms, Ordering::Relaxed);
         self.shadow_ms.store(shadow_ms, Ordering::Relaxed);
+    }
+
+    /// The library's `MemoryStore` the states live in, when they do (see [`ReplayStore::new`]):
+    /// where `--overrides` writes its tiers, overrides and lists, as `edgelimit-admin` writes
+    /// them to Redis.
+    pub fn memory(&self) -> Option<&MemoryStore> {
+        match &self.states {
+            States::Memory(memory) => Some(memory),
+            States::Table(_) => None,
+        }
     }
 
     /// Makes the store unreachable (an outage) or reachable again.

@@ -17,6 +17,9 @@ pub fn render(report: &ConfigReport) -> String {
         report.rules.len(),
         report.elapsed_ms
     );
+    if let Some(o) = &report.overrides {
+        let _ = writeln!(out, "{}", overrides_line(o));
+    }
     let statuses: Vec<String> = report
         .statuses
         .iter()
@@ -89,6 +92,20 @@ pub fn render(report: &ConfigReport) -> String {
          refusals that named it (429s/503s), requests without its identifier; max/window and \
          false allow/deny against the exact sliding log of its reference, replayed alongside."
     );
+    let mut listed = String::new();
+    for rule in report.rules.iter().filter(|r| r.listed + r.allowlisted > 0) {
+        let _ = writeln!(
+            listed,
+            "  {}: {} refused by a deny list (403), {} exempted by an allow list",
+            rule.name, rule.listed, rule.allowlisted
+        );
+    }
+    if !listed.is_empty() {
+        let _ = write!(
+            out,
+            "\ndeny and allow lists (a listed request counts on no limit)\n{listed}"
+        );
+    }
     let mut tops = String::new();
     for rule in &report.rules {
         for l in rule.limits.iter().filter(|l| !l.top_identifiers.is_empty()) {
@@ -191,6 +208,9 @@ pub fn render(report: &ConfigReport) -> String {
             "\nwhat-if: {} against the baseline {}: {} requests 200 → refused, {} refused → 200",
             report.config, w.baseline, w.newly_denied, w.newly_admitted
         );
+        if let Some(o) = &w.baseline_overrides {
+            let _ = writeln!(out, "baseline {}", overrides_line(o));
+        }
         let header = [
             "rule",
             "matched",
@@ -232,6 +252,20 @@ pub fn render(report: &ConfigReport) -> String {
         out.push_str(&aligned(&header, &rows));
     }
     out
+}
+
+/// `overrides FILE: 3 tiers, 1 override, 2 deny entries, 1 allow entry; applied at …`.
+fn overrides_line(o: &super::overrides::AppliedOverrides) -> String {
+    let at = o
+        .applied_at_ms
+        .map(|ms| format!("; applied at {}", crate::readers::time::format_utc(ms)))
+        .unwrap_or_default();
+    let ignored = if o.dynamic_lists || o.deny_entries + o.allow_entries == 0 {
+        ""
+    } else {
+        " (dynamic_lists = false: the Worker reads no list entry, nor does the replay)"
+    };
+    format!("overrides {}: {}{at}{ignored}", o.file, o.summary())
 }
 
 /// Identifiers longer than this are cut in the table (user agents run to 150 characters); the

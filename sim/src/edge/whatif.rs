@@ -1,6 +1,7 @@
 //! `--baseline current.toml`: both configurations replay the same requests side by side, and
 //! every request whose answer flips — forwarded under one, refused under the other — is counted
-//! under each rule that matched it in either, with the identifier the refusing answer was about.
+//! under each rule that matched it in either, with the identifier the refusing answer was about
+//! (or, for a 403, the deny list entry that refused it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use edgelimit::Identifier;
 
 use super::names::display_identifier;
+use super::overrides::AppliedOverrides;
 
 /// What one configuration answered one request: the status, the rules that matched (by index),
 /// and the limit and identifier the answer was about.
@@ -19,6 +21,8 @@ pub struct Answered {
     pub rules: Vec<usize>,
     /// The binding limit's name and identifier, when the enforced limits were decided.
     pub binding: Option<(Arc<str>, Identifier)>,
+    /// For a 403: the deny list and entry that refused it (`deny: ip 198.51.100.0/24`).
+    pub listed: Option<String>,
 }
 
 /// An identifier whose answers changed under a rule.
@@ -56,6 +60,9 @@ pub struct RuleChange {
 pub struct WhatIf {
     /// The baseline configuration file.
     pub baseline: String,
+    /// `--baseline-overrides`: what the file applied to the baseline's replay, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_overrides: Option<AppliedOverrides>,
     /// Requests compared.
     pub requests: u64,
     /// Forwarded under the baseline, refused under the candidate.
@@ -152,9 +159,10 @@ impl WhatIfTally {
         // The refusing answer says which limit and identifier the change is about.
         let label = flip.map(|f| {
             let refusing = if f == 0 { candidate } else { baseline };
-            match &refusing.binding {
-                Some((limit, id)) => format!("{limit}: {}", display_identifier(id)),
-                None => "(missing identifier)".to_string(),
+            match (&refusing.listed, &refusing.binding) {
+                (Some(listed), _) => listed.clone(),
+                (None, Some((limit, id))) => format!("{limit}: {}", display_identifier(id)),
+                (None, None) => "(missing identifier)".to_string(),
             }
         });
         for &r in &self.scratch {
@@ -178,6 +186,7 @@ impl WhatIfTally {
     pub fn finish(&self) -> WhatIf {
         WhatIf {
             baseline: self.baseline.clone(),
+            baseline_overrides: None,
             requests: self.requests,
             newly_denied: self.flips[0],
             newly_admitted: self.flips[1],
@@ -224,6 +233,7 @@ mod tests {
             status,
             rules: rules.to_vec(),
             binding: who.map(|(l, i)| (Arc::from(l), Identifier::from(i))),
+            listed: None,
         }
     }
 
