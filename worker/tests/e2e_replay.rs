@@ -199,6 +199,8 @@ async fn sim_replay_predicts_every_decision_of_the_worker() {
         request: RequestOptions::default(),
         config: config.clone(),
         baseline: None,
+        overrides: None,
+        baseline_overrides: None,
         outages: Vec::new(),
         progress: false,
     })
