@@ -471,3 +471,63 @@ fn a_static_deny_entry_is_a_403_of_its_own() {
         (senders.len() as u64 - 1) * 12
     );
 }
+
+#[test]
+fn a_shadow_rules_own_deny_list_only_reports() {
+    const SHADOWED: &str = r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [{ name = "per-ip", policy = "fixed 100/1m", identifier = "ip" }]
+
+[[rules]]
+name = "watch"
+shadow = true
+limits = [{ name = "watch-ip", policy = "fixed 100/1m", identifier = "ip" }]
+"#;
+    let dir = Dir::new("shadow-list");
+    let config = dir.write("config.toml", SHADOWED);
+    let overrides = dir.write("live.txt", "deny add --rule watch ip 192.0.2.7\n");
+    // The listed address sends 5 requests, another 4: far under both limits.
+    let (listed, other) = (5u64, 4u64);
+    let mut csv = String::from("timestamp_ms,ip,method,host,path\n");
+    for i in 0..listed + other {
+        let ip = if i < listed { "192.0.2.7" } else { "192.0.2.8" };
+        csv.push_str(&format!(
+            "{},{ip},GET,api.example.com,/api/x\n",
+            T0 + i * 100
+        ));
+    }
+    let trace = dir.write("trace.csv", &csv);
+    let json = dir.0.join("report.json");
+    let out = sim()
+        .arg("replay")
+        .arg(&trace)
+        .arg("--config")
+        .arg(&config)
+        .arg("--overrides")
+        .arg(&overrides)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    succeeded(&out);
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // Every request is forwarded: a shadow rule's list refuses nothing.
+    assert_eq!(r["requests"], listed + other);
+    assert_eq!(r["admitted"], listed + other);
+    let rule = |name: &str| {
+        r["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|rule| rule["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    // The shadow rule reports what its list would have refused; the enforced rule saw no list.
+    assert_eq!(rule("watch")["listed"], listed);
+    assert_eq!(rule("watch")["denied"], listed);
+    assert!(rule("api")["listed"].as_u64().unwrap_or(0) == 0);
+    assert_eq!(rule("api")["denied"], 0);
+}
