@@ -700,6 +700,129 @@ mod tests {
         );
     }
 
+    /// A check of up to four items on these limits, by identifiers of any bytes (long ones
+    /// hashed), any charge, cost and request id, gated or not.
+    fn any_check() -> impl proptest::strategy::Strategy<Value = Check> {
+        use crate::algorithm::Charge;
+        use crate::control::list::{Gate, ListProbe};
+        use proptest::prelude::*;
+        const SPECS: [&str; 7] = [
+            "fixed 10/1s",
+            "sliding-log 5/1m",
+            "sliding-counter 10000/day",
+            "token-bucket 5/500ms",
+            "gcra 10/1s burst 20",
+            "concurrency 3 timeout 2m",
+            "fixed 1125899906842/1s",
+        ];
+        let id = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..8),
+            "[a-z0-9.:{}%-]{0,12}".prop_map(String::into_bytes),
+            proptest::collection::vec(any::<u8>(), 120..140),
+        ];
+        let charge = prop_oneof![
+            Just(Charge::Request),
+            Just(Charge::Settle),
+            any::<u64>().prop_map(|lease_ms| Charge::Release { lease_ms }),
+        ];
+        let cost = prop_oneof![-3i64..5, any::<i64>()];
+        let item = (
+            0..SPECS.len(),
+            prop_oneof![Just("a"), Just("per ip"), Just("b:{c}")],
+            any::<bool>(),
+            id.clone(),
+            cost,
+            charge,
+            proptest::option::of(id),
+            proptest::option::of(0usize..3),
+        )
+            .prop_map(|(spec, name, tiers, id, cost, charge, rq, gate)| {
+                let mut limit = Limit::new(name, SPECS[spec].parse::<Policy>().unwrap());
+                if tiers {
+                    // A tier keeps its limit's algorithm.
+                    let pro = SPECS[spec].parse::<Policy>().unwrap();
+                    limit = limit.with_tiers(vec![("pro", pro)]).unwrap();
+                }
+                let mut item = CheckItem::new(&limit, id, cost).charged(charge);
+                if let Some(rq) = rq {
+                    item = item.with_request_id(rq);
+                }
+                match gate {
+                    Some(gate) => item.gated(gate),
+                    None => item,
+                }
+            });
+        let list = prop_oneof![Just("deny"), Just("deny:r"), Just("allow"), Just("x\"y")];
+        let names = proptest::collection::vec(list.prop_map(String::from), 0..3);
+        let gates = proptest::collection::vec((names.clone(), names), 0..3);
+        let probe = proptest::collection::vec(
+            prop_oneof![
+                Just(("ip", "198.51.100.7")),
+                Just(("ip", "2001:db8::1")),
+                Just(("country", "cn")),
+                Just(("header:x-user", "a \"b\" \\ é")),
+            ],
+            0..3,
+        );
+        (proptest::collection::vec(item, 0..5), gates, probe).prop_map(|(items, gates, probe)| {
+            let check = items.into_iter().fold(Check::new(), Check::with_item);
+            let gates: Vec<Gate> = gates
+                .into_iter()
+                .map(|(deny, allow)| Gate::new(deny, allow))
+                .collect();
+            if gates.is_empty() {
+                return check;
+            }
+            let probe = probe
+                .into_iter()
+                .fold(ListProbe::new(), |p, (source, value)| p.with(source, value));
+            check.gated(probe, gates)
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+
+        /// The calls planned are part for part the ones planned when each key and argument was
+        /// a `String` of its own (`invocation_before.rs`), on one node and on a Cluster, with
+        /// and without control, at a given time and at Redis's.
+        #[test]
+        fn plans_are_what_they_were_with_a_string_per_part(
+            check in any_check(),
+            namespace in proptest::prop_oneof![
+                proptest::strategy::Just("ns"),
+                proptest::strategy::Just("edge:{x}"),
+            ],
+            at in proptest::option::of(0..MAX_SCRIPT_TIME_MS),
+            cluster: bool,
+            control: bool,
+        ) {
+            use super::super::invocation_before as before;
+            let topology = if cluster { Topology::Cluster } else { Topology::SingleNode };
+            let time = at.map_or(TimeSource::Server, TimeSource::At);
+            let now = at.map_or(String::new(), |ms| ms.to_string());
+            let old = before::plan(&check, namespace, now, topology, control);
+            let new = CheckPlan::plan(&check, namespace, time, topology, control);
+            match (old, new) {
+                (None, Err(StoreError::InvalidInput(_))) => {}
+                (Some((old, atomic)), Ok(new)) => {
+                    proptest::prop_assert_eq!(new.is_atomic(), atomic);
+                    let new: Vec<before::Invocation> = new
+                        .invocations()
+                        .iter()
+                        .map(|i| before::Invocation {
+                            script: i.script,
+                            keys: i.keys().iter().map(String::from).collect(),
+                            args: i.args().iter().map(String::from).collect(),
+                        })
+                        .collect();
+                    proptest::prop_assert_eq!(new, old);
+                }
+                (old, new) => proptest::prop_assert!(false, "{old:?} against {new:?}"),
+            }
+        }
+    }
+
     #[test]
     fn replies_are_read_back_and_checked() {
         let check = Check::single(&limit("a", "fixed 10/1s"), "x", 100);

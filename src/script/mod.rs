@@ -20,6 +20,8 @@
 mod call;
 pub mod control;
 mod invocation;
+#[cfg(test)]
+mod invocation_before;
 mod reply;
 mod source;
 
