@@ -315,7 +315,11 @@ mod tests {
         assert_eq!(&call.args()[1], "-42");
         assert_eq!(call.args().get(3), None);
         assert_eq!(call.slot(), Some(hash_slot("{a}:x")));
-        assert_eq!(call.args().iter().rev().next(), Some("é\n\""));
+        assert_eq!(call.args().iter().next_back(), Some("é\n\""));
+        assert_eq!(
+            call.args().iter().rev().collect::<Vec<_>>(),
+            ["é\n\"", "-42", ""]
+        );
         assert_eq!(
             call,
             Invocation::from_parts(script, ["{a}:x", ""], ["", "-42", "é\n\""])
