@@ -91,14 +91,12 @@ async fn run(conn: &MultiplexedConnection, limits: &Arc<Vec<Limit>>, mode: Mode)
             .unwrap();
             assert_eq!(plan.invocations().len(), 1, "one script, one round trip");
             let inv = &plan.invocations()[0];
-            let reply: redis::Value = redis::cmd("EVALSHA")
-                .arg(inv.script.sha1())
-                .arg(inv.keys.len())
-                .arg(&inv.keys)
-                .arg(&inv.args)
-                .query_async(&mut conn)
-                .await
-                .expect("redis answers");
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(inv.script.sha1()).arg(inv.keys().len());
+            for part in inv.keys().iter().chain(inv.args()) {
+                cmd.arg(part);
+            }
+            let reply: redis::Value = cmd.query_async(&mut conn).await.expect("redis answers");
             match reply {
                 redis::Value::Array(v) => {
                     assert_eq!(v[0], redis::Value::Int(1), "the bench admits everything")

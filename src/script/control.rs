@@ -7,7 +7,7 @@ use super::invocation::{algorithm_code, Invocation, MAX_SCRIPT_TIME_MS};
 use super::reply::{int, parse, protocol, Reply};
 use super::source::Script;
 use crate::control::list::{until_of, ListEntry};
-use crate::store::key::{control_key, list_key, state_key};
+use crate::store::key::{push_control_key, push_list_key, push_state_key};
 use crate::store::{Identifier, Limit, StoreError, TimeSource, Verdict};
 use crate::Algorithm;
 
@@ -22,12 +22,11 @@ fn time_arg(time: TimeSource) -> Result<String, StoreError> {
     }
 }
 
-fn list_call(namespace: &str, list: &str, args: Vec<String>) -> Invocation {
-    Invocation {
-        script: Script::list(),
-        keys: vec![list_key(namespace, list)],
-        args,
-    }
+/// A call of the list script on `list`, its arguments still to add.
+fn list_call(namespace: &str, list: &str) -> Invocation {
+    let mut call = Invocation::new(Script::list());
+    call.write_key(|out| push_list_key(out, namespace, list));
+    call
 }
 
 /// Adds `member` to `list` to lapse at `lapse_ms` (see `list.lua`, `add`). Reply: 1.
@@ -39,22 +38,29 @@ pub fn list_add(
     now_ms: u64,
 ) -> Result<Invocation, StoreError> {
     let now = time_arg(TimeSource::At(now_ms))?;
-    Ok(list_call(
-        namespace,
-        list,
-        vec!["add".into(), now, lapse_ms.to_string(), member.member()],
-    ))
+    let mut call = list_call(namespace, list);
+    call.push_arg("add");
+    call.push_arg(&now);
+    call.push_int_arg(lapse_ms);
+    call.push_arg(&member.member());
+    Ok(call)
 }
 
 /// Removes `member` from `list`. Reply: [`read_removed`].
 pub fn list_remove(namespace: &str, list: &str, member: &ListEntry) -> Invocation {
-    list_call(namespace, list, vec!["remove".into(), member.member()])
+    let mut call = list_call(namespace, list);
+    call.push_arg("remove");
+    call.push_arg(&member.member());
+    call
 }
 
 /// The live entries of `list` at `now_ms`. Reply: [`read_entries`].
 pub fn list_entries(namespace: &str, list: &str, now_ms: u64) -> Result<Invocation, StoreError> {
     let now = time_arg(TimeSource::At(now_ms))?;
-    Ok(list_call(namespace, list, vec!["entries".into(), now]))
+    let mut call = list_call(namespace, list);
+    call.push_arg("entries");
+    call.push_arg(&now);
+    Ok(call)
 }
 
 /// Which of `candidates` is the first live member of `list` (a Cluster's read before a gated
@@ -65,9 +71,14 @@ pub fn list_match(
     candidates: &[String],
     time: TimeSource,
 ) -> Result<Invocation, StoreError> {
-    let mut args = vec!["match".to_string(), time_arg(time)?];
-    args.extend(candidates.iter().cloned());
-    Ok(list_call(namespace, list, args))
+    let now = time_arg(time)?;
+    let mut call = list_call(namespace, list);
+    call.push_arg("match");
+    call.push_arg(&now);
+    for candidate in candidates {
+        call.push_arg(candidate);
+    }
+    Ok(call)
 }
 
 /// Reads a `remove` reply: whether the member was there.
@@ -146,21 +157,19 @@ pub fn peek(
     time: TimeSource,
 ) -> Result<Invocation, StoreError> {
     let policy = &limit.policy;
-    Ok(Invocation {
-        script: Script::peek(),
-        keys: vec![
-            state_key(namespace, &limit.name, policy.algorithm(), identifier),
-            control_key(namespace, &limit.name, identifier),
-        ],
-        args: vec![
-            time_arg(time)?,
-            algorithm_code(policy.algorithm()).to_string(),
-            policy.limit().to_string(),
-            policy.window_ms().to_string(),
-            policy.capacity().to_string(),
-            limit.tiers.script_table().to_string(),
-        ],
-    })
+    let now = time_arg(time)?;
+    let mut call = Invocation::new(Script::peek());
+    call.write_key(|out| {
+        push_state_key(out, namespace, &limit.name, policy.algorithm(), identifier)
+    });
+    call.write_key(|out| push_control_key(out, namespace, &limit.name, identifier));
+    call.push_arg(&now);
+    call.push_int_arg(algorithm_code(policy.algorithm()));
+    call.push_int_arg(policy.limit());
+    call.push_int_arg(policy.window_ms());
+    call.push_int_arg(policy.capacity());
+    call.push_arg(limit.tiers.script_table());
+    Ok(call)
 }
 
 /// Reads a peek reply into a one-decision verdict.
@@ -178,14 +187,11 @@ pub fn read_peek(reply: &Reply) -> Result<Verdict, StoreError> {
 /// Deletes `identifier`'s state on `limit` under every algorithm: one `DEL` of keys sharing one
 /// hash tag, O(1) in the keyspace. Reply: [`read_reset`].
 pub fn reset(namespace: &str, limit: &Limit, identifier: &Identifier) -> Invocation {
-    Invocation {
-        script: Script::reset(),
-        keys: Algorithm::EVERY
-            .iter()
-            .map(|&algorithm| state_key(namespace, &limit.name, algorithm, identifier))
-            .collect(),
-        args: Vec::new(),
+    let mut call = Invocation::new(Script::reset());
+    for algorithm in Algorithm::EVERY {
+        call.write_key(|out| push_state_key(out, namespace, &limit.name, algorithm, identifier));
     }
+    call
 }
 
 /// Reads a reset reply: whether any state existed.

@@ -1,12 +1,16 @@
 //! From a check to script invocations, and from their replies to a verdict.
 
+pub use super::call::Invocation;
 use super::reply::{parse, parse_gated, Reply};
 use super::source::Script;
 use crate::algorithm::Charge;
 pub(super) use crate::control::assignment::algorithm_code;
 use crate::control::list::{Gate, Listed};
 use crate::policy::Algorithm;
-use crate::store::key::{control_key, hash_slot, list_key, request_key, state_key};
+use crate::store::key::{
+    control_key_len, hash_slot, list_key_len, push_control_key, push_list_key, push_request_key,
+    push_state_key, request_key_len, state_key_len,
+};
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
 /// Times at or past this (2^52 ms, some 142,000 years after 1970) are refused: the scripts add up
@@ -25,24 +29,6 @@ pub enum Topology {
     SingleNode,
     /// Redis Cluster: a script may touch keys of one slot only.
     Cluster,
-}
-
-/// One script call: `EVALSHA <script.sha1()> <keys.len()> <keys…> <args…>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invocation {
-    /// The script to run.
-    pub script: &'static Script,
-    /// Its `KEYS`.
-    pub keys: Vec<String>,
-    /// Its `ARGV`.
-    pub args: Vec<String>,
-}
-
-impl Invocation {
-    /// The Cluster slot of the first key (every key of an invocation shares it on a Cluster).
-    pub fn slot(&self) -> Option<u16> {
-        self.keys.first().map(|k| hash_slot(k))
-    }
 }
 
 /// How one [`Check`] runs: its invocations, in order, and how to read their replies.
@@ -100,16 +86,11 @@ impl CheckPlan {
                     "time {ms} ms is past 2^52 ms, beyond what the Redis scripts compute exactly"
                 )))
             }
-            TimeSource::At(ms) => ms.to_string(),
+            TimeSource::At(ms) => Some(ms),
             // An empty time tells the script to read Redis TIME.
-            TimeSource::Server => String::new(),
+            TimeSource::Server => None,
         };
         let items = check.items();
-        // Every key of an item shares its hash tag, so the state keys decide the slots.
-        let keys: Vec<Vec<String>> = items
-            .iter()
-            .map(|item| keys(item, namespace, control))
-            .collect();
         if check.is_gated() {
             if topology == Topology::Cluster {
                 // The lists live in slots of their own: a Cluster reads them first and plans
@@ -119,48 +100,46 @@ impl CheckPlan {
                         .to_string(),
                 ));
             }
+            // Each list once, in the order the gates first name it.
+            let mut lists: Vec<&str> = Vec::new();
+            for name in check.gates().iter().flat_map(Gate::lists) {
+                if !lists.contains(&name) {
+                    lists.push(name);
+                }
+            }
+            let call = Gated {
+                check,
+                lists: &lists,
+                head: Head {
+                    namespace,
+                    now,
+                    control,
+                },
+            };
             return Ok(CheckPlan {
-                invocations: vec![gated_invocation(check, namespace, now, keys, control)],
+                invocations: vec![call.invocation()],
                 items: items.len(),
                 atomic: true,
                 time,
                 gates: check.gates().to_vec(),
             });
         }
-        let atomic = items.len() <= 1
-            || topology == Topology::SingleNode
-            || keys
-                .windows(2)
-                .all(|w| hash_slot(&w[0][0]) == hash_slot(&w[1][0]));
+        let head = Head {
+            namespace,
+            now,
+            control,
+        };
+        let atomic =
+            items.len() <= 1 || topology == Topology::SingleNode || share_a_slot(items, namespace);
         let invocations = if items.len() == 1 || !atomic {
             items
                 .iter()
-                .zip(keys)
-                .map(|(item, keys)| {
-                    let mut args = Vec::with_capacity(5);
-                    args.push(now.clone());
-                    push_item(&mut args, item, false, control);
-                    Invocation {
-                        script: Script::single(item.limit.policy.algorithm()),
-                        keys,
-                        args,
-                    }
-                })
+                .map(|item| Single { item, head }.invocation())
                 .collect()
         } else if items.is_empty() {
             Vec::new()
         } else {
-            let mut args = Vec::with_capacity(1 + 6 * items.len());
-            args.push(now);
-            for item in items {
-                args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
-                push_item(&mut args, item, true, control);
-            }
-            vec![Invocation {
-                script: Script::multi(),
-                keys: keys.into_iter().flatten().collect(),
-                args,
-            }]
+            vec![Multi { items, head }.invocation()]
         };
         Ok(CheckPlan {
             invocations,
@@ -235,59 +214,230 @@ impl CheckPlan {
     }
 }
 
-/// The one multi-limit invocation of a gated check on one node (see multi.lua): the list keys
-/// first in KEYS, each once; ARGV = now, `gates`, the number of list keys, the candidates, the
-/// gates (deny then allow list indexes into KEYS), then the items, each behind its gate by a
-/// `gate <g>` option (1-based; an index past the gates is no gate).
-fn gated_invocation(
-    check: &Check,
-    namespace: &str,
-    now: String,
-    keys: Vec<Vec<String>>,
+/// Whether the items' keys all lie in one Cluster slot (every key of an item shares its hash tag,
+/// so the state keys decide), each state key written into one scratch buffer in turn.
+fn share_a_slot(items: &[CheckItem], namespace: &str) -> bool {
+    let mut key = String::new();
+    let mut first = None;
+    items.iter().all(|item| {
+        key.clear();
+        let limit = &item.limit;
+        push_state_key(
+            &mut key,
+            namespace,
+            &limit.name,
+            limit.policy.algorithm(),
+            &item.identifier,
+        );
+        let slot = hash_slot(&key);
+        *first.get_or_insert(slot) == slot
+    })
+}
+
+/// Where a call's keys and arguments go: to a [`Tally`] first, which counts them so that the
+/// [`Invocation`] they are then written into reserves its room once (no reallocation as it fills).
+trait Sink {
+    /// A key of `len` bytes, which `write` appends to the buffer.
+    fn key(&mut self, len: usize, write: impl FnOnce(&mut String));
+    /// An integer argument.
+    fn int(&mut self, n: impl itoa::Integer);
+    /// A text argument.
+    fn text(&mut self, text: &str);
+}
+
+/// How many parts a call has and how many bytes they take.
+#[derive(Default)]
+struct Tally {
+    parts: usize,
+    bytes: usize,
+}
+
+impl Sink for Tally {
+    fn key(&mut self, len: usize, _: impl FnOnce(&mut String)) {
+        self.parts += 1;
+        self.bytes += len;
+    }
+
+    fn int(&mut self, n: impl itoa::Integer) {
+        self.parts += 1;
+        self.bytes += itoa::Buffer::new().format(n).len();
+    }
+
+    fn text(&mut self, text: &str) {
+        self.parts += 1;
+        self.bytes += text.len();
+    }
+}
+
+impl Sink for Invocation {
+    fn key(&mut self, len: usize, write: impl FnOnce(&mut String)) {
+        let before = self.text_len();
+        self.write_key(write);
+        debug_assert_eq!(
+            self.text_len() - before,
+            len,
+            "a key's length is its tally's"
+        );
+    }
+
+    fn int(&mut self, n: impl itoa::Integer) {
+        self.push_int_arg(n);
+    }
+
+    fn text(&mut self, text: &str) {
+        self.push_arg(text);
+    }
+}
+
+/// A call a plan makes: its script, and its keys and arguments as written to a [`Sink`].
+trait Call {
+    fn script(&self) -> &'static Script;
+    fn write<S: Sink>(&self, sink: &mut S);
+
+    /// The call, its keys and arguments counted first and then written into a buffer of that
+    /// size: two allocations, whatever their number.
+    fn invocation(&self) -> Invocation {
+        let mut tally = Tally::default();
+        self.write(&mut tally);
+        let mut invocation = Invocation::with_capacity(self.script(), tally.parts, tally.bytes);
+        self.write(&mut invocation);
+        let parts = invocation.keys().len() + invocation.args().len();
+        debug_assert_eq!((parts, invocation.text_len()), (tally.parts, tally.bytes));
+        invocation
+    }
+}
+
+/// What every call of a check shares: where its keys live, its time, whether items read their
+/// assignments.
+#[derive(Clone, Copy)]
+struct Head<'a> {
+    namespace: &'a str,
+    // `None` for Redis TIME.
+    now: Option<u64>,
     control: bool,
-) -> Invocation {
-    let mut lists: Vec<&str> = Vec::new();
-    let mut gate_args: Vec<String> = vec![check.gates().len().to_string()];
-    for gate in check.gates() {
-        for names in [&gate.deny, &gate.allow] {
-            gate_args.push(names.len().to_string());
-            for name in names {
-                let index = match lists.iter().position(|l| *l == name.as_str()) {
-                    Some(i) => i,
-                    None => {
-                        lists.push(name);
-                        lists.len() - 1
-                    }
-                };
-                gate_args.push((index + 1).to_string());
+}
+
+impl Head<'_> {
+    /// An item's keys: its state key, then one per keyed option (the request key, the control
+    /// key), in the order [`push_item`] lists the options.
+    fn keys<S: Sink>(&self, sink: &mut S, item: &CheckItem) {
+        let (namespace, name, id) = (self.namespace, &item.limit.name, &item.identifier);
+        let algorithm = item.limit.policy.algorithm();
+        sink.key(state_key_len(namespace, name, algorithm, id), |out| {
+            push_state_key(out, namespace, name, algorithm, id)
+        });
+        if let Some(rq) = &item.request_id {
+            sink.key(request_key_len(namespace, name, id, rq), |out| {
+                push_request_key(out, namespace, name, id, rq)
+            });
+        }
+        if self.control {
+            sink.key(control_key_len(namespace, name, id), |out| {
+                push_control_key(out, namespace, name, id)
+            });
+        }
+    }
+
+    /// The first argument of every call: the time, or empty to read Redis TIME.
+    fn now<S: Sink>(&self, sink: &mut S) {
+        match self.now {
+            Some(ms) => sink.int(ms),
+            None => sink.text(""),
+        }
+    }
+}
+
+/// One item alone, by its algorithm's script.
+struct Single<'a> {
+    item: &'a CheckItem,
+    head: Head<'a>,
+}
+
+impl Call for Single<'_> {
+    fn script(&self) -> &'static Script {
+        Script::single(self.item.limit.policy.algorithm())
+    }
+
+    fn write<S: Sink>(&self, sink: &mut S) {
+        self.head.keys(sink, self.item);
+        self.head.now(sink);
+        push_item(sink, self.item, false, self.head.control, None);
+    }
+}
+
+/// Several items, all or nothing, by the multi-limit script: every item's keys, then the time
+/// and each item behind its algorithm's code.
+struct Multi<'a> {
+    items: &'a [CheckItem],
+    head: Head<'a>,
+}
+
+impl Call for Multi<'_> {
+    fn script(&self) -> &'static Script {
+        Script::multi()
+    }
+
+    fn write<S: Sink>(&self, sink: &mut S) {
+        for item in self.items {
+            self.head.keys(sink, item);
+        }
+        self.head.now(sink);
+        for item in self.items {
+            sink.int(algorithm_code(item.limit.policy.algorithm()));
+            push_item(sink, item, true, self.head.control, None);
+        }
+    }
+}
+
+/// The one multi-limit call of a gated check on one node (see multi.lua): the list keys first in
+/// KEYS, each once; ARGV = now, `gates`, the number of list keys, the candidates, the gates (deny
+/// then allow list indexes into KEYS), then the items, each behind its gate by a `gate <g>`
+/// option (1-based; an index past the gates is no gate).
+struct Gated<'a> {
+    check: &'a Check,
+    // Each list the gates name, once, in the order first named.
+    lists: &'a [&'a str],
+    head: Head<'a>,
+}
+
+impl Call for Gated<'_> {
+    fn script(&self) -> &'static Script {
+        Script::multi()
+    }
+
+    fn write<S: Sink>(&self, sink: &mut S) {
+        let (check, namespace) = (self.check, self.head.namespace);
+        for list in self.lists {
+            sink.key(list_key_len(namespace, list), |out| {
+                push_list_key(out, namespace, list)
+            });
+        }
+        for item in check.items() {
+            self.head.keys(sink, item);
+        }
+        self.head.now(sink);
+        sink.text("gates");
+        sink.int(self.lists.len());
+        let candidates = check.probe().candidates();
+        sink.int(candidates.len());
+        for candidate in candidates {
+            sink.text(candidate);
+        }
+        sink.int(check.gates().len());
+        for gate in check.gates() {
+            for names in [&gate.deny, &gate.allow] {
+                sink.int(names.len());
+                for name in names {
+                    let index = self.lists.iter().position(|l| *l == name.as_str());
+                    sink.int(index.expect("every list is among the lists") + 1);
+                }
             }
         }
-    }
-    let candidates = check.probe().candidates();
-    let mut args = Vec::with_capacity(4 + candidates.len() + gate_args.len() + 8 * keys.len());
-    args.push(now);
-    args.push("gates".to_string());
-    args.push(lists.len().to_string());
-    args.push(candidates.len().to_string());
-    args.extend(candidates.iter().cloned());
-    args.extend(gate_args);
-    for item in check.items() {
-        args.push(algorithm_code(item.limit.policy.algorithm()).to_string());
-        let count_at = args.len() + 4;
-        push_item(&mut args, item, true, control);
-        if let Some(gate) = item.gate.filter(|&g| g < check.gates().len()) {
-            let count: usize = args[count_at].parse().expect("push_item writes a count");
-            args[count_at] = (count + 1).to_string();
-            args.push("gate".to_string());
-            args.push((gate + 1).to_string());
+        for item in check.items() {
+            sink.int(algorithm_code(item.limit.policy.algorithm()));
+            let gate = item.gate.filter(|&g| g < check.gates().len());
+            push_item(sink, item, true, self.head.control, gate);
         }
-    }
-    let mut all_keys: Vec<String> = lists.iter().map(|l| list_key(namespace, l)).collect();
-    all_keys.extend(keys.into_iter().flatten());
-    Invocation {
-        script: Script::multi(),
-        keys: all_keys,
-        args,
     }
 }
 
@@ -325,73 +475,61 @@ pub fn encode_cost(cost: i64) -> i64 {
     cost.clamp(-MAX_SCRIPT_COST, MAX_SCRIPT_COST)
 }
 
-/// An item's keys: its state key, then one per keyed option (the request key, the control key),
-/// in the order [`push_item`] lists the options.
-fn keys(item: &CheckItem, namespace: &str, control: bool) -> Vec<String> {
-    let mut keys = vec![state_key(
-        namespace,
-        &item.limit.name,
-        item.limit.policy.algorithm(),
-        &item.identifier,
-    )];
-    if let Some(request_id) = &item.request_id {
-        keys.push(request_key(
-            namespace,
-            &item.limit.name,
-            &item.identifier,
-            request_id,
-        ));
-    }
-    if control {
-        keys.push(control_key(namespace, &item.limit.name, &item.identifier));
-    }
-    keys
-}
-
-/// The cost as the script takes it and the options that change how it applies. A release names
+/// The cost as the script takes it and the option that changes how it applies. A release names
 /// a lease only for `concurrency`; for a rate algorithm it is the refund it means, and a release
 /// of nothing is a look, so those need no option.
-fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, String)>) {
+fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, u64)>) {
     let concurrency = item.limit.policy.algorithm() == Algorithm::Concurrency;
     match item.charge {
         Charge::Request => (item.cost, None),
-        Charge::Settle if item.cost > 0 => (item.cost, Some(("settle", "1".to_string()))),
+        Charge::Settle if item.cost > 0 => (item.cost, Some(("settle", 1))),
         Charge::Settle => (item.cost, None),
         Charge::Release { .. } if item.cost <= 0 => (0, None),
-        Charge::Release { lease_ms } if concurrency => {
-            (item.cost, Some(("lease", lease_ms.to_string())))
-        }
+        Charge::Release { lease_ms } if concurrency => (item.cost, Some(("lease", lease_ms))),
         Charge::Release { .. } => (-item.cost, None),
     }
 }
 
 /// Limit, window, capacity, cost — the head every script takes — then the number of options and
-/// the options (`settle`, `lease`, `rq`, `ctl`; see `read_item` in prelude.lua). A single-limit
-/// call with no option stops after the cost, as it always has.
-fn push_item(args: &mut Vec<String>, item: &CheckItem, multi: bool, control: bool) {
+/// the options (`settle`, `lease`, `rq`, `ctl`, `gate`; see `read_item` in prelude.lua and
+/// multi.lua). A single-limit call with no option stops after the cost, as it always has.
+fn push_item<S: Sink>(
+    sink: &mut S,
+    item: &CheckItem,
+    multi: bool,
+    control: bool,
+    gate: Option<usize>,
+) {
     let policy = &item.limit.policy;
     let (cost, option) = charge_args(item);
-    args.push(policy.limit().to_string());
-    args.push(policy.window_ms().to_string());
-    args.push(policy.capacity().to_string());
-    args.push(encode_cost(cost).to_string());
+    sink.int(policy.limit());
+    sink.int(policy.window_ms());
+    sink.int(policy.capacity());
+    sink.int(encode_cost(cost));
     let remember = item.request_id.as_ref().map(|_| item.remember_ms());
-    let count = option.is_some() as usize + remember.is_some() as usize + control as usize;
+    let count = option.is_some() as usize
+        + remember.is_some() as usize
+        + control as usize
+        + gate.is_some() as usize;
     if count == 0 && !multi {
         return;
     }
-    args.push(count.to_string());
+    sink.int(count);
     if let Some((name, value)) = option {
-        args.push(name.to_string());
-        args.push(value);
+        sink.text(name);
+        sink.int(value);
     }
     if let Some(ms) = remember {
-        args.push("rq".to_string());
-        args.push(ms.to_string());
+        sink.text("rq");
+        sink.int(ms);
     }
     if control {
-        args.push("ctl".to_string());
-        args.push(item.limit.tiers.script_table().to_string());
+        sink.text("ctl");
+        sink.text(item.limit.tiers.script_table());
+    }
+    if let Some(gate) = gate {
+        sink.text("gate");
+        sink.int(gate + 1);
     }
 }
 
@@ -411,8 +549,8 @@ mod tests {
         let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::Cluster).unwrap();
         let inv = &plan.invocations()[0];
         assert_eq!(inv.script.name(), "gcra");
-        assert_eq!(inv.keys, vec!["{el:ns:a:x}:gcra".to_string()]);
-        assert_eq!(inv.args, ["5", "10", "1000", "20", "3"]);
+        assert_eq!(inv.keys(), vec!["{el:ns:a:x}:gcra".to_string()]);
+        assert_eq!(inv.args(), ["5", "10", "1000", "20", "3"]);
     }
 
     #[test]
@@ -428,10 +566,10 @@ mod tests {
         assert_eq!(single.invocations().len(), 1);
         assert_eq!(single.invocations()[0].script.name(), "multi");
         assert_eq!(
-            single.invocations()[0].args,
+            single.invocations()[0].args(),
             ["", "1", "10", "1000", "10", "1", "0", "2", "5", "60000", "5", "-1", "0"]
         );
-        let keys = &single.invocations()[0].keys;
+        let keys = single.invocations()[0].keys();
         let cluster = CheckPlan::new(&check, "ns", TimeSource::Server, Topology::Cluster).unwrap();
         let same_slot = hash_slot(&keys[0]) == hash_slot(&keys[1]);
         assert_eq!(cluster.is_atomic(), same_slot);
@@ -450,9 +588,9 @@ mod tests {
         let plan =
             CheckPlan::controlled(&check, "ns", TimeSource::At(5), Topology::Cluster).unwrap();
         let inv = &plan.invocations()[0];
-        assert_eq!(inv.keys, ["{el:ns:a:x}:gcra", "{el:ns:a:x}:ctl"]);
+        assert_eq!(inv.keys(), ["{el:ns:a:x}:gcra", "{el:ns:a:x}:ctl"]);
         assert_eq!(
-            inv.args,
+            inv.args(),
             ["5", "10", "1000", "20", "1", "1", "ctl", "pro=100,1000,200"]
         );
         let two =
@@ -461,7 +599,7 @@ mod tests {
             CheckPlan::controlled(&two, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
         let inv = &plan.invocations()[0];
         assert_eq!(
-            inv.keys,
+            inv.keys(),
             [
                 "{el:ns:a:x}:gcra",
                 "{el:ns:a:x}:ctl",
@@ -471,7 +609,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            &inv.args[9..],
+            inv.args().iter().skip(9).collect::<Vec<_>>(),
             ["1", "5", "1000", "5", "1", "2", "rq", "1000", "ctl", ""]
         );
     }
@@ -496,7 +634,7 @@ mod tests {
         assert_eq!(inv.script.name(), "multi");
         // Each list once, first; then the items' state keys.
         assert_eq!(
-            inv.keys,
+            inv.keys(),
             [
                 "{el:ns:list:deny}",
                 "{el:ns:list:deny%3Ar}",
@@ -505,7 +643,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            inv.args,
+            inv.args(),
             [
                 "5",
                 "gates",
@@ -556,7 +694,133 @@ mod tests {
             Topology::SingleNode,
         )
         .unwrap();
-        assert_eq!(plan.invocations()[0].args[4], (-(1i64 << 52)).to_string());
+        assert_eq!(
+            &plan.invocations()[0].args()[4],
+            (-(1i64 << 52)).to_string()
+        );
+    }
+
+    /// A check of up to four items on these limits, by identifiers of any bytes (long ones
+    /// hashed), any charge, cost and request id, gated or not.
+    fn any_check() -> impl proptest::strategy::Strategy<Value = Check> {
+        use crate::algorithm::Charge;
+        use crate::control::list::{Gate, ListProbe};
+        use proptest::prelude::*;
+        const SPECS: [&str; 7] = [
+            "fixed 10/1s",
+            "sliding-log 5/1m",
+            "sliding-counter 10000/day",
+            "token-bucket 5/500ms",
+            "gcra 10/1s burst 20",
+            "concurrency 3 timeout 2m",
+            "fixed 1125899906842/1s",
+        ];
+        let id = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..8),
+            "[a-z0-9.:{}%-]{0,12}".prop_map(String::into_bytes),
+            proptest::collection::vec(any::<u8>(), 120..140),
+        ];
+        let charge = prop_oneof![
+            Just(Charge::Request),
+            Just(Charge::Settle),
+            any::<u64>().prop_map(|lease_ms| Charge::Release { lease_ms }),
+        ];
+        let cost = prop_oneof![-3i64..5, any::<i64>()];
+        let item = (
+            0..SPECS.len(),
+            prop_oneof![Just("a"), Just("per ip"), Just("b:{c}")],
+            any::<bool>(),
+            id.clone(),
+            cost,
+            charge,
+            proptest::option::of(id),
+            proptest::option::of(0usize..3),
+        )
+            .prop_map(|(spec, name, tiers, id, cost, charge, rq, gate)| {
+                let mut limit = Limit::new(name, SPECS[spec].parse::<Policy>().unwrap());
+                if tiers {
+                    // A tier keeps its limit's algorithm.
+                    let pro = SPECS[spec].parse::<Policy>().unwrap();
+                    limit = limit.with_tiers(vec![("pro", pro)]).unwrap();
+                }
+                let mut item = CheckItem::new(&limit, id, cost).charged(charge);
+                if let Some(rq) = rq {
+                    item = item.with_request_id(rq);
+                }
+                match gate {
+                    Some(gate) => item.gated(gate),
+                    None => item,
+                }
+            });
+        let list = prop_oneof![Just("deny"), Just("deny:r"), Just("allow"), Just("x\"y")];
+        let names = proptest::collection::vec(list.prop_map(String::from), 0..3);
+        let gates = proptest::collection::vec((names.clone(), names), 0..3);
+        let probe = proptest::collection::vec(
+            prop_oneof![
+                Just(("ip", "198.51.100.7")),
+                Just(("ip", "2001:db8::1")),
+                Just(("country", "cn")),
+                Just(("header:x-user", "a \"b\" \\ é")),
+            ],
+            0..3,
+        );
+        (proptest::collection::vec(item, 0..5), gates, probe).prop_map(|(items, gates, probe)| {
+            let check = items.into_iter().fold(Check::new(), Check::with_item);
+            let gates: Vec<Gate> = gates
+                .into_iter()
+                .map(|(deny, allow)| Gate::new(deny, allow))
+                .collect();
+            if gates.is_empty() {
+                return check;
+            }
+            let probe = probe
+                .into_iter()
+                .fold(ListProbe::new(), |p, (source, value)| p.with(source, value));
+            check.gated(probe, gates)
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+
+        /// The calls planned are part for part the ones planned when each key and argument was
+        /// a `String` of its own (`invocation_before.rs`), on one node and on a Cluster, with
+        /// and without control, at a given time and at Redis's.
+        #[test]
+        fn plans_are_what_they_were_with_a_string_per_part(
+            check in any_check(),
+            namespace in proptest::prop_oneof![
+                proptest::strategy::Just("ns"),
+                proptest::strategy::Just("edge:{x}"),
+            ],
+            at in proptest::option::of(0..MAX_SCRIPT_TIME_MS),
+            cluster: bool,
+            control: bool,
+        ) {
+            use super::super::invocation_before as before;
+            let topology = if cluster { Topology::Cluster } else { Topology::SingleNode };
+            let time = at.map_or(TimeSource::Server, TimeSource::At);
+            let now = at.map_or(String::new(), |ms| ms.to_string());
+            let old = before::plan(&check, namespace, now, topology, control);
+            let new = CheckPlan::plan(&check, namespace, time, topology, control);
+            match (old, new) {
+                (None, Err(StoreError::InvalidInput(_))) => {}
+                (Some((old, atomic)), Ok(new)) => {
+                    proptest::prop_assert_eq!(new.is_atomic(), atomic);
+                    let new: Vec<before::Invocation> = new
+                        .invocations()
+                        .iter()
+                        .map(|i| before::Invocation {
+                            script: i.script,
+                            keys: i.keys().iter().map(String::from).collect(),
+                            args: i.args().iter().map(String::from).collect(),
+                        })
+                        .collect();
+                    proptest::prop_assert_eq!(new, old);
+                }
+                (old, new) => proptest::prop_assert!(false, "{old:?} against {new:?}"),
+            }
+        }
     }
 
     #[test]

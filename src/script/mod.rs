@@ -17,11 +17,15 @@
 //! are concatenated at compile time; each algorithm file opens with its `KEYS`/`ARGV` and the
 //! docs/design.md §2 rule it implements, and decides bit for bit as its Rust step.
 
+mod call;
 pub mod control;
 mod invocation;
+#[cfg(test)]
+mod invocation_before;
 mod reply;
 mod source;
 
+pub use call::{Parts, PartsIter};
 pub use invocation::{
     encode_cost, CheckPlan, Invocation, Topology, MAX_SCRIPT_COST, MAX_SCRIPT_TIME_MS,
 };

@@ -34,31 +34,43 @@ fn escape_into(out: &mut String, bytes: &[u8]) {
 /// The escaped form of an identifier, or `#` and its SHA-256 when long. `#` is never produced by
 /// escaping, so hashed and escaped forms cannot collide.
 pub fn encode_identifier(identifier: &Identifier) -> String {
-    let bytes = identifier.as_bytes();
-    let mut out = String::with_capacity(bytes.len() + 8);
-    escape_into(&mut out, bytes);
-    if out.len() <= MAX_ESCAPED_LEN {
-        return out;
-    }
-    out.clear();
-    out.push('#');
-    for b in Sha256::digest(bytes) {
-        out.push_str(&format!("{b:02x}"));
-    }
+    let mut out = String::with_capacity(identifier.as_bytes().len().min(MAX_ESCAPED_LEN) + 8);
+    push_identifier(&mut out, identifier);
     out
 }
 
-/// `{el:<namespace>:<limit>:<identifier>}`: the hash tag every key of one (limit, identifier)
-/// starts with, so that all of them land in one Cluster slot.
-fn hash_tag(namespace: &str, limit_name: &str, identifier: &Identifier) -> String {
-    let mut key = String::from("{el:");
-    escape_into(&mut key, namespace.as_bytes());
-    key.push(':');
-    escape_into(&mut key, limit_name.as_bytes());
-    key.push(':');
-    key.push_str(&encode_identifier(identifier));
-    key.push('}');
-    key
+/// Appends [`encode_identifier`]'s form of `identifier` to `out`: keys are written in place, into
+/// the one buffer of a script call, rather than each identifier into a `String` of its own.
+fn push_identifier(out: &mut String, identifier: &Identifier) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = identifier.as_bytes();
+    let start = out.len();
+    // Every byte escapes to at least one character: a longer identifier is hashed whatever it
+    // holds, without escaping it first.
+    if bytes.len() <= MAX_ESCAPED_LEN {
+        escape_into(out, bytes);
+        if out.len() - start <= MAX_ESCAPED_LEN {
+            return;
+        }
+        out.truncate(start);
+    }
+    out.push('#');
+    for b in Sha256::digest(bytes) {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+}
+
+/// Appends `{el:<namespace>:<limit>:<identifier>}`: the hash tag every key of one (limit,
+/// identifier) starts with, so that all of them land in one Cluster slot.
+fn push_hash_tag(out: &mut String, namespace: &str, limit_name: &str, identifier: &Identifier) {
+    out.push_str("{el:");
+    escape_into(out, namespace.as_bytes());
+    out.push(':');
+    escape_into(out, limit_name.as_bytes());
+    out.push(':');
+    push_identifier(out, identifier);
+    out.push('}');
 }
 
 /// The key holding the state of `limit_name` for `identifier` under `namespace`.
@@ -68,10 +80,22 @@ pub fn state_key(
     algorithm: Algorithm,
     identifier: &Identifier,
 ) -> String {
-    let mut key = hash_tag(namespace, limit_name, identifier);
-    key.push(':');
-    key.push_str(algorithm.as_str());
+    let mut key = String::new();
+    push_state_key(&mut key, namespace, limit_name, algorithm, identifier);
     key
+}
+
+/// Appends [`state_key`] to `out` (a script call's buffer of keys and arguments, or a `String`).
+pub(crate) fn push_state_key(
+    out: &mut String,
+    namespace: &str,
+    limit_name: &str,
+    algorithm: Algorithm,
+    identifier: &Identifier,
+) {
+    push_hash_tag(out, namespace, limit_name, identifier);
+    out.push(':');
+    out.push_str(algorithm.as_str());
 }
 
 /// The key remembering the decision for `request_id` on `limit_name` for `identifier`: beside
@@ -83,10 +107,22 @@ pub fn request_key(
     identifier: &Identifier,
     request_id: &Identifier,
 ) -> String {
-    let mut key = hash_tag(namespace, limit_name, identifier);
-    key.push_str(":rq:");
-    key.push_str(&encode_identifier(request_id));
+    let mut key = String::new();
+    push_request_key(&mut key, namespace, limit_name, identifier, request_id);
     key
+}
+
+/// Appends [`request_key`] to `out`, as [`push_state_key`] does.
+pub(crate) fn push_request_key(
+    out: &mut String,
+    namespace: &str,
+    limit_name: &str,
+    identifier: &Identifier,
+    request_id: &Identifier,
+) {
+    push_hash_tag(out, namespace, limit_name, identifier);
+    out.push_str(":rq:");
+    push_identifier(out, request_id);
 }
 
 /// The key holding the [`crate::control::Assignment`] of `identifier` on `limit_name` (its tier
@@ -94,9 +130,20 @@ pub fn request_key(
 /// reads it in the same slot and round trip, and without the algorithm, since an assignment
 /// outlives a change of the limit's policy.
 pub fn control_key(namespace: &str, limit_name: &str, identifier: &Identifier) -> String {
-    let mut key = hash_tag(namespace, limit_name, identifier);
-    key.push_str(":ctl");
+    let mut key = String::new();
+    push_control_key(&mut key, namespace, limit_name, identifier);
     key
+}
+
+/// Appends [`control_key`] to `out`, as [`push_state_key`] does.
+pub(crate) fn push_control_key(
+    out: &mut String,
+    namespace: &str,
+    limit_name: &str,
+    identifier: &Identifier,
+) {
+    push_hash_tag(out, namespace, limit_name, identifier);
+    out.push_str(":ctl");
 }
 
 /// The key of the deny or allow list `list` under `namespace`: `{el:<namespace>:list:<list>}`, a
@@ -104,12 +151,82 @@ pub fn control_key(namespace: &str, limit_name: &str, identifier: &Identifier) -
 /// tag: a list lives in its own Cluster slot, and cannot collide with a state key (those carry
 /// a suffix after the tag).
 pub fn list_key(namespace: &str, list: &str) -> String {
-    let mut key = String::from("{el:");
-    escape_into(&mut key, namespace.as_bytes());
-    key.push_str(":list:");
-    escape_into(&mut key, list.as_bytes());
-    key.push('}');
+    let mut key = String::new();
+    push_list_key(&mut key, namespace, list);
     key
+}
+
+/// Appends [`list_key`] to `out`, as [`push_state_key`] does.
+pub(crate) fn push_list_key(out: &mut String, namespace: &str, list: &str) {
+    out.push_str("{el:");
+    escape_into(out, namespace.as_bytes());
+    out.push_str(":list:");
+    escape_into(out, list.as_bytes());
+    out.push('}');
+}
+
+/// The length [`escape_into`] gives `bytes`.
+fn escaped_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-') {
+                1
+            } else {
+                3
+            }
+        })
+        .sum()
+}
+
+/// The length of [`encode_identifier`]'s form, without writing it (nor hashing a long one).
+fn identifier_len(identifier: &Identifier) -> usize {
+    let bytes = identifier.as_bytes();
+    if bytes.len() <= MAX_ESCAPED_LEN {
+        let escaped = escaped_len(bytes);
+        if escaped <= MAX_ESCAPED_LEN {
+            return escaped;
+        }
+    }
+    "#".len() + 64 // the SHA-256 in hex
+}
+
+fn hash_tag_len(namespace: &str, limit_name: &str, identifier: &Identifier) -> usize {
+    "{el:::}".len()
+        + escaped_len(namespace.as_bytes())
+        + escaped_len(limit_name.as_bytes())
+        + identifier_len(identifier)
+}
+
+/// The length of [`state_key`], computed without writing it: a script call reserves its
+/// buffer's room at once from such lengths.
+pub(crate) fn state_key_len(
+    namespace: &str,
+    limit_name: &str,
+    algorithm: Algorithm,
+    identifier: &Identifier,
+) -> usize {
+    hash_tag_len(namespace, limit_name, identifier) + 1 + algorithm.as_str().len()
+}
+
+/// The length of [`request_key`], as [`state_key_len`].
+pub(crate) fn request_key_len(
+    namespace: &str,
+    limit_name: &str,
+    identifier: &Identifier,
+    request_id: &Identifier,
+) -> usize {
+    hash_tag_len(namespace, limit_name, identifier) + ":rq:".len() + identifier_len(request_id)
+}
+
+/// The length of [`control_key`], as [`state_key_len`].
+pub(crate) fn control_key_len(namespace: &str, limit_name: &str, identifier: &Identifier) -> usize {
+    hash_tag_len(namespace, limit_name, identifier) + ":ctl".len()
+}
+
+/// The length of [`list_key`], as [`state_key_len`].
+pub(crate) fn list_key_len(namespace: &str, list: &str) -> usize {
+    "{el::list:}".len() + escaped_len(namespace.as_bytes()) + escaped_len(list.as_bytes())
 }
 
 /// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
@@ -174,6 +291,59 @@ mod tests {
                 assert_ne!(key, other);
             }
         }
+    }
+
+    #[test]
+    fn key_lengths_are_the_lengths_of_the_keys() {
+        let names = ["", "ns", "per ip", "a:b{}", "ü", &"n".repeat(200)];
+        let ids: Vec<Identifier> = vec![
+            "".into(),
+            "198.51.100.7".into(),
+            "2001:db8::1".into(),
+            "x".repeat(128).into(),
+            "x".repeat(129).into(),
+            ":".repeat(42).into(),
+            ":".repeat(43).into(),
+            vec![0u8, 255, 123, 125].into(),
+        ];
+        for ns in names {
+            for name in names {
+                assert_eq!(list_key_len(ns, name), list_key(ns, name).len());
+                for id in &ids {
+                    for algorithm in Algorithm::EVERY {
+                        assert_eq!(
+                            state_key_len(ns, name, algorithm, id),
+                            state_key(ns, name, algorithm, id).len()
+                        );
+                    }
+                    assert_eq!(
+                        control_key_len(ns, name, id),
+                        control_key(ns, name, id).len()
+                    );
+                    for rq in &ids {
+                        assert_eq!(
+                            request_key_len(ns, name, id, rq),
+                            request_key(ns, name, id, rq).len()
+                        );
+                    }
+                    assert_eq!(identifier_len(id), encode_identifier(id).len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_identifiers_are_hashed_in_lowercase_hex() {
+        let long: Identifier = "x".repeat(129).into();
+        let mut expected = String::from("#");
+        for b in Sha256::digest(long.as_bytes()) {
+            expected.push_str(&format!("{b:02x}"));
+        }
+        assert_eq!(encode_identifier(&long), expected);
+        let escaped_long: Identifier = ":".repeat(43).into();
+        assert!(encode_identifier(&escaped_long).starts_with('#'));
+        let escaped_fits: Identifier = ":".repeat(42).into();
+        assert_eq!(encode_identifier(&escaped_fits), "%3A".repeat(42));
     }
 
     #[test]

@@ -233,10 +233,11 @@ where
 
 fn command(verb: &str, script: &str, invocation: &Invocation) -> Cmd {
     let mut cmd = redis::cmd(verb);
-    cmd.arg(script)
-        .arg(invocation.keys.len())
-        .arg(&invocation.keys)
-        .arg(&invocation.args);
+    let keys = invocation.keys();
+    cmd.arg(script).arg(keys.len());
+    for part in keys.iter().chain(invocation.args()) {
+        cmd.arg(part);
+    }
     cmd
 }
 

@@ -12,7 +12,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine as _;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde_json::Value as Json;
 
 use super::check::{Check, TimeSource, Verdict};
@@ -242,49 +241,64 @@ pub fn decode_pipeline(status: u16, text: &str, commands: usize) -> Result<Vec<R
     entries.iter().map(entry).collect()
 }
 
-fn encode(commands: &[Command<'_>]) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(commands)
-        .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))
-}
-
 /// The body of the `/pipeline` request that runs `invocations` by `EVALSHA`, as
 /// [`RestStore`] sends it first (pure: the Worker's CPU benchmark times it under wasm32).
 pub fn evalsha_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
-    let commands: Vec<Command<'_>> = invocations
-        .iter()
-        .map(|i| command("EVALSHA", i.script.sha1(), i))
-        .collect();
-    encode(&commands)
+    pipeline_body("EVALSHA", invocations, |i| i.script.sha1())
 }
 
-/// One command as the JSON array the protocol carries:
-/// `["EVALSHA", "<sha>", <number of keys>, "<key>", …, "<arg>", …]`.
-struct Command<'a> {
+/// The body of the `/pipeline` request that runs `invocations` by `EVAL` and their sources, as
+/// [`RestStore`] resends those a fresh Redis answered `NOSCRIPT`.
+fn eval_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
+    pipeline_body("EVAL", invocations, |i| i.script.source())
+}
+
+/// `[[verb, script, <number of keys>, "<key>", …, "<arg>", …], …]`: each invocation as the JSON
+/// array the protocol carries, written straight from its keys and arguments into one buffer
+/// sized for them — byte for byte what `serde_json` makes of the same arrays of strings, each
+/// string escaped by `serde_json` itself.
+fn pipeline_body(
     verb: &'static str,
-    script: &'a str,
-    invocation: &'a Invocation,
-}
-
-fn command<'a>(verb: &'static str, script: &'a str, invocation: &'a Invocation) -> Command<'a> {
-    Command {
-        verb,
-        script,
-        invocation,
-    }
-}
-
-impl Serialize for Command<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Invocation { keys, args, .. } = self.invocation;
-        let mut seq = serializer.serialize_seq(Some(3 + keys.len() + args.len()))?;
-        seq.serialize_element(self.verb)?;
-        seq.serialize_element(self.script)?;
-        seq.serialize_element(&keys.len())?;
-        for part in keys.iter().chain(args) {
-            seq.serialize_element(part.as_str())?;
+    invocations: &[&Invocation],
+    script: impl Fn(&Invocation) -> &str,
+) -> Result<Vec<u8>, StoreError> {
+    // Every part with its quotes and comma; room for a few escapes besides.
+    let room: usize = invocations
+        .iter()
+        .map(|i| {
+            let parts = i.keys().len() + i.args().len();
+            let text = verb.len() + script(i).len() + i.text_len();
+            8 + 20 + text + text / 8 + 3 * parts
+        })
+        .sum();
+    let mut body = Vec::with_capacity(2 + room);
+    body.push(b'[');
+    for (n, &invocation) in invocations.iter().enumerate() {
+        if n > 0 {
+            body.push(b',');
         }
-        seq.end()
+        body.push(b'[');
+        json_string(&mut body, verb)?;
+        body.push(b',');
+        json_string(&mut body, script(invocation))?;
+        body.push(b',');
+        let keys = invocation.keys();
+        body.extend_from_slice(itoa::Buffer::new().format(keys.len()).as_bytes());
+        for part in keys.iter().chain(invocation.args()) {
+            body.push(b',');
+            json_string(&mut body, part)?;
+        }
+        body.push(b']');
     }
+    body.push(b']');
+    Ok(body)
+}
+
+/// Appends `text` as a JSON string, escaped as `serde_json` escapes it (by `serde_json`: no
+/// second escaper to keep in step).
+fn json_string(body: &mut Vec<u8>, text: &str) -> Result<(), StoreError> {
+    serde_json::to_writer(body, text)
+        .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))
 }
 
 /// `{"result": …}` or `{"error": "…"}` into a transport-neutral reply.
@@ -361,12 +375,9 @@ impl RestStore {
             .filter_map(|(i, r)| matches!(r, Reply::Error(m) if is_noscript(m)).then_some(i))
             .collect();
         if !missing.is_empty() {
-            let resend: Vec<Command<'_>> = missing
-                .iter()
-                .map(|&i| command("EVAL", invocations[i].script.source(), invocations[i]))
-                .collect();
+            let resend: Vec<&Invocation> = missing.iter().map(|&i| invocations[i]).collect();
             let resent = self
-                .pipeline_resent_if(idempotent, encode(&resend)?, resend.len())
+                .pipeline_resent_if(idempotent, eval_pipeline_body(&resend)?, resend.len())
                 .await?;
             for (i, reply) in missing.into_iter().zip(resent) {
                 replies[i] = reply;
@@ -530,29 +541,118 @@ mod tests {
 
     #[test]
     fn commands_serialize_as_the_json_arrays_they_stand_for() {
-        let invocation = Invocation {
-            script: Script::single(Algorithm::Gcra),
-            keys: vec!["k\"1".into(), "k2".into()],
-            args: vec!["1000".into(), "é\n".into()],
-        };
-        let text = serde_json::to_string(&[
-            command("EVALSHA", invocation.script.sha1(), &invocation),
-            command("EVAL", "return 1", &invocation),
-        ])
-        .unwrap();
-        let expected = serde_json::json!([
-            [
-                "EVALSHA",
-                invocation.script.sha1(),
-                2,
-                "k\"1",
-                "k2",
-                "1000",
-                "é\n"
-            ],
-            ["EVAL", "return 1", 2, "k\"1", "k2", "1000", "é\n"],
-        ]);
-        assert_eq!(text, serde_json::to_string(&expected).unwrap());
+        let invocation = Invocation::from_parts(
+            Script::single(Algorithm::Gcra),
+            ["k\"1", "k2"],
+            ["1000", "é\n"],
+        );
+        let sha = invocation.script.sha1();
+        let source = invocation.script.source();
+        let evalsha = evalsha_pipeline_body(&[&invocation]).unwrap();
+        let eval = eval_pipeline_body(&[&invocation, &invocation]).unwrap();
+        let expected = serde_json::json!([["EVALSHA", sha, 2, "k\"1", "k2", "1000", "é\n"]]);
+        assert_eq!(evalsha, serde_json::to_vec(&expected).unwrap());
+        let one = serde_json::json!(["EVAL", source, 2, "k\"1", "k2", "1000", "é\n"]);
+        assert_eq!(eval, serde_json::to_vec(&[&one, &one]).unwrap());
+        assert_eq!(evalsha_pipeline_body(&[]).unwrap(), b"[]");
+    }
+
+    /// The body as it was made before keys and arguments shared a buffer: `serde_json` over
+    /// `Vec<String>`s, by the `Serialize` this module had. What the written body must equal.
+    mod before {
+        use serde::ser::{Serialize, SerializeSeq, Serializer};
+
+        pub(super) struct Command<'a> {
+            pub(super) verb: &'static str,
+            pub(super) script: &'a str,
+            pub(super) keys: &'a [String],
+            pub(super) args: &'a [String],
+        }
+
+        impl Serialize for Command<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let (keys, args) = (self.keys, self.args);
+                let mut seq = serializer.serialize_seq(Some(3 + keys.len() + args.len()))?;
+                seq.serialize_element(self.verb)?;
+                seq.serialize_element(self.script)?;
+                seq.serialize_element(&keys.len())?;
+                for part in keys.iter().chain(args) {
+                    seq.serialize_element(part.as_str())?;
+                }
+                seq.end()
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any keys and arguments — quotes, backslashes, control characters, DEL, non-ASCII,
+        /// empty — make the body `serde_json` made of the same strings, by EVALSHA and by EVAL.
+        #[test]
+        fn the_body_is_what_serde_json_made_of_the_strings(
+            calls in proptest::collection::vec(
+                (
+                    0usize..7,
+                    proptest::collection::vec(part(), 0..6),
+                    proptest::collection::vec(part(), 0..12),
+                ),
+                0..4,
+            )
+        ) {
+            let scripts = [
+                Script::multi(),
+                Script::single(Algorithm::Gcra),
+                Script::single(Algorithm::FixedWindow),
+                Script::single(Algorithm::SlidingLog),
+                Script::list(),
+                Script::peek(),
+                Script::reset(),
+            ];
+            let invocations: Vec<Invocation> = calls
+                .iter()
+                .map(|(script, keys, args)| Invocation::from_parts(scripts[*script], keys, args))
+                .collect();
+            for ((_, keys, args), invocation) in calls.iter().zip(&invocations) {
+                proptest::prop_assert!(invocation.keys() == keys[..], "{keys:?}");
+                proptest::prop_assert!(invocation.args() == args[..], "{args:?}");
+            }
+            let refs: Vec<&Invocation> = invocations.iter().collect();
+            for verb in ["EVALSHA", "EVAL"] {
+                let old: Vec<before::Command<'_>> = calls
+                    .iter()
+                    .zip(&invocations)
+                    .map(|((_, keys, args), invocation)| before::Command {
+                        verb,
+                        script: match verb {
+                            "EVALSHA" => invocation.script.sha1(),
+                            _ => invocation.script.source(),
+                        },
+                        keys,
+                        args,
+                    })
+                    .collect();
+                let body = match verb {
+                    "EVALSHA" => evalsha_pipeline_body(&refs).unwrap(),
+                    _ => eval_pipeline_body(&refs).unwrap(),
+                };
+                let expected = serde_json::to_vec(&old).unwrap();
+                proptest::prop_assert_eq!(
+                    String::from_utf8(body).unwrap(),
+                    String::from_utf8(expected).unwrap()
+                );
+            }
+        }
+    }
+
+    /// A key or argument: any string, or one drawn mostly from what JSON must escape.
+    fn part() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<String>(),
+            "[\\\\\"/\\x00-\\x1f\\x7fa-z0-9{}:%#é€😀\\u{2028}\\u{2029}]{0,24}",
+            "[0-9-]{0,20}",
+        ]
     }
 
     #[test]
@@ -621,11 +721,8 @@ mod tests {
 
     #[test]
     fn the_evalsha_body_names_each_script_by_its_sha() {
-        let invocation = Invocation {
-            script: Script::single(Algorithm::FixedWindow),
-            keys: vec!["k".into()],
-            args: vec!["".into(), "5".into()],
-        };
+        let invocation =
+            Invocation::from_parts(Script::single(Algorithm::FixedWindow), ["k"], ["", "5"]);
         let body = evalsha_pipeline_body(&[&invocation, &invocation]).unwrap();
         let sha = invocation.script.sha1();
         let one = format!(r#"["EVALSHA","{sha}",1,"k","","5"]"#);
