@@ -20,8 +20,6 @@
 mod call;
 pub mod control;
 mod invocation;
-#[cfg(test)]
-mod invocation_before;
 mod reply;
 mod source;
 
