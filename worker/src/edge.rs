@@ -363,26 +363,14 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     }
     let mut plan = edge.config.plan(&view);
     let now_ms = js_sys::Date::now() as u64;
-    if plan.denied().is_none() && !plan.deny_scope().is_empty() {
-        let remembered =
-            edge.deny_cache
-                .borrow_mut()
-                .lookup(plan.deny_scope(), plan.candidates(), now_ms);
-        if let Some(denial) = remembered {
-            plan.deny_remembered(denial);
-        }
-    }
+    plan.deny_if_remembered(&mut edge.deny_cache.borrow_mut(), now_ms);
     // The limiter times the store itself; the decisions carry the time they were made at. A
     // request refused before the store has no check: no store call.
     let checked = edge.limiter.check_all(plan.checks()).await;
     let outcome = plan.decide(&checked.verdicts, &view.path);
     if let Some(denial) = &outcome.denied {
         edge.list_counters.borrow_mut().denied(denial);
-        if denial.via == Via::Store {
-            edge.deny_cache
-                .borrow_mut()
-                .remember(&denial.list, &denial.entry, now_ms);
-        }
+        edge.deny_cache.borrow_mut().remember_denial(denial, now_ms);
     }
     if !outcome.shadow_listed.is_empty() {
         edge.list_counters.borrow_mut().shadow_denied();

@@ -223,6 +223,14 @@ impl DenyCache {
         self.soonest = self.soonest.min(until);
     }
 
+    /// Remembers `denial` at `now_ms` when the store's lists gave it: a static entry needs no
+    /// memory, and a remembered answer is not remembered again (its time would never lapse).
+    pub fn remember_denial(&mut self, denial: &Denial, now_ms: u64) {
+        if denial.via == Via::Store {
+            self.remember(&denial.list, &denial.entry, now_ms);
+        }
+    }
+
     /// A remembered denial by one of `lists` of a request offering `candidates`, at `now_ms`.
     pub fn lookup(
         &mut self,
@@ -390,6 +398,28 @@ mod tests {
         let mut off = DenyCache::new(0);
         off.remember(DENY, &member, 10);
         assert_eq!(off.lookup(&global, &candidates, 11), None);
+    }
+
+    #[test]
+    fn only_the_stores_denials_are_remembered() {
+        let mut cache = DenyCache::new(1_000);
+        let c = vec!["ip 1.2.3.4".to_string()];
+        let global = [DENY.to_string()];
+        let denial = |via| Denial {
+            list: DENY.to_string(),
+            entry: "ip 1.2.3.4".to_string(),
+            via,
+        };
+        // A static entry needs no memory; a remembered answer renewed by its own use would
+        // never lapse.
+        cache.remember_denial(&denial(Via::Static), 0);
+        cache.remember_denial(&denial(Via::Cache), 0);
+        assert!(cache.lookup(&global, &c, 1).is_none());
+        cache.remember_denial(&denial(Via::Store), 0);
+        assert_eq!(
+            cache.lookup(&global, &c, 1).map(|d| d.via),
+            Some(Via::Cache)
+        );
     }
 
     #[test]

@@ -391,6 +391,18 @@ impl<'c> Plan<'c> {
         &self.deny_scope
     }
 
+    /// Refuses the request by a dynamic denial `cache` remembers at `now_ms`, when no static
+    /// entry refused it already and a dynamic deny list applies to it ([`Plan::deny_scope`]): as
+    /// the Worker's isolate answers before the store, and `sim` replays it.
+    pub fn deny_if_remembered(&mut self, cache: &mut lists::DenyCache, now_ms: u64) {
+        if self.denied.is_some() || self.deny_scope.is_empty() {
+            return;
+        }
+        if let Some(denial) = cache.lookup(&self.deny_scope, self.probe.candidates(), now_ms) {
+            self.deny_remembered(denial);
+        }
+    }
+
     /// Refuses the request by `denial` (a dynamic denial this isolate remembers, see
     /// [`crate::lists::DenyCache`]) without asking the store: no check is sent.
     pub fn deny_remembered(&mut self, denial: Denial) {
@@ -1300,13 +1312,10 @@ mod tests {
         assert_eq!(problem_of(&outcome)["list"], "deny");
         // Remembered by the isolate: the next request from the range asks nothing.
         let mut cache = lists::DenyCache::new(10_000);
-        cache.remember(&denial.list, &denial.entry, 1);
+        cache.remember_denial(&denial, 1);
         let next = from("198.51.100.99", "n");
         let mut plan = c.plan(&next);
-        let hit = cache
-            .lookup(plan.deny_scope(), plan.candidates(), 2)
-            .unwrap();
-        plan.deny_remembered(hit);
+        plan.deny_if_remembered(&mut cache, 2);
         assert!(plan.checks().is_empty());
         assert_eq!(plan.decide(&[], "/api/x").denied.unwrap().via, Via::Cache);
         // Nothing was charged while denied: once unlisted, `m` has one of two left.

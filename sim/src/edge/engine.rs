@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
-use edgelimit_worker::lists::{self, DenyCache, Via};
+use edgelimit_worker::lists::{self, DenyCache};
 use edgelimit_worker::plan::Plan;
 use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
 
@@ -383,13 +383,9 @@ impl EdgeReplay {
             extracted.identify(logged, applied, request)
         });
         // As the Worker's isolate: a denial the dynamic lists answered lately refuses the
-        // request before the store (worker/src/edge.rs).
+        // request before the store.
         if let Some(cache) = deny_cache.as_mut() {
-            if plan.denied().is_none() && !plan.deny_scope().is_empty() {
-                if let Some(denial) = cache.lookup(plan.deny_scope(), plan.candidates(), local_ms) {
-                    plan.deny_remembered(denial);
-                }
-            }
+            plan.deny_if_remembered(cache, local_ms);
         }
         clock.set(local_ms);
         limiter.store().set_times(enforced_ms, shadow_ms);
@@ -400,9 +396,7 @@ impl EdgeReplay {
         let ruling = plan.rule(&checked.verdicts);
         let forwarded = ruling.status == 200;
         if let (Some(cache), Some(denial)) = (deny_cache.as_mut(), &ruling.denied) {
-            if denial.via == Via::Store {
-                cache.remember(&denial.list, &denial.entry, local_ms);
-            }
+            cache.remember_denial(denial, local_ms);
         }
 
         let status = ruling.status;
