@@ -17,11 +17,16 @@ pub const DEFAULT_NAMESPACE: &str = "edgelimit";
 /// Escaped identifiers longer than this are hashed instead.
 const MAX_ESCAPED_LEN: usize = 128;
 
-/// Appends `bytes` escaped: `[A-Za-z0-9._~-]` as is, every other byte as `%XX`.
+/// Whether `b` stands for itself in a key: `[A-Za-z0-9._~-]`; every other byte is escaped.
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-')
+}
+
+/// Appends `bytes` escaped: unreserved bytes ([`is_unreserved`]) as is, every other as `%XX`.
 fn escape_into(out: &mut String, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in bytes {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-') {
+        if is_unreserved(b) {
             out.push(b as char);
         } else {
             out.push('%');
@@ -169,13 +174,7 @@ pub(crate) fn push_list_key(out: &mut String, namespace: &str, list: &str) {
 fn escaped_len(bytes: &[u8]) -> usize {
     bytes
         .iter()
-        .map(|&b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-') {
-                1
-            } else {
-                3
-            }
-        })
+        .map(|&b| if is_unreserved(b) { 1 } else { 3 })
         .sum()
 }
 
