@@ -47,7 +47,6 @@ pub fn encode_identifier(identifier: &Identifier) -> String {
 /// Appends [`encode_identifier`]'s form of `identifier` to `out`: keys are written in place, into
 /// the one buffer of a script call, rather than each identifier into a `String` of its own.
 fn push_identifier(out: &mut String, identifier: &Identifier) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = identifier.as_bytes();
     let start = out.len();
     // Every byte escapes to at least one character: a longer identifier is hashed whatever it
@@ -60,10 +59,20 @@ fn push_identifier(out: &mut String, identifier: &Identifier) {
         out.truncate(start);
     }
     out.push('#');
-    for b in Sha256::digest(bytes) {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 15) as usize] as char);
+    out.push_str(std::str::from_utf8(&sha256_hex(bytes)).expect("hex digits are ASCII"));
+}
+
+/// The SHA-256 of `bytes` in lower-case hex, on the stack: how a long identifier appears in its
+/// keys (after `#`), and how the Worker keys an `api-key:` source and matches it in lists — one
+/// writer for both, so they cannot come to spell a digest differently.
+pub fn sha256_hex(bytes: &[u8]) -> [u8; 64] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 64];
+    for (pair, b) in out.chunks_exact_mut(2).zip(Sha256::digest(bytes)) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
     }
+    out
 }
 
 /// Appends `{el:<namespace>:<limit>:<identifier>}`: the hash tag every key of one (limit,

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
+use edgelimit::store::key::sha256_hex;
 use edgelimit::Identifier;
 
 /// Raw identifiers longer than this are replaced by their SHA-256, so a huge header costs the
@@ -190,7 +191,7 @@ impl IdentifierSource {
         match self {
             IdentifierSource::ApiKey(inner) => {
                 let raw = inner.raw(request)?;
-                Some(Identifier::from(&hex(&Sha256::digest(raw.as_bytes()))[..]))
+                Some(Identifier::from(&sha256_hex(raw.as_bytes())[..]))
             }
             other => other.raw(request).map(|raw| bounded(raw.as_bytes())),
         }
@@ -204,7 +205,7 @@ impl IdentifierSource {
         let raw = self.raw(request)?;
         match self {
             IdentifierSource::ApiKey(_) => {
-                let digest = hex(&Sha256::digest(raw.as_bytes()));
+                let digest = sha256_hex(raw.as_bytes());
                 Some(String::from_utf8_lossy(&digest).into_owned())
             }
             _ => (raw.len() <= MAX_LIST_VALUE).then(|| raw.into_owned()),
@@ -272,17 +273,6 @@ fn bounded(raw: &[u8]) -> Identifier {
     out[0] = 0xFF;
     out[1..].copy_from_slice(&Sha256::digest(raw));
     Identifier::from(&out[..])
-}
-
-/// Lower-case hex of a SHA-256, on the stack: the identifier is built from it with one copy.
-fn hex(bytes: &[u8]) -> [u8; 64] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = [0u8; 64];
-    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 15)];
-    }
-    out
 }
 
 #[cfg(test)]
