@@ -239,6 +239,17 @@ fn tiers_overrides_and_lists_decide_as_at_the_edge() {
         .collect();
     want.sort();
     assert_eq!(top, want);
+    // The boundary metrics hold the limit's own policy to the identifiers on it: the tiered and
+    // overridden ones decide by another policy, and the listed ones by no limit, so only the
+    // first sender's requests are held to its exact log, and they agree with it.
+    let boundary = &limit["boundary"];
+    let own: Vec<&Sender> = senders.iter().filter(|s| s.ip == "192.0.2.1").collect();
+    assert_eq!(boundary["decided"], own[0].offsets.len() as u64);
+    assert_eq!(boundary["max_admitted_in_window"], OWN);
+    assert_eq!(
+        (&boundary["false_allows"], &boundary["false_denies"]),
+        (&0.into(), &0.into())
+    );
     let applied = &r["overrides"];
     assert_eq!(applied["file"], overrides.display().to_string());
     assert_eq!(

@@ -23,7 +23,7 @@ use super::identifiers::Identifiers;
 use super::model::{LimitReport, OutageReport, RuleReport, TopIdentifier};
 use super::names::display_identifier;
 use super::outage::Outages;
-use super::overrides::{AppliedOverrides, Overrides};
+use super::overrides::{AppliedOverrides, Assigned, Overrides};
 use super::series::Series;
 use super::store::ReplayStore;
 use super::truth::{Boundary, LimitTruth};
@@ -123,7 +123,7 @@ pub struct EdgeReplay {
     deny_cache: Option<DenyCache>,
     /// The limits and identifiers `--overrides` gave a tier or an override: left out of the
     /// exact truths, whose reference is the limit's own policy.
-    assigned: Vec<(String, Identifier)>,
+    assigned: Assigned,
 }
 
 /// Polls a future that must be ready at once: the replay store never waits.
@@ -417,18 +417,18 @@ impl EdgeReplay {
                     totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
                     totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
                 }
-                // The item's name is the configuration's own `Arc` (pointer equal) unless two
-                // limits share a name: compare pointers across all before comparing text.
                 // A list settled this item, the limit decided nothing; and an identifier on a
                 // tier or override is not held to the limit's own policy.
                 if matches!(decision.reason, Reason::Denylisted | Reason::Allowlisted)
                     || (!assigned.is_empty()
                         && assigned
-                            .iter()
-                            .any(|(n, id)| **n == *item.limit.name && *id == item.identifier))
+                            .get(&item.identifier)
+                            .is_some_and(|limits| limits.iter().any(|l| **l == *item.limit.name)))
                 {
                     continue;
                 }
+                // The item's name is the configuration's own `Arc` (pointer equal) unless two
+                // limits share a name: compare pointers across all before comparing text.
                 let name = &item.limit.name;
                 let at = truths
                     .iter()

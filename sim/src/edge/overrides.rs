@@ -9,6 +9,7 @@
 //! by the CLI's own [`run::execute`] on the replay's `MemoryStore`, at the trace's first request
 //! time, so `--ttl` counts from there and lapses as the trace goes on.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use clap::parser::ValueSource;
@@ -32,6 +33,11 @@ const STORE_FLAGS: [(&str, &str); 4] = [
     ("timeout", "--timeout"),
     ("config", "--config"),
 ];
+
+/// Identifiers given a tier or an override, each with the names of the limits it was given them
+/// on: looked up by identifier for every decision of a replay with overrides, however many
+/// customers the file assigns.
+pub type Assigned = HashMap<Identifier, Vec<String>>;
 
 /// What an overrides file applied, by kind of command: the report's `overrides` object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -167,18 +173,20 @@ impl Overrides {
         &self.applied
     }
 
-    /// The limits and identifiers given a tier or an override: their decisions are not the
-    /// limit's own policy's, so the exact log of that policy is no reference for them.
-    pub fn assigned(&self) -> Vec<(String, Identifier)> {
-        self.operations
-            .iter()
-            .filter_map(|op| match op {
-                Operation::Assign { subject, .. } => {
-                    Some((subject.limit.name.to_string(), subject.identifier.clone()))
+    /// The identifiers given a tier or an override, with the limits they were given them on:
+    /// their decisions are not the limit's own policy's, so the exact log of that policy is no
+    /// reference for them.
+    pub fn assigned(&self) -> Assigned {
+        let mut assigned = Assigned::new();
+        for operation in &self.operations {
+            if let Operation::Assign { subject, .. } = operation {
+                let limits = assigned.entry(subject.identifier.clone()).or_default();
+                if !limits.iter().any(|l| **l == *subject.limit.name) {
+                    limits.push(subject.limit.name.to_string());
                 }
-                _ => None,
-            })
-            .collect()
+            }
+        }
+        assigned
     }
 
     /// Carries out every operation on `store` at `now_ms`, in file order, through the admin
@@ -334,7 +342,9 @@ limits = [{ name = "per-ip", policy = "fixed 3/1m", identifier = "ip", tiers = {
             applied.summary(),
             "2 tiers, 1 tier cleared, 1 deny entry, 1 allow entry removed"
         );
-        assert_eq!(overrides.assigned().len(), 2);
+        let assigned = overrides.assigned();
+        assert_eq!(assigned.values().map(Vec::len).sum::<usize>(), 2);
+        assert_eq!(assigned[&Identifier::from("192.0.2.2")], ["per-ip"]);
         assert_eq!(applied.applied_at_ms, None);
     }
 }
