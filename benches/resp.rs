@@ -22,7 +22,7 @@ async fn ours(store: Arc<RespStore>, clients: usize) -> f64 {
         DECISIONS / clients,
         (store, limit),
         move |(store, limit), c, i| async move {
-            let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
+            let check = Check::single(limit.clone(), format!("c{c}-{}", i % 100), 1);
             support::check_at(&*store, &check, T).await;
             (store, limit)
         },
@@ -76,7 +76,7 @@ fn main() {
             let policy = Policy::new(algorithm, 100, 60_000, None).unwrap();
             let limit = Limit::new(format!("mem-{algorithm}"), policy);
             for i in 0..50u64 {
-                let check = Check::single(&limit, "one-client", 1);
+                let check = Check::single(limit.clone(), "one-client", 1);
                 store
                     .check(&[check], TimeSource::At(T + i * 37))
                     .await

@@ -48,7 +48,7 @@ async fn run(store: Arc<dyn Store>, clients: usize, pids: &[String]) -> Run {
         pids,
         (store, limit),
         move |(store, limit), c, i| async move {
-            let check = Check::single(&limit, format!("c{c}-{}", i % 100), 1);
+            let check = Check::single(limit.clone(), format!("c{c}-{}", i % 100), 1);
             support::check_at(&*store, &check, T).await;
             (store, limit)
         },

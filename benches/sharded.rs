@@ -29,7 +29,7 @@ async fn run(store: Arc<dyn Store>, limit: &Limit) -> Run {
         &[],
         (store, limit),
         move |(store, limit), client, i| async move {
-            let check = Check::single(&limit, format!("client{client}-{}", i % 50), 1);
+            let check = Check::single(limit.clone(), format!("client{client}-{}", i % 50), 1);
             support::check_at(&*store, &check, T).await;
             (store, limit)
         },

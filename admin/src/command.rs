@@ -230,7 +230,7 @@ fn subject(target: &Target, config: &Config, file: &str, raw: bool) -> Result<Su
             .map_err(|problem| AdminError::input("IDENTIFIER", problem))?
     };
     Ok(Subject {
-        limit: first.limit.clone(),
+        limit: Limit::clone(&first.limit),
         given: target.identifier.clone(),
         identifier,
     })

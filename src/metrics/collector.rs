@@ -153,7 +153,7 @@ mod tests {
             reason,
         };
         let check = Check::single(
-            &Limit::new("per-ip", "fixed 10/1s".parse::<Policy>().unwrap()),
+            Limit::new("per-ip", "fixed 10/1s".parse::<Policy>().unwrap()),
             "x",
             1,
         );

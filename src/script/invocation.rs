@@ -545,7 +545,7 @@ mod tests {
 
     #[test]
     fn one_item_runs_its_algorithm_script() {
-        let check = Check::single(&limit("a", "gcra 10/1s burst 20"), "x", 3);
+        let check = Check::single(limit("a", "gcra 10/1s burst 20"), "x", 3);
         let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::Cluster).unwrap();
         let inv = &plan.invocations()[0];
         assert_eq!(inv.script.name(), "gcra");
@@ -555,8 +555,8 @@ mod tests {
 
     #[test]
     fn several_items_split_across_cluster_slots_only() {
-        let check = Check::new().with(&limit("a", "fixed 10/1s"), "x", 1).with(
-            &limit("b", "sliding-log 5/1m"),
+        let check = Check::new().with(limit("a", "fixed 10/1s"), "x", 1).with(
+            limit("b", "sliding-log 5/1m"),
             "x",
             -1,
         );
@@ -594,7 +594,7 @@ mod tests {
             ["5", "10", "1000", "20", "1", "1", "ctl", "pro=100,1000,200"]
         );
         let two =
-            check.with_item(CheckItem::new(&limit("b", "fixed 5/1s"), "x", 1).with_request_id("r"));
+            check.with_item(CheckItem::new(limit("b", "fixed 5/1s"), "x", 1).with_request_id("r"));
         let plan =
             CheckPlan::controlled(&two, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
         let inv = &plan.invocations()[0];
@@ -620,7 +620,7 @@ mod tests {
         let a = limit("a", "fixed 10/1s");
         let check = Check::new()
             .with_item(CheckItem::new(&a, "x", 1).gated(0))
-            .with_item(CheckItem::new(&limit("b", "gcra 5/1s"), "x", 1).gated(7))
+            .with_item(CheckItem::new(limit("b", "gcra 5/1s"), "x", 1).gated(7))
             .gated(
                 ListProbe::new().with("country", "cn"),
                 vec![Gate::new(
@@ -678,7 +678,7 @@ mod tests {
 
     #[test]
     fn times_lua_cannot_hold_are_refused_and_costs_clamped() {
-        let check = Check::single(&limit("a", "fixed 10/1s"), "x", i64::MIN);
+        let check = Check::single(limit("a", "fixed 10/1s"), "x", i64::MIN);
         let err = CheckPlan::new(
             &check,
             "ns",
@@ -826,7 +826,7 @@ mod tests {
 
     #[test]
     fn replies_are_read_back_and_checked() {
-        let check = Check::single(&limit("a", "fixed 10/1s"), "x", 100);
+        let check = Check::single(limit("a", "fixed 10/1s"), "x", 100);
         let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
         let ints = |v: &[i64]| Reply::Array(v.iter().map(|&i| Reply::Int(i)).collect());
         let verdict = plan

@@ -166,11 +166,20 @@ impl Limit {
     }
 }
 
+/// A limit shared rather than copied: a configuration holds each of its limits once, and every
+/// check item built from it points there (a request's items are built and dropped per request,
+/// so copying a whole limit into each was most of their cost).
+impl From<&Limit> for Arc<Limit> {
+    fn from(limit: &Limit) -> Arc<Limit> {
+        Arc::new(limit.clone())
+    }
+}
+
 /// One limit applied to one identifier at one cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckItem {
-    /// Which limit.
-    pub limit: Limit,
+    /// Which limit: the configuration's own, shared (see `From<&Limit> for Arc<Limit>`).
+    pub limit: Arc<Limit>,
     /// Whose quota.
     pub identifier: Identifier,
     /// How much to take (negative: refund, zero: peek).
@@ -189,10 +198,15 @@ pub struct CheckItem {
 }
 
 impl CheckItem {
-    /// A plain request: `cost` charged as [`Charge::Request`], with no request id.
-    pub fn new(limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> CheckItem {
+    /// A plain request: `cost` charged as [`Charge::Request`], with no request id. `limit` is
+    /// an `Arc<Limit>` to share (a pointer copied), or a `&Limit` to copy once into one.
+    pub fn new(
+        limit: impl Into<Arc<Limit>>,
+        identifier: impl Into<Identifier>,
+        cost: i64,
+    ) -> CheckItem {
         CheckItem {
-            limit: limit.clone(),
+            limit: limit.into(),
             identifier: identifier.into(),
             cost,
             charge: Charge::Request,
@@ -244,13 +258,22 @@ impl Check {
     }
 
     /// A check of a single limit.
-    pub fn single(limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> Check {
+    pub fn single(
+        limit: impl Into<Arc<Limit>>,
+        identifier: impl Into<Identifier>,
+        cost: i64,
+    ) -> Check {
         Check::new().with(limit, identifier, cost)
     }
 
     /// Adds an item. The same limit name with the same identifier is merged into one item whose
     /// cost is the sum, so one request never races itself.
-    pub fn with(self, limit: &Limit, identifier: impl Into<Identifier>, cost: i64) -> Check {
+    pub fn with(
+        self,
+        limit: impl Into<Arc<Limit>>,
+        identifier: impl Into<Identifier>,
+        cost: i64,
+    ) -> Check {
         self.with_item(CheckItem::new(limit, identifier, cost))
     }
 
@@ -302,7 +325,11 @@ impl Check {
     /// of its identifiers' assignments (docs/design.md §2, "Policy changes").
     pub(crate) fn map_policies(&mut self, mut policy: impl FnMut(&CheckItem) -> Policy) {
         for item in &mut self.items {
-            item.limit.policy = policy(item);
+            let effective = policy(item);
+            // Most identifiers hold no assignment: their limit stays shared, uncopied.
+            if effective != item.limit.policy {
+                Arc::make_mut(&mut item.limit).policy = effective;
+            }
         }
     }
 

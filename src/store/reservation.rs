@@ -83,8 +83,10 @@ impl Reservation {
         for reserved in &self.items {
             let item = &reserved.item;
             let settled = match reserved.lease_ms {
-                Some(lease_ms) => CheckItem::new(&item.limit, item.identifier.clone(), item.cost)
-                    .charged(Charge::Release { lease_ms }),
+                Some(lease_ms) => {
+                    CheckItem::new(item.limit.clone(), item.identifier.clone(), item.cost)
+                        .charged(Charge::Release { lease_ms })
+                }
                 None => {
                     let Some(actual) = actual(item) else { continue };
                     let delta = i64::try_from(actual)
@@ -93,7 +95,7 @@ impl Reservation {
                     if delta == 0 {
                         continue;
                     }
-                    CheckItem::new(&item.limit, item.identifier.clone(), delta)
+                    CheckItem::new(item.limit.clone(), item.identifier.clone(), delta)
                         .charged(Charge::Settle)
                 }
             };

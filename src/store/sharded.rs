@@ -211,7 +211,8 @@ impl Store for ShardedStore {
                                 }
                                 _ => 0,
                             };
-                            refund = refund.with(&item.limit, item.identifier.clone(), -taken);
+                            refund =
+                                refund.with(item.limit.clone(), item.identifier.clone(), -taken);
                         }
                         refunds[*shard].push(refund);
                         let at = refunds[*shard].len() - 1;

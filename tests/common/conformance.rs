@@ -215,7 +215,7 @@ pub async fn server_time_is_near_the_wall_clock<S: Store>(store: &S) {
     // A multi-limit check is decided at one instant, and the caller's time is echoed exactly.
     let both = Check::new()
         .with(&l, "m", 1)
-        .with(&limit("conf-server-2", "gcra 5/1s"), "m", 1);
+        .with(limit("conf-server-2", "gcra 5/1s"), "m", 1);
     let v = store
         .check(std::slice::from_ref(&both), TimeSource::Server)
         .await

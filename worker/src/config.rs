@@ -4,6 +4,7 @@
 //! `rules[1] "api" → limits[0] "per-key" → identifier: unknown source `cookie:x` …`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use edgelimit::control::list::ListEntry;
@@ -690,7 +691,7 @@ impl RawLimit {
             }
         }
         Ok(RuleLimit {
-            limit,
+            limit: Arc::new(limit),
             source,
             cost,
             missing,
@@ -967,7 +968,7 @@ mod tests {
         v["rules"][0]["limits"][0]["tiers"] =
             json!({"free": "gcra 10/1s burst 20", "pro": "gcra 100/1s burst 200"});
         let c = Config::from_value(v.clone()).unwrap();
-        let limit = &c.rules[0].limits[0].limit;
+        let limit: &Limit = &c.rules[0].limits[0].limit;
         assert_eq!(limit.tiers.len(), 2);
         assert_eq!(
             limit.tiers.get("pro").map(ToString::to_string).as_deref(),

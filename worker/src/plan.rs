@@ -15,6 +15,7 @@ use edgelimit::{
     Check, CheckItem, Checked, Decision, Identifier, Limit, Policy, Reason, Reservation, Verdict,
 };
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use crate::config::Config;
 use crate::identify::RequestView;
@@ -26,6 +27,9 @@ pub const SHADOW_HEADER: &str = "X-EdgeLimit-Shadow";
 
 /// `Cache-Control` of the answers the Worker gives itself (denials, missing identifiers).
 pub const NO_STORE: &str = "no-store";
+
+/// The rules a request matched, in configuration order.
+pub type MatchedRules<'c> = SmallVec<[&'c Rule; 4]>;
 
 /// A limit of a matched rule whose identifier the request lacks.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,8 +44,9 @@ pub struct Absent<'c> {
 /// configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan<'c> {
-    /// The rules that matched, in configuration order.
-    pub rules: Vec<&'c Rule>,
+    /// The rules that matched, in configuration order (held inline up to four: no allocation
+    /// per request for them).
+    pub rules: MatchedRules<'c>,
     /// Every limit of a matched rule whose identifier the request lacks, whatever its `missing`
     /// setting (`allow` skipped it, `shared` counted it in the shared bucket, `deny` refused).
     pub absent: Vec<Absent<'c>>,
@@ -184,7 +189,7 @@ impl Config {
         let request_id = request
             .header(&self.request_id_header)
             .filter(|id| !id.is_empty());
-        let rules: Vec<&Rule> = self.rules.iter().filter(|r| r.matches(request)).collect();
+        let rules: MatchedRules<'_> = self.rules.iter().filter(|r| r.matches(request)).collect();
         let settles = rules
             .iter()
             .any(|r| r.limits.iter().any(|l| l.settle.is_some()));
@@ -328,7 +333,7 @@ impl Config {
                 } else {
                     &mut enforced
                 };
-                let mut item = CheckItem::new(&applied.limit, identifier, applied.cost);
+                let mut item = CheckItem::new(applied.limit.clone(), identifier, applied.cost);
                 if let (true, Some(id)) = (applied.idempotent, &plan.request_id) {
                     // One identifier for the request id, shared by its items.
                     let id = request_key.get_or_insert_with(|| Identifier::from(id.as_str()));
@@ -613,7 +618,7 @@ impl<'c> Plan<'c> {
                 .map(|(item, decision)| advertised(&item.limit, decision))
                 .collect();
             let mut rescaled_policies = rescaled.iter();
-            let reports: Vec<LimitReport<'_>> = decided()
+            let reports: SmallVec<[LimitReport<'_>; 4]> = decided()
                 .map(|(item, decision)| LimitReport {
                     name: &item.limit.name,
                     policy: configured(&item.limit, decision)

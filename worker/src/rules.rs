@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use edgelimit::Limit;
 
@@ -25,7 +26,7 @@ pub enum Missing {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleLimit {
     /// The limit (name, policy, fail mode). Limits with one name share state across rules.
-    pub limit: Limit,
+    pub limit: Arc<Limit>,
     /// Where the identifier comes from.
     pub source: IdentifierSource,
     /// The cost of one request (the estimate reserved, when `settle` is set).

@@ -69,14 +69,14 @@ pub fn config() -> Config {
 
 /// The configured limit named `name` (with its tiers).
 pub fn limit(name: &str) -> edgelimit::Limit {
-    config()
+    let config = config();
+    let found = config
         .rules
         .iter()
         .flat_map(|r| &r.limits)
         .find(|l| &*l.limit.name == name)
-        .unwrap_or_else(|| panic!("no limit {name}"))
-        .limit
-        .clone()
+        .unwrap_or_else(|| panic!("no limit {name}"));
+    edgelimit::Limit::clone(&found.limit)
 }
 
 /// What one run of the binary did.

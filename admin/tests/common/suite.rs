@@ -37,7 +37,7 @@ impl Backend<'_> {
     /// probe takes from it (its own code, under the same configuration).
     pub fn request_from(&self, request: OwnedRequest) -> Verdict {
         let ip = request.header(CLIENT_IP_HEADER).expect("an address");
-        let item = CheckItem::new(&limit("per-ip"), ip.as_str(), 1).gated(0);
+        let item = CheckItem::new(limit("per-ip"), ip.as_str(), 1).gated(0);
         let check = Check::new().with_item(item).gated(
             probe(&config().probe_sources, &request),
             vec![Gate::new(
@@ -258,7 +258,7 @@ pub fn api_keys_are_keyed_as_the_worker_keys_them(b: &Backend<'_>) {
         .with_header("authorization", "Bearer sk-live-123");
     let worker_id = source.extract(&request).unwrap();
     b.rt.block_on(b.store.check(
-        &[Check::single(&limit("per-key"), worker_id.clone(), 7)],
+        &[Check::single(limit("per-key"), worker_id.clone(), 7)],
         TimeSource::Server,
     ))
     .unwrap();

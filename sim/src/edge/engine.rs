@@ -704,10 +704,14 @@ impl Slots {
         plan: &'p Plan<'_>,
         checked: &'p Checked,
     ) -> impl Iterator<Item = (&'p Check, &'p Verdict, bool)> {
-        [false, true].into_iter().filter_map(move |shadow| {
-            self.of_rule(plan, checked, shadow)
-                .map(|(c, v)| (c, v, shadow))
-        })
+        // Looked up here, so the iterator holds no borrow of the plan's configuration.
+        [false, true]
+            .map(|shadow| {
+                self.of_rule(plan, checked, shadow)
+                    .map(|(c, v)| (c, v, shadow))
+            })
+            .into_iter()
+            .flatten()
     }
 }
 
