@@ -203,15 +203,6 @@ fn prefix_text(ip: IpAddr, len: u8) -> String {
     out
 }
 
-/// `ip ` and [`prefix_text`], written at once into a string of the right size: a request's
-/// address offers 33 of them.
-fn ip_candidate(ip: IpAddr, len: u8) -> String {
-    let mut out = String::with_capacity(if ip.is_ipv4() { 22 } else { 48 });
-    out.push_str("ip ");
-    push_prefix(&mut out, ip, len);
-    out
-}
-
 /// Writes [`prefix_text`] of `ip`/`len`, keeping the formatting machinery off the IPv4 path
 /// (the address as `Display` writes it, then `/len` unless it is the whole address).
 fn push_prefix(out: &mut String, ip: IpAddr, len: u8) {
@@ -309,6 +300,123 @@ impl fmt::Display for ListEntry {
     }
 }
 
+/// The member texts a request could match, in order, packed in one string: an IPv4 address
+/// alone offers 33, and a `String` each was most of what a gated request allocated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Candidates {
+    text: String,
+    ends: Vec<usize>,
+}
+
+/// The candidates of a request that offers nothing.
+static NO_CANDIDATES: Candidates = Candidates {
+    text: String::new(),
+    ends: Vec::new(),
+};
+
+impl Candidates {
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The `i`-th, if there are that many.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Some(&self.text[start..end])
+    }
+
+    /// Whether `text` is one of them.
+    pub fn contains(&self, text: &str) -> bool {
+        self.iter().any(|c| c == text)
+    }
+
+    /// Each, in order.
+    pub fn iter(&self) -> CandidateIter<'_> {
+        CandidateIter {
+            text: &self.text,
+            ends: self.ends.iter(),
+            start: 0,
+        }
+    }
+
+    /// Appends the text `write` writes, unless it repeats one of the first `among` candidates
+    /// (what an earlier source offered: one source never offers a text twice).
+    fn push_unless_among(&mut self, among: usize, write: impl FnOnce(&mut String)) {
+        let start = self.text.len();
+        write(&mut self.text);
+        let repeat = self.iter().take(among).any(|c| c == &self.text[start..]);
+        if repeat {
+            self.text.truncate(start);
+        } else {
+            self.ends.push(self.text.len());
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Candidates {
+    type Output = str;
+
+    fn index(&self, i: usize) -> &str {
+        match self.get(i) {
+            Some(candidate) => candidate,
+            None => panic!("candidate {i} of {}", self.len()),
+        }
+    }
+}
+
+/// The candidates in order: [`Candidates::iter`].
+#[derive(Debug, Clone)]
+pub struct CandidateIter<'a> {
+    text: &'a str,
+    ends: std::slice::Iter<'a, usize>,
+    start: usize,
+}
+
+impl<'a> Iterator for CandidateIter<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let end = *self.ends.next()?;
+        let candidate = &self.text[self.start..end];
+        self.start = end;
+        Some(candidate)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.ends.size_hint()
+    }
+}
+
+impl ExactSizeIterator for CandidateIter<'_> {}
+
+impl<'a> IntoIterator for &'a Candidates {
+    type Item = &'a str;
+    type IntoIter = CandidateIter<'a>;
+
+    fn into_iter(self) -> CandidateIter<'a> {
+        self.iter()
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for Candidates {
+    /// Candidates given as they are (no repeat removed).
+    fn from_iter<I: IntoIterator<Item = S>>(texts: I) -> Candidates {
+        let mut out = Candidates::default();
+        for text in texts {
+            out.text.push_str(text.as_ref());
+            out.ends.push(out.text.len());
+        }
+        out
+    }
+}
+
 /// What a request offers lists: one value per source it has (`ip` → the client address,
 /// `country` → `cf.country`, `header:x-api-key` → that header's value, …). A pair whose source
 /// or value cannot be listed (an unknown source, an address that does not parse) offers nothing.
@@ -319,7 +427,7 @@ impl fmt::Display for ListEntry {
 #[derive(Debug, Clone, Default)]
 pub struct ListProbe {
     pairs: Vec<(String, String)>,
-    candidates: OnceLock<Arc<[String]>>,
+    candidates: OnceLock<Arc<Candidates>>,
 }
 
 impl PartialEq for ListProbe {
@@ -350,23 +458,19 @@ impl ListProbe {
     /// Every member text an entry matching this request could have (an IPv4 address: its 33
     /// prefixes, most specific first; IPv6: /128 and every multiple of 4), deduplicated, in the
     /// order the pairs were given.
-    pub fn candidates(&self) -> &[String] {
+    pub fn candidates(&self) -> &Candidates {
         if self.pairs.is_empty() {
-            return &[];
+            return &NO_CANDIDATES;
         }
         self.candidates
-            .get_or_init(|| self.build_candidates().into())
+            .get_or_init(|| Arc::new(self.build_candidates()))
     }
 
-    fn build_candidates(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
+    fn build_candidates(&self) -> Candidates {
+        use fmt::Write as _;
+        let mut out = Candidates::default();
         // One pair never offers a text twice (an address's prefixes differ in length), so a
         // candidate is a repeat only of an earlier pair's: those are all it is compared with.
-        let push = |out: &mut Vec<String>, earlier: usize, candidate: String| {
-            if !out[..earlier].contains(&candidate) {
-                out.push(candidate);
-            }
-        };
         for (source, value) in &self.pairs {
             let Ok(source) = Source::parse(source) else {
                 continue;
@@ -381,14 +485,21 @@ impl ListProbe {
                     if len != whole {
                         continue; // a request comes from an address, not a network
                     }
-                    out.reserve(33);
+                    out.ends.reserve(33);
+                    out.text
+                        .reserve(if ip.is_ipv4() { 33 * 22 } else { 33 * 48 });
                     for len in prefix_lengths(ip) {
-                        push(&mut out, earlier, ip_candidate(network(ip, len), len));
+                        out.push_unless_among(earlier, |text| {
+                            text.push_str("ip ");
+                            push_prefix(text, network(ip, len), len);
+                        });
                     }
                 }
                 other => {
                     if let Ok(value) = other.value(value) {
-                        push(&mut out, earlier, format!("{other} {value}"));
+                        out.push_unless_among(earlier, |text| {
+                            let _ = write!(text, "{other} {value}");
+                        });
                     }
                 }
             }
@@ -404,23 +515,32 @@ impl ListProbe {
 
 /// One gate: the lists that deny and the lists that allow a part of a check (docs/design.md
 /// §"Deny and allow lists"). Lists are consulted in order; the first match names the list.
+///
+/// The names are shared: a configuration builds each rule's gate once, and every request's
+/// check copies two pointers, not four strings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Gate {
     /// The lists whose match refuses the whole check.
-    pub deny: Vec<String>,
+    pub deny: Arc<[String]>,
     /// The lists whose match lets this gate's items through uncharged.
-    pub allow: Vec<String>,
+    pub allow: Arc<[String]>,
 }
 
 impl Gate {
     /// A gate of these deny and allow lists.
     pub fn new(deny: Vec<String>, allow: Vec<String>) -> Gate {
-        Gate { deny, allow }
+        Gate {
+            deny: deny.into(),
+            allow: allow.into(),
+        }
     }
 
     /// Every list the gate consults, deny lists first.
     pub fn lists(&self) -> impl Iterator<Item = &str> {
-        self.deny.iter().chain(&self.allow).map(String::as_str)
+        self.deny
+            .iter()
+            .chain(self.allow.iter())
+            .map(String::as_str)
     }
 }
 
@@ -463,25 +583,25 @@ impl Listed {
 /// Deny beats allow.
 pub fn resolve(
     gates: &[Gate],
-    candidates: &[String],
+    candidates: &Candidates,
     mut first_live: impl FnMut(&str) -> Option<usize>,
 ) -> Vec<Listed> {
     gates
         .iter()
         .map(|gate| {
-            for list in &gate.deny {
+            for list in gate.deny.iter() {
                 if let Some(i) = first_live(list) {
                     return Listed::Denied {
                         list: list.clone(),
-                        entry: candidates[i].clone(),
+                        entry: candidates[i].to_string(),
                     };
                 }
             }
-            for list in &gate.allow {
+            for list in gate.allow.iter() {
                 if let Some(i) = first_live(list) {
                     return Listed::Allowed {
                         list: list.clone(),
-                        entry: candidates[i].clone(),
+                        entry: candidates[i].to_string(),
                     };
                 }
             }
@@ -629,7 +749,6 @@ mod tests {
                     format!("{network}/{len}")
                 };
                 assert_eq!(prefix_text(network, len), canonical);
-                assert_eq!(ip_candidate(network, len), format!("ip {canonical}"));
             }
         }
     }
@@ -639,34 +758,46 @@ mod tests {
         let v4 = ListProbe::new().with("ip", "203.0.113.7");
         let v4 = v4.candidates();
         assert_eq!(v4.len(), 33);
-        assert_eq!(v4[0], "ip 203.0.113.7");
-        assert_eq!(v4[8], "ip 203.0.113.0/24");
-        assert_eq!(v4[32], "ip 0.0.0.0/0");
+        assert_eq!(&v4[0], "ip 203.0.113.7");
+        assert_eq!(&v4[8], "ip 203.0.113.0/24");
+        assert_eq!(&v4[32], "ip 0.0.0.0/0");
+        assert_eq!(v4.get(33), None);
+        // Every prefix once, most specific first, each the canonical text of its network.
+        let texts: Vec<&str> = v4.iter().collect();
+        assert_eq!(texts.len(), 33);
+        for (len, text) in (0..=32u8).rev().zip(&texts) {
+            let network = network("203.0.113.7".parse().unwrap(), len);
+            assert_eq!(*text, format!("ip {}", prefix_text(network, len)));
+        }
         let v6 = ListProbe::new().with("ip", "2001:db8::1");
         let v6 = v6.candidates();
         assert_eq!(v6.len(), 33);
-        assert_eq!(v6[0], "ip 2001:db8::1");
-        assert!(v6.contains(&"ip 2001:db8::/32".to_string()));
+        assert_eq!(&v6[0], "ip 2001:db8::1");
+        assert!(v6.contains("ip 2001:db8::/32"));
         let mixed = ListProbe::new()
             .with("country", "cn")
             .with("header:X-Key", "k")
             .with("ip", "not an address")
             .with("cookie", "x")
             .with("country", "CN");
-        assert_eq!(mixed.candidates(), ["country CN", "header:x-key k"]);
+        let texts = |probe: &ListProbe| {
+            probe
+                .candidates()
+                .iter()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(texts(&mixed), ["country CN", "header:x-key k"]);
         // Built once, shared by clones, rebuilt when a pair is added.
         let clone = mixed.clone();
         assert!(std::ptr::eq(clone.candidates(), mixed.candidates()));
         let more = clone.with("country", "FR");
-        assert_eq!(
-            more.candidates(),
-            ["country CN", "header:x-key k", "country FR"]
-        );
+        assert_eq!(texts(&more), ["country CN", "header:x-key k", "country FR"]);
     }
 
     #[test]
     fn deny_beats_allow_and_the_first_list_names_the_match() {
-        let candidates = vec!["ip 10.0.0.1".to_string(), "ip 10.0.0.0/8".to_string()];
+        let candidates: Candidates = ["ip 10.0.0.1", "ip 10.0.0.0/8"].into_iter().collect();
         let gates = vec![
             Gate::new(vec!["d1".into(), "d2".into()], vec!["a".into()]),
             Gate::new(vec![], vec!["a".into()]),

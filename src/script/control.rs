@@ -6,7 +6,7 @@
 use super::invocation::{algorithm_code, Invocation, MAX_SCRIPT_TIME_MS};
 use super::reply::{int, parse, protocol, Reply};
 use super::source::Script;
-use crate::control::list::{until_of, ListEntry};
+use crate::control::list::{until_of, Candidates, ListEntry};
 use crate::store::key::{push_control_key, push_list_key, push_state_key};
 use crate::store::{Identifier, Limit, StoreError, TimeSource, Verdict};
 use crate::Algorithm;
@@ -68,7 +68,7 @@ pub fn list_entries(namespace: &str, list: &str, now_ms: u64) -> Result<Invocati
 pub fn list_match(
     namespace: &str,
     list: &str,
-    candidates: &[String],
+    candidates: &Candidates,
     time: TimeSource,
 ) -> Result<Invocation, StoreError> {
     let now = time_arg(time)?;

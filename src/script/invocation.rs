@@ -427,7 +427,7 @@ impl Call for Gated<'_> {
         for gate in check.gates() {
             for names in [&gate.deny, &gate.allow] {
                 sink.int(names.len());
-                for name in names {
+                for name in names.iter() {
                     let index = self.lists.iter().position(|l| *l == name.as_str());
                     sink.int(index.expect("every list is among the lists") + 1);
                 }

@@ -372,7 +372,8 @@ impl RespStore {
         // (check, list) per read, in order.
         let mut reads: Vec<(usize, &str)> = Vec::new();
         let mut invocations: Vec<Invocation> = Vec::new();
-        let candidates: Vec<&[String]> = checks.iter().map(|c| c.probe().candidates()).collect();
+        let candidates: Vec<&list::Candidates> =
+            checks.iter().map(|c| c.probe().candidates()).collect();
         for (c, check) in checks.iter().enumerate() {
             if candidates[c].is_empty() {
                 continue; // nothing to match: no list is asked

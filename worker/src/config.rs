@@ -557,6 +557,8 @@ impl RawRule {
         let deny = static_list(&format!("{here} → deny"), &self.deny, sources)?;
         let allow = static_list(&format!("{here} → allow"), &self.allow, sources)?;
         Ok(Rule {
+            gate: crate::lists::rule_gate(&self.name),
+            deny_list: crate::lists::rule_deny(&self.name),
             name: self.name,
             hosts,
             methods,

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use edgelimit::control::list::{ListEntry, ListProbe};
+use edgelimit::control::list::{Candidates, Gate, ListEntry, ListProbe};
 
 use crate::identify::{IdentifierSource, RequestView};
 
@@ -25,6 +25,15 @@ pub fn rule_deny(rule: &str) -> String {
 /// The allow list of rule `rule`: `allow:<rule>`.
 pub fn rule_allow(rule: &str) -> String {
     format!("{ALLOW}:{rule}")
+}
+
+/// The gate of rule `rule`'s checks: the configuration-wide lists, then the rule's own
+/// (`deny`, `deny:<rule>`; `allow`, `allow:<rule>`). Built once per rule, with the rule.
+pub fn rule_gate(rule: &str) -> Gate {
+    Gate::new(
+        vec![DENY.to_string(), rule_deny(rule)],
+        vec![ALLOW.to_string(), rule_allow(rule)],
+    )
 }
 
 /// The most denials the isolate remembers (the soonest to lapse is forgotten first).
@@ -120,12 +129,12 @@ impl StaticList {
     }
 
     /// The entry (its member text) matching one of a request's `candidates`, if any.
-    pub fn matching(&self, candidates: &[String]) -> Option<&str> {
+    pub fn matching(&self, candidates: &Candidates) -> Option<&str> {
         if self.members.is_empty() {
             return None;
         }
         candidates.iter().find_map(|c| {
-            let i = self.members.binary_search(c).ok()?;
+            let i = self.members.binary_search_by(|m| m.as_str().cmp(c)).ok()?;
             Some(self.members[i].as_str())
         })
     }
@@ -234,8 +243,8 @@ impl DenyCache {
     /// A remembered denial by one of `lists` of a request offering `candidates`, at `now_ms`.
     pub fn lookup(
         &mut self,
-        lists: &[String],
-        candidates: &[String],
+        lists: &[&str],
+        candidates: &Candidates,
         now_ms: u64,
     ) -> Option<Denial> {
         self.purge(now_ms);
@@ -245,15 +254,15 @@ impl DenyCache {
         for candidate in candidates {
             let from = self
                 .entries
-                .partition_point(|(e, _, _)| e.as_str() < candidate.as_str());
+                .partition_point(|(e, _, _)| e.as_str() < candidate);
             let found = self.entries[from..]
                 .iter()
                 .take_while(|(e, _, _)| e == candidate)
-                .find(|(_, l, _)| lists.iter().any(|x| x == &**l));
+                .find(|(_, l, _)| lists.iter().any(|x| *x == &**l));
             if let Some((_, list, _)) = found {
                 return Some(Denial {
                     list: list.to_string(),
-                    entry: candidate.clone(),
+                    entry: candidate.to_string(),
                     via: Via::Cache,
                 });
             }
@@ -343,7 +352,7 @@ mod tests {
     fn static_lists_match_a_prefix_of_the_client_address() {
         let list = StaticList::new(vec![entry("ip 198.51.100.0/24"), entry("country CN")]);
         let request = |ip: &str| OwnedRequest::get("h", "/").with_header("cf-connecting-ip", ip);
-        let candidates = |r: &OwnedRequest| probe(&base_sources(), r).candidates().to_vec();
+        let candidates = |r: &OwnedRequest| probe(&base_sources(), r).candidates().clone();
         assert_eq!(
             list.matching(&candidates(&request("198.51.100.77"))),
             Some(entry("ip 198.51.100.0/24").member().as_str())
@@ -380,8 +389,8 @@ mod tests {
     fn the_deny_cache_answers_within_its_time_and_for_its_lists_only() {
         let mut cache = DenyCache::new(1_000);
         let member = entry("ip 198.51.100.0/24").member();
-        let candidates = vec!["ip 198.51.100.7".to_string(), member.clone()];
-        let global = vec![DENY.to_string()];
+        let candidates: Candidates = ["ip 198.51.100.7", member.as_str()].into_iter().collect();
+        let global = [DENY];
         assert_eq!(cache.lookup(&global, &candidates, 0), None);
         cache.remember(DENY, &member, 10);
         let hit = cache.lookup(&global, &candidates, 500).expect("remembered");
@@ -390,7 +399,10 @@ mod tests {
             (DENY, member.as_str(), Via::Cache)
         );
         // Another rule's list does not deny this request.
-        assert_eq!(cache.lookup(&[rule_deny("api")], &candidates, 500), None);
+        assert_eq!(
+            cache.lookup(&[rule_deny("api").as_str()], &candidates, 500),
+            None
+        );
         // Forgotten after the cache time: the store is asked again.
         assert_eq!(cache.lookup(&global, &candidates, 1_010), None);
         assert!(cache.is_empty());
@@ -403,8 +415,8 @@ mod tests {
     #[test]
     fn only_the_stores_denials_are_remembered() {
         let mut cache = DenyCache::new(1_000);
-        let c = vec!["ip 1.2.3.4".to_string()];
-        let global = [DENY.to_string()];
+        let c: Candidates = ["ip 1.2.3.4"].into_iter().collect();
+        let global = [DENY];
         let denial = |via| Denial {
             list: DENY.to_string(),
             entry: "ip 1.2.3.4".to_string(),
@@ -427,10 +439,12 @@ mod tests {
         let mut cache = DenyCache::new(1_000);
         cache.remember(DENY, "ip 1.2.3.4", 0);
         cache.remember(&rule_deny("api"), "ip 1.2.3.4", 600);
-        let c = vec!["ip 1.2.3.4".to_string()];
-        assert!(cache.lookup(&[DENY.to_string()], &c, 900).is_some());
-        assert!(cache.lookup(&[DENY.to_string()], &c, 1_100).is_none());
-        assert!(cache.lookup(&[rule_deny("api")], &c, 1_100).is_some());
+        let c: Candidates = ["ip 1.2.3.4"].into_iter().collect();
+        assert!(cache.lookup(&[DENY], &c, 900).is_some());
+        assert!(cache.lookup(&[DENY], &c, 1_100).is_none());
+        assert!(cache
+            .lookup(&[rule_deny("api").as_str()], &c, 1_100)
+            .is_some());
         assert_eq!(cache.len(), 1, "the lapsed one is forgotten");
     }
 

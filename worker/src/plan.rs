@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use edgelimit::control::list::{Gate, ListProbe, Listed};
+use edgelimit::control::list::{Candidates, Gate, ListProbe, Listed};
 use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::store::key::encode_identifier;
@@ -72,7 +72,7 @@ pub struct Plan<'c> {
     /// unit to look up).
     settles: bool,
     /// The deny lists whose match refuses this request: `deny` and each matched enforced rule's.
-    deny_scope: Vec<String>,
+    deny_scope: Vec<&'c str>,
 }
 
 /// What to settle once the response is known: the reservations of the admitted checks, and where
@@ -241,7 +241,7 @@ impl Config {
                 continue;
             };
             let denial = Denial {
-                list: lists::rule_deny(&rule.name),
+                list: rule.deny_list.clone(),
                 entry: entry.to_string(),
                 via: Via::Static,
             };
@@ -271,7 +271,7 @@ impl Config {
         gated: bool,
     ) {
         if gated {
-            plan.deny_scope.push(lists::DENY.to_string());
+            plan.deny_scope.push(lists::DENY);
         }
         let mut enforced = Check::new();
         let mut shadow = Check::new();
@@ -293,15 +293,12 @@ impl Config {
             });
             let gate = gated.then(|| {
                 let (gates, lookup_only) = &mut gates[slot];
-                gates.push(Gate {
-                    deny: vec![lists::DENY.to_string(), lists::rule_deny(&rule.name)],
-                    allow: vec![lists::ALLOW.to_string(), lists::rule_allow(&rule.name)],
-                });
+                gates.push(rule.gate.clone());
                 *lookup_only |= exempt;
                 gates.len() - 1
             });
             if gate.is_some() && !rule.shadow {
-                plan.deny_scope.push(lists::rule_deny(&rule.name));
+                plan.deny_scope.push(&rule.deny_list);
             }
             if exempt {
                 plan.allowed.push(rule);
@@ -386,13 +383,13 @@ impl<'c> Plan<'c> {
     }
 
     /// Every list member an entry matching this request could have (empty when no list applies).
-    pub fn candidates(&self) -> &[String] {
+    pub fn candidates(&self) -> &Candidates {
         self.probe.candidates()
     }
 
     /// The dynamic deny lists whose match refuses this request: `deny` and `deny:<rule>` of each
     /// matched enforced rule (empty when the dynamic lists are not consulted).
-    pub fn deny_scope(&self) -> &[String] {
+    pub fn deny_scope(&self) -> &[&'c str] {
         &self.deny_scope
     }
 
@@ -1273,10 +1270,10 @@ mod tests {
         let enforced = plan.enforced().unwrap();
         assert_eq!(
             enforced.gates(),
-            [Gate {
-                deny: vec!["deny".to_string(), "deny:api".to_string()],
-                allow: vec!["allow".to_string(), "allow:api".to_string()],
-            }]
+            [Gate::new(
+                vec!["deny".to_string(), "deny:api".to_string()],
+                vec!["allow".to_string(), "allow:api".to_string()],
+            )]
         );
         assert_eq!(enforced.items()[0].gate, Some(0));
         assert_eq!(
@@ -1284,8 +1281,8 @@ mod tests {
             ["deny", "deny:api"],
             "not the shadow rule's"
         );
-        assert!(plan.candidates().contains(&"ip 203.0.113.0/24".to_string()));
-        assert!(plan.candidates().contains(&"header:x-user u".to_string()));
+        assert!(plan.candidates().contains("ip 203.0.113.0/24"));
+        assert!(plan.candidates().contains("header:x-user u"));
         let mut off = listed_config();
         off.dynamic_lists = false;
         let plan = off.plan(&from("203.0.113.1", "u"));

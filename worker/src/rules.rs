@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use edgelimit::control::list::Gate;
 use edgelimit::Limit;
 
 use crate::identify::{IdentifierSource, RequestView};
@@ -120,6 +121,11 @@ pub struct Rule {
     /// Allow entries of this rule, matched in the isolate: a match exempts the request from this
     /// rule's limits. The dynamic list `allow:<name>` is consulted too.
     pub allow: StaticList,
+    /// The dynamic lists this rule's checks consult ([`crate::lists::rule_gate`] of its name),
+    /// named once here rather than per request.
+    pub gate: Gate,
+    /// This rule's own dynamic deny list, `deny:<name>` ([`crate::lists::rule_deny`]).
+    pub deny_list: String,
 }
 
 impl fmt::Display for Missing {
