@@ -229,16 +229,15 @@ pub fn decode_pipeline(status: u16, text: &str, commands: usize) -> Result<Vec<R
             )))
         }
     }
-    let entries: Vec<Json> = serde_json::from_str(text).map_err(|e| {
-        StoreError::Protocol(format!("the pipeline answer is not a JSON array: {e}"))
-    })?;
+    let entries: Vec<PipelineEntry> = serde_json::from_str(text)
+        .map_err(|e| StoreError::Protocol(format!("the pipeline answer cannot be read: {e}")))?;
     if entries.len() != commands {
         return Err(StoreError::Protocol(format!(
             "pipeline of {commands} commands answered {} entries",
             entries.len()
         )));
     }
-    entries.iter().map(entry).collect()
+    Ok(entries.into_iter().map(|e| e.0).collect())
 }
 
 /// The body of the `/pipeline` request that runs `invocations` by `EVALSHA`, as
@@ -302,37 +301,117 @@ fn json_string(body: &mut Vec<u8>, text: &str) -> Result<(), StoreError> {
 }
 
 /// `{"result": …}` or `{"error": "…"}` into a transport-neutral reply.
-fn entry(json: &Json) -> Result<Reply, StoreError> {
-    if let Some(error) = json.get("error") {
-        return Ok(Reply::Error(error.as_str().unwrap_or("ERR").to_string()));
-    }
-    match json.get("result") {
-        Some(result) => value(result),
-        None => Err(StoreError::Protocol(format!(
-            "a pipeline entry has neither result nor error: {json}"
-        ))),
+/// One entry of a `/pipeline` answer, `{"result": …}` or `{"error": "…"}`, read straight into
+/// its [`Reply`]: a JSON tree first would be an allocation per object, key and value, on every
+/// request the Worker makes.
+struct PipelineEntry(Reply);
+
+/// The keys of an entry that mean something; any other is skipped.
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum EntryField {
+    Result,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for PipelineEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = PipelineEntry;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a pipeline entry, an object with `result` or `error`")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let (mut result, mut error) = (None, None);
+                while let Some(field) = map.next_key::<EntryField>()? {
+                    match field {
+                        EntryField::Result => result = Some(map.next_value::<ResultValue>()?.0),
+                        // Only a string says what went wrong; anything else is still an error.
+                        EntryField::Error => {
+                            let value: Json = map.next_value()?;
+                            error = Some(value.as_str().unwrap_or("ERR").to_string());
+                        }
+                        EntryField::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                // An error wins, wherever it stands.
+                match (error, result) {
+                    (Some(message), _) => Ok(PipelineEntry(Reply::Error(message))),
+                    (None, Some(reply)) => Ok(PipelineEntry(reply)),
+                    (None, None) => Err(serde::de::Error::custom(
+                        "a pipeline entry has neither result nor error",
+                    )),
+                }
+            }
+        }
+        d.deserialize_map(Entry)
     }
 }
 
-fn value(json: &Json) -> Result<Reply, StoreError> {
-    match json {
-        Json::Null => Ok(Reply::Nil),
-        Json::Number(n) => n
-            .as_i64()
-            .map(Reply::Int)
-            .ok_or_else(|| StoreError::Protocol(format!("not an integer: {n}"))),
-        // Base64 was asked for: every string is encoded except the status "OK".
-        Json::String(s) if s == "OK" => Ok(Reply::Bulk(b"OK".to_vec())),
-        Json::String(s) => base64::engine::general_purpose::STANDARD
-            .decode(s)
-            .map(Reply::Bulk)
-            .map_err(|e| StoreError::Protocol(format!("a result is not base64 ({e}): {s}"))),
-        Json::Array(items) => items
-            .iter()
-            .map(value)
-            .collect::<Result<_, _>>()
-            .map(Reply::Array),
-        other => Err(StoreError::Protocol(format!("unexpected result {other}"))),
+/// A `result`: null, an integer, a base64 string (the status `OK` as it is), or an array of these.
+struct ResultValue(Reply);
+
+impl<'de> serde::Deserialize<'de> for ResultValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Value;
+        impl<'de> serde::de::Visitor<'de> for Value {
+            type Value = ResultValue;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("null, an integer, a base64 string or an array of these")
+            }
+
+            fn visit_unit<E: serde::de::Error>(self) -> Result<ResultValue, E> {
+                Ok(ResultValue(Reply::Nil))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ResultValue, E> {
+                Ok(ResultValue(Reply::Int(n)))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ResultValue, E> {
+                i64::try_from(n)
+                    .map(|n| ResultValue(Reply::Int(n)))
+                    .map_err(|_| E::custom(format!("not an integer: {n}")))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<ResultValue, E> {
+                Err(E::custom(format!("not an integer: {n}")))
+            }
+
+            // Base64 was asked for: every string is encoded except the status "OK".
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ResultValue, E> {
+                if s == "OK" {
+                    return Ok(ResultValue(Reply::Bulk(b"OK".to_vec())));
+                }
+                base64::engine::general_purpose::STANDARD
+                    .decode(s)
+                    .map(|bytes| ResultValue(Reply::Bulk(bytes)))
+                    .map_err(|e| E::custom(format!("a result is not base64 ({e}): {s}")))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<ResultValue, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(ResultValue(item)) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(ResultValue(Reply::Array(items)))
+            }
+        }
+        d.deserialize_any(Value)
     }
 }
 
@@ -717,6 +796,29 @@ mod tests {
         );
         assert!(decode_pipeline(200, "not json", 1).is_err());
         assert!(decode_pipeline(200, r#"[{"result":"%%"}]"#, 1).is_err());
+        // An error wins wherever it stands, a non-string one still is one, other keys are
+        // skipped, and an integer must fit an i64.
+        let text =
+            r#"[{"result":1,"error":"BUSY"},{"error":7},{"x":{"y":[1]},"result":[[],"OK"]}]"#;
+        assert_eq!(
+            decode_pipeline(200, text, 3).unwrap(),
+            [
+                Reply::Error("BUSY".into()),
+                Reply::Error("ERR".into()),
+                Reply::Array(vec![Reply::Array(vec![]), Reply::Bulk(b"OK".to_vec())]),
+            ]
+        );
+        for bad in [
+            r#"[{"result":9223372036854775808}]"#,
+            r#"[{"result":true}]"#,
+            r#"[{"result":{"a":1}}]"#,
+            r#"[7]"#,
+        ] {
+            assert!(
+                matches!(decode_pipeline(200, bad, 1), Err(StoreError::Protocol(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
