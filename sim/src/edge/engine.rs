@@ -729,16 +729,14 @@ fn tally_rule(
     // Refused by a deny list (403) before any limit counted: the configuration-wide list
     // refuses the whole request, a rule's own list only its rule (a shadow rule's: would have).
     let listed = if rule.shadow {
-        // The rule's own list is named only when a shadow list matched: naming it formats a
-        // string, and a shadow rule that matches every request would pay for it on each.
         ruling
             .denied
             .as_ref()
             .is_some_and(|d| d.list == lists::DENY)
-            || (!ruling.shadow_listed.is_empty() && {
-                let own = lists::rule_deny(&rule.name);
-                ruling.shadow_listed.iter().any(|d| d.list == own)
-            })
+            || ruling
+                .shadow_listed
+                .iter()
+                .any(|d| d.list == rule.deny_list)
     } else {
         ruling.denied.is_some()
     };
