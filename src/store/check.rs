@@ -440,6 +440,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_effective_policy_never_changes_the_shared_limit() {
+        let own: Policy = "fixed 10/1s".parse().unwrap();
+        let tier: Policy = "fixed 99/1s".parse().unwrap();
+        let shared = Arc::new(Limit::new("a", own));
+        let mut check = Check::single(shared.clone(), "x", 1).with(shared.clone(), "y", 1);
+        check.map_policies(|item| {
+            if item.identifier == "x".into() {
+                tier
+            } else {
+                own
+            }
+        });
+        assert_eq!(check.items()[0].limit.policy, tier);
+        // The configuration's limit, which every other request's check points at, is untouched,
+        // and an item keeping the limit's own policy still points at it.
+        assert_eq!(shared.policy, own);
+        assert!(!Arc::ptr_eq(&check.items()[0].limit, &shared));
+        assert!(Arc::ptr_eq(&check.items()[1].limit, &shared));
+    }
+
+    #[test]
     fn fail_modes_parse_and_print_back() {
         assert_eq!("closed".parse(), Ok(FailMode::Closed));
         assert_eq!(" open ".parse(), Ok(FailMode::Open));
