@@ -7,6 +7,35 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub trait Clock: Debug + Send + Sync {
     /// The current time, epoch ms.
     fn now_ms(&self) -> u64;
+
+    /// A mark to time a call from (the limiter times its store's round trip). The monotonic
+    /// system clock by default; a clock that moves only when told ([`ManualClock`]) gives a
+    /// stopped one, as its timeline stands still during a call, and reads no system clock.
+    fn stopwatch(&self) -> Stopwatch {
+        Stopwatch::running()
+    }
+}
+
+/// The time a call took, as its [`Clock`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopwatch(Option<web_time::Instant>);
+
+impl Stopwatch {
+    /// A stopwatch on the monotonic system clock, started now.
+    pub fn running() -> Stopwatch {
+        Stopwatch(Some(web_time::Instant::now()))
+    }
+
+    /// A stopwatch that never moves: every call takes 0 ms.
+    pub fn stopped() -> Stopwatch {
+        Stopwatch(None)
+    }
+
+    /// Milliseconds since it started (0 for a stopped one).
+    pub fn elapsed_ms(&self) -> f64 {
+        self.0
+            .map_or(0.0, |started| started.elapsed().as_secs_f64() * 1000.0)
+    }
 }
 
 /// The system's wall clock (`Date.now()` on wasm32, through `web-time`).
@@ -45,5 +74,23 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
+    }
+
+    fn stopwatch(&self) -> Stopwatch {
+        Stopwatch::stopped()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manual_clock_times_every_call_at_zero_and_the_system_clock_times_it() {
+        let manual = ManualClock::at(5).stopwatch();
+        let system = SystemClock.stopwatch();
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        assert_eq!(manual.elapsed_ms(), 0.0);
+        assert!(system.elapsed_ms() >= 3.0, "{}", system.elapsed_ms());
     }
 }

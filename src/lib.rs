@@ -54,7 +54,7 @@ pub mod script;
 pub mod store;
 
 pub use algorithm::{step, Charge, State, Step};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, Stopwatch, SystemClock};
 pub use control::{Assignment, Tiers};
 pub use decision::{Decision, Reason, RETRY_NEVER};
 pub use limiter::{Checked, Limiter, TimeMode};

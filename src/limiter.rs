@@ -74,8 +74,9 @@ pub struct Checked {
     /// The limiter's own clock when it checked (epoch ms): the time its denial cache and fail
     /// modes used, which differs from [`Verdict::decided_at_ms`] when the store's clock decides.
     pub local_ms: u64,
-    /// The store round trip's duration in ms; `None` when no check needed the store (every one
-    /// was answered from the denial cache, or the batch was empty).
+    /// The store round trip's duration in ms, as the limiter's clock times it (0 on a
+    /// [`ManualClock`](crate::ManualClock), see [`Clock::stopwatch`]); `None` when no check
+    /// needed the store (every one was answered from the denial cache, or the batch was empty).
     pub store_ms: Option<f64>,
 }
 
@@ -177,9 +178,9 @@ impl<S: Store> Limiter<S> {
                 TimeMode::Local => TimeSource::At(now),
                 TimeMode::Server => TimeSource::Server,
             };
-            let started = web_time::Instant::now();
+            let stopwatch = self.clock.stopwatch();
             let answered = self.store.check(pending, time).await;
-            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            let elapsed_ms = stopwatch.elapsed_ms();
             self.metrics.observe_store_latency(elapsed_ms);
             store_ms = Some(elapsed_ms);
             answers = match answered {
