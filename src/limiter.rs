@@ -63,7 +63,8 @@ pub struct Limiter<S> {
     // The denial cache's hasher: lookups hash a borrowed (name, identifier) with it.
     hasher: KeyHasher,
     fallback: MemoryStore,
-    metrics: Metrics,
+    /// `None` once turned off ([`Limiter::without_metrics`]).
+    metrics: Option<Metrics>,
 }
 
 /// What [`Limiter::check_all`] answers: one verdict per check, and how long the store took.
@@ -96,7 +97,7 @@ impl<S: Store> Limiter<S> {
             denial_ms: DEFAULT_DENIAL_CACHE_MS,
             hasher,
             fallback: MemoryStore::with_capacity(DEFAULT_DENIAL_CACHE),
-            metrics: Metrics::default(),
+            metrics: Some(Metrics::default()),
         }
     }
 
@@ -116,6 +117,14 @@ impl<S: Store> Limiter<S> {
     pub fn with_denial_cache(mut self, capacity: usize) -> Limiter<S> {
         self.denials = (capacity > 0)
             .then(|| Mutex::new(ExpiringMap::with_hasher(capacity, self.hasher.clone())));
+        self
+    }
+
+    /// Counts nothing: [`Limiter::metrics`] then stays empty. For a limiter nobody reads the
+    /// counters of (a replay deciding millions of requests), which then skips their atomic
+    /// updates and the per-limit lock on every check.
+    pub fn without_metrics(mut self) -> Limiter<S> {
+        self.metrics = None;
         self
     }
 
@@ -140,7 +149,10 @@ impl<S: Store> Limiter<S> {
     /// (their sum is [`MetricsSnapshot::totals`]), store errors and the store-latency histogram,
     /// e.g. for a `/metrics` page ([`MetricsSnapshot::to_prometheus`]).
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.metrics.snapshot()
+        self.metrics
+            .as_ref()
+            .map(Metrics::snapshot)
+            .unwrap_or_default()
     }
 
     /// Decides one check.
@@ -181,7 +193,9 @@ impl<S: Store> Limiter<S> {
             let stopwatch = self.clock.stopwatch();
             let answered = self.store.check(pending, time).await;
             let elapsed_ms = stopwatch.elapsed_ms();
-            self.metrics.observe_store_latency(elapsed_ms);
+            if let Some(metrics) = &self.metrics {
+                metrics.observe_store_latency(elapsed_ms);
+            }
             store_ms = Some(elapsed_ms);
             answers = match answered {
                 Ok(answers) if answers.len() == pending.len() => {
@@ -189,7 +203,9 @@ impl<S: Store> Limiter<S> {
                     answers
                 }
                 Ok(_) | Err(_) => {
-                    self.metrics.store_error();
+                    if let Some(metrics) = &self.metrics {
+                        metrics.store_error();
+                    }
                     pending.iter().map(|c| self.fail(c, now)).collect()
                 }
             };
@@ -205,7 +221,9 @@ impl<S: Store> Limiter<S> {
                 .map(|v| v.expect("every check has a verdict"))
                 .collect()
         };
-        self.metrics.record_checks(checks, &verdicts);
+        if let Some(metrics) = &self.metrics {
+            metrics.record_checks(checks, &verdicts);
+        }
         Checked {
             verdicts,
             local_ms: now,
@@ -254,7 +272,9 @@ impl<S: Store> Limiter<S> {
                 verdicts.len()
             ))),
             Err(e) => {
-                self.metrics.store_error();
+                if let Some(metrics) = &self.metrics {
+                    metrics.store_error();
+                }
                 Err(e)
             }
         }

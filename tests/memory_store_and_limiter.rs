@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use edgelimit::algorithm::State;
+use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::{
     Check, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason, Store, StoreError,
     TimeSource, Verdict,
@@ -241,6 +242,29 @@ fn each_limit_follows_its_fail_mode_and_the_store_takes_over_again() {
     let v = block_on(limiter.check(&Check::single(&closed, "x", 1)));
     assert!(v.allowed);
     assert_eq!(v.decisions[0].reason, Reason::Admitted);
+}
+
+#[test]
+fn a_limiter_without_metrics_decides_alike_and_counts_nothing() {
+    let counted = Limiter::new(FlakyStore::default()).with_clock(Arc::new(ManualClock::at(0)));
+    let silent = Limiter::new(FlakyStore::default())
+        .with_clock(Arc::new(ManualClock::at(0)))
+        .without_metrics();
+    let api = limit("api", "fixed 2/1s");
+    for limiter in [&counted, &silent] {
+        let allowed: Vec<bool> = (0..4)
+            .map(|_| block_on(limiter.check(&Check::single(&api, "k", 1))).allowed)
+            .collect();
+        assert_eq!(allowed, [true, true, false, false]);
+        limiter.store().down.store(true, Ordering::SeqCst);
+        block_on(limiter.check(&Check::single(&api, "other", 1)));
+    }
+    let m = counted.metrics();
+    assert_eq!(
+        (m.checks_allowed, m.checks_denied, m.store_errors),
+        (3, 2, 1)
+    );
+    assert_eq!(silent.metrics(), MetricsSnapshot::default());
 }
 
 #[test]

@@ -255,7 +255,9 @@ impl EdgeReplay {
                 slots.push(slot);
             }
         }
+        // Nobody reads the limiter's metrics here: the replay's tallies are the report.
         let limiter = Limiter::new(ReplayStore::new(slots, shadow_limits, remembering))
+            .without_metrics()
             .with_clock(clock.clone())
             .with_time_mode(config.time)
             .with_denial_cache(config.denial_cache)

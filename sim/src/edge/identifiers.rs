@@ -54,9 +54,11 @@ pub struct Identifiers {
     table: HashTable<u32>,
     keys: Vec<Key>,
     names: Vec<Identifier>,
-    /// The ones looked up in this request: its limits mostly share one or two identifiers, and
-    /// these are found by their bytes without touching the table.
-    recent: Vec<(Identifier, u32)>,
+    /// The ids looked up in this request: its limits mostly share one or two identifiers, and
+    /// these are found by their bytes (in `keys`, just read) without touching the table, and
+    /// without holding a clone of each (an `Identifier` is an `Arc`: a clone and its drop are two
+    /// atomic operations).
+    recent: Vec<u32>,
 }
 
 impl std::fmt::Debug for Identifiers {
@@ -81,11 +83,12 @@ impl Identifiers {
     /// The dense id of `identifier`.
     pub fn id(&mut self, identifier: &Identifier) -> u32 {
         let bytes = identifier.as_bytes();
-        // The truths and tallies look up the very identifiers (the same `Arc`s) the store did:
-        // found by where their bytes are before comparing them.
-        let same = |known: &[u8]| std::ptr::eq(known, bytes) || known == bytes;
-        if let Some((_, id)) = self.recent.iter().find(|(i, _)| same(i.as_bytes())) {
-            return *id;
+        if let Some(&id) = self
+            .recent
+            .iter()
+            .find(|&&id| self.keys[id as usize].is(bytes))
+        {
+            return id;
         }
         let hashed = hash(bytes);
         let keys = &self.keys;
@@ -101,7 +104,7 @@ impl Identifiers {
                 id
             }
         };
-        self.recent.push((identifier.clone(), id));
+        self.recent.push(id);
         id
     }
 
