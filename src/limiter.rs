@@ -145,6 +145,12 @@ impl<S: Store> Limiter<S> {
         &self.store
     }
 
+    /// The store underneath, to change it between checks (a store that is only ever used from
+    /// its owner's thread can then skip its own locking).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
     /// What the limiter has decided so far: checks admitted and denied, per-limit decision counts
     /// (their sum is [`MetricsSnapshot::totals`]), store errors and the store-latency histogram,
     /// e.g. for a `/metrics` page ([`MetricsSnapshot::to_prometheus`]).

@@ -8,6 +8,7 @@
 //! Worker's own log lines, the logged `local_ms` — and the store decides at the logged store
 //! time under `time = "server"`.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -126,6 +127,10 @@ pub struct EdgeReplay {
     assigned: Assigned,
 }
 
+/// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
+/// far enough for its memory to arrive, near enough to stay in cache.
+pub const PREPARE_AHEAD: usize = 16;
+
 /// Polls a future that must be ready at once: the replay store never waits.
 pub(super) fn ready<F: Future>(future: F) -> Result<F::Output, SimError> {
     let mut future = pin!(future);
@@ -160,6 +165,18 @@ struct Extracted {
     sources: Vec<IdentifierSource>,
     /// This request's value per source, once extracted.
     values: Vec<Option<Option<Identifier>>>,
+    /// The values of the requests prepared ahead (`EdgeReplay::prepare`), oldest first.
+    prepared: VecDeque<Prepared>,
+    /// Emptied value buffers, kept to be filled again.
+    spare: Vec<Vec<Option<Option<Identifier>>>>,
+}
+
+/// A request's identifiers, extracted ahead of its step.
+#[derive(Debug)]
+struct Prepared {
+    /// Which request: its time and size (a step whose request differs extracts for itself).
+    request: (u64, usize),
+    values: Vec<Option<Option<Identifier>>>,
 }
 
 impl Extracted {
@@ -173,12 +190,63 @@ impl Extracted {
         Extracted {
             values: vec![None; sources.len()],
             sources,
+            ..Extracted::default()
         }
     }
 
-    /// Forgets the last request's values.
-    fn next_request(&mut self) {
-        self.values.iter_mut().for_each(|v| *v = None);
+    /// An empty value per source.
+    fn fresh_values(&mut self) -> Vec<Option<Option<Identifier>>> {
+        let mut values = self.spare.pop().unwrap_or_default();
+        values.resize(self.sources.len(), None);
+        values
+    }
+
+    /// Extracts, for `request`, the sources of the limits of the rules it matches, to be used
+    /// by its step (when it is the next one stepped); returns the identifiers extracted.
+    fn prepare<'e>(
+        &'e mut self,
+        config: &Config,
+        request: &Request,
+    ) -> impl Iterator<Item = &'e Identifier> + 'e {
+        let mut values = self.fresh_values();
+        for applied in config
+            .rules
+            .iter()
+            .filter(|r| r.matches(request))
+            .flat_map(|r| &r.limits)
+        {
+            if let Some(slot) = self.sources.iter().position(|s| *s == applied.source) {
+                values[slot].get_or_insert_with(|| applied.source.extract(request));
+            }
+        }
+        self.prepared.push_back(Prepared {
+            request: (request.time_ms, request.size()),
+            values,
+        });
+        let prepared = self.prepared.back().expect("just pushed");
+        prepared.values.iter().flatten().flatten()
+    }
+
+    /// Forgets the last request's values and takes the next one's, if it was prepared.
+    fn next_request(&mut self, request: &Request) {
+        let mut done = match self.prepared.front() {
+            Some(p) if p.request == (request.time_ms, request.size()) => {
+                let next = self.prepared.pop_front().expect("a front").values;
+                std::mem::replace(&mut self.values, next)
+            }
+            _ => {
+                // Not prepared, or not in the order prepared: what was prepared is dropped, and
+                // the request's identifiers are extracted as its limits ask for them.
+                while let Some(mut p) = self.prepared.pop_front() {
+                    p.values.clear();
+                    self.spare.push(p.values);
+                }
+                let fresh = self.fresh_values();
+                std::mem::replace(&mut self.values, fresh)
+            }
+        };
+        done.clear();
+        self.spare.push(done);
     }
 
     /// [`identify`], each source extracted once per request (the Worker's own lines name each
@@ -349,6 +417,29 @@ impl EdgeReplay {
         &self.config
     }
 
+    /// Extracts `request`'s identifiers ahead of its [`EdgeReplay::step`] and starts fetching
+    /// into cache what deciding for them will read, so that the step finds it there rather than
+    /// waiting on memory, as a replay of 100,000s of identifiers otherwise does for most of
+    /// them. Prepare a few requests ahead ([`PREPARE_AHEAD`]) and step them in the order
+    /// prepared: a step whose request is not the oldest prepared one drops what was prepared
+    /// and extracts for itself, so no answer depends on preparing.
+    pub fn prepare(&mut self, request: &Request) {
+        if request.logged.is_some() {
+            // The Worker's own lines name each limit's identifier: read as the step reads them.
+            return;
+        }
+        let EdgeReplay {
+            config,
+            limiter,
+            extracted,
+            ..
+        } = self;
+        let store = limiter.store_mut();
+        for identifier in extracted.prepare(config, request) {
+            store.prefetch(identifier.as_bytes());
+        }
+    }
+
     /// Replays one request; `answered` receives what was answered (for `--baseline`).
     pub fn step(&mut self, request: &Request, answered: &mut Answered) -> Result<(), SimError> {
         let local_ms = request.time_ms;
@@ -380,7 +471,7 @@ impl EdgeReplay {
             assigned,
             ..
         } = self;
-        extracted.next_request();
+        extracted.next_request(request);
         let mut plan = config.plan_with(request, &mut |applied| {
             extracted.identify(logged, applied, request)
         });
@@ -392,7 +483,7 @@ impl EdgeReplay {
         clock.set(local_ms);
         limiter.store().set_times(enforced_ms, shadow_ms);
         limiter.store().set_down(down);
-        limiter.store().identifiers().next_request();
+        limiter.store_mut().identifiers_mut().next_request();
         let checked = ready(limiter.check_all(plan.checks()))?;
         // What the Worker answers, without writing headers and bodies nobody reads here.
         let ruling = plan.rule(&checked.verdicts);
@@ -411,7 +502,7 @@ impl EdgeReplay {
             totals.outage_requests += 1;
         }
         let slots = Slots::of(&plan, &checked);
-        let mut ids = limiter.store().identifiers();
+        let ids = limiter.store_mut().identifiers_mut();
         for (check, verdict, shadow) in slots.decided(&plan, &checked) {
             let admitted = if shadow { verdict.allowed } else { forwarded };
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
@@ -478,7 +569,7 @@ impl EdgeReplay {
                 rule,
                 (&plan, &checked, &ruling, &slots),
                 &mut |applied| extracted.identify(logged, applied, request),
-                &mut ids,
+                ids,
             );
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
@@ -861,6 +952,101 @@ mod tests {
         r.set_target(b"/api/items");
         r.set_client_ip(ip.as_bytes());
         r
+    }
+
+    /// Requests from a pool of clients and keys, some writes, some without a key; consecutive
+    /// ones differ (in time or size) so a step never mistakes another's prepared values.
+    fn mixed_requests(n: u64) -> Vec<Request> {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        (0..n)
+            .map(|i| {
+                let r = next();
+                let mut request = request(&format!("198.51.100.{}", r % 40), i * 7 + r % 5);
+                if r % 4 == 0 {
+                    request.set_method(b"POST");
+                    request.add_header(b"x-user", format!("u{}", r % 9).as_bytes());
+                }
+                if r % 5 != 0 {
+                    request.add_header(b"authorization", format!("key-{}", r % 15).as_bytes());
+                }
+                request
+            })
+            .collect()
+    }
+
+    /// Steps `requests` through a fresh replay, calling `prepare(i, replay)` before the step of
+    /// request `i`; the statuses answered and the reports as JSON.
+    fn replayed(
+        requests: &[Request],
+        mut prepare: impl FnMut(usize, &mut EdgeReplay),
+    ) -> (Vec<u16>, String) {
+        let config = edgelimit_worker::config_file::parse(
+            r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [
+  { name = "per-ip", policy = "fixed 5/1s", identifier = "ip" },
+  { name = "per-key", policy = "gcra 3/1s burst 2", identifier = "api-key:header:authorization" },
+]
+
+[[rules]]
+name = "writes"
+methods = ["POST"]
+limits = [{ name = "write-user", policy = "sliding-log 2/1s", identifier = "header:x-user", missing = "allow" }]
+
+[[rules]]
+name = "watch"
+shadow = true
+limits = [{ name = "watch-ip", policy = "token-bucket 4/1s burst 4", identifier = "ip" }]
+"#,
+            "test",
+        )
+        .unwrap();
+        let mut replay = EdgeReplay::new(config, Outages::default(), false).unwrap();
+        let mut answered = Answered::default();
+        let mut statuses = Vec::new();
+        for (i, request) in requests.iter().enumerate() {
+            prepare(i, &mut replay);
+            replay.step(request, &mut answered).unwrap();
+            statuses.push(answered.status);
+        }
+        let reports = serde_json::to_string(&replay.rule_reports()).unwrap();
+        (statuses, reports)
+    }
+
+    #[test]
+    fn preparing_ahead_changes_no_answer_even_out_of_order() {
+        let requests = mixed_requests(3000);
+        let plain = replayed(&requests, |_, _| {});
+        assert!(plain.0.contains(&429) && plain.0.contains(&200));
+        // As `sim replay` does: each request prepared `PREPARE_AHEAD` ahead of its step.
+        let ahead = replayed(&requests, |i, replay| {
+            if i == 0 {
+                requests
+                    .iter()
+                    .take(PREPARE_AHEAD)
+                    .for_each(|r| replay.prepare(r));
+            }
+            if let Some(r) = requests.get(i + PREPARE_AHEAD) {
+                replay.prepare(r);
+            }
+        });
+        assert_eq!(ahead, plain);
+        // Prepared out of order (the next request's values sit where this one's should): each
+        // step must see they are not its own and extract for itself.
+        let skewed = replayed(&requests, |i, replay| {
+            if let Some(r) = requests.get(i + 1) {
+                replay.prepare(r);
+            }
+        });
+        assert_eq!(skewed, plain);
     }
 
     #[test]

@@ -9,6 +9,8 @@ use edgelimit::Identifier;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
+use super::prefetch::prefetch_bytes;
+
 /// Identifiers up to this many bytes keep a copy of their bytes beside their id: any address,
 /// and a hashed API key's 64 hex digits.
 const INLINE_LEN: usize = 64;
@@ -106,6 +108,20 @@ impl Identifiers {
         };
         self.recent.push(id);
         id
+    }
+
+    /// The id the identifier of `bytes` most likely has, found without reading a key: the first
+    /// id whose slot the table's own hash bits point at (rarely another identifier's; `None`
+    /// when none does, as for an identifier not seen yet). A hint for prefetching only.
+    pub fn likely_id(&self, bytes: &[u8]) -> Option<u32> {
+        self.table.find(hash(bytes), |_| true).copied()
+    }
+
+    /// Starts fetching into cache the key of `id`, which [`Identifiers::id`] compares (a hint).
+    pub fn prefetch_key(&self, id: u32) {
+        if let Some(key) = self.keys.get(id as usize) {
+            prefetch_bytes((key as *const Key).cast(), std::mem::size_of::<Key>());
+        }
     }
 
     /// The identifier of a dense id.

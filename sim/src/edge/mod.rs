@@ -34,6 +34,6 @@ pub mod table;
 pub mod truth;
 pub mod whatif;
 
-pub use engine::EdgeReplay;
+pub use engine::{EdgeReplay, PREPARE_AHEAD};
 pub use model::ConfigReport;
 pub use run::{run_config, EdgeRunOptions};

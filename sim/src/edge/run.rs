@@ -1,19 +1,20 @@
 //! One configuration replay from start to finish: read requests, replay them through the
 //! configuration (and the baseline, side by side), and build the report.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::engine::EdgeReplay;
+use super::engine::{EdgeReplay, PREPARE_AHEAD};
 use super::model::{ConfigReport, Settlements};
 use super::outage::{Outage, Outages};
 use super::overrides::Overrides;
 use super::whatif::{Answered, WhatIfTally};
 use crate::error::SimError;
 use crate::input::Source;
-use crate::readers::{Format, ReadOptions, RequestOptions, TraceReader};
+use crate::readers::{Format, ReadOptions, Request, RequestOptions, TraceReader};
 use crate::run::progress_bar;
 use edgelimit_worker::config_file;
 
@@ -109,8 +110,23 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
     let mut answered = Answered::default();
     let mut before = Answered::default();
     let mut n = 0u64;
-    while let Some(request) = reader.next_request() {
-        let request = request?;
+    // Requests read and prepared, not yet stepped: each is prepared `PREPARE_AHEAD` requests
+    // before its step.
+    let mut ahead: VecDeque<Request> = VecDeque::with_capacity(PREPARE_AHEAD + 1);
+    loop {
+        if let Some(request) = reader.next_request().transpose()? {
+            candidate.prepare(&request);
+            if let Some((replay, _)) = whatif.as_mut() {
+                replay.prepare(&request);
+            }
+            ahead.push_back(request);
+            if ahead.len() <= PREPARE_AHEAD {
+                continue;
+            }
+        }
+        let Some(request) = ahead.pop_front() else {
+            break;
+        };
         candidate.step(&request, &mut answered)?;
         if let Some((replay, tally)) = whatif.as_mut() {
             replay.step(&request, &mut before)?;

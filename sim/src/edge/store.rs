@@ -30,6 +30,7 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::identifiers::Identifiers;
+use super::prefetch::prefetch_bytes;
 
 /// A limit as the library's stores key its state: its name (limits sharing a name share state)
 /// and its algorithm.
@@ -86,6 +87,16 @@ impl Table {
             self.states.push(State::fresh(self.slots[next].1));
         }
         Place::Row(at)
+    }
+
+    /// Starts fetching into cache the row of states of the identifier of dense id `id`, when it
+    /// has one (a hint).
+    fn prefetch_row(&self, id: u32) {
+        let width = self.slots.len();
+        let at = id as usize * width;
+        if let Some(row) = self.states.get(at..at + width) {
+            prefetch_bytes(row.as_ptr().cast(), std::mem::size_of_val(row));
+        }
     }
 
     fn state(&mut self, place: Place, item: &CheckItem) -> &mut State {
@@ -208,6 +219,29 @@ impl ReplayStore {
     /// Makes the store unreachable (an outage) or reachable again.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::Relaxed);
+    }
+
+    /// Starts fetching into cache what deciding for the identifier of `bytes` will read: its
+    /// key in the identifier table and its row of states (a hint; see `EdgeReplay::prepare`).
+    pub fn prefetch(&mut self, bytes: &[u8]) {
+        let ids = self.identifiers_mut();
+        let Some(id) = ids.likely_id(bytes) else {
+            return;
+        };
+        ids.prefetch_key(id);
+        if let States::Table(table) = &mut self.states {
+            table
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .prefetch_row(id);
+        }
+    }
+
+    /// The identifiers' dense ids, reached without locking (the store is owned).
+    pub fn identifiers_mut(&mut self) -> &mut Identifiers {
+        self.identifiers
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The identifiers' dense ids (call [`Identifiers::next_request`] before each request).

@@ -60,6 +60,12 @@ fn base() -> &'static Url {
 }
 
 impl Request {
+    /// How many bytes of text it holds (with its time, what tells a prepared request from
+    /// another cheaply).
+    pub fn size(&self) -> usize {
+        self.text.len()
+    }
+
     /// Forgets the previous request, keeping the buffers.
     pub fn clear(&mut self) {
         self.time_ms = 0;
