@@ -18,9 +18,10 @@ use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Rea
 use edgelimit_worker::lists::{self, DenyCache};
 use edgelimit_worker::plan::Plan;
 use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
+use smallvec::SmallVec;
 
 use super::against::LogCheck;
-use super::identifiers::Identifiers;
+use super::identifiers::{self, Identifiers};
 use super::model::{LimitReport, OutageReport, RuleReport, TopIdentifier};
 use super::names::display_identifier;
 use super::outage::Outages;
@@ -177,6 +178,8 @@ struct Prepared {
     /// Which request: its time and size (a step whose request differs extracts for itself).
     request: (u64, usize),
     values: Vec<Option<Option<Identifier>>>,
+    /// The identifiers' hashes (`identifiers::hash`), to fetch what they will read.
+    hashes: SmallVec<[u64; 4]>,
 }
 
 impl Extracted {
@@ -202,12 +205,8 @@ impl Extracted {
     }
 
     /// Extracts, for `request`, the sources of the limits of the rules it matches, to be used
-    /// by its step (when it is the next one stepped); returns the identifiers extracted.
-    fn prepare<'e>(
-        &'e mut self,
-        config: &Config,
-        request: &Request,
-    ) -> impl Iterator<Item = &'e Identifier> + 'e {
+    /// by its step (when it is the next one stepped); returns the hashes of the identifiers.
+    fn prepare(&mut self, config: &Config, request: &Request) -> &[u64] {
         let mut values = self.fresh_values();
         for applied in config
             .rules
@@ -219,12 +218,18 @@ impl Extracted {
                 values[slot].get_or_insert_with(|| applied.source.extract(request));
             }
         }
+        let hashes = values
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|identifier| identifiers::hash(identifier.as_bytes()))
+            .collect();
         self.prepared.push_back(Prepared {
             request: (request.time_ms, request.size()),
             values,
+            hashes,
         });
-        let prepared = self.prepared.back().expect("just pushed");
-        prepared.values.iter().flatten().flatten()
+        &self.prepared.back().expect("just pushed").hashes
     }
 
     /// Forgets the last request's values and takes the next one's, if it was prepared.
@@ -435,8 +440,17 @@ impl EdgeReplay {
             ..
         } = self;
         let store = limiter.store_mut();
-        for identifier in extracted.prepare(config, request) {
-            store.prefetch(identifier.as_bytes());
+        // Two stages, each fetching what the next reads: the new request's table slots now,
+        // and, for the request prepared half as far ahead, the keys and states those slots
+        // name.
+        for &hashed in extracted.prepare(config, request) {
+            store.prefetch_slot(hashed);
+        }
+        let halfway = extracted.prepared.len().checked_sub(1 + PREPARE_AHEAD / 2);
+        if let Some(nearer) = halfway.and_then(|at| extracted.prepared.get(at)) {
+            for &hashed in &nearer.hashes {
+                store.prefetch_states(hashed);
+            }
         }
     }
 

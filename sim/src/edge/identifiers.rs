@@ -6,10 +6,10 @@
 use std::hash::BuildHasher;
 
 use edgelimit::Identifier;
-use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
 use super::prefetch::prefetch_bytes;
+use super::slots::IdSlots;
 
 /// Identifiers up to this many bytes keep a copy of their bytes beside their id: any address,
 /// and a hashed API key's 64 hex digits.
@@ -48,12 +48,12 @@ impl Key {
 
 /// The identifiers seen so far, each with a dense id (0, 1, 2, … in order of first sight).
 ///
-/// The hash table holds only the ids (4 bytes a slot, not a key and its id), so the slots of
-/// 100,000s of identifiers stay in cache; the keys sit in `keys` by id, in order of first sight,
-/// so the most frequent identifiers (seen first) are packed together.
+/// The table holds only the ids and a few bits of their hashes (8 bytes a slot, not a key and
+/// its id), so the slots of 100,000s of identifiers stay in cache; the keys sit in `keys` by id,
+/// in order of first sight, so the most frequent identifiers (seen first) are packed together.
 #[derive(Default)]
 pub struct Identifiers {
-    table: HashTable<u32>,
+    table: IdSlots,
     keys: Vec<Key>,
     names: Vec<Identifier>,
     /// The ids looked up in this request: its limits mostly share one or two identifiers, and
@@ -71,8 +71,8 @@ impl std::fmt::Debug for Identifiers {
     }
 }
 
-/// The hash of an identifier's bytes (the table's, so both lookups and growth use it).
-fn hash(bytes: &[u8]) -> u64 {
+/// The hash of an identifier's bytes: the table's, for lookups, growth and prefetching.
+pub fn hash(bytes: &[u8]) -> u64 {
     FxBuildHasher.hash_one(bytes)
 }
 
@@ -94,13 +94,13 @@ impl Identifiers {
         }
         let hashed = hash(bytes);
         let keys = &self.keys;
-        let id = match self.table.find(hashed, |&id| keys[id as usize].is(bytes)) {
-            Some(&id) => id,
+        let id = match self.table.find(hashed, |id| keys[id as usize].is(bytes)) {
+            Some(id) => id,
             None => {
                 let id = u32::try_from(self.names.len()).expect("fewer than 2^32 identifiers");
                 let names = &self.names;
                 self.table
-                    .insert_unique(hashed, id, |&id| hash(names[id as usize].as_bytes()));
+                    .insert(hashed, id, |id| hash(names[id as usize].as_bytes()));
                 self.keys.push(Key::of(identifier));
                 self.names.push(identifier.clone());
                 id
@@ -110,11 +110,17 @@ impl Identifiers {
         id
     }
 
-    /// The id the identifier of `bytes` most likely has, found without reading a key: the first
-    /// id whose slot the table's own hash bits point at (rarely another identifier's; `None`
-    /// when none does, as for an identifier not seen yet). A hint for prefetching only.
-    pub fn likely_id(&self, bytes: &[u8]) -> Option<u32> {
-        self.table.find(hash(bytes), |_| true).copied()
+    /// The id the identifier of hash `hashed` ([`hash`]) most likely has, found without reading
+    /// a key: the first stored under the same hash bits (rarely another identifier's; `None`
+    /// when none is, as for an identifier not seen yet). A hint for prefetching only.
+    pub fn likely_id(&self, hashed: u64) -> Option<u32> {
+        self.table.likely(hashed)
+    }
+
+    /// Starts fetching into cache the table's slot for hash `hashed` (a hint, ahead of
+    /// [`Identifiers::likely_id`]).
+    pub fn prefetch_slot(&self, hashed: u64) {
+        self.table.prefetch(hashed);
     }
 
     /// Starts fetching into cache the key of `id`, which [`Identifiers::id`] compares (a hint).

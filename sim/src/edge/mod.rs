@@ -29,6 +29,7 @@ pub mod overrides;
 pub mod prefetch;
 pub mod run;
 pub mod series;
+pub mod slots;
 pub mod store;
 pub mod table;
 pub mod truth;

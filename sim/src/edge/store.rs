@@ -221,11 +221,18 @@ impl ReplayStore {
         self.down.store(down, Ordering::Relaxed);
     }
 
-    /// Starts fetching into cache what deciding for the identifier of `bytes` will read: its
-    /// key in the identifier table and its row of states (a hint; see `EdgeReplay::prepare`).
-    pub fn prefetch(&mut self, bytes: &[u8]) {
+    /// Starts fetching into cache the identifier table's slot for hash `hashed`
+    /// (`identifiers::hash`): the first of two stages, some requests ahead (see
+    /// `EdgeReplay::prepare`).
+    pub fn prefetch_slot(&mut self, hashed: u64) {
+        self.identifiers_mut().prefetch_slot(hashed);
+    }
+
+    /// Starts fetching into cache what deciding for the identifier of hash `hashed` will read:
+    /// its key and its row of states, found by the slot fetched before (a hint).
+    pub fn prefetch_states(&mut self, hashed: u64) {
         let ids = self.identifiers_mut();
-        let Some(id) = ids.likely_id(bytes) else {
+        let Some(id) = ids.likely_id(hashed) else {
             return;
         };
         ids.prefetch_key(id);
