@@ -588,7 +588,10 @@ impl EdgeReplay {
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
         }
-        if let (Some(binding), Some(check)) = (&ruling.binding, plan.enforced()) {
+        // Only a refusal's binding limit is read (what-if labels a flip by the refusing side):
+        // a forwarded request's would cost two reference counts taken and dropped.
+        let binding = ruling.binding.as_ref().filter(|_| !forwarded);
+        if let (Some(binding), Some(check)) = (binding, plan.enforced()) {
             answered.binding = check
                 .items()
                 .iter()

@@ -19,7 +19,8 @@ pub struct Answered {
     pub status: u16,
     /// The matched rules' indices in their configuration.
     pub rules: Vec<usize>,
-    /// The binding limit's name and identifier, when the enforced limits were decided.
+    /// The binding limit's name and identifier, when the request was refused and the enforced
+    /// limits were decided.
     pub binding: Option<(Arc<str>, Identifier)>,
     /// For a 403: the deny list and entry that refused it (`deny: ip 198.51.100.0/24`).
     pub listed: Option<String>,
