@@ -197,6 +197,17 @@ impl Extracted {
         }
     }
 
+    /// Where `source`'s value sits in a request's values.
+    fn slot(&self, source: &IdentifierSource) -> Option<usize> {
+        self.sources.iter().position(|s| s == source)
+    }
+
+    /// Keeps a request's emptied values to be filled again.
+    fn recycle(&mut self, mut values: Vec<Option<Option<Identifier>>>) {
+        values.clear();
+        self.spare.push(values);
+    }
+
     /// An empty value per source.
     fn fresh_values(&mut self) -> Vec<Option<Option<Identifier>>> {
         let mut values = self.spare.pop().unwrap_or_default();
@@ -214,7 +225,7 @@ impl Extracted {
             .filter(|r| r.matches(request))
             .flat_map(|r| &r.limits)
         {
-            if let Some(slot) = self.sources.iter().position(|s| *s == applied.source) {
+            if let Some(slot) = self.slot(&applied.source) {
                 values[slot].get_or_insert_with(|| applied.source.extract(request));
             }
         }
@@ -234,7 +245,7 @@ impl Extracted {
 
     /// Forgets the last request's values and takes the next one's, if it was prepared.
     fn next_request(&mut self, request: &Request) {
-        let mut done = match self.prepared.front() {
+        let done = match self.prepared.front() {
             Some(p) if p.request == (request.time_ms, request.size()) => {
                 let next = self.prepared.pop_front().expect("a front").values;
                 std::mem::replace(&mut self.values, next)
@@ -242,16 +253,14 @@ impl Extracted {
             _ => {
                 // Not prepared, or not in the order prepared: what was prepared is dropped, and
                 // the request's identifiers are extracted as its limits ask for them.
-                while let Some(mut p) = self.prepared.pop_front() {
-                    p.values.clear();
-                    self.spare.push(p.values);
+                while let Some(p) = self.prepared.pop_front() {
+                    self.recycle(p.values);
                 }
                 let fresh = self.fresh_values();
                 std::mem::replace(&mut self.values, fresh)
             }
         };
-        done.clear();
-        self.spare.push(done);
+        self.recycle(done);
     }
 
     /// [`identify`], each source extracted once per request (the Worker's own lines name each
@@ -262,7 +271,7 @@ impl Extracted {
         applied: &RuleLimit,
         request: &Request,
     ) -> Option<Identifier> {
-        let slot = self.sources.iter().position(|s| *s == applied.source);
+        let slot = self.slot(&applied.source);
         match (logged, slot) {
             (None, Some(slot)) => self.values[slot]
                 .get_or_insert_with(|| applied.source.extract(request))

@@ -237,18 +237,13 @@ impl ReplayStore {
         };
         ids.prefetch_key(id);
         if let States::Table(table) = &mut self.states {
-            table
-                .get_mut()
-                .unwrap_or_else(|e| e.into_inner())
-                .prefetch_row(id);
+            owned(table).prefetch_row(id);
         }
     }
 
     /// The identifiers' dense ids, reached without locking (the store is owned).
     pub fn identifiers_mut(&mut self) -> &mut Identifiers {
-        self.identifiers
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
+        owned(&mut self.identifiers)
     }
 
     /// The identifiers' dense ids (call [`Identifiers::next_request`] before each request).
@@ -300,6 +295,11 @@ impl ReplayStore {
 /// never panics half way through writing one).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What an owned mutex holds, reached without locking; recovered from poisoning as [`lock`] is.
+fn owned<T>(mutex: &mut Mutex<T>) -> &mut T {
+    mutex.get_mut().unwrap_or_else(|e| e.into_inner())
 }
 
 #[async_trait]
