@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::suite::{self, Backend};
+use common::suite::Backend;
 use common::{Admin, NAMESPACE};
 use edgelimit::RespStore;
 use edgelimit_testkit::RedisCluster;
@@ -33,30 +33,7 @@ fn with_backend(body: fn(&Backend<'_>)) {
     });
 }
 
-#[test]
-fn bad_input_writes_nothing() {
-    with_backend(suite::bad_input_writes_nothing);
-}
-
-#[test]
-fn tiers_and_overrides_decide_the_librarys_checks() {
-    with_backend(suite::tiers_and_overrides_decide_the_librarys_checks);
-}
-
-#[test]
-fn lists_gate_the_librarys_checks() {
-    with_backend(suite::lists_gate_the_librarys_checks);
-}
-
-#[test]
-fn peek_writes_nothing_and_reset_leaves_no_state_key() {
-    with_backend(suite::peek_writes_nothing_and_reset_leaves_no_state_key);
-}
-
-#[test]
-fn api_keys_are_keyed_as_the_worker_keys_them() {
-    with_backend(suite::api_keys_are_keyed_as_the_worker_keys_them);
-}
+shared_suite!(with_backend);
 
 #[test]
 fn one_seed_with_cluster_finds_the_whole_cluster() {

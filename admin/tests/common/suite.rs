@@ -12,6 +12,39 @@ use tokio::runtime::Runtime;
 
 use super::{assert_unchanged, config, keys, limit, refuses_bad_input, snapshot, Admin};
 
+/// The shared behaviours as `#[test]`s, each run on the backend `$with_backend` (a
+/// `fn(fn(&Backend<'_>))` that starts it and hands it over): every backend's suite invokes this
+/// once, so a behaviour added here runs on all of them.
+#[macro_export]
+macro_rules! shared_suite {
+    ($with_backend:ident) => {
+        #[test]
+        fn bad_input_writes_nothing() {
+            $with_backend(common::suite::bad_input_writes_nothing);
+        }
+
+        #[test]
+        fn tiers_and_overrides_decide_the_librarys_checks() {
+            $with_backend(common::suite::tiers_and_overrides_decide_the_librarys_checks);
+        }
+
+        #[test]
+        fn lists_gate_the_librarys_checks() {
+            $with_backend(common::suite::lists_gate_the_librarys_checks);
+        }
+
+        #[test]
+        fn peek_writes_nothing_and_reset_leaves_no_state_key() {
+            $with_backend(common::suite::peek_writes_nothing_and_reset_leaves_no_state_key);
+        }
+
+        #[test]
+        fn api_keys_are_keyed_as_the_worker_keys_them() {
+            $with_backend(common::suite::api_keys_are_keyed_as_the_worker_keys_them);
+        }
+    };
+}
+
 /// A backend: the CLI pointed at it, the library's store on it, and its Redis nodes.
 pub struct Backend<'a> {
     /// The CLI.
