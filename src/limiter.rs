@@ -321,7 +321,8 @@ impl<S: Store> Limiter<S> {
                 .hash_one((&*item.limit.name, item.identifier.as_bytes()));
             let found = cache
                 .find_mut(hash, |(name, id)| {
-                    *name == item.limit.name && *id == item.identifier
+                    (Arc::ptr_eq(name, &item.limit.name) || *name == item.limit.name)
+                        && *id == item.identifier
                 })
                 .map(|mut slot| *slot.value())
                 .filter(|d| item.cost >= d.cost && item.cost > 0 && now < d.until_ms);

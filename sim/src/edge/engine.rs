@@ -164,6 +164,9 @@ fn identify(logged: Option<&Logged>, applied: &RuleLimit, request: &Request) -> 
 struct Extracted {
     /// The configuration's distinct sources.
     sources: Vec<IdentifierSource>,
+    /// Each configured limit (by address) with its source's place in `sources`: found by a
+    /// pointer's comparison, not by comparing sources.
+    limits: Vec<(usize, usize)>,
     /// This request's value per source, once extracted.
     values: Vec<Option<Option<Identifier>>>,
     /// The values of the requests prepared ahead (`EdgeReplay::prepare`), oldest first.
@@ -182,24 +185,41 @@ struct Prepared {
     hashes: SmallVec<[u64; 4]>,
 }
 
+/// Where a configured limit lives: it identifies the limit while the configuration is held.
+fn address(applied: &RuleLimit) -> usize {
+    std::ptr::from_ref(applied) as usize
+}
+
 impl Extracted {
     fn new(config: &Config) -> Extracted {
         let mut sources: Vec<IdentifierSource> = Vec::new();
+        let mut limits = Vec::new();
         for applied in config.rules.iter().flat_map(|r| &r.limits) {
-            if !sources.contains(&applied.source) {
-                sources.push(applied.source.clone());
-            }
+            let slot = match sources.iter().position(|s| *s == applied.source) {
+                Some(slot) => slot,
+                None => {
+                    sources.push(applied.source.clone());
+                    sources.len() - 1
+                }
+            };
+            limits.push((address(applied), slot));
         }
         Extracted {
             values: vec![None; sources.len()],
             sources,
+            limits,
             ..Extracted::default()
         }
     }
 
-    /// Where `source`'s value sits in a request's values.
-    fn slot(&self, source: &IdentifierSource) -> Option<usize> {
-        self.sources.iter().position(|s| s == source)
+    /// Where the value of `applied`'s source sits in a request's values.
+    fn slot(&self, applied: &RuleLimit) -> Option<usize> {
+        let at = address(applied);
+        match self.limits.iter().find(|(limit, _)| *limit == at) {
+            Some(&(_, slot)) => Some(slot),
+            // Not a limit of the configuration this was built from (none in practice).
+            None => self.sources.iter().position(|s| *s == applied.source),
+        }
     }
 
     /// Keeps a request's emptied values to be filled again.
@@ -225,7 +245,7 @@ impl Extracted {
             .filter(|r| r.matches(request))
             .flat_map(|r| &r.limits)
         {
-            if let Some(slot) = self.slot(&applied.source) {
+            if let Some(slot) = self.slot(applied) {
                 values[slot].get_or_insert_with(|| applied.source.extract(request));
             }
         }
@@ -271,7 +291,7 @@ impl Extracted {
         applied: &RuleLimit,
         request: &Request,
     ) -> Option<Identifier> {
-        let slot = self.slot(&applied.source);
+        let slot = self.slot(applied);
         match (logged, slot) {
             (None, Some(slot)) => self.values[slot]
                 .get_or_insert_with(|| applied.source.extract(request))
