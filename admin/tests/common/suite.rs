@@ -14,34 +14,27 @@ use super::{assert_unchanged, config, keys, limit, refuses_bad_input, snapshot, 
 
 /// The shared behaviours as `#[test]`s, each run on the backend `$with_backend` (a
 /// `fn(fn(&Backend<'_>))` that starts it and hands it over): every backend's suite invokes this
-/// once, so a behaviour added here runs on all of them.
+/// once, so a behaviour added to the list here runs on all of them. Each test is named after the
+/// body in this module that it runs.
 #[macro_export]
 macro_rules! shared_suite {
     ($with_backend:ident) => {
-        #[test]
-        fn bad_input_writes_nothing() {
-            $with_backend(common::suite::bad_input_writes_nothing);
-        }
-
-        #[test]
-        fn tiers_and_overrides_decide_the_librarys_checks() {
-            $with_backend(common::suite::tiers_and_overrides_decide_the_librarys_checks);
-        }
-
-        #[test]
-        fn lists_gate_the_librarys_checks() {
-            $with_backend(common::suite::lists_gate_the_librarys_checks);
-        }
-
-        #[test]
-        fn peek_writes_nothing_and_reset_leaves_no_state_key() {
-            $with_backend(common::suite::peek_writes_nothing_and_reset_leaves_no_state_key);
-        }
-
-        #[test]
-        fn api_keys_are_keyed_as_the_worker_keys_them() {
-            $with_backend(common::suite::api_keys_are_keyed_as_the_worker_keys_them);
-        }
+        $crate::shared_suite!(
+            $with_backend:
+            bad_input_writes_nothing,
+            tiers_and_overrides_decide_the_librarys_checks,
+            lists_gate_the_librarys_checks,
+            peek_writes_nothing_and_reset_leaves_no_state_key,
+            api_keys_are_keyed_as_the_worker_keys_them,
+        );
+    };
+    ($with_backend:ident: $($behaviour:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $behaviour() {
+                $with_backend(common::suite::$behaviour);
+            }
+        )+
     };
 }
 
