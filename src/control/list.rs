@@ -441,8 +441,11 @@ impl Eq for ListProbe {}
 
 impl ListProbe {
     /// A probe offering nothing (it matches no list).
-    pub fn new() -> Self {
-        ListProbe::default()
+    pub const fn new() -> Self {
+        ListProbe {
+            pairs: Vec::new(),
+            candidates: OnceLock::new(),
+        }
     }
 
     /// The same probe offering `value` under `source` (as an entry would name it: `ip`,

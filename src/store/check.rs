@@ -246,15 +246,33 @@ impl CheckItem {
 pub struct Check {
     items: Vec<CheckItem>,
     // Deny and allow lists, decided in the same round trip (docs/design.md §"Deny and allow
-    // lists"); empty for an ungated check.
+    // lists"); `None` for an ungated check. Boxed: most checks have none, and a small check is
+    // cheaper to build, move and drop on every request.
+    gating: Option<Box<Gating>>,
+}
+
+/// A gated check's lists and what the request offers them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Gating {
     gates: Vec<Gate>,
     probe: ListProbe,
 }
+
+/// The probe of an ungated check: it offers nothing.
+static NO_PROBE: ListProbe = ListProbe::new();
 
 impl Check {
     /// An empty check (admitted by every store).
     pub fn new() -> Check {
         Check::default()
+    }
+
+    /// An empty check with room for `items` items, so adding them allocates once.
+    pub fn with_capacity(items: usize) -> Check {
+        Check {
+            items: Vec::with_capacity(items),
+            gating: None,
+        }
     }
 
     /// A check of a single limit.
@@ -339,24 +357,25 @@ impl Check {
     /// else an item whose gate has an allow match is not charged ([`crate::Reason::Allowlisted`])
     /// while the others are decided as usual. Deny beats allow.
     pub fn gated(mut self, probe: ListProbe, gates: Vec<Gate>) -> Check {
-        self.probe = probe;
-        self.gates = gates;
+        let gating = Gating { gates, probe };
+        // Nothing to consult and nothing offered is no gating: equal to the ungated check.
+        self.gating = (gating != Gating::default()).then(|| Box::new(gating));
         self
     }
 
     /// The gates, in order (empty for an ungated check).
     pub fn gates(&self) -> &[Gate] {
-        &self.gates
+        self.gating.as_ref().map_or(&[], |g| &g.gates)
     }
 
     /// What the request offers the lists.
     pub fn probe(&self) -> &ListProbe {
-        &self.probe
+        self.gating.as_ref().map_or(&NO_PROBE, |g| &g.probe)
     }
 
     /// Whether any list is consulted.
     pub fn is_gated(&self) -> bool {
-        !self.gates.is_empty()
+        !self.gates().is_empty()
     }
 
     /// Keeps the items whose index `keep` accepts.
@@ -372,8 +391,7 @@ impl Check {
     pub(crate) fn ungated(&self) -> Check {
         Check {
             items: self.items.clone(),
-            gates: Vec::new(),
-            probe: ListProbe::default(),
+            gating: None,
         }
     }
 }
@@ -458,6 +476,30 @@ mod tests {
         assert_eq!(shared.policy, own);
         assert!(!Arc::ptr_eq(&check.items()[0].limit, &shared));
         assert!(Arc::ptr_eq(&check.items()[1].limit, &shared));
+    }
+
+    #[test]
+    fn gating_keeps_its_lists_and_probe_and_nothing_gated_is_ungated() {
+        let limit = Limit::new("a", "fixed 10/1s".parse().unwrap());
+        let plain = Check::single(&limit, "x", 1);
+        assert!(!plain.is_gated() && plain.gates().is_empty());
+        assert!(plain.probe().candidates().is_empty());
+        // Nothing to consult and nothing offered: the same check as never gated.
+        assert_eq!(plain.clone().gated(ListProbe::new(), Vec::new()), plain);
+
+        let gate = Gate::new(vec!["deny".into()], vec!["allow".into()]);
+        let probe = ListProbe::new().with("ip", "203.0.113.7");
+        let gated = plain.clone().gated(probe.clone(), vec![gate.clone()]);
+        assert!(gated.is_gated());
+        assert_eq!(gated.gates(), std::slice::from_ref(&gate));
+        assert_eq!(gated.probe(), &probe);
+        assert_ne!(gated, plain);
+        // What the lists leave to decide: the same items, no lists.
+        assert_eq!(gated.ungated(), plain);
+        // A probe without gates is kept (it is what the request offers), but consults nothing.
+        let offered = plain.clone().gated(probe.clone(), Vec::new());
+        assert!(!offered.is_gated());
+        assert_eq!(offered.probe(), &probe);
     }
 
     #[test]

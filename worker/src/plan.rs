@@ -273,8 +273,16 @@ impl Config {
         if gated {
             plan.deny_scope.push(lists::DENY);
         }
-        let mut enforced = Check::new();
-        let mut shadow = Check::new();
+        // Each check sized for its rules' limits: one allocation each, none for a check without.
+        let limits = |shadow: bool| -> usize {
+            plan.rules
+                .iter()
+                .filter(|r| r.shadow == shadow)
+                .map(|r| r.limits.len())
+                .sum()
+        };
+        let mut enforced = Check::with_capacity(limits(false));
+        let mut shadow = Check::with_capacity(limits(true));
         // Per check: the gates of its rules, and whether one is there only to look up the deny
         // lists of a statically allowed rule (deny beats allow, even with nothing to charge).
         let mut gates: [(Vec<Gate>, bool); 2] = [(Vec::new(), false), (Vec::new(), false)];
@@ -344,27 +352,8 @@ impl Config {
             return;
         }
         let [(enforced_gates, enforced_lookup), (shadow_gates, shadow_lookup)] = gates;
-        for (check, (gates, lookup_only), shadow_slot) in [
-            (enforced, (enforced_gates, enforced_lookup), false),
-            (shadow, (shadow_gates, shadow_lookup), true),
-        ] {
-            if check.items().is_empty() && !lookup_only {
-                continue;
-            }
-            let check = if gated && !gates.is_empty() {
-                check.gated(plan.probe.clone(), gates)
-            } else {
-                check
-            };
-            let index = plan.sent;
-            plan.checks[index] = check;
-            plan.sent += 1;
-            if shadow_slot {
-                plan.shadow = Some(index);
-            } else {
-                plan.enforced = Some(index);
-            }
-        }
+        plan.send(enforced, enforced_gates, enforced_lookup, gated, false);
+        plan.send(shadow, shadow_gates, shadow_lookup, gated, true);
     }
 }
 
@@ -413,6 +402,34 @@ impl<'c> Plan<'c> {
         self.sent = 0;
         self.enforced = None;
         self.shadow = None;
+    }
+
+    /// Adds `check` to the checks sent, behind `gates` when the dynamic lists are `gated`,
+    /// unless it has neither an item nor a deny list to look up (`lookup_only`).
+    fn send(
+        &mut self,
+        check: Check,
+        gates: Vec<Gate>,
+        lookup_only: bool,
+        gated: bool,
+        shadow: bool,
+    ) {
+        if check.items().is_empty() && !lookup_only {
+            return;
+        }
+        let check = if gated && !gates.is_empty() {
+            check.gated(self.probe.clone(), gates)
+        } else {
+            check
+        };
+        let index = self.sent;
+        self.checks[index] = check;
+        self.sent += 1;
+        if shadow {
+            self.shadow = Some(index);
+        } else {
+            self.enforced = Some(index);
+        }
     }
 
     /// The unit of a limit whose cost is settled after the response, for `qu`.
