@@ -186,10 +186,26 @@ impl Config {
         request: &dyn RequestView,
         identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
     ) -> Plan<'_> {
+        self.plan_matched(self.matching(request), request, identify)
+    }
+
+    /// The rules `request` matches, in configuration order.
+    pub fn matching(&self, request: &dyn RequestView) -> MatchedRules<'_> {
+        self.rules.iter().filter(|r| r.matches(request)).collect()
+    }
+
+    /// [`Config::plan_with`] for `rules`, which must be [`Config::matching`]'s answer for
+    /// `request`: `sim` matches each request ahead of its step, to extract only the identifiers
+    /// its rules need, and the rules are not matched a second time.
+    pub fn plan_matched<'c>(
+        &'c self,
+        rules: MatchedRules<'c>,
+        request: &dyn RequestView,
+        identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+    ) -> Plan<'c> {
         let request_id = request
             .header(&self.request_id_header)
             .filter(|id| !id.is_empty());
-        let rules: MatchedRules<'_> = self.rules.iter().filter(|r| r.matches(request)).collect();
         let settles = rules
             .iter()
             .any(|r| r.limits.iter().any(|l| l.settle.is_some()));

@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 
 use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
 use edgelimit_worker::lists::{self, DenyCache};
-use edgelimit_worker::plan::Plan;
+use edgelimit_worker::plan::{MatchedRules, Plan};
 use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
 use smallvec::SmallVec;
 
@@ -169,6 +169,8 @@ struct Extracted {
     limits: Vec<(usize, usize)>,
     /// This request's value per source, once extracted.
     values: Vec<Option<Option<Identifier>>>,
+    /// The rules this request matches (by index), when it was prepared: not matched again.
+    rules: Option<SmallVec<[u32; 4]>>,
     /// The values of the requests prepared ahead (`EdgeReplay::prepare`), oldest first.
     prepared: VecDeque<Prepared>,
     /// Emptied value buffers, kept to be filled again.
@@ -181,6 +183,8 @@ struct Prepared {
     /// Which request: its time and size (a step whose request differs extracts for itself).
     request: (u64, usize),
     values: Vec<Option<Option<Identifier>>>,
+    /// The rules it matches, by index in the configuration.
+    rules: SmallVec<[u32; 4]>,
     /// The identifiers' hashes (`identifiers::hash`), to fetch what they will read.
     hashes: SmallVec<[u64; 4]>,
 }
@@ -239,14 +243,16 @@ impl Extracted {
     /// by its step (when it is the next one stepped); returns the hashes of the identifiers.
     fn prepare(&mut self, config: &Config, request: &Request) -> &[u64] {
         let mut values = self.fresh_values();
-        for applied in config
-            .rules
-            .iter()
-            .filter(|r| r.matches(request))
-            .flat_map(|r| &r.limits)
-        {
-            if let Some(slot) = self.slot(applied) {
-                values[slot].get_or_insert_with(|| applied.source.extract(request));
+        let mut rules = SmallVec::new();
+        for (index, rule) in (0u32..).zip(&config.rules) {
+            if !rule.matches(request) {
+                continue;
+            }
+            rules.push(index);
+            for applied in &rule.limits {
+                if let Some(slot) = self.slot(applied) {
+                    values[slot].get_or_insert_with(|| applied.source.extract(request));
+                }
             }
         }
         let hashes = values
@@ -258,6 +264,7 @@ impl Extracted {
         self.prepared.push_back(Prepared {
             request: (request.time_ms, request.size()),
             values,
+            rules,
             hashes,
         });
         &self.prepared.back().expect("just pushed").hashes
@@ -267,8 +274,9 @@ impl Extracted {
     fn next_request(&mut self, request: &Request) {
         let done = match self.prepared.front() {
             Some(p) if p.request == (request.time_ms, request.size()) => {
-                let next = self.prepared.pop_front().expect("a front").values;
-                std::mem::replace(&mut self.values, next)
+                let next = self.prepared.pop_front().expect("a front");
+                self.rules = Some(next.rules);
+                std::mem::replace(&mut self.values, next.values)
             }
             _ => {
                 // Not prepared, or not in the order prepared: what was prepared is dropped, and
@@ -276,11 +284,20 @@ impl Extracted {
                 while let Some(p) = self.prepared.pop_front() {
                     self.recycle(p.values);
                 }
+                self.rules = None;
                 let fresh = self.fresh_values();
                 std::mem::replace(&mut self.values, fresh)
             }
         };
         self.recycle(done);
+    }
+
+    /// The rules the request matches: as prepared, else matched now.
+    fn matching<'c>(&self, config: &'c Config, request: &Request) -> MatchedRules<'c> {
+        match &self.rules {
+            Some(rules) => rules.iter().map(|&i| &config.rules[i as usize]).collect(),
+            None => config.matching(request),
+        }
     }
 
     /// [`identify`], each source extracted once per request (the Worker's own lines name each
@@ -515,7 +532,8 @@ impl EdgeReplay {
             ..
         } = self;
         extracted.next_request(request);
-        let mut plan = config.plan_with(request, &mut |applied| {
+        let matched = extracted.matching(config, request);
+        let mut plan = config.plan_matched(matched, request, &mut |applied| {
             extracted.identify(logged, applied, request)
         });
         // As the Worker's isolate: a denial the dynamic lists answered lately refuses the
