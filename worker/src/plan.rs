@@ -368,8 +368,8 @@ impl Config {
             return;
         }
         let [(enforced_gates, enforced_lookup), (shadow_gates, shadow_lookup)] = gates;
-        plan.send(enforced, enforced_gates, enforced_lookup, gated, false);
-        plan.send(shadow, shadow_gates, shadow_lookup, gated, true);
+        plan.send(enforced, enforced_gates, enforced_lookup, false);
+        plan.send(shadow, shadow_gates, shadow_lookup, true);
     }
 }
 
@@ -420,20 +420,14 @@ impl<'c> Plan<'c> {
         self.shadow = None;
     }
 
-    /// Adds `check` to the checks sent, behind `gates` when the dynamic lists are `gated`,
-    /// unless it has neither an item nor a deny list to look up (`lookup_only`).
-    fn send(
-        &mut self,
-        check: Check,
-        gates: Vec<Gate>,
-        lookup_only: bool,
-        gated: bool,
-        shadow: bool,
-    ) {
+    /// Adds `check` to the checks sent, behind `gates` (its rules' gates, none unless the dynamic
+    /// lists are consulted), unless it has neither an item nor a deny list to look up
+    /// (`lookup_only`).
+    fn send(&mut self, check: Check, gates: Vec<Gate>, lookup_only: bool, shadow: bool) {
         if check.items().is_empty() && !lookup_only {
             return;
         }
-        let check = if gated && !gates.is_empty() {
+        let check = if !gates.is_empty() {
             check.gated(self.probe.clone(), gates)
         } else {
             check
