@@ -36,14 +36,30 @@ async fn checks_continue_across_a_manual_failover() {
         _ => String::new(),
     };
     // A manual failover needs the replica in sync first (bounded wait).
-    let synced = Instant::now() + Duration::from_secs(10);
-    while !replica
-        .command(&["INFO", "replication"])
+    replica.wait_replica_linked(Duration::from_secs(30));
+
+    // A manual failover also needs the other primaries' votes, and they vote only for a replica
+    // they know as one: wait (bounded) until every node's view of the cluster lists it so.
+    let replica_id = replica
+        .command(&["CLUSTER", "MYID"])
         .ok()
         .and_then(|r| r.text())
-        .is_some_and(|t| t.contains("master_link_status:up"))
-    {
-        assert!(Instant::now() < synced, "the replica never synced");
+        .expect("the replica's node id");
+    let known = Instant::now() + Duration::from_secs(30);
+    while !cluster.nodes().iter().all(|node| {
+        node.command(&["CLUSTER", "NODES"])
+            .ok()
+            .and_then(|r| r.text())
+            .is_some_and(|nodes| {
+                nodes
+                    .lines()
+                    .any(|line| line.starts_with(&replica_id) && line.contains("slave"))
+            })
+    }) {
+        assert!(
+            Instant::now() < known,
+            "the cluster never agreed on the replica"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 

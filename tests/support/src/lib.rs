@@ -110,6 +110,33 @@ impl RedisServer {
         command(self.port, args)
     }
 
+    /// One numeric field of `INFO replication` (`master_repl_offset`, `slave_repl_offset`, …).
+    pub fn replication_field(&self, field: &str) -> Option<u64> {
+        let info = self.command(&["INFO", "replication"]).ok()?.text()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+    }
+
+    /// Waits until this replica's link to its primary is up, polling every 20 ms. Panics after
+    /// `timeout`: the first sync takes a moment, and a loaded machine needs a generous bound.
+    pub fn wait_replica_linked(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self
+            .command(&["INFO", "replication"])
+            .ok()
+            .and_then(|info| info.text())
+            .is_some_and(|info| info.contains("master_link_status:up"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the replica on port {} did not link to its primary within {timeout:?}",
+                self.port
+            );
+            sleep(Duration::from_millis(20));
+        }
+    }
+
     fn spawn(&mut self) -> io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let port = self.port.to_string();
