@@ -68,7 +68,7 @@ pub struct Limiter<S> {
 }
 
 /// What [`Limiter::check_all`] answers: one verdict per check, and how long the store took.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Checked {
     /// One verdict per check, in order.
     pub verdicts: Vec<Verdict>,
@@ -172,11 +172,22 @@ impl<S: Store> Limiter<S> {
 
     /// Decides a batch of checks with at most one store round trip, one verdict per check.
     pub async fn check_all(&self, checks: &[Check]) -> Checked {
+        let mut checked = Checked::default();
+        self.check_all_into(checks, &mut checked).await;
+        checked
+    }
+
+    /// [`Limiter::check_all`] answering into `checked`, whose buffers are reused (see
+    /// [`Store::check_into`]): a caller deciding batch after batch (a replay) keeps one.
+    pub async fn check_all_into(&self, checks: &[Check], checked: &mut Checked) {
         let now = self.clock.now_ms();
+        checked.local_ms = now;
+        checked.store_ms = None;
         // Empty (no allocation) unless the denial cache answered some check: the usual case.
         let cached = self.cached_denials(checks, now);
         // Only the checks the cache did not answer go to the store; usually that is all of them,
-        // and then the caller's slice is sent as it is, without a copy.
+        // and then the caller's slice is sent as it is, without a copy, and answered straight
+        // into the caller's buffer.
         let copied: Vec<Check>;
         let pending: &[Check] = if cached.is_empty() {
             checks
@@ -189,51 +200,50 @@ impl<S: Store> Limiter<S> {
                 .collect();
             &copied
         };
-        let mut store_ms = None;
-        let mut answers = Vec::new();
-        if !pending.is_empty() {
+        let mut from_store = Vec::new();
+        let answers = if cached.is_empty() {
+            &mut checked.verdicts
+        } else {
+            &mut from_store
+        };
+        if pending.is_empty() {
+            answers.clear();
+        } else {
             let time = match self.time {
                 TimeMode::Local => TimeSource::At(now),
                 TimeMode::Server => TimeSource::Server,
             };
             let stopwatch = self.clock.stopwatch();
-            let answered = self.store.check(pending, time).await;
+            let answered = self.store.check_into(pending, time, answers).await;
             let elapsed_ms = stopwatch.elapsed_ms();
             if let Some(metrics) = &self.metrics {
                 metrics.observe_store_latency(elapsed_ms);
             }
-            store_ms = Some(elapsed_ms);
-            answers = match answered {
-                Ok(answers) if answers.len() == pending.len() => {
-                    self.remember_denials(pending, &answers, now);
-                    answers
+            checked.store_ms = Some(elapsed_ms);
+            match answered {
+                Ok(()) if answers.len() == pending.len() => {
+                    self.remember_denials(pending, answers, now);
                 }
-                Ok(_) | Err(_) => {
+                Ok(()) | Err(_) => {
                     if let Some(metrics) = &self.metrics {
                         metrics.store_error();
                     }
-                    pending.iter().map(|c| self.fail(c, now)).collect()
+                    answers.clear();
+                    answers.extend(pending.iter().map(|c| self.fail(c, now)));
                 }
-            };
+            }
         }
         // The store's answers are the verdicts as they are unless the cache answered some.
-        let verdicts = if cached.is_empty() {
-            answers
-        } else {
-            let mut answers = answers.into_iter();
-            cached
+        if !cached.is_empty() {
+            let mut answers = from_store.into_iter();
+            checked.verdicts = cached
                 .into_iter()
                 .map(|v| v.or_else(|| answers.next()))
                 .map(|v| v.expect("every check has a verdict"))
-                .collect()
-        };
-        if let Some(metrics) = &self.metrics {
-            metrics.record_checks(checks, &verdicts);
+                .collect();
         }
-        Checked {
-            verdicts,
-            local_ms: now,
-            store_ms,
+        if let Some(metrics) = &self.metrics {
+            metrics.record_checks(checks, &checked.verdicts);
         }
     }
 

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use edgelimit::algorithm::State;
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::{
-    Check, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason, Store, StoreError,
-    TimeSource, Verdict,
+    Check, CheckItem, Checked, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason,
+    Store, StoreError, TimeSource, Verdict,
 };
 use futures::executor::block_on;
 use proptest::prelude::*;
@@ -173,6 +173,91 @@ impl Store for FlakyStore {
         }
         self.inner.check(checks, time).await
     }
+}
+
+/// A [`FlakyStore`] that answers into the caller's buffer as in-process stores do, each verdict
+/// refilled in place (`Verdict::reuse`).
+#[derive(Debug, Default)]
+struct RefillingStore(FlakyStore);
+
+#[async_trait]
+impl Store for RefillingStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        self.0.check(checks, time).await
+    }
+
+    async fn check_into(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<(), StoreError> {
+        let answers = match self.0.check(checks, time).await {
+            Ok(answers) => answers,
+            Err(e) => {
+                verdicts.clear();
+                return Err(e);
+            }
+        };
+        for (at, answer) in answers.iter().enumerate() {
+            let verdict = Verdict::reuse(verdicts, at);
+            verdict.allowed = answer.allowed;
+            verdict.decisions.extend_from_slice(&answer.decisions);
+            verdict.atomic = answer.atomic;
+            verdict.decided_at_ms = answer.decided_at_ms;
+            verdict.listed.extend_from_slice(&answer.listed);
+        }
+        verdicts.truncate(answers.len());
+        Ok(())
+    }
+}
+
+/// One `Checked` buffer answered into batch after batch (of 0 to 3 checks, some answered by the
+/// denial cache, some while the store is down) holds exactly what fresh answers hold.
+#[test]
+fn answering_into_one_buffer_decides_as_fresh_answers() {
+    let clock = Arc::new(ManualClock::at(0));
+    let fresh = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
+    let reused = Limiter::new(RefillingStore::default()).with_clock(clock.clone());
+    let limits = [
+        limit("a", "fixed 2/100ms"),
+        limit("b", "sliding-log 3/200ms"),
+        limit("c", "token-bucket 1/50ms burst 2").with_fail_mode(FailMode::Closed),
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (seed >> 33) % n
+    };
+    let mut checked = Checked::default();
+    let (mut cached, mut failed) = (0, 0);
+    for round in 0..3_000 {
+        clock.advance(next(20));
+        let down = next(25) == 0;
+        fresh.store().down.store(down, Ordering::SeqCst);
+        reused.store().0.down.store(down, Ordering::SeqCst);
+        let checks: Vec<Check> = (0..next(4))
+            .map(|_| {
+                let mut check = Check::new();
+                for _ in 0..1 + next(3) {
+                    let l = &limits[next(3) as usize];
+                    check = check.with_item(CheckItem::new(l, format!("id{}", next(3)), 1));
+                }
+                check
+            })
+            .collect();
+        let expected = block_on(fresh.check_all(&checks));
+        block_on(reused.check_all_into(&checks, &mut checked));
+        assert_eq!(checked, expected, "round {round}");
+        for decision in expected.verdicts.iter().flat_map(|v| &v.decisions) {
+            cached += u64::from(decision.reason == Reason::CachedDenial);
+            failed += u64::from(decision.reason == Reason::FailedClosed);
+        }
+    }
+    assert!(
+        cached > 50 && failed > 10,
+        "{cached} cached, {failed} failed"
+    );
 }
 
 #[test]

@@ -22,6 +22,19 @@ pub type Outcomes = SmallVec<[Outcome; INLINE_ITEMS]>;
 /// When the check is denied, items that would have admitted alone report a zero-cost look at
 /// their unchanged state, since nothing was taken.
 pub fn decide(check: &Check, states: &mut [State], now_ms: u64) -> (Verdict, Outcomes) {
+    let mut verdict = Verdict::empty();
+    let outcomes = decide_into(check, states, now_ms, &mut verdict);
+    (verdict, outcomes)
+}
+
+/// [`decide`] writing its verdict into `verdict` (an emptied one, see [`Verdict::reuse`]), whose
+/// allocations it keeps.
+pub fn decide_into(
+    check: &Check,
+    states: &mut [State],
+    now_ms: u64,
+    verdict: &mut Verdict,
+) -> Outcomes {
     let items = check.items();
     debug_assert_eq!(items.len(), states.len());
     let mut outcomes = Outcomes::new();
@@ -48,14 +61,15 @@ pub fn decide(check: &Check, states: &mut [State], now_ms: u64) -> (Verdict, Out
             }
         }
     }
-    let verdict = Verdict {
-        allowed: outcomes.iter().all(|o| o.decision.allowed),
-        decisions: outcomes.iter().map(|o| o.decision).collect(),
-        atomic: true,
-        decided_at_ms: now_ms,
-        listed: Vec::new(),
-    };
-    (verdict, outcomes)
+    verdict.allowed = outcomes.iter().all(|o| o.decision.allowed);
+    verdict.decisions.clear();
+    verdict
+        .decisions
+        .extend(outcomes.iter().map(|o| o.decision));
+    verdict.atomic = true;
+    verdict.decided_at_ms = now_ms;
+    verdict.listed.clear();
+    outcomes
 }
 
 /// A gated check once its lists have answered (docs/design.md §"Deny and allow lists").

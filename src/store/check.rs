@@ -436,6 +436,34 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// A verdict of nothing yet (admitted, no decisions), to be filled by [`Verdict::reuse`].
+    pub fn empty() -> Verdict {
+        Verdict {
+            allowed: true,
+            decisions: Vec::new(),
+            atomic: true,
+            decided_at_ms: 0,
+            listed: Vec::new(),
+        }
+    }
+
+    /// The verdict for place `at` of a buffer being refilled (see [`Store::check_into`]): the one
+    /// there, emptied but keeping its allocations, or a new one pushed when the buffer is
+    /// shorter. Fill the places in order from 0, then truncate the buffer to the count filled.
+    ///
+    /// [`Store::check_into`]: super::Store::check_into
+    pub fn reuse(verdicts: &mut Vec<Verdict>, at: usize) -> &mut Verdict {
+        if at < verdicts.len() {
+            let verdict = &mut verdicts[at];
+            verdict.decisions.clear();
+            verdict.listed.clear();
+            verdict
+        } else {
+            verdicts.push(Verdict::empty());
+            verdicts.last_mut().expect("just pushed")
+        }
+    }
+
     /// The deny match that refused the check, if any: (list, entry).
     pub fn denied_by(&self) -> Option<(&str, &str)> {
         self.listed.iter().find_map(|l| match l {

@@ -18,7 +18,7 @@ mod sharded;
 mod state_key;
 mod traits;
 
-pub use batch::{decide, Outcomes};
+pub use batch::{decide, decide_into, Outcomes};
 pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
 pub use coalescing::{Coalescing, DEFAULT_MAX_BATCH};
 pub use error::StoreError;

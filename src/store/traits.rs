@@ -31,6 +31,22 @@ pub trait Store: MaybeSendSync {
     /// check in order. An error means no verdict is known for any check of the batch.
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError>;
 
+    /// [`Store::check`] answering into `verdicts`, which then holds one verdict per check in
+    /// order (nothing on an error). A store deciding in process overrides it to reuse what the
+    /// buffer holds, each verdict's `decisions` included ([`Verdict::reuse`]), so a caller
+    /// deciding batch after batch with one buffer (a replay) allocates nothing for its answers.
+    /// The default moves [`Store::check`]'s answer in: over a network the allocations are noise.
+    async fn check_into(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<(), StoreError> {
+        verdicts.clear();
+        *verdicts = self.check(checks, time).await?;
+        Ok(())
+    }
+
     /// Assigns `identifier` on `limit` a tier or an override until `until_ms` (epoch ms on the
     /// callers' clock; `None`: until cleared), replacing the assignment of that kind it held (an
     /// identifier holds at most one tier and one override: a temporary override of a `pro`

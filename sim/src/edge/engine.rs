@@ -126,6 +126,8 @@ pub struct EdgeReplay {
     /// The limits and identifiers `--overrides` gave a tier or an override: left out of the
     /// exact truths, whose reference is the limit's own policy.
     assigned: Assigned,
+    /// The last request's verdicts: one buffer the store answers into, request after request.
+    checked: Checked,
 }
 
 /// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
@@ -415,6 +417,7 @@ impl EdgeReplay {
             overrides,
             deny_cache,
             assigned,
+            checked: Checked::default(),
         })
     }
 
@@ -529,6 +532,7 @@ impl EdgeReplay {
             extracted,
             deny_cache,
             assigned,
+            checked,
             ..
         } = self;
         extracted.next_request(request);
@@ -545,7 +549,8 @@ impl EdgeReplay {
         limiter.store().set_times(enforced_ms, shadow_ms);
         limiter.store().set_down(down);
         limiter.store_mut().identifiers_mut().next_request();
-        let checked = ready(limiter.check_all(plan.checks()))?;
+        ready(limiter.check_all_into(plan.checks(), checked))?;
+        let checked = &*checked;
         // What the Worker answers, without writing headers and bodies nobody reads here.
         let ruling = plan.rule(&checked.verdicts);
         let forwarded = ruling.status == 200;
@@ -562,9 +567,9 @@ impl EdgeReplay {
         if down {
             totals.outage_requests += 1;
         }
-        let slots = Slots::of(&plan, &checked);
+        let slots = Slots::of(&plan, checked);
         let ids = limiter.store_mut().identifiers_mut();
-        for (check, verdict, shadow) in slots.decided(&plan, &checked) {
+        for (check, verdict, shadow) in slots.decided(&plan, checked) {
             let admitted = if shadow { verdict.allowed } else { forwarded };
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
                 if down {
@@ -628,7 +633,7 @@ impl EdgeReplay {
             let denied = tally_rule(
                 &mut rules[index],
                 rule,
-                (&plan, &checked, &ruling, &slots),
+                (&plan, checked, &ruling, &slots),
                 &mut |applied| extracted.identify(logged, applied, request),
                 ids,
             );
@@ -648,7 +653,7 @@ impl EdgeReplay {
         if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
             // The Worker's own answer and log line, to set beside the one it logged.
             let outcome = plan.decide(&checked.verdicts, request.path());
-            log_check.add(logged, &outcome.log_line(&plan, &checked, request, None));
+            log_check.add(logged, &outcome.log_line(&plan, checked, request, None));
         }
         Ok(())
     }

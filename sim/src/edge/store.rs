@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use edgelimit::algorithm::State;
-use edgelimit::store::decide;
+use edgelimit::store::decide_into;
 use edgelimit::{Algorithm, Check, CheckItem, MemoryStore, Store, StoreError, TimeSource, Verdict};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -111,14 +111,16 @@ impl Table {
         }
     }
 
-    /// Decides `check` at `now_ms`; `ids` gives each item's identifier its dense id.
-    fn decide(&mut self, check: &Check, ids: &mut Identifiers, now_ms: u64) -> Verdict {
+    /// Decides `check` at `now_ms` into `verdict` (see `Verdict::reuse`); `ids` gives each
+    /// item's identifier its dense id.
+    fn decide(&mut self, check: &Check, ids: &mut Identifiers, now_ms: u64, verdict: &mut Verdict) {
         let items = check.items();
         if let [item] = items {
             // One item: stepped in place (a denial never changes a state).
             let place = self.place(item, ids.id(&item.identifier));
             let state = self.state(place, item);
-            return decide(check, std::slice::from_mut(state), now_ms).0;
+            decide_into(check, std::slice::from_mut(state), now_ms, verdict);
+            return;
         }
         let places: SmallVec<[Place; INLINE_ITEMS]> = items
             .iter()
@@ -136,11 +138,10 @@ impl Table {
             .zip(items)
             .map(|(&p, item)| std::mem::replace(self.state(p, item), placeholder()))
             .collect();
-        let (verdict, _) = decide(check, &mut states, now_ms);
+        decide_into(check, &mut states, now_ms, verdict);
         for ((&p, item), state) in places.iter().zip(items).zip(states) {
             *self.state(p, item) = state;
         }
-        verdict
     }
 }
 
@@ -269,23 +270,25 @@ impl ReplayStore {
         }
     }
 
-    /// Decides `checks` in order, each at its time under `time`.
-    fn decide_all(&self, checks: &[Check], time: TimeSource) -> Vec<Verdict> {
+    /// Decides `checks` in order, each at its time under `time`, into `verdicts` (reused, see
+    /// `Verdict::reuse`).
+    fn decide_all(&self, checks: &[Check], time: TimeSource, verdicts: &mut Vec<Verdict>) {
         match &self.states {
-            States::Memory(memory) => checks
-                .iter()
-                .map(|check| {
+            States::Memory(memory) => {
+                verdicts.clear();
+                verdicts.extend(checks.iter().map(|check| {
                     let now = self.now_ms(check, time);
-                    let mut verdicts = memory.check_now(std::slice::from_ref(check), now);
-                    verdicts.pop().expect("one verdict per check")
-                })
-                .collect(),
+                    let mut answer = memory.check_now(std::slice::from_ref(check), now);
+                    answer.pop().expect("one verdict per check")
+                }));
+            }
             States::Table(table) => {
                 let (mut table, mut ids) = (lock(table), self.identifiers());
-                checks
-                    .iter()
-                    .map(|check| table.decide(check, &mut ids, self.now_ms(check, time)))
-                    .collect()
+                for (at, check) in checks.iter().enumerate() {
+                    let now = self.now_ms(check, time);
+                    table.decide(check, &mut ids, now, Verdict::reuse(verdicts, at));
+                }
+                verdicts.truncate(checks.len());
             }
         }
     }
@@ -305,10 +308,23 @@ fn owned<T>(mutex: &mut Mutex<T>) -> &mut T {
 #[async_trait]
 impl Store for ReplayStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let mut verdicts = Vec::new();
+        self.check_into(checks, time, &mut verdicts).await?;
+        Ok(verdicts)
+    }
+
+    async fn check_into(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<(), StoreError> {
         if self.down.load(Ordering::Relaxed) {
+            verdicts.clear();
             return Err(StoreError::Unreachable("--outage".into()));
         }
-        Ok(self.decide_all(checks, time))
+        self.decide_all(checks, time, verdicts);
+        Ok(())
     }
 }
 
@@ -342,26 +358,36 @@ mod tests {
         let mut next = move |n: u64| rng.below(n);
         let mut t = 1_000u64;
         let mut several_admitted = 0;
+        let mut ours = Vec::new();
         for step in 0..5_000 {
             t = if next(10) == 0 {
                 t.saturating_sub(next(20))
             } else {
                 t + next(15)
             };
-            let mut check = Check::new();
-            for _ in 0..1 + next(4) {
-                let limit = &limits[next(limits.len() as u64) as usize];
-                let who = Identifier::from(format!("id-{}", next(4)));
-                check = check.with_item(CheckItem::new(limit, who, 1 + next(2) as i64));
-            }
+            // Batches of one to three checks, the table answering into one buffer throughout:
+            // what an earlier, longer batch left there must never show through.
+            let checks: Vec<Check> = (0..1 + next(3))
+                .map(|_| {
+                    let mut check = Check::new();
+                    for _ in 0..1 + next(4) {
+                        let limit = &limits[next(limits.len() as u64) as usize];
+                        let who = Identifier::from(format!("id-{}", next(4)));
+                        check = check.with_item(CheckItem::new(limit, who, 1 + next(2) as i64));
+                    }
+                    check
+                })
+                .collect();
             table.identifiers().next_request();
             let at = TimeSource::At(t);
-            let ours = table.decide_all(std::slice::from_ref(&check), at).remove(0);
-            let theirs = memory
-                .decide_all(std::slice::from_ref(&check), at)
-                .remove(0);
-            several_admitted += u64::from(check.items().len() > 1 && ours.allowed);
-            assert_eq!(ours, theirs, "step {step} at {t}: {check:?}");
+            table.decide_all(&checks, at, &mut ours);
+            let mut theirs = Vec::new();
+            memory.decide_all(&checks, at, &mut theirs);
+            assert_eq!(ours.len(), checks.len());
+            for ((check, ours), theirs) in checks.iter().zip(&ours).zip(&theirs) {
+                several_admitted += u64::from(check.items().len() > 1 && ours.allowed);
+                assert_eq!(ours, theirs, "step {step} at {t}: {check:?}");
+            }
         }
         // Checks of several items were admitted (and changed their states), not only denied.
         assert!(several_admitted > 100, "{several_admitted}");
