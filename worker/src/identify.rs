@@ -186,15 +186,26 @@ impl IdentifierSource {
         }
     }
 
-    /// The identifier this source gives for `request`; `None` when absent or empty.
+    /// The identifier this source gives for `request`; `None` when absent or empty. It is
+    /// [`IdentifierSource::identifier_of`] the request's [`IdentifierSource::value`].
     pub fn extract(&self, request: &dyn RequestView) -> Option<Identifier> {
+        self.value(request).map(|value| self.identifier_of(&value))
+    }
+
+    /// The identifier made of a value of this source: for `api-key:` its SHA-256 in hex, else
+    /// the value itself (a long one hashed, see [`MAX_RAW_IDENTIFIER`]). A caller meeting the
+    /// same values again and again (a replay) may keep what it made of each, and
+    /// [`IdentifierSource::hashes`] says when that saves a hash.
+    pub fn identifier_of(&self, value: &str) -> Identifier {
         match self {
-            IdentifierSource::ApiKey(inner) => {
-                let raw = inner.raw(request)?;
-                Some(Identifier::from(&sha256_hex(raw.as_bytes())[..]))
-            }
-            other => other.raw(request).map(|raw| bounded(raw.as_bytes())),
+            IdentifierSource::ApiKey(_) => Identifier::from(&sha256_hex(value.as_bytes())[..]),
+            _ => bounded(value.as_bytes()),
         }
+    }
+
+    /// Whether [`IdentifierSource::identifier_of`] hashes every value (`api-key:`).
+    pub fn hashes(&self) -> bool {
+        matches!(self, IdentifierSource::ApiKey(_))
     }
 
     /// The value deny and allow lists match this source by: the raw value (trimmed), or for
@@ -202,7 +213,7 @@ impl IdentifierSource {
     /// key never sits in a list in the clear. `None` when absent, empty, or longer than
     /// [`MAX_RAW_IDENTIFIER`] bytes (no list entry is that long).
     pub fn list_value(&self, request: &dyn RequestView) -> Option<String> {
-        let raw = self.raw(request)?;
+        let raw = self.value(request)?;
         match self {
             IdentifierSource::ApiKey(_) => {
                 let digest = sha256_hex(raw.as_bytes());
@@ -212,9 +223,10 @@ impl IdentifierSource {
         }
     }
 
-    /// The value, trimmed; borrowed from the request when it holds it (a header, a path
+    /// The value the request holds for this source (for `api-key:`, the key itself), trimmed;
+    /// `None` when absent or empty. Borrowed from the request when it holds it (a header, a path
     /// segment), so most identifiers are copied once, into the [`Identifier`].
-    fn raw<'r>(&self, request: &'r dyn RequestView) -> Option<Cow<'r, str>> {
+    pub fn value<'r>(&self, request: &'r dyn RequestView) -> Option<Cow<'r, str>> {
         let value = match self {
             IdentifierSource::ClientIp => request.header_ref(CLIENT_IP_HEADER),
             IdentifierSource::Header(name) => request.header_ref(name),
@@ -225,7 +237,7 @@ impl IdentifierSource {
                 .filter(|s| !s.is_empty())
                 .nth(n - 1)
                 .map(Cow::Borrowed),
-            IdentifierSource::ApiKey(inner) => inner.raw(request),
+            IdentifierSource::ApiKey(inner) => inner.value(request),
         }?;
         let trimmed = value.trim();
         if trimmed.is_empty() {

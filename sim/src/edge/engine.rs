@@ -8,7 +8,7 @@
 //! Worker's own log lines, the logged `local_ms` — and the store decides at the logged store
 //! time under `time = "server"`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Rea
 use edgelimit_worker::lists::{self, DenyCache};
 use edgelimit_worker::plan::{MatchedRules, Plan};
 use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
+use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 
 use super::against::LogCheck;
@@ -177,7 +178,18 @@ struct Extracted {
     prepared: VecDeque<Prepared>,
     /// Emptied value buffers, kept to be filled again.
     spare: Vec<Vec<Option<Option<Identifier>>>>,
+    /// Per source that hashes its values (`api-key:`), the identifiers made of its latest
+    /// values: a trace repeats its keys, and a SHA-256 costs more than the rest of a request's
+    /// replay. Empty for the other sources.
+    hashed: Vec<HashedValues>,
 }
+
+/// The identifiers one hashing source made of its values, up to [`HASHED_VALUES`] of them (then
+/// forgotten all at once: a cache, bounded).
+type HashedValues = HashMap<Box<str>, Identifier, FxBuildHasher>;
+
+/// How many values a hashing source remembers the identifiers of (a few MiB each).
+const HASHED_VALUES: usize = 1 << 17;
 
 /// A request's identifiers, extracted ahead of its step.
 #[derive(Debug)]
@@ -212,10 +224,31 @@ impl Extracted {
         }
         Extracted {
             values: vec![None; sources.len()],
+            hashed: sources.iter().map(|_| HashedValues::default()).collect(),
             sources,
             limits,
             ..Extracted::default()
         }
+    }
+
+    /// The identifier the source in `slot` gives `request`: `IdentifierSource::extract`, with
+    /// what a hashing source made of a value it met lately taken as it was.
+    fn extract(&mut self, slot: usize, request: &Request) -> Option<Identifier> {
+        let source = &self.sources[slot];
+        if !source.hashes() {
+            return source.extract(request);
+        }
+        let value = source.value(request)?;
+        let hashed = &mut self.hashed[slot];
+        if let Some(identifier) = hashed.get(&*value) {
+            return Some(identifier.clone());
+        }
+        if hashed.len() >= HASHED_VALUES {
+            hashed.clear();
+        }
+        let identifier = source.identifier_of(&value);
+        hashed.insert(value.into(), identifier.clone());
+        Some(identifier)
     }
 
     /// Where the value of `applied`'s source sits in a request's values.
@@ -253,7 +286,9 @@ impl Extracted {
             rules.push(index);
             for applied in &rule.limits {
                 if let Some(slot) = self.slot(applied) {
-                    values[slot].get_or_insert_with(|| applied.source.extract(request));
+                    if values[slot].is_none() {
+                        values[slot] = Some(self.extract(slot, request));
+                    }
                 }
             }
         }
@@ -312,9 +347,12 @@ impl Extracted {
     ) -> Option<Identifier> {
         let slot = self.slot(applied);
         match (logged, slot) {
-            (None, Some(slot)) => self.values[slot]
-                .get_or_insert_with(|| applied.source.extract(request))
-                .clone(),
+            (None, Some(slot)) => {
+                if self.values[slot].is_none() {
+                    self.values[slot] = Some(self.extract(slot, request));
+                }
+                self.values[slot].clone().flatten()
+            }
             _ => identify(logged, applied, request),
         }
     }
@@ -1088,6 +1126,42 @@ limits = [{ name = "watch-ip", policy = "token-bucket 4/1s burst 4", identifier 
         }
         let reports = serde_json::to_string(&replay.rule_reports()).unwrap();
         (statuses, reports)
+    }
+
+    /// A hashing source's identifiers, remembered per value, are the Worker's own extraction,
+    /// and each distinct key is hashed once; the other sources are extracted as they are.
+    #[test]
+    fn hashed_keys_are_remembered_as_the_worker_makes_them() {
+        let config = edgelimit_worker::config_file::parse(
+            r#"
+[[rules]]
+name = "api"
+limits = [
+  { name = "per-key", policy = "fixed 5/1s", identifier = "api-key:header:authorization" },
+  { name = "per-user", policy = "fixed 5/1s", identifier = "header:x-user", missing = "allow" },
+]
+"#,
+            "test",
+        )
+        .unwrap();
+        let mut extracted = Extracted::new(&config);
+        let requests = mixed_requests(500);
+        for request in &requests {
+            for slot in 0..2 {
+                let source = extracted.sources[slot].clone();
+                assert_eq!(
+                    extracted.extract(slot, request),
+                    source.extract(request),
+                    "{source:?}"
+                );
+            }
+        }
+        let keys: std::collections::HashSet<_> = requests
+            .iter()
+            .filter_map(|r| r.header_ref("authorization"))
+            .collect();
+        assert_eq!(extracted.hashed[0].len(), keys.len());
+        assert!(extracted.hashed[1].is_empty());
     }
 
     #[test]
