@@ -275,6 +275,20 @@ impl Check {
         }
     }
 
+    /// Empties the check (its items and lists) but keeps the room its items took, so filling
+    /// it again allocates nothing (see `Plan::into_checks` in the Worker).
+    pub fn clear(&mut self) {
+        self.items.clear();
+        if self.gating.is_some() {
+            self.gating = None;
+        }
+    }
+
+    /// Makes room for `additional` more items.
+    pub fn reserve(&mut self, additional: usize) {
+        self.items.reserve(additional);
+    }
+
     /// A check of a single limit.
     pub fn single(
         limit: impl Into<Arc<Limit>>,

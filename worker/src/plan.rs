@@ -186,7 +186,12 @@ impl Config {
         request: &dyn RequestView,
         identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
     ) -> Plan<'_> {
-        self.plan_matched(self.matching(request), request, identify)
+        self.plan_matched(
+            self.matching(request),
+            request,
+            identify,
+            Default::default(),
+        )
     }
 
     /// The rules `request` matches, in configuration order.
@@ -196,13 +201,17 @@ impl Config {
 
     /// [`Config::plan_with`] for `rules`, which must be [`Config::matching`]'s answer for
     /// `request`: `sim` matches each request ahead of its step, to extract only the identifiers
-    /// its rules need, and the rules are not matched a second time.
+    /// its rules need, and the rules are not matched a second time. The plan's checks are built
+    /// in `spare` (emptied first): the last plan's [`Plan::into_checks`], so a caller planning
+    /// request after request allocates no check, or `Default::default()`.
     pub fn plan_matched<'c>(
         &'c self,
         rules: MatchedRules<'c>,
         request: &dyn RequestView,
         identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+        mut spare: [Check; 2],
     ) -> Plan<'c> {
+        spare.iter_mut().for_each(Check::clear);
         let request_id = request
             .header(&self.request_id_header)
             .filter(|id| !id.is_empty());
@@ -214,7 +223,7 @@ impl Config {
             absent: Vec::new(),
             request_id,
             allowed: Vec::new(),
-            checks: Default::default(),
+            checks: spare,
             sent: 0,
             enforced: None,
             shadow: None,
@@ -297,8 +306,9 @@ impl Config {
                 .map(|r| r.limits.len())
                 .sum()
         };
-        let mut enforced = Check::with_capacity(limits(false));
-        let mut shadow = Check::with_capacity(limits(true));
+        let [mut enforced, mut shadow] = std::mem::take(&mut plan.checks);
+        enforced.reserve(limits(false));
+        shadow.reserve(limits(true));
         // Per check: the gates of its rules, and whether one is there only to look up the deny
         // lists of a statically allowed rule (deny beats allow, even with nothing to charge).
         let mut gates: [(Vec<Gate>, bool); 2] = [(Vec::new(), false), (Vec::new(), false)];
@@ -364,12 +374,26 @@ impl Config {
                 check.add_item(item);
             }
         }
-        if plan.refused.is_some() {
-            return;
-        }
         let [(enforced_gates, enforced_lookup), (shadow_gates, shadow_lookup)] = gates;
-        plan.send(enforced, enforced_gates, enforced_lookup, false);
-        plan.send(shadow, shadow_gates, shadow_lookup, true);
+        let (enforced, shadow) = if plan.refused.is_some() {
+            (Some(enforced), Some(shadow))
+        } else {
+            (
+                plan.send(enforced, enforced_gates, enforced_lookup, false),
+                plan.send(shadow, shadow_gates, shadow_lookup, true),
+            )
+        };
+        // What was not sent waits, emptied, behind what was: kept for the next plan.
+        let mut slot = plan.sent;
+        if let Some(mut check) = enforced {
+            check.clear();
+            plan.checks[slot] = check;
+            slot += 1;
+        }
+        if let Some(mut check) = shadow {
+            check.clear();
+            plan.checks[slot] = check;
+        }
     }
 }
 
@@ -414,7 +438,7 @@ impl<'c> Plan<'c> {
     /// [`crate::lists::DenyCache`]) without asking the store: no check is sent.
     pub fn deny_remembered(&mut self, denial: Denial) {
         self.denied = Some(denial);
-        self.checks = Default::default();
+        self.checks.iter_mut().for_each(Check::clear);
         self.sent = 0;
         self.enforced = None;
         self.shadow = None;
@@ -422,10 +446,16 @@ impl<'c> Plan<'c> {
 
     /// Adds `check` to the checks sent, behind `gates` (its rules' gates, none unless the dynamic
     /// lists are consulted), unless it has neither an item nor a deny list to look up
-    /// (`lookup_only`).
-    fn send(&mut self, check: Check, gates: Vec<Gate>, lookup_only: bool, shadow: bool) {
+    /// (`lookup_only`): then it is given back.
+    fn send(
+        &mut self,
+        check: Check,
+        gates: Vec<Gate>,
+        lookup_only: bool,
+        shadow: bool,
+    ) -> Option<Check> {
         if check.items().is_empty() && !lookup_only {
-            return;
+            return Some(check);
         }
         let check = if !gates.is_empty() {
             check.gated(self.probe.clone(), gates)
@@ -440,6 +470,13 @@ impl<'c> Plan<'c> {
         } else {
             self.enforced = Some(index);
         }
+        None
+    }
+
+    /// The plan's checks, sent or not, for the next [`Config::plan_matched`] to build its own
+    /// in.
+    pub fn into_checks(self) -> [Check; 2] {
+        self.checks
     }
 
     /// The unit of a limit whose cost is settled after the response, for `qu`.
@@ -1189,6 +1226,60 @@ mod tests {
         OwnedRequest::get("h", "/api/x")
             .with_header("cf-connecting-ip", ip)
             .with_header("x-user", user)
+    }
+
+    /// Plans built in the last plan's checks (`plan_matched` with `into_checks`) are the plans
+    /// built afresh, whatever the last one sent: both checks, one, none (refused for a missing
+    /// key, denied by a static entry, exempted by a static allow entry).
+    #[test]
+    fn a_plan_built_in_the_last_ones_checks_is_the_plan_built_afresh() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for c in [config(), listed_config()] {
+            let mut spare: [Check; 2] = Default::default();
+            let mut sent = [0usize; 3];
+            for i in 0..400 {
+                let method = if next(3) == 0 { "POST" } else { "GET" };
+                let path = if next(4) == 0 {
+                    "/static/a.css"
+                } else {
+                    "/api/x"
+                };
+                let mut request = OwnedRequest::new(method, "h", path)
+                    .with_header("cf-connecting-ip", &format!("192.0.{}.9", next(3)))
+                    .with_country(["KP", "CN", "SE"][next(3) as usize]);
+                for (name, values) in [
+                    ("x-api-key", ["k1", "k2"]),
+                    ("x-user", ["friend", "u"]),
+                    ("x-partner-key", ["s3cret", "other"]),
+                ] {
+                    if next(2) == 0 {
+                        request = request.with_header(name, values[next(2) as usize]);
+                    }
+                }
+                let fresh = c.plan(&request);
+                let reused = c.plan_matched(
+                    c.matching(&request),
+                    &request,
+                    &mut |applied| applied.source.extract(&request),
+                    spare,
+                );
+                assert_eq!(reused.checks(), fresh.checks(), "request {i}: {request:?}");
+                assert_eq!(reused.denied(), fresh.denied(), "request {i}");
+                assert_eq!(reused.rule(&[]), fresh.rule(&[]), "request {i}");
+                sent[fresh.checks().len()] += 1;
+                spare = reused.into_checks();
+            }
+            assert!(
+                sent.iter().all(|&n| n > 0),
+                "{sent:?} plans of 0, 1, 2 checks"
+            );
+        }
     }
 
     #[test]

@@ -129,6 +129,8 @@ pub struct EdgeReplay {
     assigned: Assigned,
     /// The last request's verdicts: one buffer the store answers into, request after request.
     checked: Checked,
+    /// The last request's checks, emptied: the next plan's are built in them.
+    spare_checks: [Check; 2],
 }
 
 /// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
@@ -456,6 +458,7 @@ impl EdgeReplay {
             deny_cache,
             assigned,
             checked: Checked::default(),
+            spare_checks: Default::default(),
         })
     }
 
@@ -571,13 +574,17 @@ impl EdgeReplay {
             deny_cache,
             assigned,
             checked,
+            spare_checks,
             ..
         } = self;
         extracted.next_request(request);
         let matched = extracted.matching(config, request);
-        let mut plan = config.plan_matched(matched, request, &mut |applied| {
-            extracted.identify(logged, applied, request)
-        });
+        let mut plan = config.plan_matched(
+            matched,
+            request,
+            &mut |applied| extracted.identify(logged, applied, request),
+            std::mem::take(spare_checks),
+        );
         // As the Worker's isolate: a denial the dynamic lists answered lately refuses the
         // request before the store.
         if let Some(cache) = deny_cache.as_mut() {
@@ -693,6 +700,7 @@ impl EdgeReplay {
             let outcome = plan.decide(&checked.verdicts, request.path());
             log_check.add(logged, &outcome.log_line(&plan, checked, request, None));
         }
+        *spare_checks = plan.into_checks();
         Ok(())
     }
 
