@@ -27,8 +27,8 @@ pub fn decide(check: &Check, states: &mut [State], now_ms: u64) -> (Verdict, Out
     (verdict, outcomes)
 }
 
-/// [`decide`] writing its verdict into `verdict` (an emptied one, see [`Verdict::reuse`]), whose
-/// allocations it keeps.
+/// [`decide`] writing its verdict into `verdict`, whatever it held: its decisions and lists are
+/// replaced, their allocations kept (see [`Verdict::reuse`]).
 pub fn decide_into(
     check: &Check,
     states: &mut [State],

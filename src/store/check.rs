@@ -267,14 +267,6 @@ impl Check {
         Check::default()
     }
 
-    /// An empty check with room for `items` items, so adding them allocates once.
-    pub fn with_capacity(items: usize) -> Check {
-        Check {
-            items: Vec::with_capacity(items),
-            gating: None,
-        }
-    }
-
     /// Empties the check (its items and lists) but keeps the room its items took, so filling
     /// it again allocates nothing (see `Plan::into_checks` in the Worker).
     pub fn clear(&mut self) {

@@ -55,7 +55,8 @@ pub struct Plan<'c> {
     /// The rules whose limits a static allow entry exempted (configuration-wide or their own).
     pub allowed: Vec<&'c Rule>,
     // At most two checks (enforced, shadow), held inline: the first `sent` are sent, the others
-    // are empty. No vector is allocated per request for them.
+    // are spares whatever they hold, kept for the next plan (`Plan::into_checks`), which empties
+    // them. No vector is allocated per request for them.
     checks: [Check; 2],
     sent: usize,
     enforced: Option<usize>,
@@ -298,7 +299,8 @@ impl Config {
         if gated {
             plan.deny_scope.push(lists::DENY);
         }
-        // Each check sized for its rules' limits: one allocation each, none for a check without.
+        // Each check given room for its rules' limits: at most one allocation each, none when
+        // the spare check already has it.
         let limits = |shadow: bool| -> usize {
             plan.rules
                 .iter()
@@ -383,15 +385,13 @@ impl Config {
                 plan.send(shadow, shadow_gates, shadow_lookup, true),
             )
         };
-        // What was not sent waits, emptied, behind what was: kept for the next plan.
+        // What was not sent waits behind what was, a spare for the next plan.
         let mut slot = plan.sent;
-        if let Some(mut check) = enforced {
-            check.clear();
+        if let Some(check) = enforced {
             plan.checks[slot] = check;
             slot += 1;
         }
-        if let Some(mut check) = shadow {
-            check.clear();
+        if let Some(check) = shadow {
             plan.checks[slot] = check;
         }
     }
@@ -438,7 +438,6 @@ impl<'c> Plan<'c> {
     /// [`crate::lists::DenyCache`]) without asking the store: no check is sent.
     pub fn deny_remembered(&mut self, denial: Denial) {
         self.denied = Some(denial);
-        self.checks.iter_mut().for_each(Check::clear);
         self.sent = 0;
         self.enforced = None;
         self.shadow = None;
@@ -473,8 +472,8 @@ impl<'c> Plan<'c> {
         None
     }
 
-    /// The plan's checks, sent or not, for the next [`Config::plan_matched`] to build its own
-    /// in.
+    /// The plan's checks, sent or not (not emptied), for the next [`Config::plan_matched`] to
+    /// empty and build its own in.
     pub fn into_checks(self) -> [Check; 2] {
         self.checks
     }

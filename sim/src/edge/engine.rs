@@ -129,7 +129,7 @@ pub struct EdgeReplay {
     assigned: Assigned,
     /// The last request's verdicts: one buffer the store answers into, request after request.
     checked: Checked,
-    /// The last request's checks, emptied: the next plan's are built in them.
+    /// The last request's checks: the next plan empties them and builds its own in them.
     spare_checks: [Check; 2],
 }
 
