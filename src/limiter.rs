@@ -3,6 +3,7 @@
 //! cannot answer, and counters.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, SystemClock};
@@ -27,6 +28,12 @@ pub const DEFAULT_DENIAL_CACHE: usize = 10_000;
 /// store round trip per this time and process.
 pub const DEFAULT_DENIAL_CACHE_MS: u64 = 10_000;
 
+/// How long the limiter remembers the tier or override the store last decided an identifier
+/// with, in ms: a limit failing to `fallback N%` then keeps deciding it at N% of that policy
+/// rather than of the limit's own, through an outage up to this long after the store last
+/// answered for it.
+pub const ASSIGNED_POLICY_MS: u64 = 3_600_000;
+
 /// Where a [`Limiter`] takes "now" from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimeMode {
@@ -40,6 +47,10 @@ pub enum TimeMode {
 /// Recent denials by (limit name, identifier), until their retry time or for the cache's time,
 /// whichever ends first.
 type DenialCache = ExpiringMap<(Arc<str>, Identifier), CachedDenial>;
+
+/// The policies the store last decided identifiers with, by (limit name, identifier), where they
+/// were not the limit's own (a tier or an override): what the fallback decides them at.
+type AssignedPolicies = ExpiringMap<(Arc<str>, Identifier), Policy>;
 
 #[derive(Debug, Clone, Copy)]
 struct CachedDenial {
@@ -63,6 +74,11 @@ pub struct Limiter<S> {
     // The denial cache's hasher: lookups hash a borrowed (name, identifier) with it.
     hasher: KeyHasher,
     fallback: MemoryStore,
+    /// The tiers and overrides the store decided with lately, for the fallback.
+    assigned: Mutex<AssignedPolicies>,
+    /// Whether `assigned` ever held one: until then (a deployment without tiers or overrides)
+    /// a decision at the limit's own capacity looks nothing up.
+    assigned_seen: AtomicBool,
     /// `None` once turned off ([`Limiter::without_metrics`]).
     metrics: Option<Metrics>,
 }
@@ -86,6 +102,10 @@ impl<S: Store> Limiter<S> {
     /// [`DEFAULT_DENIAL_CACHE`] entries, each kept for [`DEFAULT_DENIAL_CACHE_MS`] at most.
     pub fn new(store: S) -> Limiter<S> {
         let hasher = KeyHasher::random();
+        let assigned = Mutex::new(ExpiringMap::with_hasher(
+            DEFAULT_DENIAL_CACHE,
+            hasher.clone(),
+        ));
         Limiter {
             store,
             time: TimeMode::Local,
@@ -97,6 +117,8 @@ impl<S: Store> Limiter<S> {
             denial_ms: DEFAULT_DENIAL_CACHE_MS,
             hasher,
             fallback: MemoryStore::with_capacity(DEFAULT_DENIAL_CACHE),
+            assigned,
+            assigned_seen: AtomicBool::new(false),
             metrics: Some(Metrics::default()),
         }
     }
@@ -222,7 +244,7 @@ impl<S: Store> Limiter<S> {
             checked.store_ms = Some(elapsed_ms);
             match answered {
                 Ok(()) if answers.len() == pending.len() => {
-                    self.remember_denials(pending, answers, now);
+                    self.remember(pending, answers, now);
                 }
                 Ok(()) | Err(_) => {
                     if let Some(metrics) = &self.metrics {
@@ -361,38 +383,118 @@ impl<S: Store> Limiter<S> {
         })
     }
 
-    fn remember_denials(&self, checks: &[Check], verdicts: &[Verdict], now: u64) {
-        let Some(denials) = self.denial_cache() else {
-            return;
-        };
+    /// Remembers what the store's answers teach the process, in one pass over their decisions:
+    /// each denial, for the denial cache; and each tier or override that decided (and each
+    /// identifier back on its limit's own policy), for the fallback.
+    fn remember(&self, checks: &[Check], verdicts: &[Verdict], now: u64) {
+        let denials = self.denial_cache();
+        // Until a tier or override is seen, a decision at its limit's own capacity has nothing
+        // to teach the fallback: the usual case, a comparison per item.
+        let assigned_seen = self.assigned_seen.load(Ordering::Relaxed);
         let mut cache = None;
+        let mut assigned = None;
         for (check, verdict) in checks.iter().zip(verdicts) {
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
                 // A concurrency denial may lift before its retry time (a lease released after
                 // its response), so only the store can tell: never cached.
-                if decision.reason == Reason::OverLimit
-                    && decision.retry_after_ms > 0
-                    && item.limit.policy.algorithm() != Algorithm::Concurrency
+                if let Some(denials) = denials {
+                    if decision.reason == Reason::OverLimit
+                        && decision.retry_after_ms > 0
+                        && item.limit.policy.algorithm() != Algorithm::Concurrency
+                    {
+                        // Locked only when there is a denial to remember.
+                        let cache = cache.get_or_insert_with(|| {
+                            denials.lock().unwrap_or_else(|e| e.into_inner())
+                        });
+                        self.remember_denial(cache, item, decision, now);
+                    }
+                }
+                let own = decision.limit == item.limit.policy.capacity() || decision.limit == 0;
+                // Only the store's own decisions say which policy decided.
+                if (!own || assigned_seen)
+                    && matches!(
+                        decision.reason,
+                        Reason::Admitted | Reason::OverLimit | Reason::CostExceedsCapacity
+                    )
                 {
-                    let retry_at_ms = now.saturating_add(decision.retry_after_ms);
-                    let until_ms = retry_at_ms.min(now.saturating_add(self.denial_ms));
-                    let key = (item.limit.name.clone(), item.identifier.clone());
-                    let denial = CachedDenial {
-                        decision: *decision,
-                        retry_at_ms,
-                        until_ms,
-                        cost: item.cost,
-                    };
-                    // Locked only when there is a denial to remember.
-                    cache
-                        .get_or_insert_with(|| denials.lock().unwrap_or_else(|e| e.into_inner()))
-                        .insert(key, denial, until_ms);
+                    let map = assigned.get_or_insert_with(|| {
+                        self.assigned.lock().unwrap_or_else(|e| e.into_inner())
+                    });
+                    self.remember_assigned(map, item, decision, own, now);
                 }
             }
         }
     }
 
-    /// The verdict when the store failed: each item by its limit's failure mode.
+    /// Caches `item`'s denial until its retry time, or for the cache's time if that is sooner.
+    fn remember_denial(
+        &self,
+        cache: &mut DenialCache,
+        item: &CheckItem,
+        decision: &Decision,
+        now: u64,
+    ) {
+        let retry_at_ms = now.saturating_add(decision.retry_after_ms);
+        let until_ms = retry_at_ms.min(now.saturating_add(self.denial_ms));
+        let key = (item.limit.name.clone(), item.identifier.clone());
+        let denial = CachedDenial {
+            decision: *decision,
+            retry_at_ms,
+            until_ms,
+            cost: item.cost,
+        };
+        cache.insert(key, denial, until_ms);
+    }
+
+    /// Remembers the policy the store decided `item` with when it is not the limit's own (`own`
+    /// false: a tier or an override), or forgets one remembered once the store decides with the
+    /// limit's own again (the assignment lapsed or was cleared). Cold: most deployments never
+    /// get here.
+    #[cold]
+    fn remember_assigned(
+        &self,
+        map: &mut AssignedPolicies,
+        item: &CheckItem,
+        decision: &Decision,
+        own: bool,
+        now: u64,
+    ) {
+        if own {
+            // Hashed as the map hashes its owned keys: a key is built only to remove one.
+            let hash = self
+                .hasher
+                .hash_one((&*item.limit.name, item.identifier.as_bytes()));
+            let held = map
+                .find_mut(hash, |(name, id)| {
+                    *name == item.limit.name && *id == item.identifier
+                })
+                .is_some();
+            if held {
+                map.remove(&(item.limit.name.clone(), item.identifier.clone()));
+            }
+        } else {
+            let key = (item.limit.name.clone(), item.identifier.clone());
+            let policy = item.limit.advertised_policy(decision);
+            map.insert(key, policy, now.saturating_add(ASSIGNED_POLICY_MS));
+            self.assigned_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The policy the store last decided `item` with, if it was a tier or an override
+    /// ([`ASSIGNED_POLICY_MS`]); `None`: the limit's own.
+    fn assigned_policy(&self, item: &CheckItem, now: u64) -> Option<Policy> {
+        if !self.assigned_seen.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut map = self.assigned.lock().unwrap_or_else(|e| e.into_inner());
+        map.purge_expired(now);
+        map.get(&(item.limit.name.clone(), item.identifier.clone()))
+            .map(|(policy, _)| *policy)
+    }
+
+    /// The verdict when the store failed: each item by its limit's failure mode. Cold: kept out
+    /// of the request path of a store that answers.
+    #[cold]
     fn fail(&self, check: &Check, now: u64) -> Verdict {
         let decisions: Vec<Decision> = check
             .items()
@@ -428,9 +530,11 @@ impl<S: Store> Limiter<S> {
                 reason: Reason::FailedClosed,
             },
             FailMode::Fallback { per_mille } => {
+                // An identifier on a tier or override keeps it, as the store last decided it.
+                let policy = self.assigned_policy(item, now).unwrap_or(item.limit.policy);
                 let local = Limit {
                     name: item.limit.name.clone(),
-                    policy: scaled(&item.limit.policy, per_mille),
+                    policy: scaled(&policy, per_mille),
                     fail_mode: FailMode::Closed,
                     tiers: Default::default(),
                 };

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use edgelimit::algorithm::State;
+use edgelimit::control::Assignment;
+use edgelimit::limiter::ASSIGNED_POLICY_MS;
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::{
     Check, CheckItem, Checked, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason,
@@ -327,6 +329,63 @@ fn each_limit_follows_its_fail_mode_and_the_store_takes_over_again() {
     let v = block_on(limiter.check(&Check::single(&closed, "x", 1)));
     assert!(v.allowed);
     assert_eq!(v.decisions[0].reason, Reason::Admitted);
+}
+
+#[test]
+fn the_fallback_keeps_the_tier_or_override_the_store_last_decided_with() {
+    let clock = Arc::new(ManualClock::at(0));
+    let limiter = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
+    let local = limit("local", "fixed 10/1s")
+        .with_tiers([("pro", "fixed 40/1s".parse::<Policy>().unwrap())])
+        .unwrap()
+        .with_fail_mode(FailMode::Fallback { per_mille: 500 });
+    let inner = &limiter.store().inner;
+    inner.assign_now(
+        &local,
+        &"pro-client".into(),
+        Some(&Assignment::Tier("pro".into())),
+        None,
+    );
+    inner.assign_now(
+        &local,
+        &"overridden".into(),
+        Some(&Assignment::Override("fixed 6/1s".parse().unwrap())),
+        None,
+    );
+    // The store decides each once: the tier's capacity, the override's, the limit's own.
+    for (who, capacity) in [("pro-client", 40), ("overridden", 6), ("free-client", 10)] {
+        let v = block_on(limiter.check(&Check::single(&local, who, 1)));
+        assert_eq!((v.allowed, v.decisions[0].limit), (true, capacity), "{who}");
+    }
+    // Then it goes down: each is decided in process at half the policy it was last decided
+    // with, in a window of its own.
+    limiter.store().down.store(true, Ordering::SeqCst);
+    clock.advance(1_000);
+    let admitted = |who: &str| {
+        (0..30)
+            .map(|_| block_on(limiter.check(&Check::single(&local, who, 1))))
+            .inspect(|v| assert_eq!(v.decisions[0].reason, Reason::Fallback))
+            .filter(|v| v.allowed)
+            .count()
+    };
+    assert_eq!(admitted("pro-client"), 20);
+    assert_eq!(admitted("overridden"), 3);
+    assert_eq!(admitted("free-client"), 5);
+    assert_eq!(admitted("never-seen"), 5);
+
+    // Once the store decides the client with the limit's own policy again (the tier lapsed),
+    // the fallback does too.
+    limiter.store().down.store(false, Ordering::SeqCst);
+    inner.assign_now(&local, &"pro-client".into(), None, None);
+    clock.advance(1_000);
+    let v = block_on(limiter.check(&Check::single(&local, "pro-client", 1)));
+    assert_eq!(v.decisions[0].limit, 10);
+    limiter.store().down.store(true, Ordering::SeqCst);
+    clock.advance(1_000);
+    assert_eq!(admitted("pro-client"), 5);
+    // And a remembered policy is forgotten after `ASSIGNED_POLICY_MS`.
+    clock.advance(ASSIGNED_POLICY_MS);
+    assert_eq!(admitted("overridden"), 5);
 }
 
 #[test]

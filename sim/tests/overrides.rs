@@ -177,6 +177,44 @@ fn succeeded(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
+/// Runs `sim replay` on the CSV trace `csv` with `--config`, `--overrides` and `extra`
+/// arguments; the JSON report of a run that must succeed.
+fn replay_csv(dir: &Dir, csv: &str, config: &Path, overrides: &Path, extra: &[&str]) -> Value {
+    let trace = dir.write("trace.csv", csv);
+    let json = dir.0.join("report.json");
+    let out = sim()
+        .arg("replay")
+        .arg(&trace)
+        .arg("--config")
+        .arg(config)
+        .arg("--overrides")
+        .arg(overrides)
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    succeeded(&out);
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// A limit's report's most limited identifiers with their refusals, sorted by identifier.
+fn top_identifiers(limit: &Value) -> Vec<(String, u64)> {
+    let mut top: Vec<(String, u64)> = limit["top_identifiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["identifier"].as_str().unwrap().to_string(),
+                t["denied"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    top.sort();
+    top
+}
+
 #[test]
 fn tiers_overrides_and_lists_decide_as_at_the_edge() {
     let dir = Dir::new("decide");
@@ -219,18 +257,7 @@ fn tiers_overrides_and_lists_decide_as_at_the_edge() {
     assert_eq!(limit["checked"], counted);
     assert_eq!(limit["denied"], limited);
     // Each identifier's refusals by the limit, from the worked-out answers.
-    let mut top: Vec<(String, u64)> = limit["top_identifiers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["identifier"].as_str().unwrap().to_string(),
-                t["denied"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    top.sort();
+    let top = top_identifiers(limit);
     let mut want: Vec<(String, u64)> = senders
         .iter()
         .zip(&expected)
@@ -509,21 +536,7 @@ limits = [{ name = "watch-ip", policy = "fixed 100/1m", identifier = "ip" }]
             T0 + i * 100
         ));
     }
-    let trace = dir.write("trace.csv", &csv);
-    let json = dir.0.join("report.json");
-    let out = sim()
-        .arg("replay")
-        .arg(&trace)
-        .arg("--config")
-        .arg(&config)
-        .arg("--overrides")
-        .arg(&overrides)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    succeeded(&out);
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = replay_csv(&dir, &csv, &config, &overrides, &[]);
     // Every request is forwarded: a shadow rule's list refuses nothing.
     assert_eq!(r["requests"], listed + other);
     assert_eq!(r["admitted"], listed + other);
@@ -541,4 +554,47 @@ limits = [{ name = "watch-ip", policy = "fixed 100/1m", identifier = "ip" }]
     assert_eq!(rule("watch")["denied"], listed);
     assert!(rule("api")["listed"].as_u64().unwrap_or(0) == 0);
     assert_eq!(rule("api")["denied"], 0);
+}
+
+#[test]
+fn an_outages_fallback_keeps_the_tier_the_store_decided_with() {
+    // Own 4 a minute, the `pro` tier 10; while the store is down, half of either in the isolate.
+    let config = r#"
+[[rules]]
+name = "api"
+limits = [{ name = "per-ip", policy = "fixed 4/1m", identifier = "ip", fail = "fallback 50%", tiers = { pro = "fixed 10/1m" } }]
+"#;
+    let (own_share, pro_share) = (2, 5);
+    let dir = Dir::new("fallback-tier");
+    let config = dir.write("config.toml", config);
+    let overrides = dir.write("live.txt", "tier set per-ip 192.0.2.2 pro\n");
+    // One request each while the store answers (it decides the pro client by its tier), then
+    // twelve each in the next minute, which the outage covers.
+    let clients = ["192.0.2.1", "192.0.2.2"];
+    let burst = 12u64;
+    let mut csv = String::from("timestamp_ms,ip,method,host,path\n");
+    for ip in clients {
+        csv.push_str(&format!("{},{ip},GET,api.example.com,/api/x\n", T0 + 10));
+    }
+    for i in 0..burst {
+        for ip in clients {
+            csv.push_str(&format!(
+                "{},{ip},GET,api.example.com,/api/x\n",
+                T0 + 60_000 + i * 1000
+            ));
+        }
+    }
+    let outage = format!("{}..{}", T0 + 60_000, T0 + 120_000);
+    let r = replay_csv(&dir, &csv, &config, &overrides, &["--outage", &outage]);
+    assert_eq!(r["outage"]["fallback_decisions"], 2 * burst);
+    // Both first requests admitted by the store, then each client's share of its own policy.
+    assert_eq!(r["admitted"], 2 + own_share + pro_share);
+    let top = top_identifiers(&r["rules"][0]["limits"][0]);
+    assert_eq!(
+        top,
+        [
+            ("192.0.2.1".to_string(), burst - own_share),
+            ("192.0.2.2".to_string(), burst - pro_share)
+        ]
+    );
 }

@@ -159,6 +159,43 @@ impl Limit {
         crate::control::effective_policy(self, assigned, now_ms)
     }
 
+    /// The policy that decided `decision`, as far as the decision tells (its `limit` is the
+    /// deciding policy's capacity), to advertise to the client and to fall back on: the limit's
+    /// own policy, else its first tier of that capacity, else (an override) the limit's policy
+    /// with that capacity — its window for the windows, its rate for the buckets.
+    pub fn advertised_policy(&self, decision: &Decision) -> Policy {
+        if let Some(policy) = self.configured_policy(decision) {
+            return *policy;
+        }
+        let own = self.policy;
+        let algorithm = own.algorithm();
+        let rescaled = if algorithm.takes_burst() {
+            Policy::new(
+                algorithm,
+                own.limit(),
+                own.window_ms(),
+                Some(decision.limit),
+            )
+        } else {
+            Policy::new(algorithm, decision.limit, own.window_ms(), None)
+        };
+        rescaled.unwrap_or(own)
+    }
+
+    /// The configured policy [`Limit::advertised_policy`] answers for `decision`, borrowed: the
+    /// limit's own, else its first tier of the decision's capacity; `None` for an override's
+    /// capacity.
+    pub fn configured_policy(&self, decision: &Decision) -> Option<&Policy> {
+        let own = &self.policy;
+        if decision.limit == own.capacity() || decision.limit == 0 {
+            return Some(own);
+        }
+        self.tiers
+            .iter()
+            .find(|(_, p)| p.capacity() == decision.limit)
+            .map(|(_, tier)| tier)
+    }
+
     /// The same limit with another failure mode.
     pub fn with_fail_mode(mut self, fail_mode: FailMode) -> Limit {
         self.fail_mode = fail_mode;
@@ -490,6 +527,34 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_override_of_a_bucket_is_advertised_at_the_limits_rate() {
+        let limit = Limit::new("l", "gcra 10/1s burst 20".parse().unwrap());
+        let decision = |limit| Decision {
+            allowed: true,
+            limit,
+            remaining: 1,
+            reset_at_ms: 0,
+            retry_after_ms: 0,
+            reason: crate::decision::Reason::Admitted,
+        };
+        assert_eq!(limit.advertised_policy(&decision(20)), limit.policy);
+        assert_eq!(
+            limit.advertised_policy(&decision(50)).to_string(),
+            "gcra 10/1s burst 50"
+        );
+        // A tier of that capacity is advertised as configured, window and all.
+        let tiered = limit
+            .clone()
+            .with_tiers([("pro", "gcra 60/1m burst 50".parse().unwrap())])
+            .unwrap();
+        assert_eq!(
+            tiered.advertised_policy(&decision(50)).to_string(),
+            "gcra 60/1m burst 50"
+        );
+        assert_eq!(tiered.configured_policy(&decision(40)), None);
+    }
 
     #[test]
     fn an_effective_policy_never_changes_the_shared_limit() {

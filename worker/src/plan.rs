@@ -11,9 +11,7 @@ use edgelimit::control::list::{Candidates, Gate, ListProbe, Listed};
 use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::store::key::encode_identifier;
-use edgelimit::{
-    Check, CheckItem, Checked, Decision, Identifier, Limit, Policy, Reason, Reservation, Verdict,
-};
+use edgelimit::{Check, CheckItem, Checked, Identifier, Policy, Reason, Reservation, Verdict};
 use serde::Serialize;
 use smallvec::SmallVec;
 
@@ -674,14 +672,16 @@ impl<'c> Plan<'c> {
             // The policies advertised at another capacity than the configuration's (an
             // override): rare, so usually empty and never allocated.
             let rescaled: Vec<Policy> = decided()
-                .filter(|(item, decision)| configured(&item.limit, decision).is_none())
-                .map(|(item, decision)| advertised(&item.limit, decision))
+                .filter(|(item, decision)| item.limit.configured_policy(decision).is_none())
+                .map(|(item, decision)| item.limit.advertised_policy(decision))
                 .collect();
             let mut rescaled_policies = rescaled.iter();
             let reports: SmallVec<[LimitReport<'_>; 4]> = decided()
                 .map(|(item, decision)| LimitReport {
                     name: &item.limit.name,
-                    policy: configured(&item.limit, decision)
+                    policy: item
+                        .limit
+                        .configured_policy(decision)
                         .or_else(|| rescaled_policies.next())
                         .expect("one rescaled policy per decision without a configured one"),
                     decision,
@@ -732,43 +732,6 @@ impl<'c> Plan<'c> {
         }
         (ruling, written)
     }
-}
-
-/// The policy to advertise for `limit`'s `decision`: the one that decided, as far as the
-/// decision tells (its `limit` is the deciding policy's capacity). The limit's own policy, else
-/// the first tier of that capacity, else — an override — the limit's policy with that capacity
-/// (its window for the windows, its rate for the buckets).
-fn advertised(limit: &Limit, decision: &Decision) -> Policy {
-    if let Some(policy) = configured(limit, decision) {
-        return *policy;
-    }
-    let own = limit.policy;
-    let algorithm = own.algorithm();
-    let rescaled = if algorithm.takes_burst() {
-        Policy::new(
-            algorithm,
-            own.limit(),
-            own.window_ms(),
-            Some(decision.limit),
-        )
-    } else {
-        Policy::new(algorithm, decision.limit, own.window_ms(), None)
-    };
-    rescaled.unwrap_or(own)
-}
-
-/// The configured policy [`advertised`] answers for `decision`, borrowed: the limit's own, else
-/// its first tier of the decision's capacity; `None` for an override's capacity.
-fn configured<'l>(limit: &'l Limit, decision: &Decision) -> Option<&'l Policy> {
-    let own = &limit.policy;
-    if decision.limit == own.capacity() || decision.limit == 0 {
-        return Some(own);
-    }
-    limit
-        .tiers
-        .iter()
-        .find(|(_, p)| p.capacity() == decision.limit)
-        .map(|(_, tier)| tier)
 }
 
 /// What [`Plan::judge`] writes besides the ruling.
@@ -1497,23 +1460,5 @@ mod tests {
             .unwrap()
             .contains("\"per-user\";q=1;w=60"));
         assert_eq!(run(&c, &store, &user("o"), 21).status(), 429);
-    }
-
-    #[test]
-    fn an_override_of_a_bucket_is_advertised_at_the_limits_rate() {
-        let limit = Limit::new("l", "gcra 10/1s burst 20".parse().unwrap());
-        let decision = |limit| Decision {
-            allowed: true,
-            limit,
-            remaining: 1,
-            reset_at_ms: 0,
-            retry_after_ms: 0,
-            reason: Reason::Admitted,
-        };
-        assert_eq!(advertised(&limit, &decision(20)), limit.policy);
-        assert_eq!(
-            advertised(&limit, &decision(50)).to_string(),
-            "gcra 10/1s burst 50"
-        );
     }
 }
