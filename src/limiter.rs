@@ -347,15 +347,8 @@ impl<S: Store> Limiter<S> {
         // Built only on a hit: most checks find nothing.
         let mut decisions: Vec<Decision> = Vec::new();
         for (i, item) in items.iter().enumerate() {
-            // Hashed as the cache hashes its owned keys, so no key is cloned to look it up.
-            let hash = self
-                .hasher
-                .hash_one((&*item.limit.name, item.identifier.as_bytes()));
             let found = cache
-                .find_mut(hash, |(name, id)| {
-                    (Arc::ptr_eq(name, &item.limit.name) || *name == item.limit.name)
-                        && *id == item.identifier
-                })
+                .find_mut(self.key_hash(item), is_key_of(item))
                 .map(|mut slot| *slot.value())
                 .filter(|d| item.cost >= d.cost && item.cost > 0 && now < d.until_ms);
             match found {
@@ -409,7 +402,7 @@ impl<S: Store> Limiter<S> {
                         self.remember_denial(cache, item, decision, now);
                     }
                 }
-                let own = decision.limit == item.limit.policy.capacity() || decision.limit == 0;
+                let own = item.limit.decided_with_own_policy(decision);
                 // Only the store's own decisions say which policy decided.
                 if (!own || assigned_seen)
                     && matches!(
@@ -460,15 +453,8 @@ impl<S: Store> Limiter<S> {
         now: u64,
     ) {
         if own {
-            // Hashed as the map hashes its owned keys: a key is built only to remove one.
-            let hash = self
-                .hasher
-                .hash_one((&*item.limit.name, item.identifier.as_bytes()));
-            let held = map
-                .find_mut(hash, |(name, id)| {
-                    *name == item.limit.name && *id == item.identifier
-                })
-                .is_some();
+            // A key is built only to remove one.
+            let held = map.find_mut(self.key_hash(item), is_key_of(item)).is_some();
             if held {
                 map.remove(&(item.limit.name.clone(), item.identifier.clone()));
             }
@@ -488,8 +474,15 @@ impl<S: Store> Limiter<S> {
         }
         let mut map = self.assigned.lock().unwrap_or_else(|e| e.into_inner());
         map.purge_expired(now);
-        map.get(&(item.limit.name.clone(), item.identifier.clone()))
-            .map(|(policy, _)| *policy)
+        map.find_mut(self.key_hash(item), is_key_of(item))
+            .map(|mut slot| *slot.value())
+    }
+
+    /// The hash of `item`'s (limit name, identifier) as the denial cache and the remembered
+    /// policies hash their owned keys, so that no key is cloned to look one up.
+    fn key_hash(&self, item: &CheckItem) -> u64 {
+        self.hasher
+            .hash_one((&*item.limit.name, item.identifier.as_bytes()))
     }
 
     /// The verdict when the store failed: each item by its limit's failure mode. Cold: kept out
@@ -546,6 +539,14 @@ impl<S: Store> Limiter<S> {
                 }
             }
         }
+    }
+}
+
+/// Whether a (limit name, identifier) key held by the denial cache or the remembered policies is
+/// `item`'s: the configuration's own name is found by its pointer before its text is compared.
+fn is_key_of(item: &CheckItem) -> impl Fn(&(Arc<str>, Identifier)) -> bool + '_ {
+    |(name, id)| {
+        (Arc::ptr_eq(name, &item.limit.name) || *name == item.limit.name) && *id == item.identifier
     }
 }
 

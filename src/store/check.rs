@@ -182,13 +182,19 @@ impl Limit {
         rescaled.unwrap_or(own)
     }
 
+    /// Whether `decision` was made with the limit's own policy, as far as it tells: at its
+    /// capacity, or reporting none (a tier or an override of the same capacity is the same
+    /// limit to a client).
+    pub fn decided_with_own_policy(&self, decision: &Decision) -> bool {
+        decision.limit == self.policy.capacity() || decision.limit == 0
+    }
+
     /// The configured policy [`Limit::advertised_policy`] answers for `decision`, borrowed: the
     /// limit's own, else its first tier of the decision's capacity; `None` for an override's
     /// capacity.
     pub fn configured_policy(&self, decision: &Decision) -> Option<&Policy> {
-        let own = &self.policy;
-        if decision.limit == own.capacity() || decision.limit == 0 {
-            return Some(own);
+        if self.decided_with_own_policy(decision) {
+            return Some(&self.policy);
         }
         self.tiers
             .iter()
