@@ -18,8 +18,9 @@ use crate::store::{
 /// How long a fail-closed denial tells the client to wait, in ms.
 pub const FAIL_CLOSED_RETRY_MS: u64 = 1_000;
 
-/// The default bound on cached denials (and on the fallback limiter's states): small enough for a
-/// Worker isolate's 128 MB, ample for the repeat offenders of one process.
+/// The default bound on cached denials (and on the fallback limiter's states, and on the tiers
+/// and overrides remembered for it): small enough for a Worker isolate's 128 MB, ample for the
+/// repeat offenders of one process.
 pub const DEFAULT_DENIAL_CACHE: usize = 10_000;
 
 /// How long a denial is kept at most, in ms, however far its retry time: a `reset`, tier or
