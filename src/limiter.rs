@@ -3,8 +3,11 @@
 //! cannot answer, and counters.
 
 use std::hash::BuildHasher;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+use smallvec::SmallVec;
 
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
@@ -17,6 +20,10 @@ use crate::store::{
 
 /// How long a fail-closed denial tells the client to wait, in ms.
 pub const FAIL_CLOSED_RETRY_MS: u64 = 1_000;
+
+/// What the denial cache answered for a batch: one entry per check, or none at all. Inline for a
+/// Worker's plan, whose batch is at most its enforced and its shadow check.
+type CachedVerdicts = SmallVec<[Option<Verdict>; 2]>;
 
 /// The default bound on cached denials (and on the fallback limiter's states, and on the tiers
 /// and overrides remembered for it): small enough for a Worker isolate's 128 MB, ample for the
@@ -206,29 +213,30 @@ impl<S: Store> Limiter<S> {
         let now = self.clock.now_ms();
         checked.local_ms = now;
         checked.store_ms = None;
-        // Empty (no allocation) unless the denial cache answered some check: the usual case.
-        let cached = self.cached_denials(checks, now);
-        // Only the checks the cache did not answer go to the store; usually that is all of them,
-        // and then the caller's slice is sent as it is, without a copy, and answered straight
-        // into the caller's buffer.
+        // Empty unless the denial cache answered some check (the usual case); held inline for
+        // the two checks of a Worker's plan.
+        // A verdict the cache gives is built in one the last batch left in the buffer.
+        let mut cached = CachedVerdicts::new();
+        self.cached_denials(checks, now, &mut checked.verdicts, &mut cached);
+        // Only the checks the cache did not answer go to the store. Usually they are all of
+        // them, or one run of them (a plan's enforced check answered from the cache, its shadow
+        // one not): then they are a slice of the caller's, sent without a copy.
         let copied: Vec<Check>;
-        let pending: &[Check] = if cached.is_empty() {
-            checks
-        } else {
-            copied = checks
-                .iter()
-                .zip(&cached)
-                .filter(|(_, v)| v.is_none())
-                .map(|(c, _)| c.clone())
-                .collect();
-            &copied
+        let pending: &[Check] = match uncached_run(&cached, checks.len()) {
+            Some(run) => &checks[run],
+            None => {
+                copied = checks
+                    .iter()
+                    .zip(&cached)
+                    .filter(|(_, v)| v.is_none())
+                    .map(|(c, _)| c.clone())
+                    .collect();
+                &copied
+            }
         };
-        let mut from_store = Vec::new();
-        let answers = if cached.is_empty() {
-            &mut checked.verdicts
-        } else {
-            &mut from_store
-        };
+        // The store answers straight into the caller's buffer, reusing what it holds; the
+        // cache's verdicts then take their places among its answers.
+        let answers = &mut checked.verdicts;
         if pending.is_empty() {
             answers.clear();
         } else {
@@ -256,14 +264,12 @@ impl<S: Store> Limiter<S> {
                 }
             }
         }
-        // The store's answers are the verdicts as they are unless the cache answered some.
-        if !cached.is_empty() {
-            let mut answers = from_store.into_iter();
-            checked.verdicts = cached
-                .into_iter()
-                .map(|v| v.or_else(|| answers.next()))
-                .map(|v| v.expect("every check has a verdict"))
-                .collect();
+        // In order: every place before `at` already holds its verdict, the store's answers
+        // still to place follow.
+        for (at, verdict) in cached.drain(..).enumerate() {
+            if let Some(verdict) = verdict {
+                answers.insert(at, verdict);
+            }
         }
         if let Some(metrics) = &self.metrics {
             metrics.record_checks(checks, &checked.verdicts);
@@ -319,61 +325,75 @@ impl<S: Store> Limiter<S> {
         }
     }
 
-    /// One verdict per check, `Some` where the denial cache answers it, or an empty vector (no
-    /// allocation) when it answers none: the cache is off, empty, or holds no item of `checks`.
-    fn cached_denials(&self, checks: &[Check], now: u64) -> Vec<Option<Verdict>> {
+    /// Fills `out` with one verdict per check, `Some` where the denial cache answers it, or
+    /// leaves it empty when it answers none: the cache is off, empty, or holds no item of
+    /// `checks`.
+    fn cached_denials(
+        &self,
+        checks: &[Check],
+        now: u64,
+        spare: &mut Vec<Verdict>,
+        out: &mut CachedVerdicts,
+    ) {
         let Some(denials) = self.denial_cache() else {
-            return Vec::new();
+            return;
         };
         let mut cache = denials.lock().unwrap_or_else(|e| e.into_inner());
         cache.purge_expired(now);
         if cache.is_empty() {
-            return Vec::new();
+            return;
         }
-        let mut out = Vec::new();
         for (i, check) in checks.iter().enumerate() {
-            if let Some(verdict) = self.cached_denial(&mut cache, check, now) {
+            if let Some(verdict) = self.cached_denial(&mut cache, check, now, spare) {
                 if out.is_empty() {
                     out.resize_with(checks.len(), || None);
                 }
                 out[i] = Some(verdict);
             }
         }
-        out
     }
 
     /// The verdict the denial cache gives `check`, if one of its items is a remembered denial.
-    fn cached_denial(&self, cache: &mut DenialCache, check: &Check, now: u64) -> Option<Verdict> {
+    fn cached_denial(
+        &self,
+        cache: &mut DenialCache,
+        check: &Check,
+        now: u64,
+        spare: &mut Vec<Verdict>,
+    ) -> Option<Verdict> {
         let items = check.items();
-        // Built only on a hit: most checks find nothing.
-        let mut decisions: Vec<Decision> = Vec::new();
+        // Built only on a hit (most checks find nothing), in a spare verdict's buffers.
+        let mut verdict: Option<Verdict> = None;
         for (i, item) in items.iter().enumerate() {
             let found = cache
                 .find_mut(self.key_hash(item), is_key_of(item))
                 .map(|mut slot| *slot.value())
                 .filter(|d| item.cost >= d.cost && item.cost > 0 && now < d.until_ms);
-            match found {
-                Some(d) => {
-                    if decisions.is_empty() {
-                        decisions.reserve_exact(items.len());
-                        decisions.extend(items[..i].iter().map(|item| skipped(item, now)));
-                    }
-                    decisions.push(Decision {
+            match (found, &mut verdict) {
+                (Some(d), _) => {
+                    let hit = verdict.get_or_insert_with(|| {
+                        let mut hit = spare.pop().unwrap_or_else(Verdict::empty);
+                        hit.decisions.clear();
+                        hit.listed.clear();
+                        hit.decisions
+                            .extend(items[..i].iter().map(|item| skipped(item, now)));
+                        hit
+                    });
+                    hit.decisions.push(Decision {
                         retry_after_ms: d.retry_at_ms - now,
                         reason: Reason::CachedDenial,
                         ..d.decision
                     });
                 }
-                None if !decisions.is_empty() => decisions.push(skipped(item, now)),
-                None => {}
+                (None, Some(hit)) => hit.decisions.push(skipped(item, now)),
+                (None, None) => {}
             }
         }
-        (!decisions.is_empty()).then_some(Verdict {
+        verdict.map(|hit| Verdict {
             allowed: false,
-            decisions,
             atomic: true,
             decided_at_ms: now,
-            listed: Vec::new(),
+            ..hit
         })
     }
 
@@ -541,6 +561,23 @@ impl<S: Store> Limiter<S> {
             }
         }
     }
+}
+
+/// The places of the checks the cache did not answer, when they are one run (`cached` empty: all
+/// `n` of them); `None` when answered checks lie between them.
+fn uncached_run(cached: &[Option<Verdict>], n: usize) -> Option<Range<usize>> {
+    if cached.is_empty() {
+        return Some(0..n);
+    }
+    let start = cached.iter().position(Option::is_none).unwrap_or(n);
+    let end = cached
+        .iter()
+        .rposition(Option::is_none)
+        .map_or(start, |i| i + 1);
+    cached[start..end]
+        .iter()
+        .all(Option::is_none)
+        .then_some(start..end)
 }
 
 /// Whether a (limit name, identifier) key held by the denial cache or the remembered policies is

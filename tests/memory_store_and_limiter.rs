@@ -262,6 +262,75 @@ fn answering_into_one_buffer_decides_as_fresh_answers() {
     );
 }
 
+/// A batch in which the denial cache answers some checks and the store the rest — before,
+/// between and after one another, or all of them — answers each check as the check alone would
+/// have been answered, in its place. Each place has its own identifiers, so a twin limiter
+/// deciding the checks one by one is the reference.
+#[test]
+fn cached_and_stored_verdicts_keep_their_checks_places() {
+    let clock = Arc::new(ManualClock::at(0));
+    let batched = Limiter::new(RefillingStore::default()).with_clock(clock.clone());
+    let one_by_one = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
+    let limits = [
+        limit("a", "fixed 2/100ms"),
+        limit("b", "sliding-log 3/200ms"),
+        limit("c", "token-bucket 1/50ms burst 2").with_fail_mode(FailMode::Closed),
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut checked = Checked::default();
+    let (mut mixed, mut cached_split, mut stored_split) = (0, 0, 0);
+    for round in 0..4_000 {
+        clock.advance(next(15));
+        let down = next(30) == 0;
+        batched.store().0.down.store(down, Ordering::SeqCst);
+        one_by_one.store().down.store(down, Ordering::SeqCst);
+        let checks: Vec<Check> = (0..next(5))
+            .map(|place| {
+                let mut check = Check::new();
+                for _ in 0..1 + next(2) {
+                    let l = &limits[next(3) as usize];
+                    let who = format!("place{place}-id{}", next(2));
+                    check = check.with_item(CheckItem::new(l, who, 1));
+                }
+                check
+            })
+            .collect();
+        block_on(batched.check_all_into(&checks, &mut checked));
+        let alone: Vec<Verdict> = checks
+            .iter()
+            .map(|check| block_on(one_by_one.check(check)))
+            .collect();
+        assert_eq!(checked.verdicts, alone, "round {round}");
+        let from_cache: Vec<bool> = alone
+            .iter()
+            .map(|v| v.decisions.iter().any(|d| d.reason == Reason::CachedDenial))
+            .collect();
+        if from_cache.contains(&true) && from_cache.contains(&false) {
+            mixed += 1;
+            // Answers of one kind on both sides of one of the other: cached ones around stored
+            // ones (the store asked for a slice of the batch), or stored ones around cached ones
+            // (for a copy of the checks between).
+            let between = |kind: bool| {
+                let first = from_cache.iter().position(|&c| c == kind).unwrap();
+                let last = from_cache.iter().rposition(|&c| c == kind).unwrap();
+                u64::from(from_cache[first..last].contains(&!kind))
+            };
+            cached_split += between(true);
+            stored_split += between(false);
+        }
+    }
+    assert!(
+        mixed > 200 && cached_split > 20 && stored_split > 20,
+        "{mixed} mixed, {cached_split} cached around stored, {stored_split} stored around cached"
+    );
+}
+
 #[test]
 fn repeat_offenders_are_denied_from_the_cache_with_no_round_trip() {
     let clock = Arc::new(ManualClock::at(10_000));
