@@ -132,7 +132,9 @@ pub struct Binding {
 
 /// What the Worker answers one request, decided before any header or body is written:
 /// [`Plan::rule`]. [`Plan::decide`] writes the [`Outcome`] from it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its `Default` is a ruling not made yet (status 0), to be filled by [`Plan::rule_into`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ruling {
     /// The status: 200 (forwarded), 400 (a missing identifier refused), 429 or 503.
     pub status: u16,
@@ -553,13 +555,22 @@ impl<'c> Plan<'c> {
     /// What the Worker answers, given the verdicts for [`Plan::checks`] (in order), without
     /// writing a header or a body: what [`Plan::decide`] writes its answer from.
     pub fn rule(&self, verdicts: &[Verdict]) -> Ruling {
-        self.judge(verdicts, None).0
+        let mut ruling = Ruling::default();
+        self.rule_into(verdicts, &mut ruling);
+        ruling
+    }
+
+    /// [`Plan::rule`] into `ruling`, whatever it held, reusing its buffers: a caller ruling
+    /// request after request (a replay) keeps one.
+    pub fn rule_into(&self, verdicts: &[Verdict], ruling: &mut Ruling) {
+        self.judge(verdicts, None, ruling);
     }
 
     /// The answer, given the verdicts for [`Plan::checks`] (in order) and the request path.
     /// Headers are computed at the time the store decided.
     pub fn decide(&self, verdicts: &[Verdict], path: &str) -> Outcome {
-        let (ruling, written) = self.judge(verdicts, Some(path));
+        let mut ruling = Ruling::default();
+        let written = self.judge(verdicts, Some(path), &mut ruling);
         let Written {
             mut headers,
             problem,
@@ -600,18 +611,24 @@ impl<'c> Plan<'c> {
         }
     }
 
-    /// The ruling, and with a path the enforced limits' headers and problem body too (the
-    /// reports and the binding limit are found once for both).
-    fn judge(&self, verdicts: &[Verdict], path: Option<&str>) -> (Ruling, Option<Written>) {
-        let mut ruling = Ruling {
-            status: 200,
-            binding: None,
-            shadow_denied: Vec::new(),
-            atomic: true,
-            decided_at_ms: None,
-            denied: None,
-            shadow_listed: self.shadow_listed.iter().map(|(_, d)| d.clone()).collect(),
-        };
+    /// The ruling, written over whatever `ruling` held, and with a path the enforced limits'
+    /// headers and problem body too (the reports and the binding limit are found once for both).
+    fn judge(
+        &self,
+        verdicts: &[Verdict],
+        path: Option<&str>,
+        ruling: &mut Ruling,
+    ) -> Option<Written> {
+        ruling.status = 200;
+        ruling.binding = None;
+        ruling.shadow_denied.clear();
+        ruling.atomic = true;
+        ruling.decided_at_ms = None;
+        ruling.denied = None;
+        ruling.shadow_listed.clear();
+        ruling
+            .shadow_listed
+            .extend(self.shadow_listed.iter().map(|(_, d)| d.clone()));
         // Refused before the store (a static entry, a remembered answer) or by its answer: the
         // enforced check's deny match, or the configuration-wide list in the shadow check (a
         // shadow rule's own list only reports).
@@ -641,7 +658,7 @@ impl<'c> Plan<'c> {
                 problem: Some(Problem::denied(&denial.list, path)),
             });
             ruling.denied = Some(denial);
-            return (ruling, written);
+            return written;
         }
         if let Some(refused) = self.refused {
             ruling.status = 400;
@@ -654,7 +671,7 @@ impl<'c> Plan<'c> {
                     path,
                 )),
             });
-            return (ruling, written);
+            return written;
         }
         let mut written = path.map(|_| Written::default());
         if let Some((check, verdict)) = self.decided(self.enforced, verdicts) {
@@ -704,10 +721,9 @@ impl<'c> Plan<'c> {
                 remaining: b.decision.remaining,
             });
         }
-        ruling.shadow_denied = self
-            .shadow_refusals()
-            .map(|l| l.limit.name.clone())
-            .collect();
+        ruling
+            .shadow_denied
+            .extend(self.shadow_refusals().map(|l| l.limit.name.clone()));
         for (rule, _) in &self.shadow_listed {
             ruling
                 .shadow_denied
@@ -730,7 +746,7 @@ impl<'c> Plan<'c> {
                 }
             }
         }
-        (ruling, written)
+        written
     }
 }
 
@@ -1192,7 +1208,8 @@ mod tests {
 
     /// Plans built in the last plan's checks (`plan_matched` with `into_checks`) are the plans
     /// built afresh, whatever the last one sent: both checks, one, none (refused for a missing
-    /// key, denied by a static entry, exempted by a static allow entry).
+    /// key, denied by a static entry, exempted by a static allow entry); and a ruling kept from
+    /// request to request (`rule_into`) is the ruling made afresh.
     #[test]
     fn a_plan_built_in_the_last_ones_checks_is_the_plan_built_afresh() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -1205,6 +1222,9 @@ mod tests {
         for c in [config(), listed_config()] {
             let mut spare: [Check; 2] = Default::default();
             let mut sent = [0usize; 3];
+            let store = MemoryStore::new();
+            let mut kept = Ruling::default();
+            let (mut refused, mut shadow_denied) = (0, 0);
             for i in 0..400 {
                 let method = if next(3) == 0 { "POST" } else { "GET" };
                 let path = if next(4) == 0 {
@@ -1234,12 +1254,22 @@ mod tests {
                 assert_eq!(reused.checks(), fresh.checks(), "request {i}: {request:?}");
                 assert_eq!(reused.denied(), fresh.denied(), "request {i}");
                 assert_eq!(reused.rule(&[]), fresh.rule(&[]), "request {i}");
+                // One ruling kept across requests rules as a fresh one, on the store's verdicts.
+                let verdicts = store.check_now(fresh.checks(), i * 50);
+                reused.rule_into(&verdicts, &mut kept);
+                assert_eq!(kept, fresh.rule(&verdicts), "request {i}");
+                refused += u64::from(kept.status == 429);
+                shadow_denied += u64::from(!kept.shadow_denied.is_empty());
                 sent[fresh.checks().len()] += 1;
                 spare = reused.into_checks();
             }
             assert!(
                 sent.iter().all(|&n| n > 0),
                 "{sent:?} plans of 0, 1, 2 checks"
+            );
+            assert!(
+                refused > 0 && shadow_denied > 0,
+                "{refused} 429s, {shadow_denied} shadow denials"
             );
         }
     }

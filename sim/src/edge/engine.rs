@@ -131,6 +131,8 @@ pub struct EdgeReplay {
     checked: Checked,
     /// The last request's checks: the next plan empties them and builds its own in them.
     spare_checks: [Check; 2],
+    /// The last request's ruling: the next one is written over it, in its buffers.
+    ruling: Ruling,
 }
 
 /// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
@@ -459,6 +461,7 @@ impl EdgeReplay {
             assigned,
             checked: Checked::default(),
             spare_checks: Default::default(),
+            ruling: Ruling::default(),
         })
     }
 
@@ -575,6 +578,7 @@ impl EdgeReplay {
             assigned,
             checked,
             spare_checks,
+            ruling,
             ..
         } = self;
         extracted.next_request(request);
@@ -597,7 +601,8 @@ impl EdgeReplay {
         ready(limiter.check_all_into(plan.checks(), checked))?;
         let checked = &*checked;
         // What the Worker answers, without writing headers and bodies nobody reads here.
-        let ruling = plan.rule(&checked.verdicts);
+        plan.rule_into(&checked.verdicts, ruling);
+        let ruling = &*ruling;
         let forwarded = ruling.status == 200;
         if let (Some(cache), Some(denial)) = (deny_cache.as_mut(), &ruling.denied) {
             cache.remember_denial(denial, local_ms);
@@ -678,7 +683,7 @@ impl EdgeReplay {
             let denied = tally_rule(
                 &mut rules[index],
                 rule,
-                (&plan, checked, &ruling, &slots),
+                (&plan, checked, ruling, &slots),
                 &mut |applied| extracted.identify(logged, applied, request),
                 ids,
             );
