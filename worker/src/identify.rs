@@ -237,18 +237,23 @@ impl IdentifierSource {
                 .filter(|s| !s.is_empty())
                 .nth(n - 1)
                 .map(Cow::Borrowed),
-            IdentifierSource::ApiKey(inner) => inner.value(request),
+            // Already trimmed, and `None` when empty.
+            IdentifierSource::ApiKey(inner) => return inner.value(request),
         }?;
-        let trimmed = value.trim();
-        if trimmed.is_empty() {
-            return None;
-        }
-        // Most values need no trimming: keep them as they are rather than copy them.
-        Some(match value {
+        // Trimmed once (a value is read on every request). Most values need no trimming: kept
+        // as they are rather than copied.
+        let value = match value {
             Cow::Borrowed(value) => Cow::Borrowed(value.trim()),
-            Cow::Owned(value) if value.trim().len() == value.len() => Cow::Owned(value),
-            Cow::Owned(value) => Cow::Owned(value.trim().to_string()),
-        })
+            Cow::Owned(value) => {
+                let trimmed = value.trim();
+                if trimmed.len() == value.len() {
+                    Cow::Owned(value)
+                } else {
+                    Cow::Owned(trimmed.to_string())
+                }
+            }
+        };
+        (!value.is_empty()).then_some(value)
     }
 
     /// The source as configured, in canonical form (`ip`, `header:x-user`, `query:key`,
@@ -369,6 +374,20 @@ mod tests {
         let empty = OwnedRequest::get("h", "/").with_header("x-user", "   ");
         assert_eq!(
             IdentifierSource::Header("x-user".into()).extract(&empty),
+            None
+        );
+        // A decoded query value is trimmed as a header's is, and a blank one is none.
+        let queried = OwnedRequest::get("h", "/")
+            .with_query("k", " bob ")
+            .with_query("blank", "  ");
+        let query = |name: &str| IdentifierSource::Query(name.into()).extract(&queried);
+        assert_eq!(query("k"), Some(Identifier::from("bob")));
+        assert_eq!(query("blank"), None);
+        // Nor is a blank key hashed into one.
+        assert_eq!(
+            IdentifierSource::parse("api-key:header:x-user")
+                .unwrap()
+                .extract(&empty),
             None
         );
     }
