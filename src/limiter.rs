@@ -213,9 +213,9 @@ impl<S: Store> Limiter<S> {
         let now = self.clock.now_ms();
         checked.local_ms = now;
         checked.store_ms = None;
-        // Empty unless the denial cache answered some check (the usual case); held inline for
-        // the two checks of a Worker's plan.
-        // A verdict the cache gives is built in one the last batch left in the buffer.
+        // Empty unless the denial cache answered some check (the usual case); inline for the
+        // two checks of a Worker's plan. A verdict the cache gives is built in one the last
+        // batch left in the buffer.
         let mut cached = CachedVerdicts::new();
         self.cached_denials(checks, now, &mut checked.verdicts, &mut cached);
         // Only the checks the cache did not answer go to the store. Usually they are all of

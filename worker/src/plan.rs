@@ -619,16 +619,25 @@ impl<'c> Plan<'c> {
         path: Option<&str>,
         ruling: &mut Ruling,
     ) -> Option<Written> {
-        ruling.status = 200;
-        ruling.binding = None;
-        ruling.shadow_denied.clear();
-        ruling.atomic = true;
-        ruling.decided_at_ms = None;
-        ruling.denied = None;
-        ruling.shadow_listed.clear();
-        ruling
-            .shadow_listed
-            .extend(self.shadow_listed.iter().map(|(_, d)| d.clone()));
+        // Every field reset, the vectors keeping their buffers: destructured, so that a field
+        // added to `Ruling` cannot be left holding the last request's value.
+        let Ruling {
+            status,
+            binding,
+            shadow_denied,
+            atomic,
+            decided_at_ms,
+            denied,
+            shadow_listed,
+        } = ruling;
+        *status = 200;
+        *binding = None;
+        shadow_denied.clear();
+        *atomic = true;
+        *decided_at_ms = None;
+        *denied = None;
+        shadow_listed.clear();
+        shadow_listed.extend(self.shadow_listed.iter().map(|(_, d)| d.clone()));
         // Refused before the store (a static entry, a remembered answer) or by its answer: the
         // enforced check's deny match, or the configuration-wide list in the shadow check (a
         // shadow rule's own list only reports).
