@@ -16,6 +16,10 @@ use edgelimit::{
 use futures::executor::block_on;
 use proptest::prelude::*;
 
+mod common;
+
+use common::rng::Rng;
+
 fn limit(name: &str, spec: &str) -> Limit {
     Limit::new(name, spec.parse::<Policy>().unwrap())
 }
@@ -214,6 +218,15 @@ impl Store for RefillingStore {
     }
 }
 
+/// Three limits of different algorithms, one failing closed: what the batch tests mix.
+fn mixed_limits() -> [Limit; 3] {
+    [
+        limit("a", "fixed 2/100ms"),
+        limit("b", "sliding-log 3/200ms"),
+        limit("c", "token-bucket 1/50ms burst 2").with_fail_mode(FailMode::Closed),
+    ]
+}
+
 /// One `Checked` buffer answered into batch after batch (of 0 to 3 checks, some answered by the
 /// denial cache, some while the store is down) holds exactly what fresh answers hold.
 #[test]
@@ -221,11 +234,7 @@ fn answering_into_one_buffer_decides_as_fresh_answers() {
     let clock = Arc::new(ManualClock::at(0));
     let fresh = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
     let reused = Limiter::new(RefillingStore::default()).with_clock(clock.clone());
-    let limits = [
-        limit("a", "fixed 2/100ms"),
-        limit("b", "sliding-log 3/200ms"),
-        limit("c", "token-bucket 1/50ms burst 2").with_fail_mode(FailMode::Closed),
-    ];
+    let limits = mixed_limits();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move |n: u64| {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
@@ -271,18 +280,9 @@ fn cached_and_stored_verdicts_keep_their_checks_places() {
     let clock = Arc::new(ManualClock::at(0));
     let batched = Limiter::new(RefillingStore::default()).with_clock(clock.clone());
     let one_by_one = Limiter::new(FlakyStore::default()).with_clock(clock.clone());
-    let limits = [
-        limit("a", "fixed 2/100ms"),
-        limit("b", "sliding-log 3/200ms"),
-        limit("c", "token-bucket 1/50ms burst 2").with_fail_mode(FailMode::Closed),
-    ];
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let limits = mixed_limits();
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
+    let mut next = move |n: u64| rng.next_u64() % n;
     let mut checked = Checked::default();
     let (mut mixed, mut cached_split, mut stored_split) = (0, 0, 0);
     for round in 0..4_000 {
