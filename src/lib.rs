@@ -31,6 +31,7 @@
 //!   and RFC 9457 problem bodies.
 //! - [`clock`]: the only place a wall clock is read.
 //! - [`control`]: live control — per-identifier tiers and overrides, deny and allow lists.
+//! - [`net`]: client addresses — the client behind trusted proxies, IPv6 grouped by prefix.
 //!
 //! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
 
@@ -49,6 +50,7 @@ pub mod decision;
 pub mod http;
 pub mod limiter;
 pub mod metrics;
+pub mod net;
 pub mod policy;
 pub mod script;
 pub mod store;
@@ -58,6 +60,7 @@ pub use clock::{Clock, ManualClock, Stopwatch, SystemClock};
 pub use control::{Assignment, Tiers};
 pub use decision::{Decision, Reason, RETRY_NEVER};
 pub use limiter::{Checked, Limiter, TimeMode};
+pub use net::{AddressGrouping, ClientAddress, IpPrefix, ProxyHeader, TrustedProxies};
 pub use policy::{Algorithm, Policy, PolicyError};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::RespStore;

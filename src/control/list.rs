@@ -10,11 +10,12 @@
 //! is a live member.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
+use crate::net::{AddressError, IpPrefix};
 use crate::store::StoreError;
 
 /// The lapse time of an entry that never lapses: 2^53 − 1, the largest integer a Redis sorted
@@ -89,7 +90,7 @@ impl Source {
     /// The canonical value of `value` for this source, or why it cannot be one.
     fn value(&self, value: &str) -> Result<String, String> {
         match self {
-            Source::Ip => parse_prefix(value).map(|(ip, len)| prefix_text(ip, len)),
+            Source::Ip => parse_prefix(value).map(|prefix| prefix.to_string()),
             Source::Country => country(value),
             Source::ApiKey(_) => {
                 let hex = value.to_ascii_lowercase();
@@ -143,101 +144,29 @@ fn country(value: &str) -> Result<String, String> {
     }
 }
 
-/// An address seen through IPv4-mapped IPv6 is the IPv4 address.
-fn unmapped(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// Parses `addr` or `addr/len` into the network address and the prefix length. IPv6 prefixes
+/// Parses `addr` or `addr/len` with [`IpPrefix`], the one parser of networks. IPv6 prefixes
 /// must be a multiple of 4 bits, so an address has 33 candidate prefixes, not 129.
-fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
-    let (addr, len) = match text.split_once('/') {
-        Some((addr, len)) => (addr, Some(len)),
-        None => (text, None),
-    };
-    let ip: IpAddr = addr
-        .parse()
-        .map_err(|_| format!("`{addr}` is not an IPv4 or IPv6 address"))?;
-    let bits = if ip.is_ipv4() { 32 } else { 128 };
-    let len = match len {
-        None => bits,
-        Some(len) => match len.parse::<u8>() {
-            Ok(n) if n <= bits => n,
-            _ => return Err(format!("`/{len}` is not a prefix length from 0 to {bits}")),
-        },
-    };
-    let (ip, len) = match (ip, unmapped(ip)) {
-        // ::ffff:a.b.c.d/len with len ≥ 96 is the IPv4 prefix /len−96.
-        (IpAddr::V6(_), IpAddr::V4(v4)) if len >= 96 => (IpAddr::V4(v4), len - 96),
-        _ => (ip, len),
-    };
-    if ip.is_ipv6() && len % 4 != 0 {
+fn parse_prefix(text: &str) -> Result<IpPrefix, String> {
+    let prefix: IpPrefix = text.parse().map_err(|e: AddressError| e.to_string())?;
+    let len = prefix.prefix_len();
+    if prefix.network().is_ipv6() && !len.is_multiple_of(4) {
         return Err(format!(
             "`{text}`: IPv6 prefixes must be a multiple of 4 bits (/{len} is not)"
         ));
     }
-    Ok((network(ip, len), len))
+    Ok(prefix)
 }
 
 /// The first address of `ip`'s `/len` network.
+#[cfg(test)]
 fn network(ip: IpAddr, len: u8) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask))
-        }
-        IpAddr::V6(v6) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
-        }
-    }
+    IpPrefix::new(ip, len).unwrap().network()
 }
 
 /// The canonical text of a prefix: the bare address for a whole address, else `network/len`.
+#[cfg(test)]
 fn prefix_text(ip: IpAddr, len: u8) -> String {
-    let mut out = String::with_capacity(if ip.is_ipv4() { 18 } else { 44 });
-    push_prefix(&mut out, ip, len);
-    out
-}
-
-/// Writes [`prefix_text`] of `ip`/`len`, keeping the formatting machinery off the IPv4 path
-/// (the address as `Display` writes it, then `/len` unless it is the whole address).
-fn push_prefix(out: &mut String, ip: IpAddr, len: u8) {
-    use fmt::Write as _;
-    match ip {
-        IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                push_decimal(out, octet);
-            }
-            if len != 32 {
-                out.push('/');
-                push_decimal(out, len);
-            }
-        }
-        IpAddr::V6(v6) => {
-            let _ = write!(out, "{v6}");
-            if len != 128 {
-                let _ = write!(out, "/{len}");
-            }
-        }
-    }
-}
-
-/// `n` in decimal, as `Display` writes it.
-fn push_decimal(out: &mut String, n: u8) {
-    if n >= 100 {
-        out.push(char::from(b'0' + n / 100));
-    }
-    if n >= 10 {
-        out.push(char::from(b'0' + n / 10 % 10));
-    }
-    out.push(char::from(b'0' + n % 10));
+    IpPrefix::new(ip, len).unwrap().to_string()
 }
 
 /// The prefix lengths an address is listed under: every length for IPv4 (33), every multiple of
@@ -481,20 +410,20 @@ impl ListProbe {
             let earlier = out.len();
             match source {
                 Source::Ip => {
-                    let Ok((ip, len)) = parse_prefix(value) else {
+                    let Ok(address) = parse_prefix(value) else {
                         continue;
                     };
-                    let whole = if ip.is_ipv4() { 32 } else { 128 };
-                    if len != whole {
+                    if !address.is_address() {
                         continue; // a request comes from an address, not a network
                     }
+                    let ip = address.network();
                     out.ends.reserve(33);
                     out.text
                         .reserve(if ip.is_ipv4() { 33 * 22 } else { 33 * 48 });
-                    for len in prefix_lengths(ip) {
+                    for prefix in prefix_lengths(ip).filter_map(|len| IpPrefix::new(ip, len).ok()) {
                         out.push_unless_among(earlier, |text| {
                             text.push_str("ip ");
-                            push_prefix(text, network(ip, len), len);
+                            text.push_str(&prefix.text());
                         });
                     }
                 }
