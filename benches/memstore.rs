@@ -16,10 +16,17 @@
 //!   `retain_recent` is called).
 //! - governor is measured with its default hasher (SipHash, DoS-resistant) and with foldhash (the
 //!   hash `MemoryStore` uses), so the table shows how much of the gap is the hash.
+//! - Both hold every key. `MemoryStore` has its default bound, 2^20 keys (or
+//!   `MEMSTORE_BENCH_CAPACITY`): a store bounded at exactly 1M splits the bound evenly over its
+//!   shards while the keys spread over them unevenly (±120 a shard), so 3,441 of the 1M would
+//!   not fit, and under the bench's cyclic order every decision of a shard short of room would
+//!   evict the key needed next — about half of all decisions, which governor (unbounded) never
+//!   pays.
 //!
 //! Memory is measured by a counting global allocator: bytes requested and still live after
-//! storing all 1M keys, per key (the allocator's own per-allocation overhead comes on top; each
-//! governor key is one extra allocation).
+//! storing all 1M keys, per key, and the same with glibc's per-allocation overhead added (each
+//! chunk is the request plus an 8-byte header, rounded up to 16, at least 32 bytes): each
+//! governor key is one extra allocation, a short `String`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -45,6 +52,13 @@ static KEYS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000)
+});
+/// The bound of the `MemoryStore` under test: `MEMSTORE_BENCH_CAPACITY`, else the default.
+static CAPACITY: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::env::var("MEMSTORE_BENCH_CAPACITY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(edgelimit::store::DEFAULT_CAPACITY)
 });
 /// Decisions per millisecond of fake time.
 const PER_MS: u64 = 64;
@@ -157,7 +171,7 @@ fn fold_governor(time: &FakeTime) -> FoldGovernor {
 
 fn memory() -> Memory {
     Memory {
-        store: MemoryStore::with_capacity(*KEYS),
+        store: MemoryStore::with_capacity(*CAPACITY),
         limit: Limit::new("per-ip", policy()),
     }
 }
@@ -308,12 +322,20 @@ struct CountingAlloc;
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static LIVE_ALLOCS: AtomicUsize = AtomicUsize::new(0);
+/// Live bytes as glibc's malloc holds them: each chunk is the request and an 8-byte header,
+/// rounded up to 16 bytes, and at least 32.
+static LIVE_CHUNK_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+fn chunk(size: usize) -> usize {
+    (size + 8).next_multiple_of(16).max(32)
+}
 
 // SAFETY: every call is forwarded unchanged to the system allocator; only counters are added.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
             LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            LIVE_CHUNK_BYTES.fetch_add(chunk(layout.size()), Ordering::Relaxed);
             LIVE_ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         System.alloc(layout)
@@ -322,6 +344,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if COUNTING.load(Ordering::Relaxed) {
             LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            LIVE_CHUNK_BYTES.fetch_sub(chunk(layout.size()), Ordering::Relaxed);
             LIVE_ALLOCS.fetch_sub(1, Ordering::Relaxed);
         }
         System.dealloc(ptr, layout)
@@ -331,6 +354,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
         if COUNTING.load(Ordering::Relaxed) {
             LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
             LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            LIVE_CHUNK_BYTES.fetch_add(chunk(new_size), Ordering::Relaxed);
+            LIVE_CHUNK_BYTES.fetch_sub(chunk(layout.size()), Ordering::Relaxed);
         }
         System.realloc(ptr, layout, new_size)
     }
@@ -339,22 +364,34 @@ unsafe impl GlobalAlloc for CountingAlloc {
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
+/// What one side keeps per key: heap bytes requested, the same as glibc's chunks hold them,
+/// and allocations.
+#[derive(Clone, Copy)]
+struct PerKey {
+    bytes: f64,
+    chunk_bytes: f64,
+    allocs: f64,
+}
+
 /// Heap bytes and allocations per key that `make` and storing every key leave live.
-fn memory_per_key<T: Keyed>(keys: &Keys, make: impl FnOnce(&FakeTime) -> T) -> (f64, f64) {
+fn memory_per_key<T: Keyed>(keys: &Keys, make: impl FnOnce(&FakeTime) -> T) -> PerKey {
     let time = FakeTime::default();
     // Counting from zero: frees of blocks allocated before would wrap the counters.
     LIVE_BYTES.store(0, Ordering::Relaxed);
+    LIVE_CHUNK_BYTES.store(0, Ordering::Relaxed);
     LIVE_ALLOCS.store(0, Ordering::Relaxed);
     COUNTING.store(true, Ordering::Relaxed);
     let side = make(&time);
     warm(&side, keys, &time);
     COUNTING.store(false, Ordering::Relaxed);
-    let (bytes, allocs) = (
-        LIVE_BYTES.load(Ordering::Relaxed),
-        LIVE_ALLOCS.load(Ordering::Relaxed),
-    );
+    let per_key = |n: usize| n as f64 / *KEYS as f64;
+    let memory = PerKey {
+        bytes: per_key(LIVE_BYTES.load(Ordering::Relaxed)),
+        chunk_bytes: per_key(LIVE_CHUNK_BYTES.load(Ordering::Relaxed)),
+        allocs: per_key(LIVE_ALLOCS.load(Ordering::Relaxed)),
+    };
     drop(side);
-    (bytes as f64 / *KEYS as f64, allocs as f64 / *KEYS as f64)
+    memory
 }
 
 /// Mean ns per iteration of a finished benchmark, from criterion's saved estimates.
@@ -365,7 +402,7 @@ fn mean_ns(dir: &Path, group: &str, name: &str) -> Option<f64> {
     json["mean"]["point_estimate"].as_f64()
 }
 
-fn print_table(dir: &Path, memory: &[(&str, (f64, f64))]) {
+fn print_table(dir: &Path, memory: &[(&str, PerKey)]) {
     let clock = if cpu_time() {
         "CPU time per thread"
     } else {
@@ -395,7 +432,7 @@ fn print_table(dir: &Path, memory: &[(&str, (f64, f64))]) {
             let (bytes, allocs) = memory
                 .iter()
                 .find(|(n, _)| *n == stored)
-                .map_or((f64::NAN, f64::NAN), |(_, m)| *m);
+                .map_or((f64::NAN, f64::NAN), |(_, m)| (m.bytes, m.allocs));
             println!(
                 "{:<26} {:>7} {:>14.1} {:>9.2}× {:>14.2} {:>10} {:>12.1} {:>12.2}",
                 name,
@@ -495,5 +532,19 @@ fn main() {
     );
     for threads in [1, THREADS] {
         interleaved(&keys, threads);
+    }
+    println!(
+        "\nMemory after storing {} keys (MemoryStore bounded at {}); per key",
+        *KEYS, *CAPACITY
+    );
+    println!(
+        "{:<26} {:>12} {:>18} {:>12}",
+        "side", "bytes", "glibc chunk bytes", "allocations"
+    );
+    for (name, m) in &memory {
+        println!(
+            "{:<26} {:>12.1} {:>18.1} {:>12.2}",
+            name, m.bytes, m.chunk_bytes, m.allocs
+        );
     }
 }

@@ -11,7 +11,7 @@
 //!   shared with the deny lists, and their canonical text.
 //! - [`text`]: [`AddressText`], that text held inline (no allocation).
 //! - [`grouping`]: [`AddressGrouping`], an address → the identifier it is limited by.
-//! - [`forwarded`]: reading `X-Forwarded-For`, `Forwarded` (RFC 7239) and `X-Real-IP` hop by hop.
+//! - `forwarded`: reading `X-Forwarded-For`, `Forwarded` (RFC 7239) and `X-Real-IP` hop by hop.
 //! - [`proxies`]: [`TrustedProxies`], [`ProxyHeader`] and [`ClientAddress`], the walk that
 //!   finds the client.
 //! - [`error`]: the [`AddressError`] every parser here returns.

@@ -7,46 +7,43 @@
 //! expiring in the same millisecond are evicted in no particular order.
 //!
 //! Entries live inline in a hash table (one probe reaches key, value and expiry). The expiry
-//! index ([`ExpiryIndex`]) holds a *lower bound* of each entry's expiry, keyed by the entry's
-//! hash rather than a copy of its key. Expiries almost always move later (time goes forward), and
-//! updating an ordered index on every write costs more than the rest of a decision; so a later
-//! expiry only updates the entry, and the index catches up when the stale bound reaches the front
-//! (the entry is filed again at its real expiry then, not dropped). An earlier expiry, which is
-//! rare, files the entry at once under the new bound, keeping every entry's bound a true lower
-//! bound. Records of removed or refiled entries are skipped when met, and the index is rebuilt
-//! when they outnumber the live ones, so it stays O(entries).
+//! index ([`ExpiryIndex`]) holds lower bounds of the soonest entries' expiries, by the entry's
+//! bucket in the table rather than a copy of its key; a write that moves an expiry later, nearly
+//! all of them, does not touch it (see its docs).
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
 use hashbrown::HashTable;
 
-use super::expiry_index::ExpiryIndex;
+#[cfg(test)]
+use super::expiry_index::STALE_RECORDS_SLACK;
+use super::expiry_index::{ExpiryIndex, Filed};
 use super::key_hasher::KeyHasher;
 
 /// A bounded map of values that stop mattering at a known time.
 pub struct ExpiringMap<K, V> {
-    table: HashTable<Slot<K, V>>,
+    entries: Entries<K, V>,
     index: ExpiryIndex,
-    hasher: KeyHasher,
     capacity: usize,
+}
+
+/// The table and its hasher: what the index reads and drops entries from.
+struct Entries<K, V> {
+    table: HashTable<Slot<K, V>>,
+    hasher: KeyHasher,
 }
 
 struct Slot<K, V> {
     key: K,
     value: V,
     expire_at: u64,
-    // The bound under which the index holds this entry: never after `expire_at`.
-    indexed_at: u64,
 }
-
-/// Index records beyond the live entries' that trigger a rebuild of the index.
-const STALE_RECORDS_SLACK: usize = 1024;
 
 impl<K, V> fmt::Debug for ExpiringMap<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExpiringMap")
-            .field("len", &self.table.len())
+            .field("len", &self.entries.table.len())
             .field("capacity", &self.capacity)
             .field("index_records", &self.index.records())
             .finish_non_exhaustive()
@@ -57,9 +54,8 @@ impl<K, V> fmt::Debug for ExpiringMap<K, V> {
 pub(crate) struct SlotMut<'a, V> {
     value: &'a mut V,
     expire_at: &'a mut u64,
-    indexed_at: &'a mut u64,
     index: &'a mut ExpiryIndex,
-    hash: u64,
+    bucket: usize,
 }
 
 impl<V> SlotMut<'_, V> {
@@ -70,12 +66,34 @@ impl<V> SlotMut<'_, V> {
 
     /// Moves the expiry to `expire_at`.
     pub(crate) fn set_expiry(&mut self, expire_at: u64) {
-        if expire_at < *self.indexed_at {
-            // The old record goes stale; it is skipped when it reaches the front.
-            self.index.push(expire_at, self.hash);
-            *self.indexed_at = expire_at;
-        }
+        self.index
+            .moved(Some(*self.expire_at), expire_at, self.bucket);
         *self.expire_at = expire_at;
+    }
+}
+
+impl<K: Eq + Hash, V> Filed for Entries<K, V> {
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    fn expiry_at(&self, bucket: u64) -> Option<u64> {
+        let slot = self.table.get_bucket(usize::try_from(bucket).ok()?)?;
+        Some(slot.expire_at)
+    }
+
+    fn remove_at(&mut self, bucket: u64) {
+        if let Ok(found) = self.table.get_bucket_entry(bucket as usize) {
+            found.remove();
+        }
+    }
+
+    fn every(&self, mut each: impl FnMut(u64, u64)) {
+        for bucket in self.table.iter_buckets() {
+            if let Some(slot) = self.table.get_bucket(bucket) {
+                each(slot.expire_at, bucket as u64);
+            }
+        }
     }
 }
 
@@ -89,42 +107,56 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
     /// [`Self::find_mut`] and [`Self::insert_absent`].
     pub(crate) fn with_hasher(capacity: usize, hasher: KeyHasher) -> Self {
         ExpiringMap {
-            table: HashTable::new(),
+            entries: Entries {
+                table: HashTable::new(),
+                hasher,
+            },
             index: ExpiryIndex::new(),
-            hasher,
             capacity: capacity.max(1),
         }
     }
 
+    /// A map whose index keeps records for as few as `min_keep` entries and rescans once
+    /// records exceed a quarter of the entries by `slack`, so that tests reach its horizon
+    /// with a handful of entries.
+    #[cfg(test)]
+    fn with_index_limits(capacity: usize, min_keep: usize, slack: usize) -> Self {
+        let mut map = ExpiringMap::new(capacity);
+        map.index = ExpiryIndex::with_limits(min_keep, slack);
+        map
+    }
+
     /// The number of entries held.
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.entries.table.len()
     }
 
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.entries.table.is_empty()
     }
 
     /// The value for `key` and its expiry, if held.
     pub fn get(&self, key: &K) -> Option<(&V, u64)> {
-        let hash = self.hasher.hash_one(key);
-        self.table
+        let hash = self.entries.hasher.hash_one(key);
+        self.entries
+            .table
             .find(hash, |s| s.key == *key)
             .map(|s| (&s.value, s.expire_at))
     }
 
     /// The value for `key`, mutably, if held. Change its expiry with [`Self::set_expiry`].
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        let hash = self.hasher.hash_one(key);
-        self.table
+        let hash = self.entries.hasher.hash_one(key);
+        self.entries
+            .table
             .find_mut(hash, |s| s.key == *key)
             .map(|s| &mut s.value)
     }
 
     /// Moves the expiry of a held `key` to `expire_at`; does nothing if `key` is not held.
     pub fn set_expiry(&mut self, key: &K, expire_at: u64) {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.entries.hasher.hash_one(key);
         if let Some(mut slot) = self.find_mut(hash, |k| k == key) {
             slot.set_expiry(expire_at);
         }
@@ -132,25 +164,26 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
 
     /// Removes and returns the value for `key` with its expiry.
     pub fn remove(&mut self, key: &K) -> Option<(V, u64)> {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.entries.hasher.hash_one(key);
         let (slot, _) = self
+            .entries
             .table
             .find_entry(hash, |s| s.key == *key)
             .ok()?
             .remove();
-        // Its index record goes stale; it is skipped when it reaches the front.
-        self.compact_if_stale();
+        // Its index record, if any, goes stale; it is skipped when it reaches the front.
+        self.index.compact(&mut self.entries);
         Some((slot.value, slot.expire_at))
     }
 
     /// Inserts or replaces `key`, to be dropped once `now` passes `expire_at`. Evicts the entry
     /// that expires soonest when the map is full.
     pub fn insert(&mut self, key: K, value: V, expire_at: u64) {
-        let hash = self.hasher.hash_one(&key);
+        let hash = self.entries.hasher.hash_one(&key);
         if let Some(mut slot) = self.find_mut(hash, |k| *k == key) {
             *slot.value() = value;
             slot.set_expiry(expire_at);
-            self.compact_if_stale();
+            self.index.compact(&mut self.entries);
             return;
         }
         self.insert_absent(hash, key, value, expire_at);
@@ -164,7 +197,7 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
             return 0;
         }
         let mut dropped = 0;
-        while self.pop_soonest(now) {
+        while self.index.pop_soonest(now, &mut self.entries) {
             dropped += 1;
         }
         dropped
@@ -177,71 +210,44 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
         hash: u64,
         mut is_key: impl FnMut(&K) -> bool,
     ) -> Option<SlotMut<'_, V>> {
-        let slot = self.table.find_mut(hash, |s| is_key(&s.key))?;
+        let found = self
+            .entries
+            .table
+            .find_entry(hash, |s| is_key(&s.key))
+            .ok()?;
+        let bucket = found.bucket_index();
+        let slot = found.into_mut();
         Some(SlotMut {
             value: &mut slot.value,
             expire_at: &mut slot.expire_at,
-            indexed_at: &mut slot.indexed_at,
             index: &mut self.index,
-            hash,
+            bucket,
         })
     }
 
     /// Inserts `key`, which must not be held, with its `hash` under this map's hasher. Evicts the
     /// entry that expires soonest when the map is full.
     pub(crate) fn insert_absent(&mut self, hash: u64, key: K, value: V, expire_at: u64) {
-        while self.table.len() >= self.capacity && self.pop_soonest(u64::MAX) {}
-        let hasher = &self.hasher;
-        self.table.insert_unique(
-            hash,
-            Slot {
-                key,
-                value,
-                expire_at,
-                indexed_at: expire_at,
-            },
-            |s| hasher.hash_one(&s.key),
-        );
-        self.index.push(expire_at, hash);
-        self.compact_if_stale();
-    }
-
-    /// Drops the entry that truly expires soonest, if it expires at or before `until`; returns
-    /// whether one was dropped. Records met on the way whose entry is gone are discarded, and
-    /// those whose entry now expires later are filed again under its real expiry.
-    fn pop_soonest(&mut self, until: u64) -> bool {
-        while let Some((bound, hash)) = self.index.pop_due(until) {
-            let hasher = &self.hasher;
-            // The record's entry: its hash, still filed under this bound.
-            let Ok(found) = self.table.find_entry(hash, |s| {
-                s.indexed_at == bound && hasher.hash_one(&s.key) == hash
-            }) else {
-                continue;
-            };
-            if found.get().expire_at == bound {
-                found.remove();
-                return true;
-            }
-            // Every other bound is ≥ this one, so this entry's real expiry must be compared
-            // again in order: file it where it truly belongs.
-            let slot = found.into_mut();
-            slot.indexed_at = slot.expire_at;
-            self.index.push(slot.expire_at, hash);
+        while self.entries.table.len() >= self.capacity
+            && self.index.pop_soonest(u64::MAX, &mut self.entries)
+        {}
+        let hasher = &self.entries.hasher;
+        let table = &mut self.entries.table;
+        if table.capacity() == table.len() {
+            // The table grows or rehashes now, before the insertion, and its entries move.
+            table.reserve(1, |s| hasher.hash_one(&s.key));
+            self.index.invalidate();
         }
-        false
-    }
-
-    /// Rebuilds the index from the entries once stale records outnumber the live ones, so the
-    /// index stays O(entries) whatever the pattern of removals and earlier expiries.
-    fn compact_if_stale(&mut self) {
-        if self.index.records() <= 2 * self.table.len() + STALE_RECORDS_SLACK {
-            return;
-        }
-        let hasher = &self.hasher;
-        self.index.rebuild(self.table.iter_mut().map(|slot| {
-            slot.indexed_at = slot.expire_at;
-            (slot.expire_at, hasher.hash_one(&slot.key))
-        }));
+        let slot = Slot {
+            key,
+            value,
+            expire_at,
+        };
+        let bucket = table
+            .insert_unique(hash, slot, |s| hasher.hash_one(&s.key))
+            .bucket_index();
+        self.index.moved(None, expire_at, bucket);
+        self.index.compact(&mut self.entries);
     }
 }
 
@@ -330,6 +336,17 @@ mod tests {
     /// the lazy index must drop and evict exactly what the model does, up to ties.
     #[test]
     fn matches_a_scanning_model_on_random_operations() {
+        follows_a_scanning_model(ExpiringMap::new(16));
+    }
+
+    /// The same with an index that keeps records for only the soonest two entries after a
+    /// rescan, so that most entries live past its horizon, unfiled.
+    #[test]
+    fn matches_a_scanning_model_past_the_horizon() {
+        follows_a_scanning_model(ExpiringMap::with_index_limits(16, 2, 2));
+    }
+
+    fn follows_a_scanning_model(mut map: ExpiringMap<u64, u64>) {
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut next = move |n: u64| {
             rng ^= rng << 13;
@@ -337,7 +354,6 @@ mod tests {
             rng ^= rng << 17;
             rng % n
         };
-        let mut map = ExpiringMap::new(16);
         // Expiries are `64·t + key`: distinct keys never tie, so the victim is unique.
         let mut model: Vec<(u64, u64)> = Vec::new();
         let mut now = 0;

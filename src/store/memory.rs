@@ -1,8 +1,8 @@
 //! `MemoryStore`: the pure steps over a bounded in-process map. The embedded default, the
 //! simulator's store, the local fallback, and the reference every other store is tested against.
 //!
-//! The keys are spread over shards by their (secretly seeded) hash, each shard a lock around an
-//! [`ExpiringMap`], so threads deciding for different identifiers rarely wait for one another.
+//! The keys are spread over shards by their (secretly seeded) hash, each shard a lock around a
+//! [`StateMap`], so threads deciding for different identifiers rarely wait for one another.
 //! Small stores have one shard. See docs/decisions.md, "Memory", for the measurements behind it.
 
 use std::borrow::Cow;
@@ -19,7 +19,8 @@ use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
 use super::key_hasher::KeyHasher;
 use super::remembered::{self, RequestMap};
-use super::state_key::{KeyRef, StateKey};
+use super::state_key::KeyRef;
+use super::state_map::StateMap;
 use super::traits::Store;
 use crate::algorithm::{Charge, Outcome, State};
 use crate::clock::{Clock, SystemClock};
@@ -53,8 +54,6 @@ const MAX_SHARDS: usize = 1024;
 /// always purged when a check locks it; this only bounds how long an idle shard keeps garbage.
 const SWEEP_EVERY_MS: u64 = 1_000;
 
-type StateMap = ExpiringMap<StateKey, State>;
-
 /// Assignments (at most a tier and an override) by (limit name, identifier), each with when it
 /// lapses, the override first.
 type AssignmentMap = HashMap<(Arc<str>, Identifier), Vec<(Assignment, Option<u64>)>>;
@@ -70,8 +69,8 @@ struct Shard(Mutex<StateMap>);
 /// An in-process store. Entries are dropped [`GC_GRACE_MS`] after their state stops mattering,
 /// and at most `capacity` are held. Keys are spread over shards by a secretly seeded hash, each
 /// shard holding its share of the capacity; when a shard is full, its entry that expires soonest
-/// is evicted (see [`ExpiringMap`]). A store with capacity under 8192 has one shard, so there the
-/// soonest-expiring entry of the whole store is evicted.
+/// is evicted (as an [`ExpiringMap`] does). A store with capacity under 8192 has one shard, so
+/// there the soonest-expiring entry of the whole store is evicted.
 pub struct MemoryStore {
     shards: Box<[Shard]>,
     // Remembered request ids (see `remembered`). Taken only by checks carrying one, always
@@ -122,7 +121,7 @@ impl MemoryStore {
             .map(|i| {
                 // The remainder goes to the first shards, so the shares add up to `capacity`.
                 let share = capacity / count + usize::from(i < capacity % count);
-                Shard(Mutex::new(ExpiringMap::with_hasher(share, hasher.clone())))
+                Shard(Mutex::new(StateMap::new(share, hasher.clone())))
             })
             .collect();
         MemoryStore {
@@ -232,8 +231,7 @@ impl MemoryStore {
         let hash = key.hash(&self.hasher);
         let state = {
             let mut map = lock(self.shard(hash));
-            let held = map.find_mut(hash, |k| k.is(&key));
-            held.map(|mut slot| slot.value().clone())
+            map.find_mut(hash, &key).map(|held| held.state())
         };
         let mut state = state.unwrap_or_else(|| State::fresh(policy.algorithm()));
         let decision = state.apply(&policy, now_ms, 0).decision;
@@ -253,7 +251,7 @@ impl MemoryStore {
             let key = KeyRef::new(&limit.name, algorithm, identifier);
             let hash = key.hash(&self.hasher);
             let mut map = lock(self.shard(hash));
-            existed |= map.remove(&key.to_owned(&limit.name)).is_some();
+            existed |= map.remove(hash, &key);
         }
         existed
     }
@@ -432,8 +430,8 @@ impl MemoryStore {
             return remembered::repeat(effective, found, |i, item| {
                 let (key, hash) = (&keys[i], hashes[i]);
                 let map = shard_map(&mut locked, self.shard_index(hash));
-                let mut state = match map.find_mut(hash, |k| k.is(key)) {
-                    Some(mut slot) => slot.value().clone(),
+                let mut state = match map.find_mut(hash, key) {
+                    Some(held) => held.state(),
                     None => State::fresh(item.limit.policy.algorithm()),
                 };
                 state.apply(&item.limit.policy, now_ms, 0).decision
@@ -460,11 +458,10 @@ impl MemoryStore {
     }
 
     /// The key's hash and its shard, locked and purged at `now_ms`: the one way to reach a
-    /// single state. Under the guard, `map.find_mut(hash, |k| k.is(key))` gives the held entry
-    /// (its state to read or change in place, its expiry to move), `map.insert_absent` stores a
-    /// new one (evicting the soonest-expiring when the shard is full), and `map.remove` drops one
-    /// (by `key.to_owned(name)`). Several states at once: [`Self::keys`] and
-    /// [`Self::lock_involved`].
+    /// single state. Under the guard, `map.find_mut(hash, key)` gives the held state (to read,
+    /// change in place or replace, its expiry to move), `map.insert_absent` stores a new one
+    /// (evicting the soonest-expiring when the shard is full), and `map.remove` drops one.
+    /// Several states at once: [`Self::keys`] and [`Self::lock_involved`].
     fn locked(&self, key: &KeyRef<'_>, now_ms: u64) -> (u64, MutexGuard<'_, StateMap>) {
         let hash = key.hash(&self.hasher);
         let mut map = lock(self.shard(hash));
@@ -512,8 +509,8 @@ impl MemoryStore {
             .zip(keys.iter().zip(&hashes))
             .map(|(item, (key, &hash))| {
                 let map = shard_map(&mut locked, self.shard_index(hash));
-                match map.find_mut(hash, |k| k.is(key)) {
-                    Some(mut slot) => slot.value().clone(),
+                match map.find_mut(hash, key) {
+                    Some(held) => held.state(),
                     None => State::fresh(item.limit.policy.algorithm()),
                 }
             })
@@ -531,12 +528,12 @@ impl MemoryStore {
             }
             let map = shard_map(&mut locked, self.shard_index(hash));
             let keep_until = keep_until(outcome);
-            match map.find_mut(hash, |k| k.is(key)) {
-                Some(mut slot) => {
-                    *slot.value() = state;
-                    slot.set_expiry(keep_until);
+            match map.find_mut(hash, key) {
+                Some(mut held) => {
+                    held.set(state);
+                    held.set_expiry(keep_until);
                 }
-                None => map.insert_absent(hash, key.to_owned(&item.limit.name), state, keep_until),
+                None => map.insert_absent(hash, key, &item.limit.name, state, keep_until),
             }
         }
         verdict
@@ -643,10 +640,10 @@ fn apply(
     now_ms: u64,
 ) -> Outcome {
     let policy = &limit.policy;
-    if let Some(mut slot) = map.find_mut(hash, |k| k.is(key)) {
-        let outcome = slot.value().apply_charge(policy, now_ms, cost, charge);
+    if let Some(mut held) = map.find_mut(hash, key) {
+        let outcome = held.update(|state| state.apply_charge(policy, now_ms, cost, charge));
         if outcome.changed {
-            slot.set_expiry(keep_until(&outcome));
+            held.set_expiry(keep_until(&outcome));
         }
         return outcome;
     }
@@ -654,7 +651,7 @@ fn apply(
     let outcome = state.apply_charge(policy, now_ms, cost, charge);
     // A fresh key that was only looked at or denied stays absent.
     if outcome.changed {
-        map.insert_absent(hash, key.to_owned(&limit.name), state, keep_until(&outcome));
+        map.insert_absent(hash, key, &limit.name, state, keep_until(&outcome));
     }
     outcome
 }

@@ -16,6 +16,7 @@ mod resp;
 mod rest;
 mod sharded;
 mod state_key;
+mod state_map;
 mod traits;
 
 pub use batch::{decide, decide_into, Outcomes};
