@@ -29,6 +29,9 @@ pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 pub use reservation::{Reservation, Reserved};
 #[cfg(not(target_arch = "wasm32"))]
 pub use resp::RespStore;
-pub use rest::{decode_pipeline, evalsha_pipeline_body, RestStore, REST_TOKEN_VAR, REST_URL_VAR};
+pub use rest::{
+    decode_pipeline, eval_pipeline_body, evalsha_pipeline_body, RestStore, REST_TOKEN_VAR,
+    REST_URL_VAR,
+};
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{MaybeSendSync, Store};

@@ -247,8 +247,9 @@ pub fn evalsha_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, Sto
 }
 
 /// The body of the `/pipeline` request that runs `invocations` by `EVAL` and their sources, as
-/// [`RestStore`] resends those a fresh Redis answered `NOSCRIPT`.
-fn eval_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
+/// [`RestStore`] (and any other carrier of the protocol) resends those a fresh Redis answered
+/// `NOSCRIPT`.
+pub fn eval_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
     pipeline_body("EVAL", invocations, |i| i.script.source())
 }
 

@@ -1,0 +1,88 @@
+/**
+ * Hono middleware (`edgelimit/hono`): every request decided against a `Ratelimit`, the IETF
+ * `RateLimit` headers on every response, and a denial answered 429 (503 when its limits fail
+ * closed) with `Retry-After` and the library's RFC 9457 problem body.
+ *
+ * ```ts
+ * import { Hono } from "hono";
+ * import { Ratelimit } from "edgelimit";
+ * import { rateLimiter } from "edgelimit/hono";
+ *
+ * const app = new Hono<{ Bindings: Env }>();
+ * let rl: Ratelimit | undefined;
+ * app.use("/api/*", rateLimiter({
+ *   limiter: (c) => (rl ??= Ratelimit.fromEnv(c.env, { limits: [{ name: "per-ip", policy: "gcra 10/1s burst 20" }] })),
+ *   identify: (c) => ({ "per-ip": c.req.header("cf-connecting-ip") ?? "unknown" }),
+ * }));
+ * ```
+ *
+ * @packageDocumentation
+ */
+
+import type { Context, MiddlewareHandler } from "hono";
+import type { Identifiers, LimitOptions, LimitResult, Ratelimit } from "./index.js";
+
+/** What the middleware adds to the context: the call's result, as `c.get("ratelimit")`. */
+export type RateLimitVariables = { ratelimit: LimitResult };
+
+/** The options of `rateLimiter`. */
+export interface RateLimiterOptions {
+  /**
+   * The `Ratelimit`, or a function of the context returning it (to build it from `c.env` on
+   * first use; keep it outside the handler so its denial cache lives across requests).
+   */
+  limiter: Ratelimit | ((c: Context) => Ratelimit);
+  /**
+   * Whose quota: one identifier for every limit, or one per limit name. It must name every
+   * limit of the `Ratelimit` (a missing one throws an `EdgelimitError`, which Hono's error
+   * handler then answers): return a stand-in such as `"anonymous"` rather than nothing.
+   */
+  identify: (c: Context) => Identifiers | Promise<Identifiers>;
+  /** What the request costs (see `LimitOptions.cost`); 1 unless set. */
+  cost?: (c: Context) => LimitOptions["cost"] | Promise<LimitOptions["cost"]>;
+  /**
+   * Whether `OPTIONS` requests (CORS preflights, which browsers send on their own) count;
+   * `false` unless set: they pass uncounted and without headers.
+   */
+  countOptions?: boolean;
+}
+
+/** Sets `fields` on `c.res`, copying the response first when its headers are immutable (a
+ * response straight from `fetch`). */
+function setHeaders(c: Context, fields: Record<string, string>): void {
+  const entries = Object.entries(fields);
+  try {
+    for (const [name, value] of entries) c.res.headers.set(name, value);
+  } catch {
+    const copy = new Response(c.res.body, c.res);
+    for (const [name, value] of entries) copy.headers.set(name, value);
+    c.res = copy;
+  }
+}
+
+/** The middleware. */
+export function rateLimiter(
+  options: RateLimiterOptions,
+): MiddlewareHandler<{ Variables: RateLimitVariables }> {
+  const { limiter, identify, cost, countOptions = false } = options;
+  return async (c, next) => {
+    if (!countOptions && c.req.method === "OPTIONS") {
+      await next();
+      return;
+    }
+    const ratelimit = typeof limiter === "function" ? limiter(c) : limiter;
+    const result = await ratelimit.limit(await identify(c), {
+      cost: cost ? await cost(c) : undefined,
+      instance: c.req.path,
+    });
+    c.set("ratelimit", result);
+    if (!result.success && result.problem) {
+      const headers = new Headers(result.headers);
+      headers.set("Content-Type", result.problem.contentType);
+      headers.set("Cache-Control", "no-store");
+      return new Response(result.problem.body, { status: result.problem.status, headers });
+    }
+    await next();
+    setHeaders(c, result.headers);
+  };
+}
