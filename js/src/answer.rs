@@ -3,7 +3,7 @@
 //! [`edgelimit::http`], so the JavaScript side writes no header and no body of its own.
 
 use edgelimit::http::{Answer, LimitReport, PROBLEM_CONTENT_TYPE};
-use edgelimit::{Checked, Decision, Limit, Policy, Verdict, RETRY_NEVER};
+use edgelimit::{CheckItem, Checked, Decision, Limit, Policy, Reason, Verdict, RETRY_NEVER};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
@@ -109,15 +109,20 @@ impl Outcome {
     pub fn new(setup: &Setup, call: &Call, checked: &Checked) -> Outcome {
         let enforced = &checked.verdicts[0];
         let shadow = checked.verdicts.get(1);
-        let items = call.checks[0].items();
-        let policies: Vec<Policy> = items
+        // A limit the denial cache never consulted decided nothing, and an allow-listed one
+        // counted nothing: neither is advertised (as the Worker answers).
+        let decided: Vec<(&CheckItem, &Decision)> = call.checks[0]
+            .items()
             .iter()
             .zip(&enforced.decisions)
+            .filter(|(_, d)| !matches!(d.reason, Reason::Skipped | Reason::Allowlisted))
+            .collect();
+        let policies: Vec<Policy> = decided
+            .iter()
             .map(|(item, d)| advertised(&item.limit, d))
             .collect();
-        let reports: Vec<LimitReport<'_>> = items
+        let reports: Vec<LimitReport<'_>> = decided
             .iter()
-            .zip(&enforced.decisions)
             .zip(&policies)
             .map(|((item, decision), policy)| LimitReport {
                 name: &item.limit.name,
@@ -189,7 +194,7 @@ fn decisions_in_order(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edgelimit::{MemoryStore, Reason};
+    use edgelimit::MemoryStore;
     use serde_json::json;
 
     fn setup() -> Setup {
@@ -284,6 +289,46 @@ mod tests {
         assert!(trial.shadow && !trial.success && trial.retry_after_ms == Some(38_000));
         // All or nothing: the team limit was not charged by the denied request.
         assert_eq!(out.decisions[2].remaining, 3);
+    }
+
+    #[test]
+    fn a_limit_the_denial_cache_never_consulted_is_not_advertised() {
+        let setup = setup();
+        let call = Call::new(&setup, "\"u\"", "").unwrap();
+        let cached = Decision {
+            allowed: false,
+            limit: 2,
+            remaining: 0,
+            reset_at_ms: T0 + 60_000,
+            retry_after_ms: 40_000,
+            reason: Reason::CachedDenial,
+        };
+        let skipped = Decision {
+            allowed: true,
+            limit: 5,
+            remaining: 5,
+            reset_at_ms: T0,
+            retry_after_ms: 0,
+            reason: Reason::Skipped,
+        };
+        let verdict = |decisions: Vec<Decision>| Verdict {
+            allowed: decisions.iter().all(|d| d.allowed),
+            decisions,
+            atomic: true,
+            decided_at_ms: T0,
+            listed: Vec::new(),
+        };
+        let checked = Checked {
+            verdicts: vec![verdict(vec![cached, skipped]), verdict(vec![skipped])],
+            local_ms: T0,
+            store_ms: None,
+        };
+        let out = Outcome::new(&setup, &call, &checked);
+        let headers: std::collections::HashMap<_, _> = out.headers.iter().cloned().collect();
+        assert_eq!(headers["RateLimit"], "\"per-user\";r=0;t=40");
+        assert_eq!(headers["RateLimit-Policy"], "\"per-user\";q=2;w=60");
+        assert_eq!(out.decisions[2].reason, "skipped", "still reported among the decisions");
+        assert_eq!((out.reason, out.retry_after), ("cached_denial", Some(40)));
     }
 
     #[test]

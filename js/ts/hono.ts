@@ -19,27 +19,27 @@
  * @packageDocumentation
  */
 
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, Env, MiddlewareHandler } from "hono";
 import type { Identifiers, LimitOptions, LimitResult, Ratelimit } from "./index.js";
 
 /** What the middleware adds to the context: the call's result, as `c.get("ratelimit")`. */
 export type RateLimitVariables = { ratelimit: LimitResult };
 
-/** The options of `rateLimiter`. */
-export interface RateLimiterOptions {
+/** The options of `rateLimiter`; `E` is the app's Hono env (its `Bindings` type `c.env`). */
+export interface RateLimiterOptions<E extends Env = Env> {
   /**
    * The `Ratelimit`, or a function of the context returning it (to build it from `c.env` on
    * first use; keep it outside the handler so its denial cache lives across requests).
    */
-  limiter: Ratelimit | ((c: Context) => Ratelimit);
+  limiter: Ratelimit | ((c: Context<E>) => Ratelimit);
   /**
    * Whose quota: one identifier for every limit, or one per limit name. It must name every
    * limit of the `Ratelimit` (a missing one throws an `EdgelimitError`, which Hono's error
    * handler then answers): return a stand-in such as `"anonymous"` rather than nothing.
    */
-  identify: (c: Context) => Identifiers | Promise<Identifiers>;
+  identify: (c: Context<E>) => Identifiers | Promise<Identifiers>;
   /** What the request costs (see `LimitOptions.cost`); 1 unless set. */
-  cost?: (c: Context) => LimitOptions["cost"] | Promise<LimitOptions["cost"]>;
+  cost?: (c: Context<E>) => LimitOptions["cost"] | Promise<LimitOptions["cost"]>;
   /**
    * Whether `OPTIONS` requests (CORS preflights, which browsers send on their own) count;
    * `false` unless set: they pass uncounted and without headers.
@@ -49,7 +49,7 @@ export interface RateLimiterOptions {
 
 /** Sets `fields` on `c.res`, copying the response first when its headers are immutable (a
  * response straight from `fetch`). */
-function setHeaders(c: Context, fields: Record<string, string>): void {
+function setHeaders<E extends Env>(c: Context<E>, fields: Record<string, string>): void {
   const entries = Object.entries(fields);
   try {
     for (const [name, value] of entries) c.res.headers.set(name, value);
@@ -60,19 +60,24 @@ function setHeaders(c: Context, fields: Record<string, string>): void {
   }
 }
 
-/** The middleware. */
-export function rateLimiter(
-  options: RateLimiterOptions,
-): MiddlewareHandler<{ Variables: RateLimitVariables }> {
+/**
+ * The middleware. Its env is the app's (inferred where it is used), with `c.get("ratelimit")`
+ * added.
+ */
+export function rateLimiter<E extends Env = Env>(
+  options: RateLimiterOptions<E>,
+): MiddlewareHandler<E & { Variables: RateLimitVariables }> {
   const { limiter, identify, cost, countOptions = false } = options;
   return async (c, next) => {
     if (!countOptions && c.req.method === "OPTIONS") {
       await next();
       return;
     }
-    const ratelimit = typeof limiter === "function" ? limiter(c) : limiter;
-    const result = await ratelimit.limit(await identify(c), {
-      cost: cost ? await cost(c) : undefined,
+    // The app's own context, as its functions were written against.
+    const own = c as unknown as Context<E>;
+    const ratelimit = typeof limiter === "function" ? limiter(own) : limiter;
+    const result = await ratelimit.limit(await identify(own), {
+      cost: cost ? await cost(own) : undefined,
       instance: c.req.path,
     });
     c.set("ratelimit", result);
@@ -83,6 +88,6 @@ export function rateLimiter(
       return new Response(result.problem.body, { status: result.problem.status, headers });
     }
     await next();
-    setHeaders(c, result.headers);
+    setHeaders(own, result.headers);
   };
 }
