@@ -327,7 +327,10 @@ mod tests {
         let headers: std::collections::HashMap<_, _> = out.headers.iter().cloned().collect();
         assert_eq!(headers["RateLimit"], "\"per-user\";r=0;t=40");
         assert_eq!(headers["RateLimit-Policy"], "\"per-user\";q=2;w=60");
-        assert_eq!(out.decisions[2].reason, "skipped", "still reported among the decisions");
+        assert_eq!(
+            out.decisions[2].reason, "skipped",
+            "still reported among the decisions"
+        );
         assert_eq!((out.reason, out.retry_after), ("cached_denial", Some(40)));
     }
 

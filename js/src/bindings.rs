@@ -93,7 +93,7 @@ impl Core {
     #[wasm_bindgen(constructor)]
     pub fn new(options: &str, fetch: Function) -> Result<Core, JsValue> {
         let setup = Setup::from_json(options).map_err(thrown)?;
-        let store = FetchStore::new(&setup, fetch);
+        let store = FetchStore::new(&setup, fetch)?;
         let limiter = RefCell::new(Shared::fresh_limiter(&setup, &store));
         Ok(Core {
             shared: Rc::new(Shared {

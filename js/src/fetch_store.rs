@@ -31,21 +31,47 @@ extern "C" {
 pub(crate) struct FetchStore {
     fetch: Function,
     pipeline_url: JsValue,
-    authorization: String,
+    // What every request sends alike, made once: the headers object (fetch copies it) and the
+    // names of `init`'s fields, so a request crosses into JavaScript only for what changes.
+    headers: Object,
+    keys: InitKeys,
     namespace: String,
     timeout_ms: u64,
 }
 
+/// The field names of a fetch `init`, and its method, as JavaScript strings.
+#[derive(Debug, Clone)]
+struct InitKeys {
+    method: JsValue,
+    post: JsValue,
+    headers: JsValue,
+    body: JsValue,
+    signal: JsValue,
+}
+
 impl FetchStore {
     /// A store for `setup`'s URL, token, namespace and timeout, calling `fetch(url, init)`.
-    pub(crate) fn new(setup: &Setup, fetch: Function) -> FetchStore {
-        FetchStore {
+    pub(crate) fn new(setup: &Setup, fetch: Function) -> Result<FetchStore, JsValue> {
+        let headers = Object::new();
+        let authorization = format!("Bearer {}", setup.token);
+        Reflect::set(&headers, &"Authorization".into(), &authorization.into())?;
+        Reflect::set(&headers, &"Content-Type".into(), &"application/json".into())?;
+        // Results in base64, as the official clients ask: any bytes survive JSON.
+        Reflect::set(&headers, &"Upstash-Encoding".into(), &"base64".into())?;
+        Ok(FetchStore {
             fetch,
             pipeline_url: JsValue::from_str(&format!("{}/pipeline", setup.url)),
-            authorization: format!("Bearer {}", setup.token),
+            headers,
+            keys: InitKeys {
+                method: "method".into(),
+                post: "POST".into(),
+                headers: "headers".into(),
+                body: "body".into(),
+                signal: "signal".into(),
+            },
             namespace: setup.namespace.clone(),
             timeout_ms: setup.timeout.as_millis() as u64,
-        }
+        })
     }
 
     /// Sends one `/pipeline` of `n` commands and reads one reply per command.
@@ -105,24 +131,13 @@ impl FetchStore {
 
     /// `{ method, headers, body, signal }` for one `/pipeline`.
     fn init(&self, body: &str) -> Result<Object, JsValue> {
-        let headers = Object::new();
-        Reflect::set(
-            &headers,
-            &"Authorization".into(),
-            &self.authorization.as_str().into(),
-        )?;
-        Reflect::set(&headers, &"Content-Type".into(), &"application/json".into())?;
-        // Results in base64, as the official clients ask: any bytes survive JSON.
-        Reflect::set(&headers, &"Upstash-Encoding".into(), &"base64".into())?;
+        let keys = &self.keys;
+        let timeout = AbortSignal::timeout(self.timeout_ms as f64)?;
         let init = Object::new();
-        Reflect::set(&init, &"method".into(), &"POST".into())?;
-        Reflect::set(&init, &"headers".into(), &headers)?;
-        Reflect::set(&init, &"body".into(), &body.into())?;
-        Reflect::set(
-            &init,
-            &"signal".into(),
-            &AbortSignal::timeout(self.timeout_ms as f64)?,
-        )?;
+        Reflect::set(&init, &keys.method, &keys.post)?;
+        Reflect::set(&init, &keys.headers, &self.headers)?;
+        Reflect::set(&init, &keys.body, &body.into())?;
+        Reflect::set(&init, &keys.signal, &timeout)?;
         Ok(init)
     }
 

@@ -313,7 +313,8 @@ mod tests {
             edit(&mut options);
             setup(options).unwrap_err()
         };
-        let cases: Vec<(Box<dyn Fn(&mut serde_json::Value)>, &str, &str)> = vec![
+        type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(Edit, &str, &str)> = vec![
             (Box::new(|o| o["url"] = json!(null)), "url", "missing"),
             (
                 Box::new(|o| o["url"] = json!("redis://x")),
