@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use edgelimit::script::{CheckPlan, Script, Topology};
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{Assignment, Check, Identifier, Limit, Policy, Store, TimeSource};
+use edgelimit::Control;
+use edgelimit::{Assignment, Check, Identifier, Limit, Policy, TimeSource};
 use redis::aio::MultiplexedConnection;
 
 mod support;

@@ -13,7 +13,8 @@
 use std::sync::Arc;
 
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
-use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store};
+use edgelimit::Control;
+use edgelimit::{Check, CheckItem, Limit, Policy, RespStore};
 
 mod support;
 
