@@ -781,3 +781,16 @@ fn what_a_request_settles_outlives_it() {
         ran.header("RateLimit")
     );
 }
+
+/// A native service can share one path across threads and await it on a multi-threaded
+/// runtime: the path is `Sync` and, over a `Send` store and request, so is what `handle` returns.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn the_path_is_shared_across_threads() {
+    fn sync<T: Sync + Send>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+    let path = Path::new(config());
+    sync(&path.edge);
+    let request = OwnedRequest::get("h", "/api/x");
+    send(path.edge.handle(&request, 0));
+}
