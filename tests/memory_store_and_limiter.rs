@@ -9,6 +9,7 @@ use edgelimit::algorithm::State;
 use edgelimit::control::Assignment;
 use edgelimit::limiter::ASSIGNED_POLICY_MS;
 use edgelimit::metrics::MetricsSnapshot;
+use edgelimit::Control;
 use edgelimit::{
     Check, CheckItem, Checked, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason,
     Store, StoreError, TimeSource, Verdict,

@@ -14,10 +14,15 @@ use std::time::Duration;
 use edgelimit::control::valid_tier_name;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{FailMode, Limit, Policy, RestStore, TimeMode};
+use edgelimit::{FailMode, Limit, Policy, TimeMode};
 use serde::Deserialize;
 
 use crate::error::{Error, ErrorCode};
+
+/// How long one store round trip may take unless `timeout` says otherwise, in ms: a Node service
+/// reaches Upstash across the internet, where the Worker's 50 ms would fail open on an ordinary
+/// slow request; a limiter still steps aside (each limit's fail mode) well before a user waits.
+pub const DEFAULT_TIMEOUT_MS: u64 = 1_000;
 
 /// The longest `timeout` accepted, in ms: a limiter that waits longer than this for its store is
 /// slower than the request it guards.
@@ -150,9 +155,7 @@ impl RawOptions {
                 format!("`{namespace}` must be 1–64 of A-Z a-z 0-9 - _ ."),
             ));
         }
-        let timeout_ms = self
-            .timeout
-            .unwrap_or(RestStore::DEFAULT_TIMEOUT.as_millis() as u64);
+        let timeout_ms = self.timeout.unwrap_or(DEFAULT_TIMEOUT_MS);
         if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
             return Err(invalid(
                 "timeout",
@@ -263,7 +266,7 @@ mod tests {
         assert_eq!(s.url, "http://127.0.0.1:8079");
         assert_eq!(s.token, "t");
         assert_eq!(s.namespace, DEFAULT_NAMESPACE);
-        assert_eq!(s.timeout, RestStore::DEFAULT_TIMEOUT);
+        assert_eq!(s.timeout, Duration::from_millis(DEFAULT_TIMEOUT_MS));
         assert_eq!(s.time, TimeMode::Server);
         assert_eq!(
             (s.denial_cache, s.denial_cache_ms),

@@ -116,6 +116,10 @@ pub struct Config {
     /// The sources a request offers the lists, by their canonical spec: `ip`, `country`, every
     /// limit's identifier source, every static entry's source and `list_sources`.
     pub probe_sources: Vec<(String, ProbeSource)>,
+    /// Whether responses carry `X-EdgeLimit-Shadow` (what shadow rules decided): off unless
+    /// configured, since shadow mode is meant to go unnoticed by clients — attackers included.
+    /// A debugging aid; the log line, metrics and `sim` report shadow decisions either way.
+    pub shadow_header: bool,
 }
 
 #[derive(Deserialize)]
@@ -142,6 +146,7 @@ struct RawConfig {
     list_cache_ms: Option<u64>,
     #[serde(default)]
     list_sources: Vec<String>,
+    shadow_header: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -471,6 +476,7 @@ impl RawConfig {
             dynamic_lists: self.dynamic_lists.unwrap_or(true),
             list_cache_ms,
             probe_sources,
+            shadow_header: self.shadow_header.unwrap_or(false),
         })
     }
 }

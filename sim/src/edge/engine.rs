@@ -1,7 +1,8 @@
-//! One configuration replayed request by request through the Worker's own code: rule matching and
-//! identifiers (`Config::plan`), the library's `Limiter` with the Worker's time mode and denial
-//! cache deciding every limit of the matched rules together, all or nothing, and the Worker's
-//! answer (`Plan::decide`) — then tallied per rule and per limit.
+//! One configuration replayed request by request through the Worker's own request path
+//! (`edgelimit_worker::Edge`: rule matching and identifiers, the lists and the isolate's memory of
+//! their denials, the library's `Limiter` with the Worker's time mode and denial cache deciding
+//! every limit of the matched rules together, all or nothing, the Worker's ruling and its
+//! settlement) — then tallied per rule and per limit.
 //!
 //! The sim models one isolate: one denial cache, one fallback limiter (under `wrangler dev` there
 //! is one; in production each isolate has its own). Its clock is the trace's time — for the
@@ -14,10 +15,13 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use edgelimit::{Algorithm, Check, Checked, Identifier, Limiter, ManualClock, Reason, Verdict};
-use edgelimit_worker::lists::{self, DenyCache};
-use edgelimit_worker::plan::{MatchedRules, Plan};
-use edgelimit_worker::{Config, IdentifierSource, Missing, RequestView, Rule, RuleLimit, Ruling};
+use edgelimit::{Algorithm, Identifier, ManualClock, Reason};
+use edgelimit_worker::lists;
+use edgelimit_worker::plan::MatchedRules;
+use edgelimit_worker::{
+    Config, Edge, Handled, IdentifierSource, Incoming, LogLine, Missing, RequestView, Rule,
+    RuleLimit, Settlement,
+};
 use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 
@@ -32,7 +36,7 @@ use super::store::ReplayStore;
 use super::truth::{Boundary, LimitTruth};
 use super::whatif::Answered;
 use crate::error::SimError;
-use crate::readers::{Logged, Request};
+use crate::readers::Request;
 use crate::replay::due::Due;
 
 /// Tallies of one limit of one rule.
@@ -103,8 +107,8 @@ const OTHER_STATUS: usize = STATUSES.len();
 /// A configuration under replay.
 #[derive(Debug)]
 pub struct EdgeReplay {
-    config: Config,
-    limiter: Limiter<ReplayStore>,
+    /// The Worker's request path over the replay store.
+    edge: Edge<ReplayStore>,
     clock: Arc<ManualClock>,
     outages: Outages,
     rules: Vec<RuleTally>,
@@ -114,25 +118,15 @@ pub struct EdgeReplay {
     series: Series,
     log_check: Option<LogCheck>,
     /// What requests settle when they land (their concurrency leases released, their settled
-    /// costs committed): the Worker's `Settlement::commits`, due at the request's time plus its
-    /// duration.
-    landings: Due<Vec<Check>>,
+    /// costs committed): the Worker's settlement, due at the request's time plus its duration.
+    landings: Due<Settlement>,
     landed: u64,
     extracted: Extracted,
     /// `--overrides`: applied to the store at the first request (then kept for the report).
     overrides: Option<Overrides>,
-    /// The denials the dynamic lists answered, remembered as the Worker's isolate remembers
-    /// them (`list_cache_ms`); only while the dynamic lists are consulted (with `--overrides`).
-    deny_cache: Option<DenyCache>,
     /// The limits and identifiers `--overrides` gave a tier or an override: left out of the
     /// exact truths, whose reference is the limit's own policy.
     assigned: Assigned,
-    /// The last request's verdicts: one buffer the store answers into, request after request.
-    checked: Checked,
-    /// The last request's checks: the next plan empties them and builds its own in them.
-    spare_checks: [Check; 2],
-    /// The last request's ruling: the next one is written over it, in its buffers.
-    ruling: Ruling,
 }
 
 /// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
@@ -156,7 +150,11 @@ pub(super) fn ready<F: Future>(future: F) -> Result<F::Output, SimError> {
 /// A limit's identifier for one request: for the Worker's own log lines, the identifier it
 /// logged for the limit of that name (then the request's own parts, which hold the path);
 /// otherwise the limit's source, as the Worker extracts it.
-fn identify(logged: Option<&Logged>, applied: &RuleLimit, request: &Request) -> Option<Identifier> {
+fn identify(
+    logged: Option<&LogLine>,
+    applied: &RuleLimit,
+    request: &Request,
+) -> Option<Identifier> {
     if let Some(logged) = logged {
         if logged.limits.iter().any(|l| *l.name == *applied.limit.name) {
             return logged.identifier(&applied.limit.name);
@@ -311,20 +309,28 @@ impl Extracted {
         &self.prepared.back().expect("just pushed").hashes
     }
 
-    /// Forgets the last request's values and takes the next one's, if it was prepared.
-    fn next_request(&mut self, request: &Request) {
-        let done = match self.prepared.front() {
-            Some(p) if p.request == (request.time_ms, request.size()) => {
-                let next = self.prepared.pop_front().expect("a front");
+    /// Forgets the last request's values and takes the next one's: as prepared, or, for a
+    /// request not prepared (or not in the order prepared: what was prepared is dropped),
+    /// extracted now. The Worker's own lines name each limit's identifier: nothing to extract.
+    fn next_request(&mut self, config: &Config, request: &Request) {
+        let prepared = matches!(
+            self.prepared.front(),
+            Some(p) if p.request == (request.time_ms, request.size())
+        );
+        if !prepared {
+            while let Some(p) = self.prepared.pop_front() {
+                self.recycle(p.values);
+            }
+            if request.logged.is_none() {
+                self.prepare(config, request);
+            }
+        }
+        let done = match self.prepared.pop_front() {
+            Some(next) => {
                 self.rules = Some(next.rules);
                 std::mem::replace(&mut self.values, next.values)
             }
-            _ => {
-                // Not prepared, or not in the order prepared: what was prepared is dropped, and
-                // the request's identifiers are extracted as its limits ask for them.
-                while let Some(p) = self.prepared.pop_front() {
-                    self.recycle(p.values);
-                }
+            None => {
                 self.rules = None;
                 let fresh = self.fresh_values();
                 std::mem::replace(&mut self.values, fresh)
@@ -332,32 +338,57 @@ impl Extracted {
         };
         self.recycle(done);
     }
+}
 
-    /// The rules the request matches: as prepared, else matched now.
-    fn matching<'c>(&self, config: &'c Config, request: &Request) -> MatchedRules<'c> {
-        match &self.rules {
-            Some(rules) => rules.iter().map(|&i| &config.rules[i as usize]).collect(),
-            None => config.matching(request),
+/// A trace's request as the Worker's request path takes it: its identifiers as the replay
+/// extracted them ahead (each source once), or as the Worker logged them, and its rules as
+/// matched ahead.
+struct Replayed<'a> {
+    request: &'a Request,
+    logged: Option<&'a LogLine>,
+    extracted: &'a Extracted,
+}
+
+impl RequestView for Replayed<'_> {
+    fn method(&self) -> &str {
+        self.request.method()
+    }
+    fn host(&self) -> &str {
+        self.request.host()
+    }
+    fn path(&self) -> &str {
+        self.request.path()
+    }
+    fn query(&self, name: &str) -> Option<String> {
+        self.request.query(name)
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.request.header(name)
+    }
+    fn header_ref(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        self.request.header_ref(name)
+    }
+    fn country(&self) -> Option<String> {
+        self.request.country()
+    }
+}
+
+impl Incoming for Replayed<'_> {
+    fn identifier(&self, applied: &RuleLimit) -> Option<Identifier> {
+        let extracted = self.extracted;
+        match (self.logged, extracted.slot(applied)) {
+            (None, Some(slot)) => match &extracted.values[slot] {
+                Some(value) => value.clone(),
+                None => applied.source.extract(self.request),
+            },
+            _ => identify(self.logged, applied, self.request),
         }
     }
 
-    /// [`identify`], each source extracted once per request (the Worker's own lines name each
-    /// limit's identifier and are read as they are).
-    fn identify(
-        &mut self,
-        logged: Option<&Logged>,
-        applied: &RuleLimit,
-        request: &Request,
-    ) -> Option<Identifier> {
-        let slot = self.slot(applied);
-        match (logged, slot) {
-            (None, Some(slot)) => {
-                if self.values[slot].is_none() {
-                    self.values[slot] = Some(self.extract(slot, request));
-                }
-                self.values[slot].clone().flatten()
-            }
-            _ => identify(logged, applied, request),
+    fn matching<'c>(&self, config: &'c Config) -> MatchedRules<'c> {
+        match &self.extracted.rules {
+            Some(rules) => rules.iter().map(|&i| &config.rules[i as usize]).collect(),
+            None => config.matching(self.request),
         }
     }
 }
@@ -392,8 +423,6 @@ impl EdgeReplay {
             // time: the configuration's static lists still apply in the plan, as at the edge.
             config.dynamic_lists = false;
         }
-        let deny_cache = (overrides.is_some() && config.dynamic_lists)
-            .then(|| DenyCache::new(config.list_cache_ms));
         let assigned = overrides
             .as_ref()
             .map(Overrides::assigned)
@@ -418,13 +447,6 @@ impl EdgeReplay {
                 slots.push(slot);
             }
         }
-        // Nobody reads the limiter's metrics here: the replay's tallies are the report.
-        let limiter = Limiter::new(ReplayStore::new(slots, shadow_limits, remembering))
-            .without_metrics()
-            .with_clock(clock.clone())
-            .with_time_mode(config.time)
-            .with_denial_cache(config.denial_cache)
-            .with_denial_cache_ms(config.denial_cache_ms);
         let mut truths: Vec<(Arc<str>, LimitTruth)> = Vec::new();
         for applied in config.rules.iter().flat_map(|r| &r.limits) {
             if !truths.iter().any(|(n, _)| *n == applied.limit.name) {
@@ -443,10 +465,14 @@ impl EdgeReplay {
             })
             .collect();
         let extracted = Extracted::new(&config);
+        let series = Series::new(config.rules.len());
+        // Nobody reads the limiter's metrics here: the replay's tallies are the report.
+        let edge = Edge::new(config, ReplayStore::new(slots, shadow_limits, remembering))
+            .without_metrics()
+            .with_clock(clock.clone());
         Ok(EdgeReplay {
-            series: Series::new(config.rules.len()),
-            config,
-            limiter,
+            series,
+            edge,
             clock,
             outages,
             rules,
@@ -457,11 +483,7 @@ impl EdgeReplay {
             landed: 0,
             extracted,
             overrides,
-            deny_cache,
             assigned,
-            checked: Checked::default(),
-            spare_checks: Default::default(),
-            ruling: Ruling::default(),
         })
     }
 
@@ -480,7 +502,8 @@ impl EdgeReplay {
             return Ok(());
         }
         let memory = self
-            .limiter
+            .edge
+            .limiter()
             .store()
             .memory()
             .expect("a replay with overrides decides on MemoryStore");
@@ -495,14 +518,12 @@ impl EdgeReplay {
     fn land_until(&mut self, now_ms: u64) -> Result<(), SimError> {
         while let Some((at, commits)) = self.landings.pop_due(now_ms) {
             self.clock.set(at);
-            self.limiter.store().set_times(at, at);
-            self.limiter.store().set_down(self.outages.down_at(at));
-            for commit in commits {
-                match ready(self.limiter.settle(commit))? {
-                    Ok(_) => self.totals.settled += 1,
-                    Err(_) => self.totals.settle_failed += 1,
-                }
-            }
+            let store = self.edge.limiter().store();
+            store.set_times(at, at);
+            store.set_down(self.outages.down_at(at));
+            let settled = ready(self.edge.settle(commits))?;
+            self.totals.settled += settled.committed as u64;
+            self.totals.settle_failed += settled.failed.len() as u64;
         }
         for (_, truth) in &mut self.truths {
             truth.land_until(now_ms);
@@ -512,7 +533,7 @@ impl EdgeReplay {
 
     /// The configuration.
     pub fn config(&self) -> &Config {
-        &self.config
+        self.edge.config()
     }
 
     /// Extracts `request`'s identifiers ahead of its [`EdgeReplay::step`] and starts fetching
@@ -527,16 +548,14 @@ impl EdgeReplay {
             return;
         }
         let EdgeReplay {
-            config,
-            limiter,
-            extracted,
-            ..
+            edge, extracted, ..
         } = self;
-        let store = limiter.store_mut();
         // Two stages, each fetching what the next reads: the new request's table slots now,
         // and, for the request prepared half as far ahead, the keys and states those slots
         // name.
-        for &hashed in extracted.prepare(config, request) {
+        let hashes = extracted.prepare(edge.config(), request);
+        let store = edge.store_mut();
+        for &hashed in hashes {
             store.prefetch_slot(hashed);
         }
         let halfway = extracted.prepared.len().checked_sub(1 + PREPARE_AHEAD / 2);
@@ -563,8 +582,7 @@ impl EdgeReplay {
         };
         let down = self.outages.down_at(local_ms);
         let EdgeReplay {
-            config,
-            limiter,
+            edge,
             clock,
             rules,
             truths,
@@ -574,54 +592,45 @@ impl EdgeReplay {
             landings,
             landed,
             extracted,
-            deny_cache,
             assigned,
-            checked,
-            spare_checks,
-            ruling,
             ..
         } = self;
-        extracted.next_request(request);
-        let matched = extracted.matching(config, request);
-        let mut plan = config.plan_matched(
-            matched,
-            request,
-            &mut |applied| extracted.identify(logged, applied, request),
-            std::mem::take(spare_checks),
-        );
-        // As the Worker's isolate: a denial the dynamic lists answered lately refuses the
-        // request before the store.
-        if let Some(cache) = deny_cache.as_mut() {
-            plan.deny_if_remembered(cache, local_ms);
-        }
+        extracted.next_request(edge.config(), request);
         clock.set(local_ms);
-        limiter.store().set_times(enforced_ms, shadow_ms);
-        limiter.store().set_down(down);
-        limiter.store_mut().identifiers_mut().next_request();
-        ready(limiter.check_all_into(plan.checks(), checked))?;
-        let checked = &*checked;
-        // What the Worker answers, without writing headers and bodies nobody reads here.
-        plan.rule_into(&checked.verdicts, ruling);
-        let ruling = &*ruling;
-        let forwarded = ruling.status == 200;
-        if let (Some(cache), Some(denial)) = (deny_cache.as_mut(), &ruling.denied) {
-            cache.remember_denial(denial, local_ms);
-        }
+        let store = edge.store_mut();
+        store.set_times(enforced_ms, shadow_ms);
+        store.set_down(down);
+        store.identifiers_mut().next_request();
+        let edge = &*edge;
+        let replayed = Replayed {
+            request,
+            logged,
+            extracted,
+        };
+        // What the Worker's request path answers, its store the replay's.
+        let handled = ready(edge.handle(&replayed, local_ms))?;
+        let outcome = handled.outcome();
+        let plan = handled.plan();
+        let forwarded = outcome.allowed();
 
-        let status = ruling.status;
+        let status = outcome.status;
         totals.requests += 1;
         totals.statuses[status_slot(status)] += 1;
         totals.unmatched += u64::from(plan.rules.iter().all(|r| r.shadow));
         totals.missing += u64::from(!plan.absent.is_empty());
-        totals.shadow_would_deny += u64::from(!ruling.shadow_denied.is_empty());
+        totals.shadow_would_deny += u64::from(!outcome.shadow_denied.is_empty());
         if down {
             totals.outage_requests += 1;
         }
-        let slots = Slots::of(&plan, checked);
-        let ids = limiter.store_mut().identifiers_mut();
-        for (check, verdict, shadow) in slots.decided(&plan, checked) {
-            let admitted = if shadow { verdict.allowed } else { forwarded };
-            for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+        let mut ids = edge.limiter().store().identifiers();
+        for decided in handled.decided() {
+            let verdict = decided.verdict;
+            let admitted = if decided.shadow {
+                verdict.allowed
+            } else {
+                forwarded
+            };
+            for (item, decision) in decided.check.items().iter().zip(&verdict.decisions) {
                 if down {
                     totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
                     totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
@@ -661,38 +670,30 @@ impl EdgeReplay {
         if let Some(duration) = duration {
             *landed += 1;
             let name = format!("sim-{landed}");
-            if let Some(settlement) = plan.settlement(&checked.verdicts, &name) {
-                let commits = settlement.commits(|_| None);
-                if !commits.is_empty() {
-                    landings.push(local_ms.saturating_add(duration), commits);
-                }
+            if let Some(settlement) = handled.settlement(&name, |_| None) {
+                landings.push(local_ms.saturating_add(duration), settlement);
             }
         }
         answered.status = status;
         answered.rules.clear();
         answered.binding = None;
-        answered.listed = ruling
+        answered.listed = outcome
             .denied
             .as_ref()
             .map(|d| format!("{}: {}", d.list, d.entry));
+        let config = edge.config();
         for rule in &plan.rules {
             let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
                 continue;
             };
             answered.rules.push(index);
-            let denied = tally_rule(
-                &mut rules[index],
-                rule,
-                (&plan, checked, ruling, &slots),
-                &mut |applied| extracted.identify(logged, applied, request),
-                ids,
-            );
+            let denied = tally_rule(&mut rules[index], rule, &handled, &replayed, &mut ids);
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
         }
         // Only a refusal's binding limit is read (what-if labels a flip by the refusing side):
         // a forwarded request's would cost two reference counts taken and dropped.
-        let binding = ruling.binding.as_ref().filter(|_| !forwarded);
+        let binding = outcome.binding.as_ref().filter(|_| !forwarded);
         if let (Some(binding), Some(check)) = (binding, plan.enforced()) {
             answered.binding = check
                 .items()
@@ -701,24 +702,23 @@ impl EdgeReplay {
                 .map(|i| (binding.name.clone(), i.identifier.clone()));
         }
         if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
-            // The Worker's own answer and log line, to set beside the one it logged.
-            let outcome = plan.decide(&checked.verdicts, request.path());
-            log_check.add(logged, &outcome.log_line(&plan, checked, request, None));
+            // The Worker's own log line, set beside the one it logged.
+            log_check.add(logged, &handled.log_line(request, None));
         }
-        *spare_checks = plan.into_checks();
         Ok(())
     }
 
     /// The rules' reports, in configuration order.
     pub fn rule_reports(&mut self) -> Vec<RuleReport> {
         let boundaries: Vec<(Arc<str>, Boundary)> = {
-            let ids = self.limiter.store().identifiers();
+            let ids = self.edge.limiter().store().identifiers();
             self.truths
                 .iter_mut()
                 .map(|(name, truth)| (name.clone(), truth.finish(&ids)))
                 .collect()
         };
-        self.config
+        self.edge
+            .config()
             .rules
             .iter()
             .zip(&self.rules)
@@ -746,7 +746,7 @@ impl EdgeReplay {
         t: &LimitTally,
         boundaries: &[(Arc<str>, Boundary)],
     ) -> LimitReport {
-        let ids = self.limiter.store().identifiers();
+        let ids = self.edge.limiter().store().identifiers();
         let mut top: Vec<(&Identifier, u64)> = (0u32..)
             .zip(&t.top)
             .filter(|(_, n)| **n > 0)
@@ -878,67 +878,20 @@ fn source_text(applied: &RuleLimit) -> String {
     text(&applied.source)
 }
 
-/// Where the plan's checks' verdicts are: the enforced check first, then the shadow one.
-#[derive(Debug, Clone, Copy)]
-struct Slots {
-    enforced: Option<usize>,
-    shadow: Option<usize>,
-}
-
-impl Slots {
-    fn of(plan: &Plan<'_>, checked: &Checked) -> Slots {
-        let enforced = plan.enforced().map(|_| 0);
-        let shadow = plan.shadow().map(|_| usize::from(enforced.is_some()));
-        let present = |slot: Option<usize>| slot.filter(|&i| i < checked.verdicts.len());
-        Slots {
-            enforced: present(enforced),
-            shadow: present(shadow),
-        }
-    }
-
-    /// The check and verdict of a rule's kind (enforced or shadow).
-    fn of_rule<'p>(
-        &self,
-        plan: &'p Plan<'_>,
-        checked: &'p Checked,
-        shadow: bool,
-    ) -> Option<(&'p Check, &'p Verdict)> {
-        let (check, slot) = if shadow {
-            (plan.shadow(), self.shadow)
-        } else {
-            (plan.enforced(), self.enforced)
-        };
-        Some((check?, &checked.verdicts[slot?]))
-    }
-
-    /// Every decided check with its verdict and whether it is the shadow one.
-    fn decided<'p>(
-        self,
-        plan: &'p Plan<'_>,
-        checked: &'p Checked,
-    ) -> impl Iterator<Item = (&'p Check, &'p Verdict, bool)> {
-        // Looked up here, so the iterator holds no borrow of the plan's configuration.
-        [false, true]
-            .map(|shadow| {
-                self.of_rule(plan, checked, shadow)
-                    .map(|(c, v)| (c, v, shadow))
-            })
-            .into_iter()
-            .flatten()
-    }
-}
-
 /// Tallies one matched rule; returns whether one of its limits refused (or would have).
 fn tally_rule(
     tally: &mut RuleTally,
     rule: &Rule,
-    decided: (&Plan<'_>, &Checked, &Ruling, &Slots),
-    identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+    handled: &Handled<'_>,
+    request: &Replayed<'_>,
     ids: &mut Identifiers,
 ) -> bool {
-    let (plan, checked, ruling, slots) = decided;
+    let (plan, ruling) = (handled.plan(), handled.outcome());
     tally.matched += 1;
-    let check = slots.of_rule(plan, checked, rule.shadow);
+    let check = handled
+        .decided()
+        .find(|d| d.shadow == rule.shadow)
+        .map(|d| (d.check, d.verdict));
     // Refused by a deny list (403) before any limit counted: the configuration-wide list
     // refuses the whole request, a rule's own list only its rule (a shadow rule's: would have).
     let listed = if rule.shadow {
@@ -990,7 +943,9 @@ fn tally_rule(
             let id = if absent {
                 Identifier::from("")
             } else {
-                identify(applied).unwrap_or_else(|| Identifier::from(""))
+                request
+                    .identifier(applied)
+                    .unwrap_or_else(|| Identifier::from(""))
             };
             match items
                 .iter()

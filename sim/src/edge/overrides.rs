@@ -15,7 +15,7 @@ use std::path::Path;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use edgelimit::control::{Assignment, AssignmentKind};
-use edgelimit::{Identifier, Store, TimeSource};
+use edgelimit::{Control, Identifier, TimeSource};
 use edgelimit_admin::cli::{Cli, Command, ListCommand, TierCommand};
 use edgelimit_admin::command::{self, ListKind, Operation};
 use edgelimit_admin::run;
@@ -191,7 +191,7 @@ impl Overrides {
 
     /// Carries out every operation on `store` at `now_ms`, in file order, through the admin
     /// CLI's own `run::execute` (what `edgelimit-admin` does against Redis).
-    pub fn apply(&mut self, store: &dyn Store, now_ms: u64) -> Result<(), SimError> {
+    pub fn apply(&mut self, store: &dyn Control, now_ms: u64) -> Result<(), SimError> {
         for operation in &self.operations {
             let done = super::engine::ready(run::execute(
                 operation,
