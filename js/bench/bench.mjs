@@ -8,8 +8,8 @@
 //   utime+stime from /proc, beside the baseline's), median latency, and what was denied;
 // - the bundle each Worker uploads (`wrangler deploy --dry-run`), raw and gzipped;
 // - the npm tarballs (edgelimit's; @upstash/ratelimit's + @upstash/redis's, from the registry);
-// - cold start: importing the library and making a limiter in a fresh Node process (median of
-//   runs), beside importing nothing.
+// - cold start: the Worker's startup phase as workerd profiles it (`wrangler check startup`), and
+//   importing the library and making a limiter in a fresh Node process (median of runs).
 //
 // The Workers take turns in blocks, so a busy machine slows them alike. Not part of CI.
 // Usage (after scripts/build-js): node js/bench/bench.mjs [--requests N] [--rounds R]
@@ -110,6 +110,28 @@ function bundle(worker) {
   return { raw, gz };
 }
 
+/**
+ * The Worker's startup phase as workerd profiles it (`wrangler check startup`: the profile's span,
+ * evaluating the bundle and its WebAssembly at load), in ms: the median of `runs`.
+ */
+function startup(worker, runs = 5) {
+  const spans = [];
+  for (let i = 0; i < runs; i++) {
+    const dir = mkdtempSync(join(tmpdir(), "edgelimit-bench-startup-"));
+    const outfile = join(dir, "startup.cpuprofile");
+    const run = spawnSync(join(ROOT, "node_modules/.bin/wrangler"), ["check", "startup", "--outfile", outfile], {
+      cwd: join(BENCH, worker),
+      encoding: "utf8",
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false", XDG_CONFIG_HOME: join(dir, "xdg"), CI: "true" },
+    });
+    if (run.status !== 0) throw new Error(`wrangler check startup (${worker}) failed:\n${run.stdout}${run.stderr}`);
+    const profile = JSON.parse(readFileSync(outfile, "utf8"));
+    spans.push((profile.endTime - profile.startTime) / 1000);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return median(spans);
+}
+
 /** Milliseconds to import the library and make a limiter, in a fresh Node process (median). */
 function coldStart(code, runs = 15) {
   const times = [];
@@ -141,6 +163,7 @@ async function main() {
   console.log(`${REQUESTS} requests a block, ${ROUNDS} rounds; the Workers take turns\n`);
 
   const bundles = Object.fromEntries(WORKERS.map((w) => [w, bundle(w)]));
+  const startups = Object.fromEntries(WORKERS.map((w) => [w, startup(w)]));
   const redis = await startRedis();
   const gateway = await startGateway(redis);
   const vars = {
@@ -235,6 +258,8 @@ async function main() {
   );
   console.log("Cold start: import + construct in a fresh Node process (median of 15, ms):");
   console.table({ nothing: { ms: nothing.toFixed(1) }, edgelimit: { ms: edgelimit.toFixed(1) }, upstash: { ms: upstash.toFixed(1) } });
+  console.log("Cold start: the Worker's startup phase under workerd (wrangler check startup, median of 5, ms):");
+  console.table(Object.fromEntries(WORKERS.map((w) => [w, { ms: startups[w].toFixed(1), "minus baseline": (startups[w] - startups.baseline).toFixed(1) }])));
 }
 
 /**

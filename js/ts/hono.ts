@@ -6,14 +6,16 @@
  * ```ts
  * import { Hono } from "hono";
  * import { Ratelimit } from "edgelimit";
- * import { rateLimiter } from "edgelimit/hono";
+ * import { rateLimiter, type RateLimitVariables } from "edgelimit/hono";
  *
- * const app = new Hono<{ Bindings: Env }>();
+ * type AppEnv = { Bindings: Env; Variables: RateLimitVariables };
+ * const app = new Hono<AppEnv>();
  * let rl: Ratelimit | undefined;
- * app.use("/api/*", rateLimiter({
+ * app.use("/api/*", rateLimiter<AppEnv>({
  *   limiter: (c) => (rl ??= Ratelimit.fromEnv(c.env, { limits: [{ name: "per-ip", policy: "gcra 10/1s burst 20" }] })),
  *   identify: (c) => ({ "per-ip": c.req.header("cf-connecting-ip") ?? "unknown" }),
  * }));
+ * app.get("/api/hello", (c) => c.json({ remaining: c.get("ratelimit").remaining }));
  * ```
  *
  * @packageDocumentation

@@ -17,7 +17,7 @@ cargo build --locked -p edgelimit-gateway
 node js/test/install.mjs
 
 echo "-- node --test: the API, the example Worker under wrangler dev, the tarball and its types"
-(cd js && node --test --test-concurrency=2 "test/*.test.mjs")
+(cd js && node --test --test-concurrency=2 --test-reporter=spec "test/*.test.mjs")
 
 echo "-- one quota: the package, the Worker, RespStore and RestStore"
 cargo test --locked -p edgelimit-js --test interop -- --ignored
