@@ -62,8 +62,10 @@ export interface FetchInit {
   headers: Record<string, string>;
   /** The `/pipeline` body (JSON). */
   body: string;
-  /** Aborts the request after `timeout` ms (`AbortSignal.timeout`). */
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  /**
+   * Aborts the request after `timeout` ms (`AbortSignal.timeout`). Typed loosely so that every
+   * runtime's `fetch`, whose `signal` is its own `AbortSignal` type, fits `FetchLike`.
+   */
   signal?: any;
 }
 

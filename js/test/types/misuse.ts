@@ -16,6 +16,8 @@ new Ratelimit({ url: "u", token: "t", limits, timeout: "1s" });
 // @ts-expect-error: an option that does not exist.
 new Ratelimit({ url: "u", token: "t", limits, prefix: "x" });
 
+// The runtime's own fetch fits the `fetch` option.
+new Ratelimit({ url: "u", token: "t", limits, fetch });
 const rl = new Ratelimit({ url: "u", token: "t", limits, fail: undefined } as never);
 async function uses(): Promise<void> {
   // @ts-expect-error: identifiers are strings.
