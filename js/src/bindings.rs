@@ -6,7 +6,6 @@
 //! [`crate::error::Error`] for it to rethrow as an `EdgelimitError`. Each asynchronous method
 //! returns a `Promise` over a shared handle, so calls may overlap.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use std::sync::Arc;
@@ -33,23 +32,15 @@ pub struct Core {
 struct Shared {
     setup: Setup,
     store: FetchStore,
-    // Replaced by `reset`, which so forgets this isolate's cached denials: the next call asks
-    // the store. Never borrowed across an await.
-    limiter: RefCell<Rc<Limiter<FetchStore>>>,
+    limiter: Limiter<FetchStore>,
 }
 
 impl Shared {
-    fn limiter(&self) -> Rc<Limiter<FetchStore>> {
-        self.limiter.borrow().clone()
-    }
-
-    fn fresh_limiter(setup: &Setup, store: &FetchStore) -> Rc<Limiter<FetchStore>> {
-        Rc::new(
-            Limiter::new(store.clone())
-                .with_time_mode(setup.time)
-                .with_denial_cache(setup.denial_cache)
-                .with_denial_cache_ms(setup.denial_cache_ms),
-        )
+    fn limiter(setup: &Setup, store: &FetchStore) -> Limiter<FetchStore> {
+        Limiter::new(store.clone())
+            .with_time_mode(setup.time)
+            .with_denial_cache(setup.denial_cache)
+            .with_denial_cache_ms(setup.denial_cache_ms)
     }
 
     fn time(&self) -> TimeSource {
@@ -94,7 +85,7 @@ impl Core {
     pub fn new(options: &str, fetch: Function) -> Result<Core, JsValue> {
         let setup = Setup::from_json(options).map_err(thrown)?;
         let store = FetchStore::new(&setup, fetch)?;
-        let limiter = RefCell::new(Shared::fresh_limiter(&setup, &store));
+        let limiter = Shared::limiter(&setup, &store);
         Ok(Core {
             shared: Rc::new(Shared {
                 setup,
@@ -111,8 +102,7 @@ impl Core {
         let call = Call::new(&self.shared.setup, identifiers, options).map_err(thrown)?;
         let shared = self.shared.clone();
         Ok(future_to_promise(async move {
-            let limiter = shared.limiter();
-            let checked = limiter.check_all(&call.checks).await;
+            let checked = shared.limiter.check_all(&call.checks).await;
             let outcome = Outcome::new(&shared.setup, &call, &checked);
             Ok(JsValue::from_str(&outcome.to_json()))
         }))
@@ -155,7 +145,7 @@ impl Core {
                 .reset(&limit, &identifier)
                 .await
                 .map_err(|e| thrown(Error::store("reset", &e)))?;
-            *shared.limiter.borrow_mut() = Shared::fresh_limiter(&shared.setup, &shared.store);
+            shared.limiter.forget(&limit, &identifier);
             Ok(JsValue::from_bool(existed))
         }))
     }

@@ -2,18 +2,17 @@
 //! JavaScript's `fetch` — the global one in Cloudflare Workers and Node 22, or one the caller
 //! passes — so the package links no HTTP client of its own. Everything but the call itself is the
 //! library's: the plans and their scripts (`CheckPlan`), the `/pipeline` body, the reply parser
-//! (`decode_pipeline`) and the EVALSHA/EVAL sequence ([`crate::pipeline`]).
+//! (`decode_pipeline`) and the EVALSHA/EVAL sequence (`run_scripts`).
 
 use async_trait::async_trait;
 use edgelimit::script::{control, CheckPlan, Invocation, Reply, Topology};
-use edgelimit::store::decode_pipeline;
+use edgelimit::store::{decode_pipeline, run_scripts};
 use edgelimit::{Check, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::options::Setup;
-use crate::pipeline;
 
 #[wasm_bindgen]
 extern "C" {
@@ -146,7 +145,7 @@ impl FetchStore {
         invocations: &[&Invocation],
         idempotent: bool,
     ) -> Result<Vec<Reply>, StoreError> {
-        pipeline::run(|body, n| self.post(body, n), invocations, idempotent).await
+        run_scripts(|body, n| self.post(body, n), invocations, idempotent).await
     }
 
     async fn run_one(&self, invocation: &Invocation) -> Result<Reply, StoreError> {

@@ -12,7 +12,6 @@
 //! - [`options`]: `new Ratelimit(options)` parsed and validated into a [`Setup`].
 //! - [`request`]: one call's identifiers and options into the checks it decides.
 //! - [`answer`]: the verdicts into what `limit()` resolves to (headers, problem body).
-//! - [`pipeline`]: the EVALSHA/EVAL sequence over the Upstash REST protocol, over any `post`.
 //! - [`error`]: the typed error every bad input throws.
 //! - `fetch_store` (wasm32): the `Store` whose HTTP call is JavaScript's `fetch`.
 //! - `bindings` (wasm32): `Core`, what the wrapper calls.
@@ -30,7 +29,6 @@
 pub mod answer;
 pub mod error;
 pub mod options;
-pub mod pipeline;
 pub mod request;
 
 #[cfg(target_arch = "wasm32")]

@@ -17,13 +17,12 @@ use super::error::StoreError;
 use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::{Control, Store};
 use super::upstash::{
-    decode_pipeline, eval_pipeline_body, evalsha_pipeline_body, plain_pipeline_body,
-    REST_TOKEN_VAR, REST_URL_VAR,
+    decode_pipeline, plain_pipeline_body, post_resent_if, run_scripts, REST_TOKEN_VAR, REST_URL_VAR,
 };
 use crate::control::assignment::{assign_command, read_assignments};
 use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
-use crate::script::{control, is_noscript, CheckPlan, Invocation, Reply, Topology};
+use crate::script::{control, CheckPlan, Invocation, Reply, Topology};
 
 /// A [`Store`] speaking the Upstash REST protocol (Upstash, or `edgelimit-gateway` in front of
 /// any Redis). A `/pipeline` whose answer is lost (the connection dropped, the time ran out) is
@@ -185,53 +184,24 @@ impl RestStore {
 }
 
 impl RestStore {
-    /// [`RestStore::pipeline`], sent once more after a transient failure when `idempotent`
-    /// (the `EVAL` fall back after `NOSCRIPT` as much as the first `EVALSHA` pipeline).
+    /// [`RestStore::pipeline`], sent once more after a transient failure when `idempotent`.
     async fn pipeline_resent_if(
         &self,
         idempotent: bool,
         body: Vec<u8>,
         n: usize,
     ) -> Result<Vec<Reply>, StoreError> {
-        let resend = idempotent.then(|| body.clone());
-        match (self.pipeline(body, n).await, resend) {
-            (Err(e), Some(body)) if e.is_transient() => self.pipeline(body, n).await,
-            (answer, _) => answer,
-        }
+        post_resent_if(&|body, n| self.pipeline(body, n), idempotent, body, n).await
     }
-}
 
-impl RestStore {
-    /// Runs `invocations` in one `/pipeline` by `EVALSHA`, then those answered `NOSCRIPT` by
-    /// `EVAL` in one more; each pipeline sent again after a transient failure when `idempotent`.
-    /// One reply per invocation, in order.
+    /// Runs `invocations` by `EVALSHA`, then `EVAL` for those a fresh Redis lacks
+    /// ([`run_scripts`]). One reply per invocation, in order.
     async fn run(
         &self,
         invocations: &[&Invocation],
         idempotent: bool,
     ) -> Result<Vec<Reply>, StoreError> {
-        if invocations.is_empty() {
-            return Ok(Vec::new());
-        }
-        let body = evalsha_pipeline_body(invocations)?;
-        let mut replies = self
-            .pipeline_resent_if(idempotent, body, invocations.len())
-            .await?;
-        let missing: Vec<usize> = replies
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| matches!(r, Reply::Error(m) if is_noscript(m)).then_some(i))
-            .collect();
-        if !missing.is_empty() {
-            let resend: Vec<&Invocation> = missing.iter().map(|&i| invocations[i]).collect();
-            let resent = self
-                .pipeline_resent_if(idempotent, eval_pipeline_body(&resend)?, resend.len())
-                .await?;
-            for (i, reply) in missing.into_iter().zip(resent) {
-                replies[i] = reply;
-            }
-        }
-        Ok(replies)
+        run_scripts(|body, n| self.pipeline(body, n), invocations, idempotent).await
     }
 
     /// Runs one invocation and returns its reply.
