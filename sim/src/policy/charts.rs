@@ -121,9 +121,6 @@ pub fn boundary_chart(s: &BoundarySeries, algorithm: &str) -> String {
     o
 }
 
-/// Space above the bar charts' first bar: their title and subtitle.
-const TOP: f64 = 36.0;
-
 fn step_path(points: &[Point], x: &dyn Fn(u64) -> f64, y: &dyn Fn(f64) -> f64, end: u64) -> String {
     let mut d = String::new();
     let mut last: Option<f64> = None;
@@ -145,6 +142,9 @@ fn step_path(points: &[Point], x: &dyn Fn(u64) -> f64, y: &dyn Fn(f64) -> f64, e
     }
     d
 }
+
+/// Space above the bar charts' first bar: their title and subtitle.
+const TOP: f64 = 36.0;
 
 /// Horizontal bars: the most admitted in one window as a multiple of the limit, per policy.
 pub fn multiples_chart(policies: &[PolicyResult]) -> String {
