@@ -5,8 +5,8 @@
 use edgelimit::{Policy, State};
 
 use super::metrics::WorstWindow;
-use super::reference::reference;
 use crate::error::SimError;
+use crate::exact::reference::reference;
 
 /// One point of a step function: from `t_ms` on, the value is `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

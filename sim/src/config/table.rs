@@ -1,10 +1,15 @@
-//! The configuration report as terminal text: totals, one row per rule and per limit, the most
-//! limited identifiers, and — when asked — outages, agreement with the Worker's log, what-if.
+//! The configuration report as terminal text (through the report kit): totals, one row per rule
+//! and per limit, the most limited identifiers, and — when asked — outages, agreement with the
+//! Worker's log, what-if.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::model::ConfigReport;
-use crate::report::table::{aligned, trace_header};
+use super::overrides::AppliedOverrides;
+use super::report::ConfigReport;
+use crate::readers::time::format_utc;
+use crate::report::text::{aligned, trace_header};
+use crate::report::words::fit;
 
 /// The report as text.
 pub fn render(report: &ConfigReport) -> String {
@@ -159,13 +164,7 @@ pub fn render(report: &ConfigReport) -> String {
         let spans: Vec<String> = o
             .spans
             .iter()
-            .map(|s| {
-                format!(
-                    "{} → {}",
-                    crate::readers::time::format_utc(s.from_ms),
-                    crate::readers::time::format_utc(s.to_ms)
-                )
-            })
+            .map(|s| format!("{} → {}", format_utc(s.from_ms), format_utc(s.to_ms)))
             .collect();
         let _ = writeln!(
             out,
@@ -255,10 +254,10 @@ pub fn render(report: &ConfigReport) -> String {
 }
 
 /// `overrides FILE: 3 tiers, 1 override, 2 deny entries, 1 allow entry; applied at …`.
-fn overrides_line(o: &super::overrides::AppliedOverrides) -> String {
+fn overrides_line(o: &AppliedOverrides) -> String {
     let at = o
         .applied_at_ms
-        .map(|ms| format!("; applied at {}", crate::readers::time::format_utc(ms)))
+        .map(|ms| format!("; applied at {}", format_utc(ms)))
         .unwrap_or_default();
     let ignored = if o.dynamic_lists || o.deny_entries + o.allow_entries == 0 {
         ""
@@ -273,9 +272,6 @@ fn overrides_line(o: &super::overrides::AppliedOverrides) -> String {
 const SHOWN_CHARS: usize = 40;
 
 /// `id`, or its first characters and `…`.
-fn shortened(id: &str) -> std::borrow::Cow<'_, str> {
-    match id.char_indices().nth(SHOWN_CHARS) {
-        Some((at, _)) => format!("{}…", &id[..at]).into(),
-        None => id.into(),
-    }
+fn shortened(id: &str) -> Cow<'_, str> {
+    fit(id, SHOWN_CHARS, SHOWN_CHARS)
 }

@@ -1,9 +1,12 @@
-//! The report: everything one run measured, serialised as the JSON `--json` writes.
+//! The policy report: everything one policy replay measured, serialised as the JSON `--json`
+//! writes (the schema is documented in docs/sim.md, "The JSON report").
 
 use std::time::Duration;
 
+use super::boundary::BoundarySeries;
+use super::metrics::PolicyResult;
 use crate::readers::ReadStats;
-use crate::replay::{BoundarySeries, PolicyResult};
+use crate::report::json::{self, TOOL, VERSION};
 
 /// One run's results.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -38,8 +41,8 @@ impl Report {
         elapsed: Duration,
     ) -> Report {
         Report {
-            tool: "edgelimit-sim",
-            version: env!("CARGO_PKG_VERSION"),
+            tool: TOOL,
+            version: VERSION,
             trace,
             store,
             store_mismatches,
@@ -51,6 +54,6 @@ impl Report {
 
     /// The JSON text.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("a report always serialises")
+        json::to_json(self)
     }
 }

@@ -3,20 +3,20 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
+use edgelimit_worker::config_file;
+
 use super::engine::{EdgeReplay, PREPARE_AHEAD};
-use super::model::{ConfigReport, Settlements};
 use super::outage::{Outage, Outages};
 use super::overrides::Overrides;
+use super::report::{ConfigReport, Settlements};
 use super::whatif::{Answered, WhatIfTally};
 use crate::error::SimError;
 use crate::input::Source;
+use crate::progress::Progress;
 use crate::readers::{Format, ReadOptions, Request, RequestOptions, TraceReader};
-use crate::run::progress_bar;
-use edgelimit_worker::config_file;
+use crate::report::json::{TOOL, VERSION};
 
 /// What to replay and how.
 #[derive(Debug, Clone)]
@@ -69,13 +69,12 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         }
         _ => None,
     };
-    let counter = Arc::new(AtomicU64::new(0));
-    let bar = progress_bar(options.progress, options.source.size());
+    let mut progress = Progress::new(options.progress, &options.source);
     let mut reader = TraceReader::open_requests(
         &options.source,
         options.read.clone(),
         options.request.clone(),
-        counter.clone(),
+        progress.counter(),
     )?;
     let mut candidate = EdgeReplay::with_overrides(
         config,
@@ -109,7 +108,6 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
     };
     let mut answered = Answered::default();
     let mut before = Answered::default();
-    let mut n = 0u64;
     // Requests read and prepared, not yet stepped: each is prepared `PREPARE_AHEAD` requests
     // before its step.
     let mut ahead: VecDeque<Request> = VecDeque::with_capacity(PREPARE_AHEAD + 1);
@@ -133,20 +131,17 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
             tally.add(&before, &answered);
         }
         reader.recycle(request);
-        n += 1;
-        if n.is_multiple_of(1 << 14) {
-            bar.set_position(counter.load(Ordering::Relaxed));
-        }
+        progress.tick();
     }
-    bar.finish_and_clear();
+    progress.finish();
     let totals = candidate.totals();
     let against_log = candidate
         .log_check()
         .filter(|_| reader.stats().format == Some(Format::Edgelimit))
         .map(|c| c.finish());
     Ok(ConfigReport {
-        tool: "edgelimit-sim",
-        version: env!("CARGO_PKG_VERSION"),
+        tool: TOOL,
+        version: VERSION,
         config: options.config.display().to_string(),
         trace: reader.stats(),
         elapsed_ms: started.elapsed().as_millis() as u64,

@@ -1,6 +1,6 @@
 //! The ground truth each limit of a configuration is held against, as `--policy` mode holds a
-//! policy (see `replay::metrics`): per identifier, the exact sliding log of the limit's reference
-//! (`replay::reference`), replayed alongside as its own limiter on every request the limit
+//! policy (see `policy::metrics`): per identifier, the exact sliding log of the limit's reference
+//! (`exact::reference`), replayed alongside as its own limiter on every request the limit
 //! applied to, and the cost that really got through in any span of that log's window.
 //!
 //! - **false allow**: the limit admitted a request (alone, whatever the other limits said) that
@@ -10,7 +10,7 @@
 //!   reference window — forwarded requests for an enforced limit (fail-open admissions
 //!   included), would-be admissions for a shadow one.
 //!
-//! A concurrency limit is held against the exact in-flight count instead (`replay::inflight`:
+//! A concurrency limit is held against the exact in-flight count instead (`exact::inflight`:
 //! each request in flight for its duration, no timeout); its "max admitted in window" is the
 //! peak in flight, and `in_flight` lists the identifiers with the highest peaks.
 
@@ -22,10 +22,10 @@ use super::identifiers::Identifiers;
 use super::names::display_identifier;
 use super::prefetch::prefetch_bytes;
 use crate::error::SimError;
+use crate::exact::inflight::InFlight;
+use crate::exact::pct;
+use crate::exact::reference::reference;
 use crate::readers::time::format_utc;
-use crate::replay::inflight::InFlight;
-use crate::replay::pct;
-use crate::replay::reference::reference;
 
 /// The admission decisions of an exact sliding log of the reference policy: the library's
 /// `sliding_log` semantics (a request of cost `c` at `t` is admitted iff the cost admitted in

@@ -22,6 +22,7 @@ use edgelimit_admin::run;
 use edgelimit_worker::lists;
 use edgelimit_worker::Config;
 
+use super::ready::ready;
 use crate::error::SimError;
 
 /// The global flags of `edgelimit-admin` that choose a store or a configuration: meaningless in a
@@ -193,7 +194,7 @@ impl Overrides {
     /// CLI's own `run::execute` (what `edgelimit-admin` does against Redis).
     pub fn apply(&mut self, store: &dyn Control, now_ms: u64) -> Result<(), SimError> {
         for operation in &self.operations {
-            let done = super::engine::ready(run::execute(
+            let done = ready(run::execute(
                 operation,
                 store,
                 TimeSource::At(now_ms),

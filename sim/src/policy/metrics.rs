@@ -16,6 +16,7 @@
 use edgelimit::Policy;
 
 use crate::event::Interner;
+use crate::exact::pct;
 use crate::readers::time::format_utc;
 /// Running tallies of one policy.
 #[derive(Debug)]
@@ -154,7 +155,7 @@ pub struct PolicyResult {
     pub window_ms: u64,
     /// The burst (capacity) for the buckets; the limit for the windows.
     pub burst: u64,
-    /// The exact sliding log it is compared with (see `replay::reference`).
+    /// The exact sliding log it is compared with (see `exact::reference`).
     pub reference: String,
     /// Requests replayed.
     pub requests: u64,
@@ -190,7 +191,7 @@ pub struct PolicyResult {
     pub state_bytes: u64,
     /// The most bytes one key's state took at any time.
     pub state_bytes_per_key_max: u64,
-    /// For a concurrency policy: its flights (see `replay::inflight`). For it the window fields
+    /// For a concurrency policy: its flights (see `exact::inflight`). For it the window fields
     /// above read as: `max_admitted_in_window` the peak in flight, `reference` the exact
     /// in-flight count, the rate error |really in flight − leases the policy counted|.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -224,15 +225,6 @@ pub struct PeakInFlight {
     pub at_ms: u64,
     /// `at_ms` as UTC text.
     pub at_utc: String,
-}
-
-/// `n` over `d` in percent; 0 when nothing was decided.
-pub(crate) fn pct(n: u64, d: u64) -> f64 {
-    if d == 0 {
-        0.0
-    } else {
-        n as f64 * 100.0 / d as f64
-    }
 }
 
 /// Builds the result from a finished tally.

@@ -1,21 +1,22 @@
-//! One replay from start to finish: read (with progress), replay, then — for the charts — a
-//! second pass collecting the worst clients' requests. Used by `sim`, `sim replay` and the tests.
+//! One policy replay from start to finish: read (with progress), replay, then — for the charts —
+//! a second pass collecting the worst clients' requests. Used by `sim`, `sim replay` and the
+//! tests.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
 use edgelimit::Policy;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::boundary::{boundary_series, BoundarySeries};
+use super::engine::Replay;
+use super::report::Report;
+use super::store::StoreChoice;
 use crate::error::SimError;
 use crate::input::Source;
+use crate::progress::Progress;
 use crate::readers::{ReadOptions, TraceReader};
-use crate::replay::{boundary_series, Replay};
-use crate::report::Report;
-use crate::store::StoreChoice;
 
 /// Events handed to the engine at a time.
 const CHUNK: usize = 1024;
@@ -40,9 +41,8 @@ pub struct RunOptions {
 /// Replays a trace and measures everything the reports show.
 pub fn run(options: &RunOptions) -> Result<Report, SimError> {
     let started = Instant::now();
-    let counter = Arc::new(AtomicU64::new(0));
-    let bar = progress_bar(options.progress, options.source.size());
-    let mut reader = TraceReader::open(&options.source, options.read.clone(), counter.clone())?;
+    let mut progress = Progress::new(options.progress, &options.source);
+    let mut reader = TraceReader::open(&options.source, options.read.clone(), progress.counter())?;
     let mut replay = Replay::new(&options.policies)?;
     if replay.has_concurrency() && options.store.is_external() {
         return Err(SimError::Usage(format!(
@@ -53,7 +53,6 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
         )));
     }
     let mut store = options.store.connect(&options.policies)?;
-    let mut n = 0u64;
     // Events go to the engine in runs so it can read ahead (see `Replay::step_all`).
     let mut chunk = Vec::with_capacity(CHUNK);
     for ev in reader.by_ref() {
@@ -68,16 +67,13 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
             }
             Some(store) => store.push(ev, &mut replay)?,
         }
-        n += 1;
-        if n.is_multiple_of(1 << 16) {
-            bar.set_position(counter.load(Ordering::Relaxed));
-        }
+        progress.tick();
     }
     replay.step_all(&chunk);
     if let Some(store) = store.as_mut() {
         store.flush(&mut replay)?;
     }
-    bar.finish_and_clear();
+    progress.finish();
     let stats = reader.stats();
     let interner = reader.into_interner();
     let policies = replay.finish(&interner);
@@ -95,28 +91,8 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
     Ok(report)
 }
 
-pub(crate) fn progress_bar(enabled: bool, len: Option<u64>) -> ProgressBar {
-    if !enabled || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = match len {
-        Some(len) => ProgressBar::new(len).with_style(
-            ProgressStyle::with_template(
-                "{spinner} replaying {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        ),
-        None => ProgressBar::new_spinner(),
-    };
-    bar.set_draw_target(ProgressDrawTarget::stderr());
-    bar
-}
-
 /// The second pass: every request of each policy's worst client, then the chart data.
-fn boundaries(
-    options: &RunOptions,
-    report: &Report,
-) -> Result<Vec<crate::replay::BoundarySeries>, SimError> {
+fn boundaries(options: &RunOptions, report: &Report) -> Result<Vec<BoundarySeries>, SimError> {
     let mut wanted: HashMap<u32, Vec<(u64, i64)>> = report
         .policies
         .iter()

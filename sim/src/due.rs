@@ -1,6 +1,6 @@
 //! Things due at a time, taken in time order, and two due at one millisecond in the order they
 //! were added: the requests that land after their durations, whose leases are released and whose
-//! costs are settled then (`inflight` for `--policy`, `edge::engine` for `--config`).
+//! costs are settled then (`exact::inflight` for `--policy`, `config::engine` for `--config`).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;

@@ -6,12 +6,12 @@
 use edgelimit::{Algorithm, Decision, Policy};
 
 use super::clients::{Client, Clients};
-use super::inflight::InFlight;
 use super::layout::{Layout, REQUESTS_WORD};
 use super::metrics::{finish, InFlightResult, Mistake, PeakInFlight, PolicyResult, Tally};
 use super::states::{self, Verdict};
 use crate::error::SimError;
 use crate::event::{Event, Interner};
+use crate::exact::inflight::InFlight;
 use crate::readers::time::format_utc;
 
 /// Events per batch of [`Replay::step_all`]'s read-ahead.

@@ -9,6 +9,7 @@ use super::series::Series;
 use super::truth::Boundary;
 use super::whatif::WhatIf;
 use crate::readers::ReadStats;
+use crate::report::json;
 
 /// One identifier and how often it was denied.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -183,6 +184,6 @@ pub struct ConfigReport {
 impl ConfigReport {
     /// The JSON text.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("a report always serialises")
+        json::to_json(self)
     }
 }

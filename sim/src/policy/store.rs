@@ -15,9 +15,9 @@ use edgelimit::store::{RespStore, REST_TOKEN_VAR};
 use edgelimit::RestStore;
 use edgelimit::{Check, Limit, Policy, Store, TimeSource};
 
+use super::engine::Replay;
 use crate::error::SimError;
 use crate::event::Event;
-use crate::replay::Replay;
 
 /// The store named by `--store`.
 #[derive(Clone, PartialEq, Eq, Default)]

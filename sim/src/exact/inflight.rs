@@ -5,7 +5,7 @@
 //! duration is taken to hold its lease until the limit's timeout (the only end known). When it
 //! lands, the limit's lease is released through the library's own `concurrency::release` (the
 //! `--policy` replay, which steps the limit itself) or the Worker's settlement through the store
-//! (the `--config` replay, `edge::engine`). Landings are applied in time order before any arrival
+//! (the `--config` replay, `config::engine`). Landings are applied in time order before any arrival
 //! at the same or a later millisecond: a request arriving at the very millisecond another lands
 //! finds its lease released, as the library's own timeout does.
 //!
@@ -26,7 +26,7 @@ use std::mem::size_of;
 use edgelimit::algorithm::{concurrency, ConcurrencyState};
 use edgelimit::{Decision, Policy};
 
-use super::due::Due;
+use crate::due::Due;
 
 /// One identifier's flights under one concurrency limit.
 #[derive(Debug, Clone, Default)]

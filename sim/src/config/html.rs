@@ -1,61 +1,65 @@
-//! The configuration report as one self-contained HTML page: totals, and per rule a chart of its
-//! requests over time (admitted and denied) beside the table of its limits; then what-if,
-//! outages and the comparison with the Worker's log when there are any.
+//! The configuration report as one self-contained HTML page (through the report kit): totals, and
+//! per rule a chart of its requests over time (admitted and denied) beside the table of its
+//! limits; then what-if, outages and the comparison with the Worker's log when there are any.
 
 use std::fmt::Write;
 
-use super::model::{ConfigReport, RuleReport};
+use super::report::{ConfigReport, RuleReport};
 use super::series::Series;
 use crate::readers::time::format_utc;
-use crate::report::html::STYLE;
-use crate::report::svg::{escape, ticks};
+use crate::report::html::{self, escape};
+use crate::report::svg::{self, ticks, Frame, ADMITTED, DENIED};
+use crate::report::words::{format_text, window_text};
 
-const W: f64 = 560.0;
-const H: f64 = 230.0;
-const L: f64 = 48.0;
-const R: f64 = 12.0;
-const T: f64 = 36.0;
-const B: f64 = 40.0;
+/// The size and margins of a rule's chart.
+const FRAME: Frame = Frame {
+    w: 560.0,
+    h: 230.0,
+    left: 48.0,
+    right: 12.0,
+    top: 36.0,
+    bottom: 40.0,
+    ymax: 1.0,
+};
 
 /// Admitted (green) and denied (red) requests of one rule per bucket, stacked.
 fn rule_chart(rule: &RuleReport, series: &Series, counts: &[[u64; 2]]) -> String {
     let peak = counts.iter().map(|c| c[0] + c[1]).max().unwrap_or(0);
     let yt = ticks(peak as f64 * 1.1);
-    let ymax = *yt.last().unwrap_or(&1.0);
+    let f = Frame {
+        ymax: *yt.last().unwrap_or(&1.0),
+        ..FRAME
+    };
     let n = counts.len().max(1) as f64;
-    let bar = (W - L - R) / n;
-    let y = |c: f64| T + (1.0 - c / ymax) * (H - T - B);
+    let bar = f.plot_width() / n;
+    let y = |c: f64| f.y(c);
     let mut o = String::new();
-    let _ = write!(
-        o,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="system-ui,sans-serif" font-size="11"><text x="{L}" y="14" font-size="13" font-weight="600">{}{}</text><text x="{L}" y="28" fill="#555">requests per {} · <tspan fill="#2ca02c">■ {}</tspan> <tspan fill="#d62728">■ {}</tspan></text>"##,
-        escape(&rule.name),
-        if rule.shadow { " (shadow)" } else { "" },
-        crate::report::window_text(series.bucket_ms.max(1)),
-        if rule.shadow {
-            "would admit"
-        } else {
-            "admitted"
-        },
-        if rule.shadow { "would deny" } else { "denied" },
+    f.open(
+        &mut o,
+        &format!(
+            "{}{}",
+            escape(&rule.name),
+            if rule.shadow { " (shadow)" } else { "" }
+        ),
+        &format!(
+            r#"requests per {} · <tspan fill="{ADMITTED}">■ {}</tspan> <tspan fill="{DENIED}">■ {}</tspan>"#,
+            window_text(series.bucket_ms.max(1)),
+            if rule.shadow {
+                "would admit"
+            } else {
+                "admitted"
+            },
+            if rule.shadow { "would deny" } else { "denied" },
+        ),
     );
-    for v in &yt {
-        let yy = y(*v);
-        let _ = write!(
-            o,
-            r##"<line x1="{L}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end" fill="#666">{v}</text>"##,
-            W - R,
-            L - 4.0,
-            yy + 3.5
-        );
-    }
+    f.y_grid(&mut o, &yt);
     for (i, c) in counts.iter().enumerate() {
-        let x = L + i as f64 * bar;
+        let x = f.left + i as f64 * bar;
         let (ok, denied) = (c[0] as f64, c[1] as f64);
         let w = (bar - 0.5).max(0.5);
         let _ = write!(
             o,
-            r##"<rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="#2ca02c"/><rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="#d62728"/>"##,
+            r#"<rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{ADMITTED}"/><rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{DENIED}"/>"#,
             y(ok),
             y(0.0) - y(ok),
             y(ok + denied),
@@ -69,17 +73,34 @@ fn rule_chart(rule: &RuleReport, series: &Series, counts: &[[u64; 2]]) -> String
         let _ = write!(
             o,
             r##"<text x="{:.1}" y="{}" text-anchor="{anchor}" fill="#666">{}</text>"##,
-            L + (W - L - R) * i as f64 / 2.0,
-            H - 14.0,
+            f.left + f.plot_width() * i as f64 / 2.0,
+            f.h - 14.0,
             &format_utc(t)[..19]
         );
     }
-    o.push_str("</svg>");
+    svg::close(&mut o);
     o
 }
 
 fn limits_table(rule: &RuleReport) -> String {
-    let mut o = String::from("<table><tr><th>limit</th><th>policy</th><th>identifier</th><th>decided</th><th>denied</th><th>429s</th><th>missing</th><th>max in window</th><th>× limit</th><th>false allows</th><th>false denies</th><th>most limited</th></tr>");
+    let mut o = String::new();
+    html::table_start(
+        &mut o,
+        &[
+            "limit",
+            "policy",
+            "identifier",
+            "decided",
+            "denied",
+            "429s",
+            "missing",
+            "max in window",
+            "× limit",
+            "false allows",
+            "false denies",
+            "most limited",
+        ],
+    );
     for l in &rule.limits {
         let b = &l.boundary;
         let top: Vec<String> = l
@@ -131,16 +152,16 @@ fn limits_table(rule: &RuleReport) -> String {
 pub fn render(report: &ConfigReport) -> String {
     let t = &report.trace;
     let mut o = String::new();
-    let _ = write!(
-        o,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>edgelimit sim: what the configuration did</title><style>{STYLE}</style></head><body><h1>What {} would have done</h1>",
-        escape(&report.config)
+    html::open(
+        &mut o,
+        "edgelimit sim: what the configuration did",
+        &format!("What {} would have done", escape(&report.config)),
     );
     let _ = write!(
         o,
         "<p class=\"meta\">Trace <b>{}</b> ({}): {} requests, {} lines, {} bad. Replayed through the Worker's own rules, identifiers and answers, one isolate, in {} ms.</p>",
         escape(&t.name),
-        t.format.map_or("-".into(), |f| f.to_string()),
+        format_text(t),
         report.requests,
         t.lines,
         t.bad_lines,
@@ -195,10 +216,20 @@ pub fn render(report: &ConfigReport) -> String {
     if let Some(w) = &report.whatif {
         let _ = write!(
             o,
-            "<h2>What changes from {}</h2><p class=\"meta\">{} requests forwarded before are refused now; {} refused before are forwarded now.</p><table><tr><th>rule</th><th>matched</th><th>200 → refused</th><th>refused → 200</th><th>most affected</th></tr>",
+            "<h2>What changes from {}</h2><p class=\"meta\">{} requests forwarded before are refused now; {} refused before are forwarded now.</p>",
             escape(&w.baseline),
             w.newly_denied,
             w.newly_admitted
+        );
+        html::table_start(
+            &mut o,
+            &[
+                "rule",
+                "matched",
+                "200 → refused",
+                "refused → 200",
+                "most affected",
+            ],
         );
         for r in &w.rules {
             let affected: Vec<String> = r
@@ -243,10 +274,6 @@ pub fn render(report: &ConfigReport) -> String {
         }
         o.push_str("</ul>");
     }
-    let _ = write!(
-        o,
-        "<p class=\"note\">Generated by edgelimit-sim {}.</p></body></html>",
-        report.version
-    );
+    html::close(&mut o, report.version, "");
     o
 }

@@ -6,8 +6,8 @@ use edgelimit::algorithm::Words;
 use edgelimit::algorithm::{FixedWindowState, GcraState, SlidingCounterState, TokenBucketState};
 use edgelimit::{Algorithm, Policy};
 
-use super::reference::reference;
 use crate::error::SimError;
+use crate::exact::reference::reference;
 
 /// The word of a client's request count in its record.
 pub(super) const REQUESTS_WORD: usize = 0;
@@ -107,7 +107,7 @@ impl Layout {
                     // `Replay` hands concurrency policies to `inflight`, never here.
                     return Err(SimError::Usage(format!(
                         "`{policy}` is a concurrency limit: it has no place in a client's \
-                         record of rate states (replay::inflight replays it)"
+                         record of rate states (exact::inflight replays it)"
                     )));
                 }
             };

@@ -3,7 +3,7 @@
 //! its own logs must reproduce them exactly (docs/design.md §7); under another configuration the
 //! differences are what the change does.
 
-use super::model::AgainstLog;
+use super::report::AgainstLog;
 use edgelimit_worker::{LimitLine, LogLine};
 
 /// Differences kept verbatim in the report.
