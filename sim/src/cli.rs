@@ -278,13 +278,24 @@ fn replay(
         .iter()
         .map(|s| s.parse::<Policy>())
         .collect::<Result<Vec<_>, _>>()?;
+    let boundaries = out.html.is_some();
+    // The charts take a second pass over the trace: standard input is kept in a temporary file
+    // for it (removed when the report is made), since it can be read only once.
+    let spooled = match &source {
+        Source::File(path) if boundaries && path.as_os_str() == "-" => Some(spool_stdin()?),
+        _ => None,
+    };
+    let source = match &spooled {
+        Some(file) => Source::Spooled(file.path().to_path_buf()),
+        None => source,
+    };
     let report = run(&RunOptions {
         source,
         read,
         policies,
         store,
         progress: !out.quiet,
-        boundaries: out.html.is_some(),
+        boundaries,
     })?;
     emit(
         out,
@@ -292,6 +303,14 @@ fn replay(
         || policy::html::render(&report),
         || policy::table::render(&report),
     )
+}
+
+/// Standard input, copied whole into a temporary file (deleted when dropped).
+fn spool_stdin() -> Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::NamedTempFile::new().context("making a temporary file for stdin")?;
+    std::io::copy(&mut std::io::stdin().lock(), &mut file)
+        .context("keeping standard input for the charts' second pass")?;
+    Ok(file)
 }
 
 /// Writes a report where `out` asks — JSON and HTML files, the text on standard output unless
