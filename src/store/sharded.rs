@@ -59,6 +59,9 @@ impl<S: Store> Shard<S> {
 #[derive(Debug)]
 pub struct ShardedStore<S = Box<dyn Store>> {
     shards: Vec<Shard<S>>,
+    /// Whether the owner is chosen by the identifier alone (every limit of an identifier on one
+    /// shard) rather than by (limit name, identifier).
+    by_identifier: bool,
 }
 
 /// The rendezvous score of `shard` for (limit name, identifier): FNV-1a over the three, with
@@ -94,7 +97,19 @@ impl<S: Store> ShardedStore<S> {
                 )));
             }
         }
-        Ok(ShardedStore { shards })
+        Ok(ShardedStore {
+            shards,
+            by_identifier: false,
+        })
+    }
+
+    /// The same store choosing each owner by the identifier alone, so that the limits of one
+    /// identifier (a user's per-second and per-day limits) live on one shard and a check of them
+    /// stays whole there: what a store of many small shards wants (the Worker's Durable Objects).
+    /// Keys move between shards when this changes.
+    pub fn by_identifier(mut self) -> ShardedStore<S> {
+        self.by_identifier = true;
+        self
     }
 
     /// The shards, in the order given.
@@ -104,6 +119,7 @@ impl<S: Store> ShardedStore<S> {
 
     /// The index of the shard that owns (limit name, identifier).
     pub fn shard_of(&self, limit_name: &str, identifier: &[u8]) -> usize {
+        let limit_name = if self.by_identifier { "" } else { limit_name };
         let mut best = (0, 0);
         for (i, shard) in self.shards.iter().enumerate() {
             let score = rendezvous_score(&shard.name, limit_name, identifier);

@@ -19,6 +19,7 @@
 //! - [`plan`]: request → checks ([`Plan`]).
 //! - [`ruling`]: verdicts → the answer ([`Outcome`]) → header fields and problem body.
 //! - [`settlement`]: what a request settles once its response is known.
+//! - [`durable`]: state in Durable Objects — the wire to them, the object, the store over them.
 //! - [`log_line`]: the decision log line, written by the Worker and read by `sim`.
 //! - `edge` (wasm32 only): the fetch handler — converts the JS request and response, does the
 //!   I/O, and calls the pipeline.
@@ -30,6 +31,7 @@
 pub mod config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod config_file;
+pub mod durable;
 pub mod identify;
 pub mod lists;
 pub mod log_line;
