@@ -1,4 +1,4 @@
-//! What tiers and overrides cost (docs/design.md §2, "Policy changes"; issue 12): the same
+//! What tiers and overrides cost (docs/design.md §2, "Policy changes"): the same
 //! decisions with and without the `ctl` option, in the same run against the same `redis-server` —
 //! Redis's own script time per decision (`INFO commandstats`, so neither the client nor the network
 //! is counted) and decisions per second at 8 clients. Rows per limit: the plain script
@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use edgelimit::script::{CheckPlan, Script, Topology};
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{Assignment, Check, Identifier, Limit, Policy, Store, TimeSource};
+use edgelimit::Control;
+use edgelimit::{Assignment, Check, Identifier, Limit, Policy, TimeSource};
 use redis::aio::MultiplexedConnection;
 
 mod support;
@@ -25,7 +26,7 @@ const T: u64 = 1_700_000_000_000;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
-    /// No `ctl` option: the script as before issue 12.
+    /// No `ctl` option: the script without live control.
     Plain,
     /// `ctl`, the identifier holding nothing (a `GET` of a missing key).
     Unassigned,

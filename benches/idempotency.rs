@@ -1,4 +1,4 @@
-//! What idempotent checks cost (docs/design.md §3, issue 13): the same decisions through
+//! What idempotent checks cost (docs/design.md §3, "Idempotent checks"): the same decisions through
 //! `RespStore` with and without a request id, in the same run against the same `redis-server` —
 //! Redis's own script time per decision (`INFO commandstats`, so neither the client nor the
 //! network is counted), decisions per second at 8 clients, and the Redis memory each remembered

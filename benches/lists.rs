@@ -1,4 +1,4 @@
-//! What deny and allow lists cost (docs/design.md §"Deny and allow lists", issue 12): the same
+//! What deny and allow lists cost (docs/design.md §"Deny and allow lists"): the same
 //! decisions through `RespStore` plain and behind a gate of two lists (deny and allow, 1,000
 //! entries each) probed with an IPv4 address — 33 candidates, one `ZMSCORE` per list — in the
 //! same run against the same `redis-server`: Redis's own script time per decision (`INFO
@@ -13,7 +13,8 @@
 use std::sync::Arc;
 
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
-use edgelimit::{Check, CheckItem, Limit, Policy, RespStore, Store};
+use edgelimit::Control;
+use edgelimit::{Check, CheckItem, Limit, Policy, RespStore};
 
 mod support;
 

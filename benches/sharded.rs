@@ -42,7 +42,7 @@ fn cpu_us(run: &Run) -> f64 {
     run.cpu_us.unwrap_or(f64::NAN)
 }
 
-async fn split_latency(store: &ShardedStore, a: &Limit, b: &Limit, split: bool) -> f64 {
+async fn split_latency(store: &ShardedStore<RespStore>, a: &Limit, b: &Limit, split: bool) -> f64 {
     // Find identifiers whose two limits land on different shards (or on the same one).
     let mut latencies = Vec::new();
     let mut found = 0;

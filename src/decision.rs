@@ -54,6 +54,16 @@ impl Reason {
             Reason::Allowlisted => "allowlisted",
         }
     }
+
+    /// The name a client is told (a problem body's `reason`): what happened to its request, not
+    /// how the limiter found out. A denial from the in-process cache or the fallback policy is
+    /// `over_limit`, as the store's own would be; logs and metrics keep [`Reason::as_str`].
+    pub const fn public_name(self) -> &'static str {
+        match self {
+            Reason::CachedDenial | Reason::Fallback => Reason::OverLimit.as_str(),
+            other => other.as_str(),
+        }
+    }
 }
 
 impl std::fmt::Display for Reason {

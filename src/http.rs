@@ -260,7 +260,7 @@ impl<'r, 'a> Answer<'r, 'a> {
         problem.policy = Some(name.to_string());
         problem.violated_policies = denied().map(|r| r.name.to_string()).collect();
         problem.retry_after = self.retry_after;
-        problem.reason = Some(binding.decision.reason.as_str());
+        problem.reason = Some(binding.decision.reason.public_name());
         Some(problem)
     }
 }
@@ -293,8 +293,8 @@ pub struct Problem {
     /// Seconds to wait, as in `Retry-After`; absent when no wait helps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
-    /// Why, in the library's words (`over_limit`, `cached_denial`, `failed_closed`, … — a
-    /// [`Reason`]'s name — or `denied` for a deny list).
+    /// Why, as a client is told it (`over_limit`, `cost_exceeds_capacity`, `failed_closed` — a
+    /// [`Reason`]'s [`Reason::public_name`] — or `denied` for a deny list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// The deny list that refused the request (`deny`, `deny:<rule>`).

@@ -62,9 +62,11 @@ pub use decision::{Decision, Reason, RETRY_NEVER};
 pub use limiter::{Checked, Limiter, TimeMode};
 pub use net::{AddressGrouping, ClientAddress, IpPrefix, ProxyHeader, TrustedProxies};
 pub use policy::{Algorithm, Policy, PolicyError};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(feature = "resp", not(target_arch = "wasm32")))]
 pub use store::RespStore;
+#[cfg(feature = "rest")]
+pub use store::RestStore;
 pub use store::{
-    Check, CheckItem, Coalescing, FailMode, Identifier, Limit, MemoryStore, Reservation, RestStore,
+    Check, CheckItem, Coalescing, Control, FailMode, Identifier, Limit, MemoryStore, Reservation,
     Store, StoreError, TimeSource, Verdict,
 };

@@ -276,6 +276,24 @@ impl<S: Store> Limiter<S> {
         }
     }
 
+    /// Forgets what this process remembers of `identifier` on `limit` — a cached denial, the
+    /// tier or override its fallback would decide at — so the next check asks the store: after
+    /// a reset or an assignment written through this process (other processes learn of it within
+    /// [`DEFAULT_DENIAL_CACHE_MS`], as documented).
+    pub fn forget(&self, limit: &Limit, identifier: &Identifier) {
+        let key = (limit.name.clone(), identifier.clone());
+        if let Some(denials) = &self.denials {
+            denials
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        }
+        self.assigned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+    }
+
     /// Decides `check` as [`Limiter::check`] and, when it is admitted, returns the
     /// [`Reservation`] it made, named `id`, for [`Limiter::commit`] after the response.
     pub async fn reserve(

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use crate::decision::{Decision, Reason};
 use crate::store::{Check, Verdict};
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(feature = "prometheus", not(target_arch = "wasm32")))]
 mod collector;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(feature = "prometheus", not(target_arch = "wasm32")))]
 pub use collector::LimiterCollector;
 
 /// Upper bounds (ms) of the store-latency histogram's buckets; the last bucket is unbounded.

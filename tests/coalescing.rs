@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use edgelimit::Control;
 use edgelimit::{
     Check, Coalescing, Limit, MemoryStore, Policy, RestStore, Store, StoreError, TimeSource,
     Verdict,

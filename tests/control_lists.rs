@@ -13,6 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use common::rng::Rng;
 use edgelimit::control::list::{Gate, ListEntry, ListProbe, Listed};
 use edgelimit::store::Store;
+use edgelimit::Control;
 use edgelimit::{
     Check, CheckItem, Limit, MemoryStore, Policy, Reason, RespStore, RestStore, TimeSource,
 };
@@ -214,7 +215,7 @@ struct Report {
 
 /// Runs `sequences` random sequences through a fresh `MemoryStore` and through `make(namespace)`,
 /// comparing every answer; returns the counts.
-async fn differential<S: Store, F: Fn(String) -> S>(
+async fn differential<S: Control, F: Fn(String) -> S>(
     make: F,
     seed: u64,
     sequences: u64,

@@ -11,6 +11,7 @@ use common::rng::Rng;
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::control::AssignmentKind;
 use edgelimit::store::{Shard, ShardedStore, Store};
+use edgelimit::Control;
 use edgelimit::{
     Algorithm, Assignment, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
     RespStore, RestStore, TimeSource, Verdict,
@@ -55,7 +56,7 @@ async fn charge<S: Store>(store: &S, limit: &Limit, id: &str, cost: i64, at: u64
 }
 
 /// The body every store runs; numbers spelled out.
-async fn peek_reset_and_lists_conform<S: Store>(store: &S) {
+async fn peek_reset_and_lists_conform<S: Control>(store: &S) {
     for algorithm in Algorithm::EVERY {
         let l = limit(&format!("pr-{}", algorithm.as_str()), spec(algorithm));
         let id = Identifier::from("client");
@@ -156,7 +157,7 @@ async fn peek_reset_and_lists_conform<S: Store>(store: &S) {
 /// A peek looks under the identifier's effective policy (docs/design.md §2, "Policy changes"):
 /// its tier, an unlapsed override on top, the default once both are gone — and agrees with a
 /// zero-cost check, which reads the assignment the same way.
-async fn peek_under_the_effective_policy<S: Store>(store: &S) {
+async fn peek_under_the_effective_policy<S: Control>(store: &S) {
     let l = limit("pr-tiers", "gcra 3/1s")
         .with_tiers(vec![
             ("free", "gcra 1/1s".parse().unwrap()),
@@ -232,7 +233,7 @@ async fn peek_under_the_effective_policy<S: Store>(store: &S) {
 /// are read in the deciding script (memory, one node, REST). Not on a Cluster: there the lists
 /// are read first and settle their items without reading the control key, so a listed decision
 /// reports the limit's own capacity (docs/design.md §"Peek and reset").
-async fn listed_decisions_report_the_effective_capacity<S: Store>(store: &S) {
+async fn listed_decisions_report_the_effective_capacity<S: Control>(store: &S) {
     let l = limit("pr-listed", "gcra 3/1s")
         .with_tiers(vec![("pro", "gcra 10/1s burst 10".parse().unwrap())])
         .unwrap();

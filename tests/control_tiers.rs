@@ -17,6 +17,7 @@ use common::differential::{generate_controlled, run, Kind};
 use edgelimit::control::AssignmentKind;
 use edgelimit::script::Topology;
 use edgelimit::store::{Shard, ShardedStore};
+use edgelimit::Control;
 use edgelimit::{
     Algorithm, Assignment, Check, Identifier, Limit, MemoryStore, Policy, RespStore, RestStore,
     Store, TimeSource,
@@ -93,7 +94,7 @@ async fn assignment_changes_mid_stream_decide_alike_in_rust_and_lua_on_a_cluster
 }
 
 /// What every store must do with assignments; `ns` keeps runs on one server apart.
-async fn control_conformance<S: Store>(store: &S, label: &str) {
+async fn control_conformance<S: Control>(store: &S, label: &str) {
     let t = 1_700_000_000_000u64;
     let limit = Limit::new(format!("{label}-api"), policy("gcra 10/1s burst 10"))
         .with_tiers(vec![

@@ -9,6 +9,7 @@ use edgelimit::algorithm::State;
 use edgelimit::control::Assignment;
 use edgelimit::limiter::ASSIGNED_POLICY_MS;
 use edgelimit::metrics::MetricsSnapshot;
+use edgelimit::Control;
 use edgelimit::{
     Check, CheckItem, Checked, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason,
     Store, StoreError, TimeSource, Verdict,
@@ -546,6 +547,33 @@ fn limits_skipped_by_a_cached_denial_are_reported_and_never_counted() {
     assert_eq!((m.checks_allowed, m.checks_denied), (1, 2));
     // Only the uncached checks went to the store.
     assert_eq!(m.store_latency.count, 2);
+}
+
+#[test]
+fn a_forgotten_identifier_is_asked_of_the_store_again() {
+    let clock = Arc::new(ManualClock::at(0));
+    let limiter = Limiter::new(MemoryStore::new()).with_clock(clock.clone());
+    let tight = limit("tight", "fixed 1/1m");
+    let check = |who: &str| Check::single(&tight, who, 1);
+    assert!(block_on(limiter.check(&check("u"))).allowed);
+    assert!(block_on(limiter.check(&check("v"))).allowed);
+    for who in ["u", "v"] {
+        let denied = block_on(limiter.check(&check(who)));
+        assert_eq!(denied.decisions[0].reason, Reason::OverLimit);
+        let cached = block_on(limiter.check(&check(who)));
+        assert_eq!(cached.decisions[0].reason, Reason::CachedDenial);
+    }
+    // Both reset in the store; only `u` forgotten by the process.
+    for who in ["u", "v"] {
+        assert!(limiter.store().reset_now(&tight, who.as_bytes()));
+    }
+    limiter.forget(&tight, &edgelimit::Identifier::from("u"));
+    assert!(block_on(limiter.check(&check("u"))).allowed, "asked again");
+    assert_eq!(
+        block_on(limiter.check(&check("v"))).decisions[0].reason,
+        Reason::CachedDenial,
+        "still remembered"
+    );
 }
 
 #[test]

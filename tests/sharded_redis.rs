@@ -15,7 +15,7 @@ use proptest::test_runner::{Config, TestRunner};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 
-async fn sharded(servers: &[RedisServer]) -> ShardedStore {
+async fn sharded(servers: &[RedisServer]) -> ShardedStore<RespStore> {
     let mut shards = Vec::new();
     for (i, server) in servers.iter().enumerate() {
         let store = RespStore::connect_with_timeout(&server.url(), TIMEOUT)

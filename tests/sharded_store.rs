@@ -6,7 +6,7 @@ use edgelimit::{Check, Limit, MemoryStore, Policy, Store, TimeSource};
 use futures::executor::block_on;
 use proptest::prelude::*;
 
-fn sharded(names: &[&str]) -> ShardedStore {
+fn sharded(names: &[&str]) -> ShardedStore<MemoryStore> {
     ShardedStore::new(
         names
             .iter()
@@ -51,7 +51,7 @@ fn adding_a_shard_moves_only_its_share() {
     let shuffled = sharded(&["c", "a", "b"]);
     for i in 0..1_000u32 {
         let id = i.to_be_bytes();
-        let name = |s: &ShardedStore, n: usize| s.shards()[n].name().to_string();
+        let name = |s: &ShardedStore<MemoryStore>, n: usize| s.shards()[n].name().to_string();
         assert_eq!(
             name(&three, three.shard_of("l", &id)),
             name(&shuffled, shuffled.shard_of("l", &id))
@@ -61,7 +61,7 @@ fn adding_a_shard_moves_only_its_share() {
 
 #[test]
 fn shard_names_must_be_unique_and_present() {
-    assert!(ShardedStore::new(vec![]).is_err());
+    assert!(ShardedStore::<MemoryStore>::new(vec![]).is_err());
     let dup = ShardedStore::new(vec![
         Shard::new("a", MemoryStore::new()),
         Shard::new("a", MemoryStore::new()),

@@ -1,6 +1,6 @@
 //! What a command answers: one serializable value per command, printed as JSON for scripts
 //! (`--json`) or as an aligned two-column table for people. The JSON field names are stable
-//! (README, "Live control"): add fields, never rename them.
+//! (docs/admin.md): add fields, never rename them.
 
 use std::fmt;
 

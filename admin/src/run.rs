@@ -3,7 +3,7 @@
 //! decided on.
 
 use edgelimit::control::{Assignment, AssignmentKind};
-use edgelimit::{Store, TimeSource};
+use edgelimit::{Control, TimeSource};
 
 use crate::command::{Operation, Subject};
 use crate::error::AdminError;
@@ -15,7 +15,7 @@ use crate::report::{
 /// Runs `operation` on `store` at `now_ms`; peeks are decided on `time`.
 pub async fn execute(
     operation: &Operation,
-    store: &dyn Store,
+    store: &dyn Control,
     time: TimeSource,
     now_ms: u64,
 ) -> Result<Report, AdminError> {
@@ -110,7 +110,7 @@ pub async fn execute(
 
 /// What the subject holds: its override and tier, the override first.
 async fn held(
-    store: &dyn Store,
+    store: &dyn Control,
     subject: &Subject,
 ) -> Result<Vec<(Assignment, Option<u64>)>, AdminError> {
     Ok(store

@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::{RespStore, RestStore, Store};
+use edgelimit::{Control, RespStore, RestStore};
 use edgelimit_worker::config::ShardConfig;
 
 use crate::error::AdminError;
@@ -219,7 +219,7 @@ impl StoreUrl {
         &self,
         namespace: &str,
         timeout: Duration,
-    ) -> Result<Box<dyn Store>, AdminError> {
+    ) -> Result<Box<dyn Control>, AdminError> {
         let failed = |e: edgelimit::StoreError| AdminError::Store(format!("{self}: {e}"));
         Ok(match self {
             StoreUrl::Redis(url) => Box::new(

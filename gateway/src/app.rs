@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::config::{Config, MetricsPage};
-use crate::gateway::GatewayError;
+use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::middleware::{authenticate, observe};
 use crate::redis_exec::RedisExec;

@@ -4,35 +4,10 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 
-use crate::acl::AclError;
 use crate::app::router;
 use crate::config::Config;
+use crate::error::GatewayError;
 use crate::listener::{serve, ConnectionLimits};
-
-/// Why the gateway could not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum GatewayError {
-    /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Redis could not be reached at start.
-    #[error("cannot connect to Redis at {url}: {source}")]
-    Redis {
-        /// The URL, credentials redacted.
-        url: String,
-        /// Why.
-        source: redis::RedisError,
-    },
-    /// The ACL user that holds scripts to the allow-list could not be made.
-    #[error(transparent)]
-    Acl(#[from] AclError),
-}
 
 /// A running gateway.
 #[derive(Debug)]

@@ -16,6 +16,7 @@
 //!
 //! - [`config`]: what it is told — address, Redis, tokens, allow-list, limits, timeouts.
 //! - [`gateway`]: [`Gateway`], started and shut down.
+//! - [`error`]: [`GatewayError`], why it could not start.
 //! - [`listener`]: the accept loop — timeouts, connection cap, graceful shutdown.
 //! - `app`: the router — routes, the 405 fallback, the two middleware layers.
 //! - `middleware`: around every request — the token check; counting, logging, sync token.
@@ -38,6 +39,7 @@ mod app;
 pub mod auth;
 pub mod command;
 pub mod config;
+pub mod error;
 pub mod gateway;
 pub mod listener;
 pub mod metrics;
@@ -50,5 +52,6 @@ mod state;
 
 pub use app::router;
 pub use config::{Config, MetricsPage, RedisAcl};
-pub use gateway::{Gateway, GatewayError};
+pub use error::GatewayError;
+pub use gateway::Gateway;
 pub use listener::serve;

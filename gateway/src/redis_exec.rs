@@ -11,7 +11,7 @@ use redis::{ErrorKind, IntoConnectionInfo, RedisError, RedisResult, Value};
 use crate::acl::AclUser;
 use crate::command::Command;
 use crate::config::{redact_url, Config, RedisAcl};
-use crate::gateway::GatewayError;
+use crate::error::GatewayError;
 
 /// How long opening a connection to Redis may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

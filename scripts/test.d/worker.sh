@@ -25,7 +25,7 @@ echo "-- wasm32 tests under node (wasm-bindgen-test-runner)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test --locked -p edgelimit-worker --target wasm32-unknown-unknown
 
-echo "-- the README's example Worker compiles for wasm32"
+echo "-- the example Worker of docs/library.md compiles for wasm32"
 cargo build --locked -p edgelimit-worker --target wasm32-unknown-unknown --example own_worker
 
 echo "-- end to end under wrangler dev"
@@ -34,7 +34,7 @@ cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
 echo "-- settling after the response (leases, settled costs, retries)"
 cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2
 
-echo "-- live control: tiers, deny and allow lists (issue 12)"
+echo "-- live control: tiers, deny and allow lists"
 cargo test --locked -p edgelimit-worker --test e2e_control -- --ignored --test-threads=2
 
 echo "-- sim replay predicts the Worker: its log lines replayed, request by request"

@@ -10,14 +10,14 @@ use std::time::Instant;
 use edgelimit::Policy;
 
 use crate::bundled;
-use crate::edge::outage::Outages;
-use crate::edge::whatif::Answered;
-use crate::edge::{EdgeReplay, PREPARE_AHEAD};
+use crate::config::outage::Outages;
+use crate::config::whatif::Answered;
+use crate::config::{EdgeReplay, PREPARE_AHEAD};
 use crate::error::SimError;
 use crate::event::Event;
 use crate::generate::{CsvStream, Generator, Kind};
+use crate::policy::Replay;
 use crate::readers::{Format, ReadOptions, Request, TraceReader};
-use crate::replay::Replay;
 
 /// What to measure.
 #[derive(Debug, Clone)]

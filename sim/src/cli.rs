@@ -12,14 +12,12 @@ use edgelimit::Policy;
 
 use crate::bench::{self, BenchOptions};
 use crate::bundled;
-use crate::edge::{self, outage::Outage, run_config, EdgeRunOptions};
+use crate::config::{self, outage::Outage, run_config, EdgeRunOptions};
 use crate::generate::{write_csv, Generator, Kind};
 use crate::input::Source;
+use crate::policy::{self, run, RunOptions, StoreChoice};
 use crate::readers::time::LATEST_MS;
 use crate::readers::{Format, Key, ReadOptions, RequestOptions};
-use crate::report::{html, table, Report};
-use crate::run::{run, RunOptions};
-use crate::store::StoreChoice;
 
 /// Replay traffic through edgelimit's algorithms and see what each policy admits.
 #[derive(Debug, Parser)]
@@ -280,24 +278,58 @@ fn replay(
         .iter()
         .map(|s| s.parse::<Policy>())
         .collect::<Result<Vec<_>, _>>()?;
-    let report: Report = run(&RunOptions {
+    let boundaries = out.html.is_some();
+    // The charts take a second pass over the trace: standard input is kept in a temporary file
+    // for it (removed when the report is made), since it can be read only once.
+    let spooled = match &source {
+        Source::File(path) if boundaries && path.as_os_str() == "-" => Some(spool_stdin()?),
+        _ => None,
+    };
+    let source = match &spooled {
+        Some(file) => Source::Spooled(file.path().to_path_buf()),
+        None => source,
+    };
+    let report = run(&RunOptions {
         source,
         read,
         policies,
         store,
         progress: !out.quiet,
-        boundaries: out.html.is_some(),
+        boundaries,
     })?;
+    emit(
+        out,
+        || report.to_json(),
+        || policy::html::render(&report),
+        || policy::table::render(&report),
+    )
+}
+
+/// Standard input, copied whole into a temporary file (deleted when dropped).
+fn spool_stdin() -> Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::NamedTempFile::new().context("making a temporary file for stdin")?;
+    std::io::copy(&mut std::io::stdin().lock(), &mut file)
+        .context("keeping standard input for the charts' second pass")?;
+    Ok(file)
+}
+
+/// Writes a report where `out` asks — JSON and HTML files, the text on standard output unless
+/// quiet, then the files written — each rendering made only when asked for.
+fn emit(
+    out: &Outputs,
+    json: impl FnOnce() -> String,
+    html: impl FnOnce() -> String,
+    text: impl FnOnce() -> String,
+) -> Result<()> {
     if let Some(path) = &out.json {
-        fs::write(path, report.to_json()).with_context(|| format!("writing {}", path.display()))?;
+        fs::write(path, json()).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &out.html {
-        fs::write(path, html::render(&report))
-            .with_context(|| format!("writing {}", path.display()))?;
+        fs::write(path, html()).with_context(|| format!("writing {}", path.display()))?;
     }
     if !out.quiet {
         let mut stdout = std::io::stdout().lock();
-        write!(stdout, "{}", table::render(&report))?;
+        write!(stdout, "{}", text())?;
         for (what, path) in [("JSON", &out.json), ("HTML", &out.html)] {
             if let Some(p) = path {
                 writeln!(stdout, "{what} report: {}", p.display())?;
@@ -342,24 +374,12 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
         progress: !args.out.quiet,
     };
     let report = run_config(&options)?;
-    let out = &args.out;
-    if let Some(path) = &out.json {
-        fs::write(path, report.to_json()).with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &out.html {
-        fs::write(path, edge::html::render(&report))
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if !out.quiet {
-        let mut stdout = std::io::stdout().lock();
-        write!(stdout, "{}", edge::table::render(&report))?;
-        for (what, path) in [("JSON", &out.json), ("HTML", &out.html)] {
-            if let Some(p) = path {
-                writeln!(stdout, "{what} report: {}", p.display())?;
-            }
-        }
-    }
-    Ok(())
+    emit(
+        &args.out,
+        || report.to_json(),
+        || config::html::render(&report),
+        || config::table::render(&report),
+    )
 }
 
 fn generate(args: &GenerateArgs) -> Result<()> {

@@ -16,6 +16,9 @@ use crate::error::SimError;
 pub enum Source {
     /// A file on disk (`-` is standard input).
     File(PathBuf),
+    /// Standard input, kept in a file so it can be read twice (the charts' second pass); named
+    /// `-` as standard input is.
+    Spooled(PathBuf),
     /// Bytes in memory (the bundled trace, tests), with a display name.
     Bytes {
         /// What to call it in messages.
@@ -30,6 +33,7 @@ impl Source {
     pub fn name(&self) -> String {
         match self {
             Source::File(p) => p.display().to_string(),
+            Source::Spooled(_) => "-".to_string(),
             Source::Bytes { name, .. } => name.clone(),
         }
     }
@@ -38,7 +42,7 @@ impl Source {
     pub fn size(&self) -> Option<u64> {
         match self {
             Source::File(p) if p == Path::new("-") => None,
-            Source::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            Source::File(p) | Source::Spooled(p) => std::fs::metadata(p).ok().map(|m| m.len()),
             Source::Bytes { data, .. } => Some(data.len() as u64),
         }
     }
@@ -47,7 +51,9 @@ impl Source {
     pub fn open(&self, counter: Arc<AtomicU64>) -> Result<Box<dyn BufRead>, SimError> {
         let raw: Box<dyn Read> = match self {
             Source::File(p) if p == Path::new("-") => Box::new(io::stdin()),
-            Source::File(p) => Box::new(File::open(p).map_err(|e| SimError::io(p, e))?),
+            Source::File(p) | Source::Spooled(p) => {
+                Box::new(File::open(p).map_err(|e| SimError::io(p, e))?)
+            }
             Source::Bytes { data, .. } => Box::new(*data),
         };
         decompressing(

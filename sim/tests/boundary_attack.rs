@@ -3,8 +3,8 @@
 
 use edgelimit::Policy;
 use edgelimit_sim::generate::{write_csv, Generator, Kind};
+use edgelimit_sim::policy::Replay;
 use edgelimit_sim::readers::{ReadOptions, TraceReader};
-use edgelimit_sim::replay::Replay;
 use edgelimit_sim::Interner;
 
 fn attack(limit: u64, window_ms: u64, rounds: u64) -> Generator {

@@ -2,12 +2,12 @@
 
 use edgelimit::Policy;
 use edgelimit_sim::bundled;
+use edgelimit_sim::policy::StoreChoice;
+use edgelimit_sim::policy::{html, table};
+use edgelimit_sim::policy::{run, RunOptions};
 use edgelimit_sim::readers::ReadOptions;
-use edgelimit_sim::report::{html, table};
-use edgelimit_sim::run::{run, RunOptions};
-use edgelimit_sim::store::StoreChoice;
 
-fn default_run() -> edgelimit_sim::report::Report {
+fn default_run() -> edgelimit_sim::policy::Report {
     run(&RunOptions {
         source: bundled::source(),
         read: ReadOptions::default(),

@@ -82,3 +82,53 @@ fn errors_name_the_problem() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown store"));
 }
+
+/// A trace on standard input gives the same report, charts included, as the same trace in a
+/// file: the charts' second pass reads a copy kept of what came in.
+#[test]
+fn a_trace_on_standard_input_gets_its_charts() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = std::env::temp_dir().join(format!("sim-cli-stdin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = sim()
+        .args([
+            "generate", "boundary", "--limit", "5", "--window", "1s", "--rounds", "3",
+        ])
+        .output()
+        .unwrap()
+        .stdout;
+    let file = dir.join("trace.csv");
+    std::fs::write(&file, &trace).unwrap();
+    let report = |source: &str, html: &std::path::Path| {
+        let mut child = sim()
+            .args(["replay", source, "--policy", "fixed 5/1s", "-q", "--html"])
+            .arg(html)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&trace).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let page = std::fs::read_to_string(html).unwrap();
+        // The wall time is the page's one moving part; the trace's name is the one it was given.
+        let timed = page.find("replayed in").unwrap();
+        let end = timed + page[timed..].find('.').unwrap();
+        format!("{}{}", &page[..timed], &page[end..])
+            .replace(&format!("<b>{source}</b>"), "<b>TRACE</b>")
+    };
+    let piped = report("-", &dir.join("piped.html"));
+    let filed = report(file.to_str().unwrap(), &dir.join("filed.html"));
+    assert!(
+        piped.contains("<svg") && piped.contains("peak"),
+        "charts drawn"
+    );
+    assert_eq!(piped, filed);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,14 +7,14 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use edgelimit::Policy;
-use edgelimit_sim::edge::outage::Outages;
-use edgelimit_sim::edge::whatif::Answered;
-use edgelimit_sim::edge::{run_config, EdgeReplay, EdgeRunOptions};
+use edgelimit_sim::config::outage::Outages;
+use edgelimit_sim::config::whatif::Answered;
+use edgelimit_sim::config::{run_config, EdgeReplay, EdgeRunOptions};
 use edgelimit_sim::input::Source;
+use edgelimit_sim::policy::Replay;
+use edgelimit_sim::policy::StoreChoice;
+use edgelimit_sim::policy::{run, RunOptions};
 use edgelimit_sim::readers::{Format, ReadOptions, Request, RequestOptions, TraceReader};
-use edgelimit_sim::replay::Replay;
-use edgelimit_sim::run::{run, RunOptions};
-use edgelimit_sim::store::StoreChoice;
 use edgelimit_sim::{Event, Interner, SimError};
 use edgelimit_worker::Config;
 use proptest::prelude::*;
@@ -133,9 +133,9 @@ fn sim_replay_reports_concurrency_beside_the_rate_policies() {
     assert_eq!(json["policies"][1]["in_flight"]["peak_in_flight"], 2);
     assert_eq!(json["policies"][1]["in_flight"]["top"][0]["client"], "a");
     assert!(json["policies"][0].get("in_flight").is_none());
-    let table = edgelimit_sim::report::table::render(&report);
+    let table = edgelimit_sim::policy::table::render(&report);
     assert!(table.contains("peak in flight 2"), "{table}");
-    let html = edgelimit_sim::report::html::render(&report);
+    let html = edgelimit_sim::policy::html::render(&report);
     assert!(html.contains("Peak in flight"));
 }
 

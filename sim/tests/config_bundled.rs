@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Read;
 use std::path::PathBuf;
 
-use edgelimit_sim::edge::{run_config, ConfigReport, EdgeRunOptions};
+use edgelimit_sim::config::{run_config, ConfigReport, EdgeRunOptions};
 use edgelimit_sim::input::Source;
 use edgelimit_sim::readers::{ReadOptions, RequestOptions};
 

@@ -3,7 +3,7 @@
 
 use edgelimit::{Check, Limit, MemoryStore, Policy};
 use edgelimit_sim::generate::{Generator, Kind};
-use edgelimit_sim::replay::Replay;
+use edgelimit_sim::policy::Replay;
 use edgelimit_sim::Interner;
 
 #[test]

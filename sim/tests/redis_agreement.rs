@@ -8,9 +8,9 @@
 use edgelimit::Policy;
 use edgelimit_sim::generate::{write_csv, Generator, Kind};
 use edgelimit_sim::input::Source;
+use edgelimit_sim::policy::StoreChoice;
+use edgelimit_sim::policy::{run, RunOptions};
 use edgelimit_sim::readers::ReadOptions;
-use edgelimit_sim::run::{run, RunOptions};
-use edgelimit_sim::store::StoreChoice;
 use edgelimit_testkit::RedisServer;
 
 #[test]

@@ -309,9 +309,8 @@ pub const ASSIGNMENT_GRACE_MS: u64 = 24 * 60 * 60 * 1000;
 /// (empty: none), ARGV[3] the grace. One line per kind is kept; the key is deleted when none is
 /// left, else written with a TTL a grace past the latest `until` on Redis's clock (none while a
 /// line never lapses). A read-modify-write in one script, so two writers cannot lose a line.
-// Used by the native stores only (a Worker never writes assignments).
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-pub(crate) const ASSIGN_SCRIPT: &str = r#"
+// Public with the commands below: the Redis stores' transport-neutral contract, for any client.
+pub const ASSIGN_SCRIPT: &str = r#"
 local raw = redis.call('GET', KEYS[1])
 local kept = {}
 if raw and ARGV[1] ~= '' then
@@ -350,9 +349,7 @@ return #kept
 
 /// The `EVAL` command that stores `assignment` until `until_ms` at `key`, replacing the
 /// identifier's assignment of its kind (`None`: clearing `clear` — both kinds when `None`).
-// Used by the native stores only (a Worker never writes assignments).
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-pub(crate) fn assign_command(
+pub fn assign_command(
     key: String,
     assignment: Option<&Assignment>,
     until_ms: Option<u64>,
@@ -374,9 +371,7 @@ pub(crate) fn assign_command(
 }
 
 /// The assignments in a `GET` reply of a control key, the override first (none for no key).
-// Used by the native stores only (a Worker never writes assignments).
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-pub(crate) fn read_assignments(
+pub fn read_assignments(
     reply: crate::script::Reply,
     key: &str,
 ) -> Result<Vec<(Assignment, Option<u64>)>, crate::store::StoreError> {

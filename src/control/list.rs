@@ -387,6 +387,12 @@ impl ListProbe {
         self
     }
 
+    /// The (source, value) pairs offered, in the order given: what the probe is made of (the
+    /// candidates follow from them), e.g. to send it to a store elsewhere.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.pairs
+    }
+
     /// Every member text an entry matching this request could have (an IPv4 address: its 33
     /// prefixes, most specific first; IPv6: /128 and every multiple of 4), deduplicated, in the
     /// order the pairs were given.

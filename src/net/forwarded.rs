@@ -58,7 +58,7 @@ fn forwarded_for(element: &[u8]) -> Hop {
 }
 
 /// A quoted string's content with its `\` escapes resolved; `None` if a quote is left in it.
-fn unquoted(content: &[u8]) -> Option<SmallVec<[u8; 48]>> {
+fn unquoted(content: &[u8]) -> Option<SmallVec<[u8; 64]>> {
     let mut out = SmallVec::new();
     let mut bytes = content.iter();
     while let Some(&b) = bytes.next() {

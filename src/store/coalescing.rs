@@ -18,7 +18,7 @@ use async_trait::async_trait;
 
 use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
-use super::traits::Store;
+use super::traits::{Control, Store};
 use crate::control::list::ListEntry;
 use crate::control::{Assignment, AssignmentKind};
 
@@ -349,9 +349,12 @@ impl<S: Store> Store for Coalescing<S> {
             }
         }
     }
+}
 
-    // Control operations are rare and not batched: each goes straight to the inner store.
-
+// Control operations are rare and not batched: each goes straight to the inner store.
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl<S: Control> Control for Coalescing<S> {
     async fn assign(
         &self,
         limit: &Limit,

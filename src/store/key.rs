@@ -44,6 +44,36 @@ pub fn encode_identifier(identifier: &Identifier) -> String {
     out
 }
 
+/// The identifier an [`encode_identifier`] form stands for: `%XX` → the byte, other bytes as
+/// they are. A hashed form (`#` and a SHA-256) cannot be undone and stays as written — distinct
+/// from every other identifier's form, which is all a replay of logged keys needs.
+pub fn decode_identifier(encoded: &str) -> Identifier {
+    let bytes = encoded.as_bytes();
+    if bytes.first() == Some(&b'#') {
+        return Identifier::from(bytes);
+    }
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push(hi << 4 | lo);
+                i += 3;
+            }
+            (b, ..) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Identifier::from(out)
+}
+
 /// Appends [`encode_identifier`]'s form of `identifier` to `out`: keys are written in place, into
 /// the one buffer of a script call, rather than each identifier into a `String` of its own.
 fn push_identifier(out: &mut String, identifier: &Identifier) {
@@ -270,6 +300,18 @@ fn crc16_xmodem(bytes: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifiers_decode_to_what_was_encoded() {
+        for raw in ["alice", "2001:db8::7", "a b/ü", "", "%41", "100%", "%zz"] {
+            let id = Identifier::from(raw);
+            assert_eq!(decode_identifier(&encode_identifier(&id)), id, "{raw}");
+        }
+        let long = Identifier::from("é".repeat(100));
+        let hashed = encode_identifier(&long);
+        assert!(hashed.starts_with('#'));
+        assert_eq!(decode_identifier(&hashed).as_bytes(), hashed.as_bytes());
+    }
 
     #[test]
     fn hostile_identifiers_cannot_forge_keys_or_tags() {

@@ -21,7 +21,7 @@ use super::key_hasher::KeyHasher;
 use super::remembered::{self, RequestMap};
 use super::state_key::KeyRef;
 use super::state_map::StateMap;
-use super::traits::Store;
+use super::traits::{Control, Store};
 use crate::algorithm::{Charge, Outcome, State};
 use crate::clock::{Clock, SystemClock};
 use crate::control::list::{self, ListEntry};
@@ -666,7 +666,11 @@ impl Store for MemoryStore {
         };
         Ok(self.check_now(checks, now_ms))
     }
+}
 
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl Control for MemoryStore {
     async fn assign(
         &self,
         limit: &Limit,

@@ -11,13 +11,15 @@ mod key_hasher;
 mod memory;
 mod remembered;
 mod reservation;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(feature = "resp", not(target_arch = "wasm32")))]
 mod resp;
+#[cfg(feature = "rest")]
 mod rest;
 mod sharded;
 mod state_key;
 mod state_map;
 mod traits;
+mod upstash;
 
 pub use batch::{decide, decide_into, Outcomes};
 pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
@@ -28,8 +30,13 @@ pub use key::DEFAULT_NAMESPACE;
 pub(crate) use key_hasher::KeyHasher;
 pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 pub use reservation::{Reservation, Reserved};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(feature = "resp", not(target_arch = "wasm32")))]
 pub use resp::RespStore;
-pub use rest::{decode_pipeline, evalsha_pipeline_body, RestStore, REST_TOKEN_VAR, REST_URL_VAR};
+#[cfg(feature = "rest")]
+pub use rest::RestStore;
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
-pub use traits::{MaybeSendSync, Store};
+pub use traits::{Control, MaybeSendSync, Store};
+pub use upstash::{
+    decode_pipeline, eval_pipeline_body, evalsha_pipeline_body, plain_pipeline_body,
+    post_resent_if, run_scripts, REST_TOKEN_VAR, REST_URL_VAR,
+};

@@ -24,7 +24,7 @@ use super::batch::{self, Gated};
 use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::key::{control_key, DEFAULT_NAMESPACE};
-use super::traits::Store;
+use super::traits::{Control, Store};
 use crate::control::assignment::{assign_command, read_assignments};
 use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
@@ -470,7 +470,11 @@ impl Store for RespStore {
         }
         self.check_planned(checks, time).await
     }
+}
 
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl Control for RespStore {
     async fn assign(
         &self,
         limit: &Limit,

@@ -20,31 +20,32 @@ use futures_util::future::join_all;
 
 use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
-use super::traits::Store;
+use super::traits::{Control, Store};
 use crate::algorithm::Charge;
 use crate::control::list::{ListEntry, Listed};
 use crate::control::{Assignment, AssignmentKind};
 use crate::decision::Reason;
 
 /// One shard: a stable name (e.g. its URL without credentials) and its store. The name, not the
-/// position, decides ownership, so reordering the list moves nothing.
-pub struct Shard {
+/// position, decides ownership, so reordering the list moves nothing. Shards of different kinds
+/// are boxed: `Shard<Box<dyn Store>>` (or `Box<dyn Control>` to control them too).
+pub struct Shard<S = Box<dyn Store>> {
     name: String,
-    store: Box<dyn Store>,
+    store: S,
 }
 
-impl std::fmt::Debug for Shard {
+impl<S> std::fmt::Debug for Shard<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shard").field("name", &self.name).finish()
     }
 }
 
-impl Shard {
+impl<S: Store> Shard<S> {
     /// A shard named `name` over `store`.
-    pub fn new(name: impl Into<String>, store: impl Store + 'static) -> Shard {
+    pub fn new(name: impl Into<String>, store: S) -> Shard<S> {
         Shard {
             name: name.into(),
-            store: Box::new(store),
+            store,
         }
     }
 
@@ -56,8 +57,11 @@ impl Shard {
 
 /// A store that spreads identifiers over several stores by rendezvous hashing.
 #[derive(Debug)]
-pub struct ShardedStore {
-    shards: Vec<Shard>,
+pub struct ShardedStore<S = Box<dyn Store>> {
+    shards: Vec<Shard<S>>,
+    /// Whether the owner is chosen by the identifier alone (every limit of an identifier on one
+    /// shard) rather than by (limit name, identifier).
+    by_identifier: bool,
 }
 
 /// The rendezvous score of `shard` for (limit name, identifier): FNV-1a over the three, with
@@ -77,9 +81,9 @@ pub fn rendezvous_score(shard: &str, limit_name: &str, identifier: &[u8]) -> u64
     hash ^ (hash >> 31)
 }
 
-impl ShardedStore {
+impl<S: Store> ShardedStore<S> {
     /// A store over `shards`; errors if there are none or two share a name.
-    pub fn new(shards: Vec<Shard>) -> Result<ShardedStore, StoreError> {
+    pub fn new(shards: Vec<Shard<S>>) -> Result<ShardedStore<S>, StoreError> {
         if shards.is_empty() {
             return Err(StoreError::InvalidInput(
                 "a sharded store needs at least one shard".into(),
@@ -93,16 +97,29 @@ impl ShardedStore {
                 )));
             }
         }
-        Ok(ShardedStore { shards })
+        Ok(ShardedStore {
+            shards,
+            by_identifier: false,
+        })
+    }
+
+    /// The same store choosing each owner by the identifier alone, so that the limits of one
+    /// identifier (a user's per-second and per-day limits) live on one shard and a check of them
+    /// stays whole there: what a store of many small shards wants (the Worker's Durable Objects).
+    /// Keys move between shards when this changes.
+    pub fn by_identifier(mut self) -> ShardedStore<S> {
+        self.by_identifier = true;
+        self
     }
 
     /// The shards, in the order given.
-    pub fn shards(&self) -> &[Shard] {
+    pub fn shards(&self) -> &[Shard<S>] {
         &self.shards
     }
 
     /// The index of the shard that owns (limit name, identifier).
     pub fn shard_of(&self, limit_name: &str, identifier: &[u8]) -> usize {
+        let limit_name = if self.by_identifier { "" } else { limit_name };
         let mut best = (0, 0);
         for (i, shard) in self.shards.iter().enumerate() {
             let score = rendezvous_score(&shard.name, limit_name, identifier);
@@ -119,7 +136,7 @@ type Routing = Vec<(usize, usize, Vec<usize>)>;
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl Store for ShardedStore {
+impl<S: Store> Store for ShardedStore<S> {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         // The common case — every item of the batch on one shard (always so for one request
         // with one limit) — goes through untouched: no copies, one call, atomic as that store.
@@ -246,7 +263,11 @@ impl Store for ShardedStore {
         }
         Ok(verdicts)
     }
+}
 
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl<S: Control> Control for ShardedStore<S> {
     /// Stored by the shard owning (limit, identifier), beside the state it governs.
     async fn assign(
         &self,
@@ -352,7 +373,7 @@ fn strength(listed: &Listed) -> u8 {
     }
 }
 
-impl ShardedStore {
+impl<S: Store> ShardedStore<S> {
     /// Sends each non-empty batch to its shard, all concurrently; one answer list per shard.
     async fn call_shards(
         &self,

@@ -1,4 +1,6 @@
-//! The `Store` trait: one batch of checks in, one verdict per check out, in one round trip.
+//! The two traits of a store: [`Store`] decides (one batch of checks in, one verdict per check
+//! out, in one round trip); [`Control`] changes and reads what decides (tiers and overrides,
+//! deny and allow lists, peek and reset), for the stores that keep it.
 
 use async_trait::async_trait;
 
@@ -20,10 +22,6 @@ impl<T: ?Sized> MaybeSendSync for T {}
 
 /// Where limiter state lives. Implementations decide each [`Check`] all or nothing with the
 /// algorithms' exact semantics, and must agree with [`super::MemoryStore`] decision for decision.
-///
-/// The control methods (lists, peek, reset) are implemented by every store of this crate; their
-/// defaults, for stores that only decide (test doubles, a replay's store), refuse with
-/// [`StoreError::InvalidInput`].
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 pub trait Store: MaybeSendSync {
@@ -31,11 +29,12 @@ pub trait Store: MaybeSendSync {
     /// check in order. An error means no verdict is known for any check of the batch.
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError>;
 
-    /// [`Store::check`] answering into `verdicts`, which then holds one verdict per check in
-    /// order (nothing on an error). A store deciding in process overrides it to reuse what the
-    /// buffer holds, each verdict's `decisions` included ([`Verdict::reuse`]), so a caller
-    /// deciding batch after batch with one buffer (a replay) allocates nothing for its answers.
-    /// The default moves [`Store::check`]'s answer in: over a network the allocations are noise.
+    /// Low-level: [`Store::check`] answering into `verdicts`, which then holds one verdict per
+    /// check in order (nothing on an error). Implement [`Store::check`]; override this only in a
+    /// store deciding in process that reuses what the buffer holds, each verdict's `decisions`
+    /// included ([`Verdict::reuse`]), so a caller deciding batch after batch with one buffer (a
+    /// replay) allocates nothing for its answers. The default moves [`Store::check`]'s answer
+    /// in: over a network the allocations are noise.
     async fn check_into(
         &self,
         checks: &[Check],
@@ -46,23 +45,28 @@ pub trait Store: MaybeSendSync {
         *verdicts = self.check(checks, time).await?;
         Ok(())
     }
+}
 
+/// Live control of what a [`Store`] decides with: per-identifier tiers and overrides (the
+/// effective policy, docs/design.md §2 "Policy changes"), deny and allow lists (§3 "Deny and
+/// allow lists"), and an identifier's standing (§3 "Peek and reset"). Every bundled store keeps
+/// them; a wrapper ([`super::Coalescing`], [`super::ShardedStore`]) has them when what it wraps
+/// does.
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+pub trait Control: Store {
     /// Assigns `identifier` on `limit` a tier or an override until `until_ms` (epoch ms on the
     /// callers' clock; `None`: until cleared), replacing the assignment of that kind it held (an
     /// identifier holds at most one tier and one override: a temporary override of a `pro`
     /// customer lapses back to `pro`). `assignment` `None` clears both. Every later check of the
-    /// pair decides with the effective policy (docs/design.md §2, "Policy changes"). Every
-    /// bundled store implements it; the default refuses, for test doubles.
+    /// pair decides with the effective policy.
     async fn assign(
         &self,
         limit: &Limit,
         identifier: &Identifier,
         assignment: Option<&Assignment>,
         until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let _ = (limit, identifier, assignment, until_ms);
-        Err(unsupported("assignments (tiers and overrides)"))
-    }
+    ) -> Result<(), StoreError>;
 
     /// Clears the assignment of one kind (the tier or the override) of `identifier` on `limit`,
     /// keeping the other.
@@ -71,10 +75,7 @@ pub trait Store: MaybeSendSync {
         limit: &Limit,
         identifier: &Identifier,
         kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        let _ = (limit, identifier, kind);
-        Err(unsupported("assignments (tiers and overrides)"))
-    }
+    ) -> Result<(), StoreError>;
 
     /// Every assignment `identifier` holds on `limit`, each with when it lapses, the override
     /// first; as stored, so a lapsed one may be listed until it is collected (compare `until`
@@ -83,12 +84,9 @@ pub trait Store: MaybeSendSync {
         &self,
         limit: &Limit,
         identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        let _ = (limit, identifier);
-        Err(unsupported("assignments (tiers and overrides)"))
-    }
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError>;
 
-    /// The first of [`Store::assignments`] (the override if one is held, else the tier), or
+    /// The first of [`Control::assignments`] (the override if one is held, else the tier), or
     /// `None`.
     async fn assignment(
         &self,
@@ -104,23 +102,17 @@ pub trait Store: MaybeSendSync {
 
     /// Adds `entry` to the deny or allow list `list` until `until_ms` (epoch ms; `None`: never),
     /// replacing its lapse time if it is there. Entries lapsed at `now_ms` are dropped on the way
-    /// (expiry is data, compared with now: docs/design.md §"Deny and allow lists").
+    /// (expiry is data, compared with now).
     async fn list_add(
         &self,
         list: &str,
         entry: &ListEntry,
         until_ms: Option<u64>,
         now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let _ = (list, entry, until_ms, now_ms);
-        Err(unsupported("list_add"))
-    }
+    ) -> Result<(), StoreError>;
 
     /// Removes `entry` from `list`; whether it was there (live or lapsed).
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        let _ = (list, entry);
-        Err(unsupported("list_remove"))
-    }
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError>;
 
     /// The entries of `list` live at `now_ms`: (member, lapse time; `None` for never), soonest
     /// lapsing first, ties by member.
@@ -128,10 +120,7 @@ pub trait Store: MaybeSendSync {
         &self,
         list: &str,
         now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        let _ = (list, now_ms);
-        Err(unsupported("list_entries"))
-    }
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError>;
 
     /// An identifier's standing on a limit without consuming: a zero-cost look under its
     /// effective policy that writes nothing (not even pruning): what remains and when the quota
@@ -141,20 +130,98 @@ pub trait Store: MaybeSendSync {
         limit: &Limit,
         identifier: &Identifier,
         time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let _ = (limit, identifier, time);
-        Err(unsupported("peek"))
-    }
+    ) -> Result<Verdict, StoreError>;
 
     /// Deletes the identifier's state on the limit (every algorithm's key: O(1), no SCAN); keeps
     /// its assignment and remembered request ids (a retry must still not double-charge). Returns
     /// whether any state existed.
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        let _ = (limit, identifier);
-        Err(unsupported("reset"))
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError>;
+}
+
+/// A boxed store decides as the store it holds: shards of different kinds
+/// (`ShardedStore<Box<dyn Store>>`) and stores chosen at run time.
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl<S: Store + ?Sized> Store for Box<S> {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        (**self).check(checks, time).await
+    }
+
+    async fn check_into(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<(), StoreError> {
+        (**self).check_into(checks, time, verdicts).await
     }
 }
 
-fn unsupported(what: &str) -> StoreError {
-    StoreError::InvalidInput(format!("this store does not support `{what}`"))
+/// A boxed store is controlled as the store it holds (`Box<dyn Control>`).
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl<S: Control + ?Sized> Control for Box<S> {
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        (**self)
+            .assign(limit, identifier, assignment, until_ms)
+            .await
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        (**self).clear_assignment(limit, identifier, kind).await
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        (**self).assignments(limit, identifier).await
+    }
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        (**self).list_add(list, entry, until_ms, now_ms).await
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        (**self).list_remove(list, entry).await
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        (**self).list_entries(list, now_ms).await
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        (**self).peek(limit, identifier, time).await
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        (**self).reset(limit, identifier).await
+    }
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use edgelimit::policy::{MAX_SCALED, MAX_WINDOW_MS};
 use edgelimit::script::{CheckPlan, Topology};
 use edgelimit::store::key::{encode_identifier, hash_slot, state_key};
-use edgelimit::store::Store;
+use edgelimit::Control;
 use edgelimit::{
     control::AssignmentKind, Algorithm, Assignment, Charge, Check, CheckItem, Identifier, Limit,
     MemoryStore, Policy, Reason, TimeSource, Verdict,
@@ -544,7 +544,7 @@ fn reference(
         .collect()
 }
 
-async fn run_one<S: Store>(
+async fn run_one<S: Control>(
     store: &S,
     sequence: &Sequence,
     namespace: &str,
@@ -650,7 +650,7 @@ async fn run_one<S: Store>(
 
 /// Runs every sequence through `store` and a fresh `MemoryStore` each, `concurrency` sequences at
 /// a time, and reports what it saw.
-pub async fn run<S: Store + Clone + 'static>(
+pub async fn run<S: Control + Clone + 'static>(
     store: &S,
     sequences: Vec<Sequence>,
     namespace: &str,

@@ -1,6 +1,6 @@
 //! The request path the Worker and `sim` share, natively, with no store round trip: planning a
 //! request against `sim bench`'s configuration (three rules, five limits), deciding it with the
-//! `Limiter` over a `MemoryStore`, and ruling on the verdicts. Prints ns and allocations per
+//! `Limiter` over a `MemoryStore`, and ruling on the verdicts (`Edge::handle`). Prints ns and allocations per
 //! request for the plan alone and for the whole path, over requests from 100,000 clients (one in
 //! eight a write, one in five a static file, as the bench's config row builds them): once as the
 //! Worker plans (dynamic lists on, the default) and once as `sim` replays (dynamic lists off).
@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use edgelimit::{Limiter, ManualClock, MemoryStore};
-use edgelimit_worker::{config_file, Config, OwnedRequest};
+use edgelimit::{ManualClock, MemoryStore};
+use edgelimit_worker::{config_file, Config, Edge, OwnedRequest};
 
 /// `sim bench`'s `--config` row configuration: the same file, so the two benches measure one
 /// configuration.
@@ -112,15 +112,14 @@ fn measure(config: &Config, trace: &[OwnedRequest], requests: u64) -> [(f64, f64
     std::hint::black_box(checks);
 
     let clock = Arc::new(ManualClock::at(0));
-    let limiter = Limiter::new(MemoryStore::new()).with_clock(clock.clone());
+    let store = MemoryStore::new().with_clock(clock.clone());
+    let edge = Edge::new(config.clone(), store).with_clock(clock.clone());
     let allocations = ALLOCATIONS.load(Ordering::Relaxed);
     let started = Instant::now();
     let mut refused = 0u64;
     for i in 0..requests {
         clock.set(i / 10);
-        let plan = config.plan(request(i));
-        let checked = ready(limiter.check_all(plan.checks()));
-        refused += u64::from(plan.rule(&checked.verdicts).status != 200);
+        refused += u64::from(ready(edge.handle(request(i), i / 10)).outcome().status != 200);
     }
     let path = per_request(started, allocations);
     std::hint::black_box(refused);
@@ -157,7 +156,7 @@ fn main() {
         let [(plan_ns, plan_allocs), (path_ns, path_allocs)] = measure(config, &trace, requests);
         println!(
             "  {name:26} Config::plan {plan_ns:6.0} ns {plan_allocs:5.1} allocs   \
-             + Limiter::check_all + Plan::rule {path_ns:6.0} ns {path_allocs:5.1} allocs"
+             Edge::handle {path_ns:6.0} ns {path_allocs:5.1} allocs"
         );
     }
 }

@@ -38,10 +38,8 @@ mod probe {
     use edgelimit::limiter::Checked;
     use edgelimit::script::{CheckPlan, Invocation, Topology};
     use edgelimit::store::{decode_pipeline, evalsha_pipeline_body, Shard, ShardedStore};
-    use edgelimit::{
-        Check, Clock, Limiter, Reason, Store, StoreError, SystemClock, TimeSource, Verdict,
-    };
-    use edgelimit_worker::{Config, Plan, RequestView};
+    use edgelimit::{Check, Clock, Reason, Store, StoreError, SystemClock, TimeSource, Verdict};
+    use edgelimit_worker::{Config, Edge, Incoming, LogLine, Plan, RequestView};
     use wasm_bindgen::prelude::wasm_bindgen;
 
     /// The system allocator, counting calls and bytes.
@@ -119,6 +117,8 @@ mod probe {
         }
     }
 
+    impl Incoming for Request {}
+
     const PATH: &str = "/api/items/42";
 
     /// The store: `RestStore::check` without the HTTP exchange — plans, the `/pipeline` body,
@@ -174,7 +174,7 @@ mod probe {
         // Leaked (one per scenario) so the probe can keep a `Plan`, which borrows it.
         config: &'static Config,
         request: Request,
-        limiter: Limiter<ShardedStore>,
+        edge: Edge<ShardedStore<Canned>>,
         store: Canned,
         plan: Plan<'static>,
         checks: Vec<Check>,
@@ -254,11 +254,9 @@ mod probe {
         };
         let shard = Shard::new("default", canned());
         let store = ShardedStore::new(vec![shard]).map_err(|e| e.to_string())?;
-        let limiter = Limiter::new(store)
-            .with_time_mode(config.time)
-            .with_denial_cache(config.denial_cache);
+        let edge = Edge::new(config.clone(), store);
         let store = canned();
-        let checked = ready(limiter.check_all(&checks));
+        let checked = ready(edge.limiter().check_all(&checks));
         // The canned answer must be read as the scenario says, or every stage would time the
         // store-error path instead (a gated check's answer once lacked its gate values).
         let verdict = checked.verdicts.first().ok_or("no verdict")?;
@@ -289,7 +287,7 @@ mod probe {
             config_json,
             config,
             request,
-            limiter,
+            edge,
             store,
             plan,
             checks,
@@ -305,12 +303,12 @@ mod probe {
             "whole request",
             "config.plan (rules, identifiers)",
             "plan.checks",
-            "limiter.check_all (cache, shard, store)",
+            "Limiter::check_all (cache, shard, store)",
             "store: plans + body + decode",
             "body: evalsha_pipeline_body",
             "answer: decode_pipeline",
-            "plan.decide (headers, problem)",
-            "outcome.log_line (1% sampled)",
+            "plan.rule + plan.response (headers, problem)",
+            "LogLine::of + to_json (1% sampled)",
             "Config::from_json (once per isolate)",
             "CheckPlan::new (keys, script args)",
             "one clock read (Date.now)",
@@ -338,14 +336,13 @@ mod probe {
             0 => {
                 // As the Worker's fetch handler (`edge.rs`), minus reading the request, the
                 // fetches and the 1%-sampled log line.
-                let plan = p.config.plan(&p.request);
-                let checked = ready(p.limiter.check_all(plan.checks()));
-                let outcome = plan.decide(&checked.verdicts, PATH);
-                outcome.headers.len() + usize::from(outcome.allowed())
+                let handled = ready(p.edge.handle(&p.request, 0));
+                let response = handled.response(&p.request);
+                response.headers.len() + usize::from(handled.outcome().allowed())
             }
             1 => p.config.plan(&p.request).checks().len(),
             2 => p.plan.checks().len(),
-            3 => ready(p.limiter.check_all(&p.checks)).verdicts.len(),
+            3 => ready(p.edge.limiter().check_all(&p.checks)).verdicts.len(),
             4 => ready(p.store.check(&p.checks, TimeSource::Server)).map_or(0, |v| v.len()),
             5 => {
                 let plans: Vec<CheckPlan> = p
@@ -366,12 +363,19 @@ mod probe {
                 evalsha_pipeline_body(&invocations).map_or(0, |b| b.len())
             }
             6 => decode_pipeline(200, &p.store.answer, p.invocations).map_or(0, |r| r.len()),
-            7 => p.plan.decide(&p.checked.verdicts, PATH).headers.len(),
-            8 => p
-                .plan
-                .decide(&p.checked.verdicts, PATH)
-                .log_line(&p.plan, &p.checked, &p.request, None)
-                .len(),
+            7 => {
+                let outcome = p.plan.rule(&p.checked.verdicts);
+                p.plan
+                    .response(&p.checked.verdicts, &outcome, PATH)
+                    .headers
+                    .len()
+            }
+            8 => {
+                let outcome = p.plan.rule(&p.checked.verdicts);
+                LogLine::of(&p.plan, &p.checked, &outcome, &p.request, None)
+                    .to_json()
+                    .len()
+            }
             9 => Config::from_json(&p.config_json).map_or(0, |c| c.rules.len()),
             10 => p
                 .checks

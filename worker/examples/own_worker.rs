@@ -1,6 +1,6 @@
-//! A workers-rs Worker of your own, rate-limited by the `edgelimit` library: the README's example,
-//! compiled for wasm32 by `scripts/test.d/worker.sh`. (The ready-made Worker in `worker/src` adds
-//! rules, shadow mode and headers on top of the same calls.)
+//! A workers-rs Worker of your own, rate-limited by the `edgelimit` library: docs/library.md's
+//! example, compiled for wasm32 by `scripts/test.d/worker.sh`. (The ready-made Worker in
+//! `worker/src` adds rules, shadow mode and headers on top of the same calls.)
 
 #![cfg(target_arch = "wasm32")]
 

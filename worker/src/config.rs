@@ -31,6 +31,23 @@ pub const MAX_LIST_CACHE_MS: u64 = 600_000;
 /// The longest `denial_cache_ms` allowed: a `reset`, tier or override must take effect in
 /// minutes.
 pub const MAX_DENIAL_CACHE_MS: u64 = 600_000;
+/// How many Durable Objects hold the state by default (`objects`).
+pub const DEFAULT_OBJECTS: u32 = 64;
+/// The most Durable Objects `objects` may name: a list write reaches every one of them.
+pub const MAX_OBJECTS: u32 = 1024;
+/// The secret the admin route's bearer token must equal.
+pub const ADMIN_TOKEN_VAR: &str = "EDGELIMIT_ADMIN_TOKEN";
+/// The Durable Object binding of `store = "durable-object"`.
+pub const STATE_BINDING: &str = "EDGELIMIT_STATE";
+
+/// Where the Worker keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// Redis over the Upstash REST protocol (`UPSTASH_REDIS_REST_URL`, or `shards`).
+    Upstash,
+    /// Durable Objects of the class `EdgeLimitState`, bound as `EDGELIMIT_STATE`.
+    DurableObject,
+}
 
 /// A configuration that could not be used, and where the problem is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +133,21 @@ pub struct Config {
     /// The sources a request offers the lists, by their canonical spec: `ip`, `country`, every
     /// limit's identifier source, every static entry's source and `list_sources`.
     pub probe_sources: Vec<(String, ProbeSource)>,
+    /// Where state lives: `None` chooses by what the deployment has (Upstash when its URL is set,
+    /// else the Durable Object binding), see [`StoreKind`].
+    pub store: Option<StoreKind>,
+    /// How many Durable Objects hold the state (`store = "durable-object"`): identifiers are
+    /// spread over them by rendezvous hashing, every limit of an identifier in one object.
+    pub objects: u32,
+    /// The admin route (a path, e.g. `/__edgelimit/admin`): live control — tiers, overrides,
+    /// lists, peek, reset — through the Worker, for a store only the Worker can reach (Durable
+    /// Objects). Off unless set; answers only a bearer token equal to the
+    /// `EDGELIMIT_ADMIN_TOKEN` secret.
+    pub admin_path: Option<String>,
+    /// Whether responses carry `X-EdgeLimit-Shadow` (what shadow rules decided): off unless
+    /// configured, since shadow mode is meant to go unnoticed by clients — attackers included.
+    /// A debugging aid; the log line, metrics and `sim` report shadow decisions either way.
+    pub shadow_header: bool,
 }
 
 #[derive(Deserialize)]
@@ -142,6 +174,10 @@ struct RawConfig {
     list_cache_ms: Option<u64>,
     #[serde(default)]
     list_sources: Vec<String>,
+    shadow_header: Option<bool>,
+    store: Option<String>,
+    objects: Option<u32>,
+    admin_path: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -360,6 +396,45 @@ impl RawConfig {
                 ));
             }
         }
+        let store = match self.store.as_deref() {
+            None => None,
+            Some("upstash") => Some(StoreKind::Upstash),
+            Some("durable-object") => Some(StoreKind::DurableObject),
+            Some(other) => {
+                return Err(ConfigError::at(
+                    "store",
+                    format!("`{other}` is neither `upstash` nor `durable-object`"),
+                ))
+            }
+        };
+        let objects = self.objects.unwrap_or(DEFAULT_OBJECTS);
+        if !(1..=MAX_OBJECTS).contains(&objects) {
+            return Err(ConfigError::at(
+                "objects",
+                format!("{objects} is outside 1..={MAX_OBJECTS}"),
+            ));
+        }
+        if store == Some(StoreKind::DurableObject) && !self.shards.is_empty() {
+            return Err(ConfigError::at(
+                "shards",
+                "Upstash shards and `store = \"durable-object\"` exclude each other: Durable \
+                 Objects spread the state themselves (see `objects`)",
+            ));
+        }
+        if let Some(path) = &self.admin_path {
+            if !path.starts_with('/') || path.len() < 2 {
+                return Err(ConfigError::at(
+                    "admin_path",
+                    format!("`{path}` must be a path such as `/__edgelimit/admin`"),
+                ));
+            }
+            if self.metrics_path.as_deref() == Some(path.as_str()) {
+                return Err(ConfigError::at(
+                    "admin_path",
+                    "is also the metrics_path: give the admin route a path of its own",
+                ));
+            }
+        }
         let mut shards = Vec::with_capacity(self.shards.len());
         for (i, s) in self.shards.into_iter().enumerate() {
             let field = format!("shards[{i}]");
@@ -471,6 +546,10 @@ impl RawConfig {
             dynamic_lists: self.dynamic_lists.unwrap_or(true),
             list_cache_ms,
             probe_sources,
+            shadow_header: self.shadow_header.unwrap_or(false),
+            store,
+            objects,
+            admin_path: self.admin_path,
         })
     }
 }

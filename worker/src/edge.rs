@@ -1,12 +1,14 @@
-//! The runtime glue (wasm32 only): the `fetch` handler, reading the request, calling the store
-//! and the origin. Everything it decides is decided in [`crate::plan`].
+//! The runtime glue (wasm32 only): the `fetch` handler converts the JS request into a
+//! [`RequestView`], calls the pipeline ([`Edge::handle`]), and does the I/O around it — the
+//! origin, the console, Analytics Engine, `waitUntil`. Everything it decides is decided in
+//! [`crate::pipeline`].
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use edgelimit::http::{Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::{Checked, Limiter, RestStore};
+use edgelimit::RestStore;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
     console_error, console_log, event, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Context,
@@ -15,26 +17,22 @@ use worker::{
 
 use crate::config::{Config, ConfigError, FixedResponse, CONFIG_VAR};
 use crate::identify::RequestView;
-use crate::lists::{DenyCache, ListCounters, Via};
-use crate::plan::{Action, Outcome, Plan, NO_STORE};
+use crate::pipeline::{Edge, Handled};
+use crate::plan::Incoming;
+use crate::ruling::{Action, NO_STORE};
 
 /// The var naming the origin admitted requests go to. Unset: the request goes on to its own URL
 /// (the Worker runs on a route in front of the origin), or to `respond` when configured.
 const ORIGIN_VAR: &str = "ORIGIN";
 
-/// What an isolate keeps between requests: the configuration, the limiter with its denial
-/// cache and counters, and the deny lists' answers it remembers with their counters.
-struct Edge {
-    config: Config,
-    limiter: Limiter<ShardedStore>,
+/// What an isolate keeps between requests: the request path over its store, and the origin.
+struct Isolate {
+    edge: Edge<ShardedStore<RestStore>>,
     origin: Option<String>,
-    // An isolate runs one request at a time between awaits, and no borrow is held across one.
-    deny_cache: RefCell<DenyCache>,
-    list_counters: RefCell<ListCounters>,
 }
 
 thread_local! {
-    static EDGE: RefCell<Option<Rc<Edge>>> = const { RefCell::new(None) };
+    static ISOLATE: RefCell<Option<Rc<Isolate>>> = const { RefCell::new(None) };
 }
 
 fn env_text(env: &Env, name: &str) -> Option<String> {
@@ -82,8 +80,8 @@ fn rest_store(
         .map_err(|e| e.to_string())
 }
 
-impl Edge {
-    fn load(env: &Env) -> Result<Edge, String> {
+impl Isolate {
+    fn load(env: &Env) -> Result<Isolate, String> {
         let config = load_config(env).map_err(|e| e.to_string())?;
         let shards = if config.shards.is_empty() {
             vec![Shard::new(
@@ -103,32 +101,25 @@ impl Edge {
                 .collect::<Result<Vec<_>, String>>()?
         };
         let store = ShardedStore::new(shards).map_err(|e| e.to_string())?;
-        let limiter = Limiter::new(store)
-            .with_time_mode(config.time)
-            .with_denial_cache(config.denial_cache)
-            .with_denial_cache_ms(config.denial_cache_ms);
         let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
         if let Some(origin) = &origin {
             Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
         }
-        Ok(Edge {
-            deny_cache: RefCell::new(DenyCache::new(config.list_cache_ms)),
-            list_counters: RefCell::new(ListCounters::default()),
-            config,
-            limiter,
+        Ok(Isolate {
+            edge: Edge::new(config, store),
             origin,
         })
     }
 
-    /// This isolate's edge, loaded on first use. A configuration error is not cached, so every
+    /// This isolate's state, loaded on first use. A configuration error is not cached, so every
     /// request reports it (and a fixed deployment recovers at once).
-    fn get(env: &Env) -> Result<Rc<Edge>, String> {
-        if let Some(edge) = EDGE.with(|e| e.borrow().clone()) {
-            return Ok(edge);
+    fn get(env: &Env) -> Result<Rc<Isolate>, String> {
+        if let Some(isolate) = ISOLATE.with(|e| e.borrow().clone()) {
+            return Ok(isolate);
         }
-        let edge = Rc::new(Edge::load(env)?);
-        EDGE.with(|e| *e.borrow_mut() = Some(edge.clone()));
-        Ok(edge)
+        let isolate = Rc::new(Isolate::load(env)?);
+        ISOLATE.with(|e| *e.borrow_mut() = Some(isolate.clone()));
+        Ok(isolate)
     }
 }
 
@@ -179,6 +170,8 @@ impl RequestView for View {
         self.country.clone()
     }
 }
+
+impl Incoming for View {}
 
 fn problem_response(problem: &Problem) -> worker::Result<Response> {
     let headers = Headers::new();
@@ -250,17 +243,14 @@ async fn forward(
     }
 }
 
-fn report(edge: &Edge, env: &Env, decided: (&Plan<'_>, &Checked, &Outcome), view: &View) {
-    let (plan, checked, outcome) = decided;
-    let sampled = js_sys::Math::random() < edge.config.log_sample;
-    // A denial the store's lists just answered is news; repeats from the isolate's cache (a
-    // flood, typically) and static entries are sampled like everything else.
-    let news = outcome.denied.as_ref().is_some_and(|d| d.via == Via::Store);
-    if sampled || news || !outcome.shadow_denied.is_empty() {
-        let isolate = edge.limiter.metrics();
-        console_log!("{}", outcome.log_line(plan, checked, view, Some(&isolate)));
+/// Logs the request's line when it is to be logged, and writes its analytics data point.
+fn report(isolate: &Isolate, env: &Env, handled: &Handled<'_>, view: &View) {
+    let edge = &isolate.edge;
+    if handled.is_logged(js_sys::Math::random() < edge.config().log_sample) {
+        let counters = edge.limiter().metrics();
+        console_log!("{}", handled.log_line(view, Some(&counters)).to_json());
     }
-    let Some(binding_name) = &edge.config.analytics else {
+    let Some(binding_name) = &edge.config().analytics else {
         return;
     };
     let dataset = match env.analytics_engine(binding_name) {
@@ -270,46 +260,23 @@ fn report(edge: &Edge, env: &Env, decided: (&Plan<'_>, &Checked, &Outcome), view
             return;
         }
     };
-    let binding = outcome.binding.as_ref();
-    let limit = binding.map_or("", |b| &*b.name);
-    let rules: Vec<&str> = plan.rules.iter().map(|r| r.name.as_str()).collect();
-    let shadow_denied: Vec<&str> = outcome.shadow_denied.iter().map(|n| &**n).collect();
-    let point = AnalyticsEngineDataPointBuilder::new()
-        .indexes([limit])
-        .blobs([
-            rules.join(","),
-            limit.to_string(),
-            if outcome.allowed() {
-                "allowed"
-            } else {
-                "denied"
-            }
-            .to_string(),
-            match &outcome.denied {
-                Some(_) => "denied",
-                None => binding.map_or("", |b| b.reason.as_str()),
-            }
-            .to_string(),
-            shadow_denied.join(","),
-        ])
-        .doubles([
-            1.0,
-            binding.map_or(0.0, |b| b.remaining as f64),
-            checked.store_ms.unwrap_or(0.0),
-        ]);
-    if let Err(e) = point.write_to(&dataset) {
+    let point = handled.analytics();
+    let written = AnalyticsEngineDataPointBuilder::new()
+        .indexes([point.index.as_str()])
+        .blobs(point.blobs)
+        .doubles(point.doubles)
+        .write_to(&dataset);
+    if let Err(e) = written {
         console_error!("edgelimit: analytics write: {e}");
     }
 }
 
-/// Settles what the request reserved — releases its concurrency leases, commits the real cost of
-/// limits whose cost the response states — after the response, off the request path
+/// Settles what the request reserved after the response, in `waitUntil`, off the request path
 /// (docs/design.md §4). A failure leaves the estimate charged and the leases to their timeout.
 fn settle_after(
     ctx: &Context,
-    edge: &Rc<Edge>,
-    plan: &Plan<'_>,
-    checked: &Checked,
+    isolate: &Rc<Isolate>,
+    handled: &Handled<'_>,
     response: Option<&Response>,
 ) {
     // Without a request id the reservation still needs a name for its commit's id.
@@ -318,65 +285,44 @@ fn settle_after(
         js_sys::Date::now() as u64,
         (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64
     );
-    let Some(settlement) = plan.settlement(&checked.verdicts, &fallback_id) else {
+    let settlement = handled.settlement(&fallback_id, |name| {
+        response?.headers().get(name).ok().flatten()
+    });
+    let Some(settlement) = settlement else {
         return;
     };
-    let commits = settlement.commits(|name| response?.headers().get(name).ok().flatten());
-    if commits.is_empty() {
-        return;
-    }
-    let edge = edge.clone();
+    let isolate = isolate.clone();
     ctx.wait_until(async move {
-        for commit in commits {
-            if let Err(e) = edge.limiter.settle(commit).await {
-                console_error!("edgelimit: settling after the response: {e}");
-            }
+        for e in isolate.edge.settle(settlement).await.failed {
+            console_error!("edgelimit: settling after the response: {e}");
         }
     });
 }
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
-    let edge = match Edge::get(&env) {
-        Ok(edge) => edge,
+    let isolate = match Isolate::get(&env) {
+        Ok(isolate) => isolate,
         Err(message) => {
             console_error!("edgelimit: refusing requests: {message}");
             return problem_response(&Problem::misconfigured(&message));
         }
     };
+    let edge = &isolate.edge;
     let view = View::of(&req)?;
     if req.method() == worker::Method::Get
-        && edge.config.metrics_path.as_deref() == Some(view.path.as_str())
+        && edge.config().metrics_path.as_deref() == Some(view.path.as_str())
     {
         let headers = Headers::new();
         headers.set("content-type", "text/plain; version=0.0.4")?;
-        let metrics = edge.limiter.metrics();
-        let text = format!(
-            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n{}",
-            metrics.to_prometheus(),
-            metrics.totals().cache_hits,
-            edge.list_counters.borrow().to_prometheus()
-        );
         return Ok(ResponseBuilder::new()
             .with_headers(headers)
-            .fixed(text.into_bytes()));
+            .fixed(edge.metrics_text().into_bytes()));
     }
-    let mut plan = edge.config.plan(&view);
-    let now_ms = js_sys::Date::now() as u64;
-    plan.deny_if_remembered(&mut edge.deny_cache.borrow_mut(), now_ms);
-    // The limiter times the store itself; the decisions carry the time they were made at. A
-    // request refused before the store has no check: no store call.
-    let checked = edge.limiter.check_all(plan.checks()).await;
-    let outcome = plan.decide(&checked.verdicts, &view.path);
-    if let Some(denial) = &outcome.denied {
-        edge.list_counters.borrow_mut().denied(denial);
-        edge.deny_cache.borrow_mut().remember_denial(denial, now_ms);
-    }
-    if !outcome.shadow_listed.is_empty() {
-        edge.list_counters.borrow_mut().shadow_denied();
-    }
-    report(&edge, &env, (&plan, &checked, &outcome), &view);
-    match &outcome.action {
+    let handled = edge.handle(&view, js_sys::Date::now() as u64).await;
+    report(&isolate, &env, &handled, &view);
+    let answer = handled.response(&view);
+    match answer.action {
         Action::Respond {
             status,
             body,
@@ -384,27 +330,27 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         } => {
             let headers = Headers::new();
             headers.set("content-type", content_type)?;
-            for (name, value) in &outcome.headers {
+            for (name, value) in &answer.headers {
                 headers.set(name, value)?;
             }
             // A denied request took nothing, but an admitting shadow check holds its leases.
-            settle_after(&ctx, &edge, &plan, &checked, None);
+            settle_after(&ctx, &isolate, &handled, None);
             Ok(ResponseBuilder::new()
-                .with_status(*status)
+                .with_status(status)
                 .with_headers(headers)
-                .fixed(body.clone().into_bytes()))
+                .fixed(body.into_bytes()))
         }
         Action::Forward => {
             let response = forward(
                 req,
-                edge.origin.as_deref(),
-                edge.config.respond.as_ref(),
-                &outcome.headers,
+                isolate.origin.as_deref(),
+                edge.config().respond.as_ref(),
+                &answer.headers,
             )
             .await;
             // An origin that failed stated no cost (the estimate stands), but the leases are
             // released all the same.
-            settle_after(&ctx, &edge, &plan, &checked, response.as_ref().ok());
+            settle_after(&ctx, &isolate, &handled, response.as_ref().ok());
             response
         }
     }

@@ -100,6 +100,9 @@ impl OwnedRequest {
     }
 }
 
+/// Plans as the Worker does: identifiers and rules read from the request.
+impl crate::plan::Incoming for OwnedRequest {}
+
 impl RequestView for OwnedRequest {
     fn method(&self) -> &str {
         &self.method
@@ -188,7 +191,7 @@ impl IdentifierSource {
 
     /// The identifier this source gives for `request`; `None` when absent or empty. It is
     /// [`IdentifierSource::identifier_of`] the request's [`IdentifierSource::value`].
-    pub fn extract(&self, request: &dyn RequestView) -> Option<Identifier> {
+    pub fn extract<R: RequestView + ?Sized>(&self, request: &R) -> Option<Identifier> {
         self.value(request).map(|value| self.identifier_of(&value))
     }
 
@@ -212,7 +215,7 @@ impl IdentifierSource {
     /// `api-key:` its lower-case hex SHA-256 — what `api-key:<source> <hash>` entries hold, so a
     /// key never sits in a list in the clear. `None` when absent, empty, or longer than
     /// [`MAX_RAW_IDENTIFIER`] bytes (no list entry is that long).
-    pub fn list_value(&self, request: &dyn RequestView) -> Option<String> {
+    pub fn list_value<R: RequestView + ?Sized>(&self, request: &R) -> Option<String> {
         let raw = self.value(request)?;
         match self {
             IdentifierSource::ApiKey(_) => {
@@ -226,7 +229,7 @@ impl IdentifierSource {
     /// The value the request holds for this source (for `api-key:`, the key itself), trimmed;
     /// `None` when absent or empty. Borrowed from the request when it holds it (a header, a path
     /// segment), so most identifiers are copied once, into the [`Identifier`].
-    pub fn value<'r>(&self, request: &'r dyn RequestView) -> Option<Cow<'r, str>> {
+    pub fn value<'r, R: RequestView + ?Sized>(&self, request: &'r R) -> Option<Cow<'r, str>> {
         let value = match self {
             IdentifierSource::ClientIp => request.header_ref(CLIENT_IP_HEADER),
             IdentifierSource::Header(name) => request.header_ref(name),

@@ -1,33 +1,45 @@
-//! The Cloudflare Worker: a deployable edge rate limiter built on `edgelimit`.
+//! The Cloudflare Worker: a deployable edge rate limiter built on `edgelimit`, and its request
+//! path as a pure, store-generic pipeline ([`Edge`]) that the simulator drives too.
 //!
-//! Per request: match the configured rules ([`rules`]), take each limit's identifier from the
-//! request ([`identify`]), decide every limit in one `/pipeline` round trip to Redis over the
-//! Upstash REST protocol, then forward to the origin with `RateLimit` headers or answer 429 with
-//! a problem body ([`plan`]). Configuration is the `EDGELIMIT_CONFIG` var, validated once per
-//! isolate ([`config`]). See docs/design.md §4.
+//! Per request: match the configured rules, take each limit's identifier from the request,
+//! decide every limit in one round trip to the store, then forward to the origin with
+//! `RateLimit` headers or answer 429 with a problem body; after the response, settle what it
+//! reserved. Configuration is the `EDGELIMIT_CONFIG` var, validated once per isolate. See
+//! docs/design.md §4.
 //!
 //! # Layout
 //!
-//! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
+//! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
+//! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its field;
+//!   [`config_file`] (native): the same from a `wrangler.toml`, for the native tools.
 //! - [`rules`]: rules, the limits they apply, and matching by host, method and path.
-//! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its field.
+//! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
 //! - [`lists`]: deny and allow lists at the edge: static entries, the request's probe, the
-//!   isolate's cache of dynamic denials (pure).
-//! - [`plan`]: request → checks → status, headers, problem body, log line (pure).
-//! - `edge` (wasm32 only): the fetch handler — the runtime glue and nothing else.
+//!   isolate's memory of dynamic denials.
+//! - [`plan`]: request → checks ([`Plan`]).
+//! - [`ruling`]: verdicts → the answer ([`Outcome`]) → header fields and problem body.
+//! - [`settlement`]: what a request settles once its response is known.
+//! - [`durable`]: state in Durable Objects — the wire to them, the object, the store over them.
+//! - [`log_line`]: the decision log line, written by the Worker and read by `sim`.
+//! - `edge` (wasm32 only): the fetch handler — converts the JS request and response, does the
+//!   I/O, and calls the pipeline.
 //!
-//! Everything but the glue is plain Rust, tested natively and under wasm32, and shared with the
-//! simulator, which replays configurations through it.
+//! Everything but the glue is plain Rust, tested natively and under wasm32.
 
 #![warn(missing_docs, rust_2018_idioms)]
 
 pub mod config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod config_file;
+pub mod durable;
 pub mod identify;
 pub mod lists;
+pub mod log_line;
+pub mod pipeline;
 pub mod plan;
 pub mod rules;
+pub mod ruling;
+pub mod settlement;
 
 #[cfg(target_arch = "wasm32")]
 mod edge;
@@ -35,5 +47,9 @@ mod edge;
 pub use config::{Config, ConfigError, CONFIG_VAR};
 pub use identify::{IdentifierSource, OwnedRequest, RequestView};
 pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
-pub use plan::{Absent, Action, Binding, Outcome, Plan, Ruling, Settlement};
+pub use log_line::{LimitLine, LogLine};
+pub use pipeline::{AnalyticsPoint, Edge, Handled, Settled};
+pub use plan::{Absent, Decided, Incoming, Plan};
 pub use rules::{CostSource, Missing, Rule, RuleLimit, Settle};
+pub use ruling::{Action, Binding, Outcome, Response};
+pub use settlement::Settlement;

@@ -67,7 +67,7 @@ impl ProbeSource {
     }
 
     /// The value a list entry of this source would match in `request`.
-    pub fn value(&self, request: &dyn RequestView) -> Option<String> {
+    pub fn value<R: RequestView + ?Sized>(&self, request: &R) -> Option<String> {
         match self {
             ProbeSource::Country => request
                 .country()
@@ -90,7 +90,7 @@ pub fn base_sources() -> Vec<(String, ProbeSource)> {
 }
 
 /// What `request` offers the lists: one value per source in `sources` that it has.
-pub fn probe(sources: &[(String, ProbeSource)], request: &dyn RequestView) -> ListProbe {
+pub fn probe<R: RequestView + ?Sized>(sources: &[(String, ProbeSource)], request: &R) -> ListProbe {
     let mut probe = ListProbe::new();
     for (spec, source) in sources {
         if let Some(value) = source.value(request) {

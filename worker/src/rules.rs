@@ -279,7 +279,7 @@ impl PathMatch {
 
 impl Rule {
     /// Whether this rule applies to `request`.
-    pub fn matches(&self, request: &dyn RequestView) -> bool {
+    pub fn matches<R: RequestView + ?Sized>(&self, request: &R) -> bool {
         (self.hosts.is_empty() || self.hosts.iter().any(|h| h.matches(request.host())))
             && (self.methods.is_empty() || self.methods.iter().any(|m| m == request.method()))
             && self.path.matches(request.path())

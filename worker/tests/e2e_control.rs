@@ -1,4 +1,4 @@
-//! End to end, live control (issue 12): the built Worker under `wrangler dev`, deciding against a
+//! End to end, live control: the built Worker under `wrangler dev`, deciding against a
 //! real `redis-server` through the gateway (whose `/metrics` counts what reached Redis), all on
 //! free loopback ports. What an operator writes to Redis takes effect on the next request, with
 //! no redeploy:

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use edgelimit_sim::edge::{run_config, EdgeRunOptions};
+use edgelimit_sim::config::{run_config, EdgeRunOptions};
 use edgelimit_sim::input::Source;
 use edgelimit_sim::readers::{Format, ReadOptions, RequestOptions};
 

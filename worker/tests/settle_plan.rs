@@ -64,9 +64,10 @@ fn the_estimate_is_reserved_then_the_real_cost_committed_once_and_the_lease_rele
     assert_eq!(items[1].request_id, None);
 
     let verdicts = store.check_now(plan.checks(), T);
-    let outcome = plan.decide(&verdicts, req.path());
+    let outcome = plan.rule(&verdicts);
     assert!(outcome.allowed());
-    let policy = header(&outcome.headers, "RateLimit-Policy").expect("RateLimit-Policy");
+    let response = plan.response(&verdicts, &outcome, req.path());
+    let policy = header(&response.headers, "RateLimit-Policy").expect("RateLimit-Policy");
     assert!(
         policy.contains("\"tokens\";q=10000;w=3600;qu=\"tokens\""),
         "{policy}"
@@ -75,13 +76,13 @@ fn the_estimate_is_reserved_then_the_real_cost_committed_once_and_the_lease_rele
         policy.contains("\"inflight\";q=2;qu=\"concurrent-requests\""),
         "{policy}"
     );
-    let limits = header(&outcome.headers, "RateLimit").unwrap();
+    let limits = header(&response.headers, "RateLimit").unwrap();
     assert!(limits.contains("\"tokens\";r=9000"), "{limits}");
 
     let settlement = plan
-        .settlement(&verdicts, "unused")
+        .settlement(&verdicts, "unused", tokens_used("4000"))
         .expect("something to settle");
-    let commits = settlement.commits(tokens_used("4000"));
+    let commits = settlement.commits();
     assert_eq!(commits.len(), 1);
     let items = commits[0].items();
     // 4,000 used of 1,000 reserved: 3,000 more, charged as a settlement (never denied).
@@ -96,11 +97,11 @@ fn the_estimate_is_reserved_then_the_real_cost_committed_once_and_the_lease_rele
         .iter()
         .all(|i| i.request_id.as_ref().map(|i| i.as_bytes()) == Some(&b"8f2a-AMS/commit"[..])));
 
-    let settled = store.check_now(&commits, T + 50).remove(0);
+    let settled = store.check_now(commits, T + 50).remove(0);
     assert_eq!(settled.decisions[0].remaining, 6000);
     assert_eq!(settled.decisions[1].remaining, 2);
     // The same commit again (a duplicated waitUntil, a retried pipeline) is charged once.
-    assert_eq!(store.check_now(&commits, T + 60).remove(0), settled);
+    assert_eq!(store.check_now(commits, T + 60).remove(0), settled);
     let next = config.plan(&request(Some("9c31-AMS")));
     let verdict = store.check_now(next.checks(), T + 70).remove(0);
     assert_eq!(verdict.decisions[0].remaining, 5000);
@@ -113,13 +114,15 @@ fn without_a_stated_cost_the_estimate_stands_and_the_lease_is_still_released() {
     let store = MemoryStore::new();
     let plan = config.plan(&request(None));
     let verdicts = store.check_now(plan.checks(), T);
-    let settlement = plan.settlement(&verdicts, "edge-1").unwrap();
     for garbled in [None, Some("lots")] {
-        let commits = settlement.commits(|name| {
-            garbled
-                .filter(|_| name == "x-tokens-used")
-                .map(str::to_string)
-        });
+        let settlement = plan
+            .settlement(&verdicts, "edge-1", |name| {
+                garbled
+                    .filter(|_| name == "x-tokens-used")
+                    .map(str::to_string)
+            })
+            .unwrap();
+        let commits = settlement.commits();
         let items = commits[0].items();
         assert_eq!(items.len(), 1, "only the release");
         assert!(matches!(items[0].charge, Charge::Release { .. }));
@@ -130,8 +133,10 @@ fn without_a_stated_cost_the_estimate_stands_and_the_lease_is_still_released() {
         );
     }
     // A response that used exactly the estimate settles nothing but the lease.
-    let commits = settlement.commits(tokens_used("1000"));
-    assert_eq!(commits[0].items().len(), 1);
+    let settlement = plan
+        .settlement(&verdicts, "edge-1", tokens_used("1000"))
+        .unwrap();
+    assert_eq!(settlement.commits()[0].items().len(), 1);
 }
 
 #[test]
@@ -144,15 +149,14 @@ fn a_denied_request_reserves_nothing_and_a_released_lease_admits_again() {
     store.check_now(second.checks(), T + 1);
     let third = config.plan(&request(Some("r3")));
     let denied = store.check_now(third.checks(), T + 2);
-    let outcome = third.decide(&denied, "/v1/chat");
-    assert_eq!(outcome.status(), 429);
-    assert!(third.settlement(&denied, "x").is_none());
+    let outcome = third.rule(&denied);
+    assert_eq!(outcome.status, 429);
+    assert!(third
+        .settlement(&denied, "x", tokens_used("1000"))
+        .is_none());
     // The first response comes back: its lease is released, so the third is admitted on retry.
-    let commits = first
-        .settlement(&v1, "x")
-        .unwrap()
-        .commits(tokens_used("1000"));
-    store.check_now(&commits, T + 3);
+    let settlement = first.settlement(&v1, "x", tokens_used("1000")).unwrap();
+    store.check_now(settlement.commits(), T + 3);
     let again = store.check_now(third.checks(), T + 4);
     assert!(again[0].allowed);
 }

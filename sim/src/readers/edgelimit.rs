@@ -11,7 +11,7 @@
 //!
 //! Other text (wrangler's own output, events of requests that were not sampled) is skipped.
 
-use edgelimit::Identifier;
+use edgelimit_worker::LogLine;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -20,99 +20,6 @@ use super::request::Request;
 
 /// The marker every decision line starts with.
 const MARKER: &[u8] = br#"{"edgelimit":"decision""#;
-
-/// One limit as the Worker logged it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct LoggedLimit {
-    /// The limit's name.
-    pub name: String,
-    /// The identifier as keyed in Redis (escaped, or `#` and a SHA-256 when long).
-    pub identifier: String,
-    /// The cost charged.
-    pub cost: i64,
-    /// Whether this limit admitted the request (alone).
-    pub allowed: bool,
-    /// Its remaining quota.
-    pub remaining: u64,
-    /// Why it decided as it did (`admitted`, `over_limit`, `cached_denial`, …).
-    pub reason: String,
-    /// Whether it belongs to a shadow rule.
-    pub shadow: bool,
-}
-
-/// What the Worker logged for one request.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Logged {
-    /// When the enforced limits were decided (the store's clock under `time = "server"`).
-    #[serde(default)]
-    pub time_ms: Option<u64>,
-    /// When the shadow limits were decided, if they were.
-    #[serde(default)]
-    pub shadow_time_ms: Option<u64>,
-    /// The isolate's clock: what its denial cache and fail modes used.
-    pub local_ms: u64,
-    /// The method.
-    pub method: String,
-    /// The host.
-    pub host: String,
-    /// The path.
-    pub path: String,
-    /// The rules that matched.
-    #[serde(default)]
-    pub rules: Vec<String>,
-    /// Whether the request was forwarded.
-    pub allowed: bool,
-    /// The status answered (200 for forwarded).
-    pub status: u16,
-    /// Every decided limit, enforced then shadow.
-    #[serde(default)]
-    pub limits: Vec<LoggedLimit>,
-    /// Shadow limits that would have denied.
-    #[serde(default)]
-    pub shadow_denied: Vec<String>,
-}
-
-impl Logged {
-    /// The identifier logged for the limit called `name`, as the bytes the Worker keyed it by:
-    /// the escaped form decoded. A hashed long identifier (`#…`) stays as logged — distinct from
-    /// every other, which is all its state needs. `None` when the limit was not decided or its
-    /// identifier was empty (the shared bucket of `missing = "shared"`).
-    pub fn identifier(&self, name: &str) -> Option<Identifier> {
-        let logged = self.limits.iter().find(|l| l.name == name)?;
-        if logged.identifier.is_empty() {
-            return None;
-        }
-        Some(decode_identifier(&logged.identifier))
-    }
-}
-
-/// The identifier an escaped key segment stands for (`%XX` → the byte); `#` forms as they are.
-pub fn decode_identifier(logged: &str) -> Identifier {
-    let bytes = logged.as_bytes();
-    if bytes.first() == Some(&b'#') {
-        return Identifier::from(bytes);
-    }
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push(hi << 4 | lo);
-                i += 3;
-            }
-            (b, ..) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    Identifier::from(out)
-}
 
 /// Reads decision lines; stateful, since a pretty-printed tail event spans many lines.
 #[derive(Debug, Clone, Default)]
@@ -160,8 +67,8 @@ fn read_event(text: &[u8], out: &mut Request) -> Result<bool, LineProblem> {
     let event: Value = serde_json::from_slice(text)
         .map_err(|e| LineProblem::new("json", format!("not a JSON event: {e}")))?;
     if event.get("edgelimit").is_some() {
-        let logged =
-            Logged::deserialize(&event).map_err(|e| LineProblem::new("decision", e.to_string()))?;
+        let logged = LogLine::deserialize(&event)
+            .map_err(|e| LineProblem::new("decision", e.to_string()))?;
         fill(logged, out);
         return Ok(true);
     }
@@ -187,7 +94,7 @@ fn read_event(text: &[u8], out: &mut Request) -> Result<bool, LineProblem> {
 
 fn read_decision(text: &[u8], out: &mut Request) -> Result<(), LineProblem> {
     // Text may follow the object on its line; the first complete value is the decision.
-    let mut values = serde_json::Deserializer::from_slice(text).into_iter::<Logged>();
+    let mut values = serde_json::Deserializer::from_slice(text).into_iter::<LogLine>();
     let logged = match values.next() {
         Some(Ok(logged)) => logged,
         Some(Err(e)) => return Err(LineProblem::new("decision", e.to_string())),
@@ -197,7 +104,7 @@ fn read_decision(text: &[u8], out: &mut Request) -> Result<(), LineProblem> {
     Ok(())
 }
 
-fn fill(logged: Logged, out: &mut Request) {
+fn fill(logged: LogLine, out: &mut Request) {
     out.time_ms = logged.local_ms;
     out.set_method(logged.method.as_bytes());
     out.set_host(logged.host.as_bytes());
@@ -208,7 +115,7 @@ fn fill(logged: Logged, out: &mut Request) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edgelimit::store::key::encode_identifier;
+    use edgelimit::Identifier;
     use edgelimit_worker::RequestView;
 
     const LINE: &str = r#"{"edgelimit":"decision","time_ms":1700000000123,"local_ms":1700000000120,"method":"GET","host":"api.example.com","path":"/api/items","rules":["api"],"allowed":false,"status":429,"limits":[{"name":"per-ip","identifier":"2001%3Adb8%3A%3A7","cost":1,"allowed":false,"remaining":0,"reason":"over_limit","shadow":false}],"shadow_denied":[],"atomic":true,"store_ms":2.0}"#;
@@ -267,18 +174,6 @@ mod tests {
         let lines = read(&mut p, &format!("{logpush}\n{unsampled}"));
         assert_eq!(lines.len(), 1);
         check(&lines[0]);
-    }
-
-    #[test]
-    fn identifiers_decode_to_what_the_worker_keyed() {
-        for raw in ["alice", "2001:db8::7", "a b/ü", "", "%41"] {
-            let id = Identifier::from(raw);
-            assert_eq!(decode_identifier(&encode_identifier(&id)), id, "{raw}");
-        }
-        let long = Identifier::from("é".repeat(100));
-        let hashed = encode_identifier(&long);
-        assert!(hashed.starts_with('#'));
-        assert_eq!(decode_identifier(&hashed).as_bytes(), hashed.as_bytes());
     }
 
     #[test]

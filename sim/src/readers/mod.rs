@@ -18,7 +18,7 @@ mod trace;
 pub use clf::{ClfParser, REMOTE_USER_HEADER};
 pub use csv::CsvParser;
 pub use csv_request::CsvRequestParser;
-pub use edgelimit::{decode_identifier, EdgelimitParser, Logged, LoggedLimit};
+pub use edgelimit::EdgelimitParser;
 pub use format::{Format, Key, LineProblem, LineResult, Parsed, RequestOptions, MAX_COST};
 pub use haproxy::HaproxyParser;
 pub use lines::MAX_LINE_BYTES;

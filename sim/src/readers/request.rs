@@ -11,7 +11,7 @@ use edgelimit_worker::identify::CLIENT_IP_HEADER;
 use edgelimit_worker::RequestView;
 use url::Url;
 
-use super::edgelimit::Logged;
+use edgelimit_worker::LogLine;
 
 type Span = Range<u32>;
 
@@ -32,7 +32,7 @@ pub struct Request {
     /// Header fields: names lower case.
     headers: Vec<(Span, Span)>,
     /// What the Worker logged for this request (`--format edgelimit` only).
-    pub logged: Option<Box<Logged>>,
+    pub logged: Option<Box<LogLine>>,
 }
 
 fn span(text: &str, from: usize) -> Span {

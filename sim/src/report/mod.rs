@@ -1,13 +1,10 @@
-//! Reports: the terminal table, JSON for machines, and a self-contained HTML page with SVG charts.
+//! The report kit both replays render through: the terminal text (an aligned table under the
+//! trace's header lines), JSON, and the self-contained HTML page with its inline SVG charts, and
+//! the words and numbers they share. What a replay reports lives with that replay
+//! (`policy::report`, `config::report`); how any report is written lives here, once.
 
 pub mod html;
-mod model;
+pub mod json;
 pub mod svg;
-pub mod table;
-
-pub use model::Report;
-
-/// A window in words: `10s`, `1m`, `1500ms`.
-pub fn window_text(ms: u64) -> String {
-    edgelimit::policy::format_window(ms)
-}
+pub mod text;
+pub mod words;

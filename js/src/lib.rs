@@ -1,0 +1,42 @@
+//! # edgelimit-js
+//!
+//! edgelimit for JavaScript: the library compiled to wasm32 and exported through wasm-bindgen,
+//! behind the `edgelimit` npm package (its TypeScript wrapper is `ts/`, its build
+//! `scripts/build-js`). No algorithm is written in JavaScript: the policies, the multi-limit
+//! script, the plans and the reply parsing, the denial cache, the fail modes, the headers and the
+//! problem bodies are the library's, so a quota is shared — same keys, same scripts — by this
+//! package, the Rust Worker and native services.
+//!
+//! # Layout
+//!
+//! - [`options`]: `new Ratelimit(options)` parsed and validated into a [`Setup`].
+//! - [`request`]: one call's identifiers and options into the checks it decides.
+//! - [`answer`]: the verdicts into what `limit()` resolves to (headers, problem body).
+//! - [`error`]: the typed error every bad input throws.
+//! - `fetch_store` (wasm32): the `Store` whose HTTP call is JavaScript's `fetch`.
+//! - `bindings` (wasm32): `Core`, what the wrapper calls.
+//!
+//! Everything but the two wasm32 modules is plain Rust, tested natively.
+
+#![deny(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+pub mod answer;
+pub mod error;
+pub mod options;
+pub mod request;
+
+#[cfg(target_arch = "wasm32")]
+mod bindings;
+#[cfg(target_arch = "wasm32")]
+mod fetch_store;
+
+pub use answer::{DecisionOut, Outcome, ProblemOut};
+pub use error::{Error, ErrorCode};
+pub use options::{ConfiguredLimit, Setup};
+pub use request::Call;

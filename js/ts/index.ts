@@ -1,0 +1,303 @@
+/**
+ * edgelimit for JavaScript: exact rate limits in Redis over the Upstash REST protocol, decided by
+ * the edgelimit Rust library compiled to WebAssembly. Every limit of a call is decided all or
+ * nothing in one round trip (one script), with the same keys and scripts as the edgelimit Worker
+ * and native services, so they share one quota.
+ *
+ * ```ts
+ * import { Ratelimit } from "edgelimit";
+ * const rl = new Ratelimit({
+ *   url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN,
+ *   limits: [{ name: "per-user", policy: "gcra 10/1s burst 20" },
+ *            { name: "per-team", policy: "sliding-counter 1000/1h" }],
+ * });
+ * const r = await rl.limit({ "per-user": user, "per-team": team });
+ * if (!r.success) return new Response(r.problem!.body, { status: r.problem!.status, headers: r.headers });
+ * ```
+ *
+ * @packageDocumentation
+ */
+
+import { Core } from "./core.js";
+import { EdgelimitError, rethrow } from "./errors.js";
+
+export { EdgelimitError } from "./errors.js";
+export type { ErrorCode } from "./errors.js";
+
+/**
+ * A policy spec, as the Worker's configuration writes it: `fixed 100/1m`,
+ * `sliding-log 10/10s`, `sliding-counter 1000/1h`, `token-bucket 10/1s burst 20`,
+ * `gcra 10/1s burst 20`, `concurrency 5 timeout 30s`.
+ */
+export type PolicySpec = string;
+
+/**
+ * What a limit does when the store cannot answer in time: `open` admits, `closed` denies (503),
+ * `fallback N%` decides in this isolate at N% of the limit.
+ */
+export type FailMode = "open" | "closed" | `fallback ${number}%`;
+
+/** One limit. */
+export interface LimitConfig {
+  /** Its name: with the identifier, whose quota (the Redis key); 1–64 of `A-Za-z0-9-_.`. */
+  name: string;
+  /** Its policy spec. */
+  policy: PolicySpec;
+  /** When the store fails; `open` unless set. */
+  fail?: FailMode;
+  /** Decided and reported in `decisions`, never enforced (nor advertised in the headers). */
+  shadow?: boolean;
+  /**
+   * Named alternative policies of the same algorithm an identifier may be assigned (with
+   * `edgelimit-admin tier set`); the assignment is read by the deciding script itself.
+   */
+  tiers?: Record<string, PolicySpec>;
+}
+
+/** The `init` the package passes to `fetch`. */
+export interface FetchInit {
+  /** Always `POST`. */
+  method: string;
+  /** `Authorization`, `Content-Type`, `Upstash-Encoding`. */
+  headers: Record<string, string>;
+  /** The `/pipeline` body (JSON). */
+  body: string;
+  /**
+   * Aborts the request after `timeout` ms (`AbortSignal.timeout`). Typed loosely so that every
+   * runtime's `fetch`, whose `signal` is its own `AbortSignal` type, fits `FetchLike`.
+   */
+  signal?: any;
+}
+
+/** What the package needs of a `fetch` response. */
+export interface FetchResponse {
+  /** The HTTP status. */
+  status: number;
+  /** The body as text. */
+  text(): Promise<string>;
+}
+
+/** A `fetch`: the global one unless another is given. */
+export type FetchLike = (url: string, init: FetchInit) => Promise<FetchResponse>;
+
+/** Everything but the store's address: what `Ratelimit.fromEnv` takes. */
+export interface RatelimitOptions {
+  /** The limits every call decides, in order. */
+  limits: LimitConfig[];
+  /** The Redis key namespace; `edgelimit` unless set (the Worker's and every store's default). */
+  namespace?: string;
+  /** How long a store round trip may take, in ms (1–30000; 1000 unless set). */
+  timeout?: number;
+  /**
+   * Whose clock decides: `server` (Redis `TIME`, the default: a Worker's `Date.now()` stands
+   * still during a request and differs between locations) or `local`.
+   */
+  time?: "server" | "local";
+  /** How many recent denials this instance remembers (answered without a round trip); 0: none. */
+  denialCache?: number;
+  /**
+   * How long a denial is remembered at most, in ms (10000 unless set), however far its retry
+   * time: how long a `reset` elsewhere takes to reach this instance.
+   */
+  denialCacheMs?: number;
+  /** The `fetch` carrying the requests; the global `fetch` unless set. */
+  fetch?: FetchLike;
+}
+
+/** The options of `new Ratelimit`. */
+export interface RatelimitConfig extends RatelimitOptions {
+  /** The REST URL (`UPSTASH_REDIS_REST_URL`), or an edgelimit gateway's. */
+  url: string;
+  /** The REST token (`UPSTASH_REDIS_REST_TOKEN`). */
+  token: string;
+}
+
+/** Whose quota: one identifier for every limit, or one per limit name. */
+export type Identifiers = string | Record<string, string>;
+
+/** The options of one call. */
+export interface LimitOptions {
+  /**
+   * What the request costs: the same for every limit, or per limit name (those left out cost 1).
+   * A whole number; 1 unless set; 0 looks without charging; negative refunds.
+   */
+  cost?: number | Record<string, number>;
+  /**
+   * Makes the call idempotent: once admitted, a repeat with the same id within the limit's
+   * window answers the first decision and charges nothing (and a lost answer is resent once).
+   */
+  requestId?: string;
+  /** The request path, named as `instance` in a denial's problem body. */
+  instance?: string;
+}
+
+/** Why a decision came out as it did. */
+export type Reason =
+  | "admitted"
+  | "over_limit"
+  | "cost_exceeds_capacity"
+  | "cached_denial"
+  | "failed_open"
+  | "failed_closed"
+  | "fallback"
+  | "skipped"
+  | "denylisted"
+  | "allowlisted";
+
+/** One limit's decision. */
+export interface Decision {
+  /** The limit's name. */
+  name: string;
+  /** Whether this limit admitted the request. */
+  success: boolean;
+  /** The deciding policy's capacity (the limit; the burst for the buckets). */
+  limit: number;
+  /** What could still be admitted now. */
+  remaining: number;
+  /** When the quota is whole again (epoch ms, on the deciding clock). */
+  reset: number;
+  /** For a denial, in how many ms the same request would be admitted (exact); else `null`. */
+  retryAfterMs: number | null;
+  /** Why. */
+  reason: Reason;
+  /** Whether the limit is a shadow one. */
+  shadow: boolean;
+}
+
+/** A denial's RFC 9457 problem body, ready to send. */
+export interface Problem {
+  /** 429, or 503 when every denial is a limit failing closed. */
+  status: number;
+  /** `application/problem+json`. */
+  contentType: string;
+  /** The body (JSON text). */
+  body: string;
+}
+
+/** What `limit()` resolves to. */
+export interface LimitResult {
+  /** Whether every enforced limit admitted the request. */
+  success: boolean;
+  /** The binding limit's capacity: the denial with the longest wait, else the tightest limit. */
+  limit: number;
+  /** The binding limit's remaining quota. */
+  remaining: number;
+  /** When the binding limit's quota is whole again (epoch ms). */
+  reset: number;
+  /** `Retry-After` in seconds when denied; `null` when admitted or when no wait helps. */
+  retryAfter: number | null;
+  /** The binding limit's reason. */
+  reason: Reason;
+  /**
+   * `RateLimit-Policy` and `RateLimit` (IETF draft), `X-RateLimit-Limit`/`-Remaining`/`-Reset`,
+   * and `Retry-After` when denied: for every response, admitted or not.
+   */
+  headers: Record<string, string>;
+  /** One decision per limit, in configuration order, shadow limits included. */
+  decisions: Decision[];
+  /** The problem body when denied; `null` when admitted. */
+  problem: Problem | null;
+  /** When the enforced limits were decided (epoch ms, on the deciding clock). */
+  decidedAt: number;
+}
+
+/** An env (a Worker's bindings, `process.env`) holding the store's URL and token. */
+export type EnvLike = Record<string, unknown> | undefined;
+
+/** JSON text of `value`; a non-finite number becomes a string, which the core then refuses. */
+function json(value: unknown): string {
+  return (
+    JSON.stringify(value, (_key, v: unknown) =>
+      typeof v === "number" && !Number.isFinite(v) ? String(v) : v,
+    ) ?? "null"
+  );
+}
+
+/** The global `fetch`, looked up at each call (so a test, or a polyfill, may replace it). */
+const globalFetch: FetchLike = (url, init) =>
+  (globalThis as unknown as { fetch: FetchLike }).fetch(url, init);
+
+/**
+ * A set of limits decided together. Make it once per isolate (outside the request handler), so
+ * its denial cache and fallback state live across requests.
+ */
+export class Ratelimit {
+  readonly #core: Core;
+  /** The limits' names, in order. */
+  readonly names: readonly string[];
+
+  /** Validates `config`; throws an `EdgelimitError` (`invalid_option`) naming what is wrong. */
+  constructor(config: RatelimitConfig) {
+    const { fetch, ...options } = config ?? ({} as RatelimitConfig);
+    try {
+      this.#core = new Core(json(options), fetch ?? globalFetch);
+    } catch (e) {
+      rethrow(e);
+    }
+    this.names = (options.limits ?? []).map((l) => l.name);
+  }
+
+  /**
+   * A `Ratelimit` on the store named by `UPSTASH_REDIS_REST_URL` and `UPSTASH_REDIS_REST_TOKEN`
+   * in `env` (a Worker's `env`; `process.env` when `undefined`).
+   */
+  static fromEnv(env: EnvLike, options: RatelimitOptions): Ratelimit {
+    const source =
+      env ?? (globalThis as { process?: { env?: Record<string, unknown> } }).process?.env ?? {};
+    const text = (name: string): string => {
+      const value = source[name];
+      if (typeof value !== "string" || value.trim() === "") {
+        throw new EdgelimitError({
+          code: "invalid_option",
+          path: name,
+          message: "is not set in the env",
+        });
+      }
+      return value;
+    };
+    return new Ratelimit({
+      ...options,
+      url: text("UPSTASH_REDIS_REST_URL"),
+      token: text("UPSTASH_REDIS_REST_TOKEN"),
+    });
+  }
+
+  /**
+   * Decides one request against every limit, all or nothing, in one round trip: when any
+   * enforced limit denies, none is charged. Throws an `EdgelimitError` for bad arguments (an
+   * unknown limit, a missing identifier, a bad cost) before anything is sent; a store failure is
+   * answered by each limit's fail mode, never thrown.
+   */
+  async limit(identifiers: Identifiers, options?: LimitOptions): Promise<LimitResult> {
+    let answer: string;
+    try {
+      answer = (await this.#core.limit(json(identifiers), options ? json(options) : "")) as string;
+    } catch (e) {
+      rethrow(e);
+    }
+    return JSON.parse(answer) as LimitResult;
+  }
+
+  /** `identifier`'s standing on limit `name`, charging nothing and writing nothing. */
+  async peek(name: string, identifier: string): Promise<Decision> {
+    let answer: string;
+    try {
+      answer = (await this.#core.peek(String(name), String(identifier))) as string;
+    } catch (e) {
+      rethrow(e);
+    }
+    return JSON.parse(answer) as Decision;
+  }
+
+  /**
+   * Deletes `identifier`'s state on limit `name` (its tier or override stays), and forgets this
+   * instance's cached denials; resolves to whether any state existed.
+   */
+  async reset(name: string, identifier: string): Promise<boolean> {
+    try {
+      return (await this.#core.reset(String(name), String(identifier))) as boolean;
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+}

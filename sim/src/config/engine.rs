@@ -1,0 +1,547 @@
+//! One configuration replayed request by request through the Worker's own request path
+//! (`edgelimit_worker::Edge`: rule matching and identifiers, the lists and the isolate's memory of
+//! their denials, the library's `Limiter` with the Worker's time mode and denial cache deciding
+//! every limit of the matched rules together, all or nothing, the Worker's ruling and its
+//! settlement) — then tallied per rule and per limit.
+//!
+//! The sim models one isolate: one denial cache, one fallback limiter (under `wrangler dev` there
+//! is one; in production each isolate has its own). Its clock is the trace's time — for the
+//! Worker's own log lines, the logged `local_ms` — and the store decides at the logged store
+//! time under `time = "server"`.
+
+use std::sync::Arc;
+
+use edgelimit::{Algorithm, ManualClock, Reason};
+use edgelimit_worker::{Config, Edge, Settlement};
+
+use super::against::LogCheck;
+use super::extract::{Extracted, Replayed};
+use super::outage::Outages;
+use super::overrides::{AppliedOverrides, Assigned, Overrides};
+use super::ready::ready;
+use super::report::{OutageReport, RuleReport};
+use super::series::Series;
+use super::store::ReplayStore;
+use super::tally::{status_slot, tally_rule, LimitTally, RuleTally, Totals, TotalsReport};
+use super::truth::{Boundary, LimitTruth};
+use super::whatif::Answered;
+use crate::due::Due;
+use crate::error::SimError;
+use crate::readers::Request;
+
+/// A configuration under replay.
+#[derive(Debug)]
+pub struct EdgeReplay {
+    /// The Worker's request path over the replay store.
+    edge: Edge<ReplayStore>,
+    clock: Arc<ManualClock>,
+    outages: Outages,
+    rules: Vec<RuleTally>,
+    /// The exact truth per limit name (limits sharing a name share state).
+    truths: Vec<(Arc<str>, LimitTruth)>,
+    totals: Totals,
+    series: Series,
+    log_check: Option<LogCheck>,
+    /// What requests settle when they land (their concurrency leases released, their settled
+    /// costs committed): the Worker's settlement, due at the request's time plus its duration.
+    landings: Due<Settlement>,
+    landed: u64,
+    extracted: Extracted,
+    /// `--overrides`: applied to the store at the first request (then kept for the report).
+    overrides: Option<Overrides>,
+    /// The limits and identifiers `--overrides` gave a tier or an override: left out of the
+    /// exact truths, whose reference is the limit's own policy.
+    assigned: Assigned,
+}
+
+/// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
+/// far enough for its memory to arrive, near enough to stay in cache.
+pub const PREPARE_AHEAD: usize = 16;
+
+impl EdgeReplay {
+    /// A replay of `config` on the replay store (`ReplayStore`: the library's all-or-nothing
+    /// rule over states indexed by identifier, or `MemoryStore` itself when a limit is
+    /// idempotent), the store down during `outages`; `compare_log` checks each request of a
+    /// `--format edgelimit` trace against its line.
+    pub fn new(
+        config: Config,
+        outages: Outages,
+        compare_log: bool,
+    ) -> Result<EdgeReplay, SimError> {
+        EdgeReplay::with_overrides(config, outages, compare_log, None)
+    }
+
+    /// [`EdgeReplay::new`] with the tiers, overrides and lists of an `--overrides` file (checked
+    /// against this `config`), written to the store at the first request. With them the replay
+    /// decides on the library's `MemoryStore`, which keeps assignments and lists exactly as the
+    /// Redis scripts do, and the dynamic lists are consulted as `config` says (as at the edge,
+    /// with the isolate's memory of their denials).
+    pub fn with_overrides(
+        mut config: Config,
+        outages: Outages,
+        compare_log: bool,
+        overrides: Option<Overrides>,
+    ) -> Result<EdgeReplay, SimError> {
+        if overrides.is_none() {
+            // The replay store then holds no dynamic deny/allow list (they live in the
+            // deployment's Redis), so asking it would decide nothing differently and only cost
+            // time: the configuration's static lists still apply in the plan, as at the edge.
+            config.dynamic_lists = false;
+        }
+        let assigned = overrides
+            .as_ref()
+            .map(Overrides::assigned)
+            .unwrap_or_default();
+        let shadow_limits = config
+            .rules
+            .iter()
+            .filter(|r| r.shadow)
+            .flat_map(|r| r.limits.iter().map(|l| l.limit.name.clone()))
+            .collect();
+        let clock = Arc::new(ManualClock::at(0));
+        let remembering = config
+            .rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .any(|l| l.idempotent)
+            || overrides.is_some();
+        let mut slots: Vec<(Arc<str>, Algorithm)> = Vec::new();
+        for applied in config.rules.iter().flat_map(|r| &r.limits) {
+            let slot = (applied.limit.name.clone(), applied.limit.policy.algorithm());
+            if !slots.contains(&slot) {
+                slots.push(slot);
+            }
+        }
+        let mut truths: Vec<(Arc<str>, LimitTruth)> = Vec::new();
+        for applied in config.rules.iter().flat_map(|r| &r.limits) {
+            if !truths.iter().any(|(n, _)| *n == applied.limit.name) {
+                truths.push((
+                    applied.limit.name.clone(),
+                    LimitTruth::new(&applied.limit.policy)?,
+                ));
+            }
+        }
+        let rules = config
+            .rules
+            .iter()
+            .map(|r| RuleTally {
+                limits: r.limits.iter().map(|_| LimitTally::default()).collect(),
+                ..RuleTally::default()
+            })
+            .collect();
+        let extracted = Extracted::new(&config);
+        let series = Series::new(config.rules.len());
+        // Nobody reads the limiter's metrics here: the replay's tallies are the report.
+        let edge = Edge::new(config, ReplayStore::new(slots, shadow_limits, remembering))
+            .without_metrics()
+            .with_clock(clock.clone());
+        Ok(EdgeReplay {
+            series,
+            edge,
+            clock,
+            outages,
+            rules,
+            truths,
+            totals: Totals::default(),
+            log_check: compare_log.then(LogCheck::default),
+            landings: Due::default(),
+            landed: 0,
+            extracted,
+            overrides,
+            assigned,
+        })
+    }
+
+    /// What `--overrides` applied, when given.
+    pub fn applied_overrides(&self) -> Option<&AppliedOverrides> {
+        self.overrides.as_ref().map(Overrides::applied)
+    }
+
+    /// Writes the `--overrides` operations to the store at `now_ms` (the first request's time),
+    /// once.
+    fn apply_overrides(&mut self, now_ms: u64) -> Result<(), SimError> {
+        let Some(overrides) = self.overrides.as_mut() else {
+            return Ok(());
+        };
+        if overrides.applied().applied_at_ms.is_some() {
+            return Ok(());
+        }
+        let memory = self
+            .edge
+            .limiter()
+            .store()
+            .memory()
+            .expect("a replay with overrides decides on MemoryStore");
+        overrides.apply(memory, now_ms)
+    }
+
+    /// Settles, in time order, what the requests that landed by `now_ms` reserved — as the
+    /// Worker does after the response (`settle_after`): through the limiter's `settle`, on the
+    /// store, at the landing time. A landing at the very millisecond of the next request comes
+    /// first. While the store is down the settlement fails, as the Worker's would, and its
+    /// leases are left to their timeout.
+    fn land_until(&mut self, now_ms: u64) -> Result<(), SimError> {
+        while let Some((at, commits)) = self.landings.pop_due(now_ms) {
+            self.clock.set(at);
+            let store = self.edge.limiter().store();
+            store.set_times(at, at);
+            store.set_down(self.outages.down_at(at));
+            let settled = ready(self.edge.settle(commits))?;
+            self.totals.settled += settled.committed as u64;
+            self.totals.settle_failed += settled.failed.len() as u64;
+        }
+        for (_, truth) in &mut self.truths {
+            truth.land_until(now_ms);
+        }
+        Ok(())
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        self.edge.config()
+    }
+
+    /// Extracts `request`'s identifiers ahead of its [`EdgeReplay::step`] and starts fetching
+    /// into cache what deciding for them will read, so that the step finds it there rather than
+    /// waiting on memory, as a replay of 100,000s of identifiers otherwise does for most of
+    /// them. Prepare a few requests ahead ([`PREPARE_AHEAD`]) and step them in the order
+    /// prepared: a step whose request is not the oldest prepared one drops what was prepared
+    /// and extracts for itself, so no answer depends on preparing.
+    pub fn prepare(&mut self, request: &Request) {
+        if request.logged.is_some() {
+            // The Worker's own lines name each limit's identifier: read as the step reads them.
+            return;
+        }
+        let EdgeReplay {
+            edge, extracted, ..
+        } = self;
+        // Two stages, each fetching what the next reads: the new request's table slots now,
+        // and, for the request prepared half as far ahead, the keys and states those slots
+        // name.
+        let hashes = extracted.prepare(edge.config(), request);
+        let store = edge.store_mut();
+        for &hashed in hashes {
+            store.prefetch_slot(hashed);
+        }
+        if let Some(nearer) = extracted.prepared_hashes(PREPARE_AHEAD / 2) {
+            for &hashed in nearer {
+                store.prefetch_states(hashed);
+            }
+        }
+    }
+
+    /// Replays one request; `answered` receives what was answered (for `--baseline`).
+    pub fn step(&mut self, request: &Request, answered: &mut Answered) -> Result<(), SimError> {
+        let local_ms = request.time_ms;
+        self.apply_overrides(local_ms)?;
+        self.land_until(local_ms)?;
+        let duration = request.duration_ms.map(u64::from);
+        let logged = request.logged.as_deref();
+        let (enforced_ms, shadow_ms) = match logged {
+            Some(l) => (
+                l.time_ms.unwrap_or(local_ms),
+                l.shadow_time_ms.or(l.time_ms).unwrap_or(local_ms),
+            ),
+            None => (local_ms, local_ms),
+        };
+        let down = self.outages.down_at(local_ms);
+        let EdgeReplay {
+            edge,
+            clock,
+            rules,
+            truths,
+            totals,
+            series,
+            log_check,
+            landings,
+            landed,
+            extracted,
+            assigned,
+            ..
+        } = self;
+        extracted.next_request(edge.config(), request);
+        clock.set(local_ms);
+        let store = edge.store_mut();
+        store.set_times(enforced_ms, shadow_ms);
+        store.set_down(down);
+        store.identifiers_mut().next_request();
+        let edge = &*edge;
+        let replayed = Replayed {
+            request,
+            logged,
+            extracted,
+        };
+        // What the Worker's request path answers, its store the replay's.
+        let handled = ready(edge.handle(&replayed, local_ms))?;
+        let outcome = handled.outcome();
+        let plan = handled.plan();
+        let forwarded = outcome.allowed();
+
+        let status = outcome.status;
+        totals.requests += 1;
+        totals.statuses[status_slot(status)] += 1;
+        totals.unmatched += u64::from(plan.rules.iter().all(|r| r.shadow));
+        totals.missing += u64::from(!plan.absent.is_empty());
+        totals.shadow_would_deny += u64::from(!outcome.shadow_denied.is_empty());
+        if down {
+            totals.outage_requests += 1;
+        }
+        let mut ids = edge.limiter().store().identifiers();
+        for decided in handled.decided() {
+            let verdict = decided.verdict;
+            let admitted = if decided.shadow {
+                verdict.allowed
+            } else {
+                forwarded
+            };
+            for (item, decision) in decided.check.items().iter().zip(&verdict.decisions) {
+                if down {
+                    totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
+                    totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);
+                }
+                // A list settled this item, the limit decided nothing; and an identifier on a
+                // tier or override is not held to the limit's own policy.
+                if matches!(decision.reason, Reason::Denylisted | Reason::Allowlisted)
+                    || (!assigned.is_empty()
+                        && assigned
+                            .get(&item.identifier)
+                            .is_some_and(|limits| limits.iter().any(|l| **l == *item.limit.name)))
+                {
+                    continue;
+                }
+                // The item's name is the configuration's own `Arc` (pointer equal) unless two
+                // limits share a name: compare pointers across all before comparing text.
+                let name = &item.limit.name;
+                let at = truths
+                    .iter()
+                    .position(|(n, _)| Arc::ptr_eq(n, name))
+                    .or_else(|| truths.iter().position(|(n, _)| n == name));
+                let truth = at.map(|i| &mut truths[i]);
+                if let Some((_, truth)) = truth {
+                    truth.record(
+                        ids.id(&item.identifier),
+                        item.cost,
+                        decision,
+                        verdict.decided_at_ms,
+                        admitted,
+                        duration,
+                    );
+                }
+            }
+        }
+        // The request lands after its duration; the Worker settles it then (a request without
+        // a duration keeps its leases until they time out).
+        if let Some(duration) = duration {
+            *landed += 1;
+            let name = format!("sim-{landed}");
+            if let Some(settlement) = handled.settlement(&name, |_| None) {
+                landings.push(local_ms.saturating_add(duration), settlement);
+            }
+        }
+        answered.status = status;
+        answered.rules.clear();
+        answered.binding = None;
+        answered.listed = outcome
+            .denied
+            .as_ref()
+            .map(|d| format!("{}: {}", d.list, d.entry));
+        let config = edge.config();
+        for rule in &plan.rules {
+            let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
+                continue;
+            };
+            answered.rules.push(index);
+            let denied = tally_rule(&mut rules[index], rule, &handled, &replayed, &mut ids);
+            let refused = if rule.shadow { denied } else { !forwarded };
+            series.add(index, local_ms, refused);
+        }
+        // Only a refusal's binding limit is read (what-if labels a flip by the refusing side):
+        // a forwarded request's would cost two reference counts taken and dropped.
+        let binding = outcome.binding.as_ref().filter(|_| !forwarded);
+        if let (Some(binding), Some(check)) = (binding, plan.enforced()) {
+            answered.binding = check
+                .items()
+                .iter()
+                .find(|i| i.limit.name == binding.name)
+                .map(|i| (binding.name.clone(), i.identifier.clone()));
+        }
+        if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
+            // The Worker's own log line, set beside the one it logged.
+            log_check.add(logged, &handled.log_line(request, None));
+        }
+        Ok(())
+    }
+
+    /// The rules' reports, in configuration order.
+    pub fn rule_reports(&mut self) -> Vec<RuleReport> {
+        let ids = self.edge.limiter().store().identifiers();
+        let boundaries: Vec<(Arc<str>, Boundary)> = self
+            .truths
+            .iter_mut()
+            .map(|(name, truth)| (name.clone(), truth.finish(&ids)))
+            .collect();
+        self.edge
+            .config()
+            .rules
+            .iter()
+            .zip(&self.rules)
+            .map(|(rule, tally)| RuleReport {
+                name: rule.name.clone(),
+                shadow: rule.shadow,
+                matched: tally.matched,
+                admitted: tally.admitted,
+                denied: tally.denied,
+                listed: tally.listed,
+                allowlisted: tally.allowlisted,
+                limits: rule
+                    .limits
+                    .iter()
+                    .zip(&tally.limits)
+                    .map(|(applied, t)| t.report(applied, &ids, &boundaries))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Request-level counts: requests, admitted, denied, unmatched, statuses, missing
+    /// identifiers, shadow denials.
+    pub fn totals(&self) -> TotalsReport {
+        self.totals.report()
+    }
+
+    /// What the outages did, when there were any.
+    pub fn outage_report(&self) -> OutageReport {
+        OutageReport {
+            spans: self.outages.spans(),
+            requests: self.totals.outage_requests,
+            failed_closed: self.totals.statuses[status_slot(503)],
+            failed_open: self.totals.outage_failed_open,
+            fallback_decisions: self.totals.outage_fallback,
+        }
+    }
+
+    /// The comparison with the Worker's own lines (`--format edgelimit`).
+    pub fn log_check(&self) -> Option<&LogCheck> {
+        self.log_check.as_ref()
+    }
+
+    /// The charts' series.
+    pub fn series(&self) -> &Series {
+        &self.series
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::{mixed_requests, request};
+
+    /// Steps `requests` through a fresh replay, calling `prepare(i, replay)` before the step of
+    /// request `i`; the statuses answered and the reports as JSON.
+    fn replayed(
+        requests: &[Request],
+        mut prepare: impl FnMut(usize, &mut EdgeReplay),
+    ) -> (Vec<u16>, String) {
+        let config = edgelimit_worker::config_file::parse(
+            r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [
+  { name = "per-ip", policy = "fixed 5/1s", identifier = "ip" },
+  { name = "per-key", policy = "gcra 3/1s burst 2", identifier = "api-key:header:authorization" },
+]
+
+[[rules]]
+name = "writes"
+methods = ["POST"]
+limits = [{ name = "write-user", policy = "sliding-log 2/1s", identifier = "header:x-user", missing = "allow" }]
+
+[[rules]]
+name = "watch"
+shadow = true
+limits = [{ name = "watch-ip", policy = "token-bucket 4/1s burst 4", identifier = "ip" }]
+"#,
+            "test",
+        )
+        .unwrap();
+        let mut replay = EdgeReplay::new(config, Outages::default(), false).unwrap();
+        let mut answered = Answered::default();
+        let mut statuses = Vec::new();
+        for (i, request) in requests.iter().enumerate() {
+            prepare(i, &mut replay);
+            replay.step(request, &mut answered).unwrap();
+            statuses.push(answered.status);
+        }
+        let reports = serde_json::to_string(&replay.rule_reports()).unwrap();
+        (statuses, reports)
+    }
+
+    #[test]
+    fn preparing_ahead_changes_no_answer_even_out_of_order() {
+        let requests = mixed_requests(3000);
+        let plain = replayed(&requests, |_, _| {});
+        assert!(plain.0.contains(&429) && plain.0.contains(&200));
+        // As `sim replay` does: each request prepared `PREPARE_AHEAD` ahead of its step.
+        let ahead = replayed(&requests, |i, replay| {
+            if i == 0 {
+                requests
+                    .iter()
+                    .take(PREPARE_AHEAD)
+                    .for_each(|r| replay.prepare(r));
+            }
+            if let Some(r) = requests.get(i + PREPARE_AHEAD) {
+                replay.prepare(r);
+            }
+        });
+        assert_eq!(ahead, plain);
+        // Prepared out of order (the next request's values sit where this one's should): each
+        // step must see they are not its own and extract for itself.
+        let skewed = replayed(&requests, |i, replay| {
+            if let Some(r) = requests.get(i + 1) {
+                replay.prepare(r);
+            }
+        });
+        assert_eq!(skewed, plain);
+    }
+
+    #[test]
+    fn the_most_limited_identifiers_are_counted_per_limit() {
+        let config = edgelimit_worker::config_file::parse(
+            r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [{ name = "per-ip", policy = "fixed 1/1m", identifier = "ip" }]
+"#,
+            "test",
+        )
+        .unwrap();
+        let mut replay = EdgeReplay::new(config, Outages::default(), false).unwrap();
+        let mut answered = Answered::default();
+        // Within one minute: a 5 times, b 3 times, c once; one admitted each, the rest denied
+        // (the denial cache answers some of them: denials all the same). b first, so order of
+        // first sight is not what ranks them.
+        let sent = [("b", 3), ("a", 5), ("c", 1)];
+        let mut t = 1_700_000_000_000;
+        for (who, n) in sent {
+            for _ in 0..n {
+                t += 1;
+                replay
+                    .step(
+                        &request(&format!("192.0.2.{}", who.as_bytes()[0]), t),
+                        &mut answered,
+                    )
+                    .unwrap();
+            }
+        }
+        let limit = &replay.rule_reports()[0].limits[0];
+        let top: Vec<(&str, u64)> = limit
+            .top_identifiers
+            .iter()
+            .map(|t| (t.identifier.as_str(), t.denied))
+            .collect();
+        assert_eq!(top, [("192.0.2.97", 4), ("192.0.2.98", 2)]);
+        assert_eq!(limit.denied, 6);
+    }
+}

@@ -1,0 +1,189 @@
+//! The configuration report: what `--config` measured, serialised as the JSON `--json` writes
+//! (the schema is documented in docs/sim.md, "The configuration report").
+
+use std::collections::BTreeMap;
+
+use super::outage::Span;
+use super::overrides::AppliedOverrides;
+use super::series::Series;
+use super::truth::Boundary;
+use super::whatif::WhatIf;
+use crate::readers::ReadStats;
+use crate::report::json;
+
+/// One identifier and how often it was denied.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TopIdentifier {
+    /// The identifier, as keyed (API keys hashed).
+    pub identifier: String,
+    /// Requests this limit denied it.
+    pub denied: u64,
+}
+
+/// One limit of one rule.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LimitReport {
+    /// The limit's name (limits sharing a name share state).
+    pub name: String,
+    /// Its policy.
+    pub policy: String,
+    /// Where its identifier comes from.
+    pub identifier: String,
+    /// Its `fail` mode.
+    pub fail: String,
+    /// Its `missing` setting.
+    pub missing_setting: String,
+    /// Requests of this rule on which the limit was decided (denial-cache skips, and requests a
+    /// deny or allow list settled before any limit counted, excluded).
+    pub checked: u64,
+    /// Requests on which this limit alone would not have admitted: its own denials (any reason)
+    /// and refusals for a missing identifier. A request two limits refuse counts for both.
+    pub denied: u64,
+    /// Denials by reason: `over_limit`, `cached_denial`, `failed_closed`, `fallback`, and
+    /// `missing_identifier` (400s, or a shadow rule's would-be 400s).
+    pub denied_by: BTreeMap<&'static str, u64>,
+    /// Refused requests whose answer named this limit (the binding limit of a 429 or 503).
+    pub answered: u64,
+    /// Requests of this rule without this limit's identifier (handled per `missing_setting`).
+    pub missing: u64,
+    /// Decisions the denial cache skipped (another limit of the request was a cached denial).
+    pub skipped: u64,
+    /// Admissions while the store was down, by `fail = "open"`.
+    pub failed_open: u64,
+    /// Fallback decisions that admitted.
+    pub fallback_admitted: u64,
+    /// The ten identifiers it denied most.
+    pub top_identifiers: Vec<TopIdentifier>,
+    /// Boundary metrics against the exact log (shared by every rule using this limit name).
+    pub boundary: Boundary,
+}
+
+/// One rule.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RuleReport {
+    /// Its name.
+    pub name: String,
+    /// Whether it is a shadow rule.
+    pub shadow: bool,
+    /// Requests it matched.
+    pub matched: u64,
+    /// For an enforced rule, matched requests forwarded; for a shadow rule, matched requests its
+    /// limits would all have admitted.
+    pub admitted: u64,
+    /// For an enforced rule, matched requests refused (by any limit: see `limits[].denied` for
+    /// which); for a shadow rule, matched requests one of its limits would have denied.
+    /// `matched = admitted + denied`.
+    pub denied: u64,
+    /// Of `denied`, matched requests a deny list refused (403) before any limit counted (a
+    /// shadow rule: its lists would have). Left out of the JSON when zero, so replays without
+    /// lists read as before.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub listed: u64,
+    /// Matched requests an allow list exempted from the rule's limits (uncounted; forwarded
+    /// unless another rule refused). Left out of the JSON when zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub allowlisted: u64,
+    /// Its limits, in configuration order.
+    pub limits: Vec<LimitReport>,
+}
+
+/// Whether a count is zero (such counts are left out of the JSON).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What replaying the Worker's own log lines through a configuration agreed with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AgainstLog {
+    /// Requests whose logged decision was compared.
+    pub compared: u64,
+    /// Requests whose replayed log line differs from the logged one in any decided field (the
+    /// matched rules, status, every limit's identifier, cost, decision, remaining, reason, the
+    /// shadow denials, the times).
+    pub mismatches: u64,
+    /// Of those, requests answered with another status.
+    pub status_mismatches: u64,
+    /// The first few differences.
+    pub samples: Vec<String>,
+}
+
+/// The store's outages and what the fail modes did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OutageReport {
+    /// The spans (UTC epoch ms).
+    pub spans: Vec<Span>,
+    /// Requests that arrived while the store was down.
+    pub requests: u64,
+    /// Answered 503 (a `fail = "closed"` limit).
+    pub failed_closed: u64,
+    /// Limit decisions that failed open.
+    pub failed_open: u64,
+    /// Limit decisions made by the in-isolate fallback.
+    pub fallback_decisions: u64,
+}
+
+/// What the requests that landed settled (the Worker's `settle_after`): their concurrency
+/// leases released, their settled costs committed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Settlements {
+    /// Settlement checks applied.
+    pub settled: u64,
+    /// Settlement checks that failed (the store down when the request landed); their leases
+    /// stayed until the timeout.
+    pub failed: u64,
+}
+
+/// One configuration's replay.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConfigReport {
+    /// `edgelimit-sim`.
+    pub tool: &'static str,
+    /// The simulator's version.
+    pub version: &'static str,
+    /// The configuration file.
+    pub config: String,
+    /// What was read.
+    pub trace: ReadStats,
+    /// Wall time of the replay (ms).
+    pub elapsed_ms: u64,
+    /// Requests replayed.
+    pub requests: u64,
+    /// Requests forwarded (status 200), requests no rule matched included.
+    pub admitted: u64,
+    /// Requests refused: 429, 503, 400 and 403 (`statuses` splits them).
+    pub denied: u64,
+    /// Requests no enforced rule matched.
+    pub unmatched: u64,
+    /// Requests by the status the Worker answers (200 stands for forwarded).
+    pub statuses: BTreeMap<u16, u64>,
+    /// Requests lacking an identifier for at least one limit of a matched rule.
+    pub missing_identifiers: u64,
+    /// Requests a shadow limit would have denied.
+    pub shadow_would_deny: u64,
+    /// `--overrides`: what the file applied (and when), when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<AppliedOverrides>,
+    /// Requests that landed (had a `duration_ms`) and what settling them did, when any did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settlements: Option<Settlements>,
+    /// One object per configured rule, in order.
+    pub rules: Vec<RuleReport>,
+    /// Outages (`--outage`), if any were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage: Option<OutageReport>,
+    /// For `--format edgelimit`: agreement with what the Worker decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against_log: Option<AgainstLog>,
+    /// For `--baseline`: what changes from the baseline configuration to this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<WhatIf>,
+    /// Per rule, admitted and denied over time (the HTML charts).
+    pub series: Series,
+}
+
+impl ConfigReport {
+    /// The JSON text.
+    pub fn to_json(&self) -> String {
+        json::to_json(self)
+    }
+}

@@ -1,0 +1,170 @@
+//! One configuration replay from start to finish: read requests, replay them through the
+//! configuration (and the baseline, side by side), and build the report.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use edgelimit_worker::config_file;
+
+use super::engine::{EdgeReplay, PREPARE_AHEAD};
+use super::outage::{Outage, Outages};
+use super::overrides::Overrides;
+use super::report::{ConfigReport, Settlements};
+use super::whatif::{Answered, WhatIfTally};
+use crate::error::SimError;
+use crate::input::Source;
+use crate::progress::Progress;
+use crate::readers::{Format, ReadOptions, Request, RequestOptions, TraceReader};
+use crate::report::json::{TOOL, VERSION};
+
+/// What to replay and how.
+#[derive(Debug, Clone)]
+pub struct EdgeRunOptions {
+    /// The trace.
+    pub source: Source,
+    /// How to read it.
+    pub read: ReadOptions,
+    /// What request lines lack.
+    pub request: RequestOptions,
+    /// The configuration.
+    pub config: PathBuf,
+    /// The configuration to compare with (`--baseline`).
+    pub baseline: Option<PathBuf>,
+    /// Tiers, overrides and lists for the configuration, as `edgelimit-admin` commands
+    /// (`--overrides`).
+    pub overrides: Option<PathBuf>,
+    /// The same for the baseline (`--baseline-overrides`).
+    pub baseline_overrides: Option<PathBuf>,
+    /// Spans of trace time the store is down.
+    pub outages: Vec<Outage>,
+    /// Show a progress bar (only drawn when standard error is a terminal).
+    pub progress: bool,
+}
+
+/// Replays a trace through a configuration (and its baseline).
+pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
+    let started = Instant::now();
+    let config = config_file::load(&options.config)?;
+    let baseline = options
+        .baseline
+        .as_deref()
+        .map(config_file::load)
+        .transpose()?;
+    // Every file is read and checked before the trace is opened: a bad line fails at once.
+    let overrides = options
+        .overrides
+        .as_deref()
+        .map(|path| Overrides::load(path, &config, &options.config.display().to_string()))
+        .transpose()?;
+    let baseline_overrides = match (&options.baseline_overrides, &baseline, &options.baseline) {
+        (Some(path), Some(config), Some(file)) => {
+            Some(Overrides::load(path, config, &file.display().to_string())?)
+        }
+        (Some(_), _, _) => {
+            return Err(SimError::Usage(
+                "--baseline-overrides applies to the --baseline configuration: give --baseline"
+                    .into(),
+            ))
+        }
+        _ => None,
+    };
+    let mut progress = Progress::new(options.progress, &options.source);
+    let mut reader = TraceReader::open_requests(
+        &options.source,
+        options.read.clone(),
+        options.request.clone(),
+        progress.counter(),
+    )?;
+    let mut candidate = EdgeReplay::with_overrides(
+        config,
+        Outages::new(options.outages.clone()),
+        true,
+        overrides,
+    )?;
+    let mut whatif = match baseline {
+        Some(config) => {
+            let names = |c: &edgelimit_worker::Config| -> Vec<String> {
+                c.rules.iter().map(|r| r.name.clone()).collect()
+            };
+            let tally = WhatIfTally::new(
+                options
+                    .baseline
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                &names(&config),
+                &names(candidate.config()),
+            );
+            let replay = EdgeReplay::with_overrides(
+                config,
+                Outages::new(options.outages.clone()),
+                false,
+                baseline_overrides,
+            )?;
+            Some((replay, tally))
+        }
+        None => None,
+    };
+    let mut answered = Answered::default();
+    let mut before = Answered::default();
+    // Requests read and prepared, not yet stepped: each is prepared `PREPARE_AHEAD` requests
+    // before its step.
+    let mut ahead: VecDeque<Request> = VecDeque::with_capacity(PREPARE_AHEAD + 1);
+    loop {
+        if let Some(request) = reader.next_request().transpose()? {
+            candidate.prepare(&request);
+            if let Some((replay, _)) = whatif.as_mut() {
+                replay.prepare(&request);
+            }
+            ahead.push_back(request);
+            if ahead.len() <= PREPARE_AHEAD {
+                continue;
+            }
+        }
+        let Some(request) = ahead.pop_front() else {
+            break;
+        };
+        candidate.step(&request, &mut answered)?;
+        if let Some((replay, tally)) = whatif.as_mut() {
+            replay.step(&request, &mut before)?;
+            tally.add(&before, &answered);
+        }
+        reader.recycle(request);
+        progress.tick();
+    }
+    progress.finish();
+    let totals = candidate.totals();
+    let against_log = candidate
+        .log_check()
+        .filter(|_| reader.stats().format == Some(Format::Edgelimit))
+        .map(|c| c.finish());
+    Ok(ConfigReport {
+        tool: TOOL,
+        version: VERSION,
+        config: options.config.display().to_string(),
+        trace: reader.stats(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        requests: totals.requests,
+        admitted: totals.admitted,
+        denied: totals.denied,
+        unmatched: totals.unmatched,
+        statuses: totals.statuses,
+        missing_identifiers: totals.missing_identifiers,
+        shadow_would_deny: totals.shadow_would_deny,
+        overrides: candidate.applied_overrides().cloned(),
+        settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
+            settled: totals.settled,
+            failed: totals.settle_failed,
+        }),
+        rules: candidate.rule_reports(),
+        outage: (!options.outages.is_empty()).then(|| candidate.outage_report()),
+        against_log,
+        whatif: whatif.map(|(replay, tally)| {
+            let mut whatif = tally.finish();
+            whatif.baseline_overrides = replay.applied_overrides().cloned();
+            whatif
+        }),
+        series: candidate.series().clone(),
+    })
+}

@@ -1,0 +1,337 @@
+//! What a configuration's replay counts — per request, per rule and per limit of each rule — and
+//! those counts as the report's rules, limits and totals.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use edgelimit::{Identifier, Reason};
+use edgelimit_worker::lists;
+use edgelimit_worker::{Handled, Incoming, Missing, Rule, RuleLimit};
+
+use super::extract::Replayed;
+use super::identifiers::Identifiers;
+use super::names::display_identifier;
+use super::report::{LimitReport, TopIdentifier};
+use super::truth::Boundary;
+
+/// Tallies of one limit of one rule.
+#[derive(Debug, Default)]
+pub(super) struct LimitTally {
+    pub(super) checked: u64,
+    pub(super) denied: u64,
+    pub(super) over_limit: u64,
+    pub(super) cached_denial: u64,
+    pub(super) failed_closed: u64,
+    pub(super) fallback_denied: u64,
+    pub(super) refused: u64,
+    pub(super) answered: u64,
+    pub(super) missing: u64,
+    pub(super) skipped: u64,
+    pub(super) failed_open: u64,
+    pub(super) fallback_admitted: u64,
+    /// Denials by dense identifier id (see `Identifiers`).
+    pub(super) top: Vec<u64>,
+}
+
+/// Tallies of one rule.
+#[derive(Debug, Default)]
+pub(super) struct RuleTally {
+    pub(super) matched: u64,
+    pub(super) admitted: u64,
+    pub(super) denied: u64,
+    /// Matched requests a deny list refused (403; for a shadow rule, would have).
+    pub(super) listed: u64,
+    /// Matched requests an allow list exempted from the rule's limits.
+    pub(super) allowlisted: u64,
+    pub(super) limits: Vec<LimitTally>,
+}
+
+/// Request-level counts.
+#[derive(Debug, Default)]
+pub(super) struct Totals {
+    pub(super) requests: u64,
+    /// By status: 200, 400, 403, 429, 503, other.
+    pub(super) statuses: [u64; 6],
+    pub(super) unmatched: u64,
+    pub(super) missing: u64,
+    pub(super) shadow_would_deny: u64,
+    pub(super) outage_requests: u64,
+    pub(super) outage_failed_open: u64,
+    pub(super) outage_fallback: u64,
+    pub(super) settled: u64,
+    pub(super) settle_failed: u64,
+}
+
+/// Where `status` is counted in `Totals::statuses`.
+pub(super) fn status_slot(status: u16) -> usize {
+    match status {
+        200 => 0,
+        400 => 1,
+        403 => 2,
+        429 => 3,
+        503 => 4,
+        _ => OTHER_STATUS,
+    }
+}
+
+/// The statuses the Worker answers, in their slots; anything else is counted under 0.
+const STATUSES: [u16; 5] = [200, 400, 403, 429, 503];
+
+/// The slot of a status the Worker never answers (kept so one would show, not vanish).
+const OTHER_STATUS: usize = STATUSES.len();
+
+impl LimitTally {
+    /// The report of `applied` from this tally, its identifiers named by `ids` and its boundary
+    /// metrics found in `boundaries` by the limit's name.
+    pub(super) fn report(
+        &self,
+        applied: &RuleLimit,
+        ids: &Identifiers,
+        boundaries: &[(Arc<str>, Boundary)],
+    ) -> LimitReport {
+        let mut top: Vec<(&Identifier, u64)> = (0u32..)
+            .zip(&self.top)
+            .filter(|(_, n)| **n > 0)
+            .map(|(id, n)| (ids.name(id), *n))
+            .collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let boundary = boundaries
+            .iter()
+            .find(|(n, _)| *n == applied.limit.name)
+            .map(|(_, boundary)| boundary.clone())
+            .expect("a truth per limit name");
+        LimitReport {
+            name: applied.limit.name.to_string(),
+            policy: applied.limit.policy.to_string(),
+            identifier: source_text(applied),
+            fail: applied.limit.fail_mode.to_string(),
+            missing_setting: applied.missing.to_string(),
+            checked: self.checked,
+            denied: self.denied,
+            denied_by: [
+                ("over_limit", self.over_limit),
+                ("cached_denial", self.cached_denial),
+                ("failed_closed", self.failed_closed),
+                ("fallback", self.fallback_denied),
+                ("missing_identifier", self.refused),
+            ]
+            .into_iter()
+            .collect(),
+            answered: self.answered,
+            missing: self.missing,
+            skipped: self.skipped,
+            failed_open: self.failed_open,
+            fallback_admitted: self.fallback_admitted,
+            top_identifiers: top
+                .into_iter()
+                .take(10)
+                .map(|(id, denied)| TopIdentifier {
+                    identifier: display_identifier(id),
+                    denied,
+                })
+                .collect(),
+            boundary,
+        }
+    }
+}
+
+impl Totals {
+    /// The counts as reported.
+    pub(super) fn report(&self) -> TotalsReport {
+        let mut statuses: BTreeMap<u16, u64> = STATUSES
+            .iter()
+            .zip(&self.statuses)
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| (*s, *n))
+            .collect();
+        if self.statuses[OTHER_STATUS] > 0 {
+            statuses.insert(0, self.statuses[OTHER_STATUS]);
+        }
+        TotalsReport {
+            requests: self.requests,
+            admitted: self.statuses[0],
+            denied: self.requests - self.statuses[0],
+            unmatched: self.unmatched,
+            statuses,
+            missing_identifiers: self.missing,
+            shadow_would_deny: self.shadow_would_deny,
+            settled: self.settled,
+            settle_failed: self.settle_failed,
+        }
+    }
+}
+
+/// Request-level counts of one replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TotalsReport {
+    /// Requests replayed.
+    pub requests: u64,
+    /// Forwarded.
+    pub admitted: u64,
+    /// Refused (429, 503, 400, 403).
+    pub denied: u64,
+    /// No enforced rule matched.
+    pub unmatched: u64,
+    /// By status.
+    pub statuses: BTreeMap<u16, u64>,
+    /// Requests lacking some identifier.
+    pub missing_identifiers: u64,
+    /// Requests a shadow limit would have denied.
+    pub shadow_would_deny: u64,
+    /// Settlements applied when requests landed (leases released, costs committed).
+    pub settled: u64,
+    /// Settlements that failed (the store down when the request landed).
+    pub settle_failed: u64,
+}
+
+/// A limit's identifier source as written in the configuration.
+fn source_text(applied: &RuleLimit) -> String {
+    use edgelimit_worker::IdentifierSource as S;
+    fn text(s: &S) -> String {
+        match s {
+            S::ClientIp => "ip".into(),
+            S::Header(h) => format!("header:{h}"),
+            S::Query(q) => format!("query:{q}"),
+            S::PathSegment(n) => format!("path:{n}"),
+            S::ApiKey(inner) => format!("api-key:{}", text(inner)),
+        }
+    }
+    text(&applied.source)
+}
+
+/// Tallies one matched rule; returns whether one of its limits refused (or would have).
+pub(super) fn tally_rule(
+    tally: &mut RuleTally,
+    rule: &Rule,
+    handled: &Handled<'_>,
+    request: &Replayed<'_>,
+    ids: &mut Identifiers,
+) -> bool {
+    let (plan, ruling) = (handled.plan(), handled.outcome());
+    tally.matched += 1;
+    let check = handled
+        .decided()
+        .find(|d| d.shadow == rule.shadow)
+        .map(|d| (d.check, d.verdict));
+    // Refused by a deny list (403) before any limit counted: the configuration-wide list
+    // refuses the whole request, a rule's own list only its rule (a shadow rule's: would have).
+    let listed = if rule.shadow {
+        ruling
+            .denied
+            .as_ref()
+            .is_some_and(|d| d.list == lists::DENY)
+            || ruling
+                .shadow_listed
+                .iter()
+                .any(|d| d.list == rule.deny_list)
+    } else {
+        ruling.denied.is_some()
+    };
+    tally.listed += u64::from(listed);
+    let mut allowlisted = plan.allowed.iter().any(|r| std::ptr::eq(*r, rule));
+    let mut denied = listed;
+    for (applied, t) in rule.limits.iter().zip(&mut tally.limits) {
+        let absent = plan
+            .absent
+            .iter()
+            .any(|a| std::ptr::eq(a.rule, rule) && std::ptr::eq(a.limit, applied));
+        if absent {
+            t.missing += 1;
+            match applied.missing {
+                Missing::Deny => {
+                    t.refused += 1;
+                    t.denied += 1;
+                    denied = true;
+                    continue;
+                }
+                Missing::Allow => continue,
+                Missing::Shared => {}
+            }
+        }
+        let Some((check, verdict)) = check else {
+            continue;
+        };
+        let items = check.items();
+        let mut same_name = items
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.limit.name == applied.limit.name);
+        let Some((mut index, _)) = same_name.next() else {
+            continue;
+        };
+        // Two rules may apply one limit name to different identifiers: then look it up.
+        if same_name.next().is_some() {
+            let id = if absent {
+                Identifier::from("")
+            } else {
+                request
+                    .identifier(applied)
+                    .unwrap_or_else(|| Identifier::from(""))
+            };
+            match items
+                .iter()
+                .position(|i| i.limit.name == applied.limit.name && i.identifier == id)
+            {
+                Some(i) => index = i,
+                None => continue,
+            }
+        }
+        let Some(decision) = verdict.decisions.get(index) else {
+            continue;
+        };
+        match decision.reason {
+            Reason::Skipped => {
+                t.skipped += 1;
+                continue;
+            }
+            // A list settled the request: the limit decided (and counted) nothing.
+            Reason::Denylisted => continue,
+            Reason::Allowlisted => {
+                allowlisted = true;
+                continue;
+            }
+            Reason::FailedOpen => t.failed_open += 1,
+            Reason::Fallback if decision.allowed => t.fallback_admitted += 1,
+            _ => {}
+        }
+        t.checked += 1;
+        if decision.allowed {
+            continue;
+        }
+        denied = true;
+        t.denied += 1;
+        match decision.reason {
+            Reason::CachedDenial => t.cached_denial += 1,
+            Reason::FailedClosed => t.failed_closed += 1,
+            Reason::Fallback => t.fallback_denied += 1,
+            _ => t.over_limit += 1,
+        }
+        let identifier = &items[index].identifier;
+        let id = ids.id(identifier) as usize;
+        if t.top.len() <= id {
+            t.top.resize(id + 1, 0);
+        }
+        t.top[id] += 1;
+        if !rule.shadow
+            && ruling
+                .binding
+                .as_ref()
+                .is_some_and(|b| b.name == applied.limit.name)
+        {
+            t.answered += 1;
+        }
+    }
+    tally.allowlisted += u64::from(allowlisted && !listed);
+    if rule.shadow {
+        if denied {
+            tally.denied += 1;
+        } else {
+            tally.admitted += 1;
+        }
+    } else if ruling.status == 200 {
+        tally.admitted += 1;
+    } else {
+        tally.denied += 1;
+    }
+    denied
+}

@@ -1,0 +1,605 @@
+//! What travels between the Worker and its Durable Objects, and between `edgelimit-admin` and the
+//! Worker's admin route: one [`Call`] (a batch of checks, or one control operation) and its
+//! [`Answer`], as JSON. The library's types are rebuilt exactly on the other side: a limit by its
+//! name, policy and tiers (each sent once per call), an identifier by its bytes.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use edgelimit::algorithm::Charge;
+use edgelimit::control::list::{Gate, ListEntry, ListProbe, Listed};
+use edgelimit::control::{Assignment, AssignmentKind, Tiers};
+use edgelimit::{
+    Check, CheckItem, Decision, Identifier, Limit, Policy, StoreError, TimeSource, Verdict,
+};
+use serde::{Deserialize, Serialize};
+
+/// One request to a store behind the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Call {
+    /// Decide `checks` (their limits listed once in `limits`) at `at_ms`, or on the store's
+    /// clock when `None` (`TimeSource::Server`).
+    Check {
+        /// The limits the checks name, by index.
+        limits: Vec<WireLimit>,
+        /// The checks.
+        checks: Vec<WireCheck>,
+        /// The caller's instant, if it gives one.
+        at_ms: Option<u64>,
+    },
+    /// `Control::peek`.
+    Peek {
+        /// The limit.
+        limit: WireLimit,
+        /// Whose standing.
+        identifier: WireBytes,
+        /// The caller's instant, if it gives one.
+        at_ms: Option<u64>,
+    },
+    /// `Control::reset`.
+    Reset {
+        /// The limit.
+        limit: WireLimit,
+        /// Whose state.
+        identifier: WireBytes,
+    },
+    /// `Control::assign`: `assignment` in its stored text (`Assignment::encode`), none to
+    /// clear both kinds.
+    Assign {
+        /// The limit.
+        limit: WireLimit,
+        /// Whose assignment.
+        identifier: WireBytes,
+        /// The assignment, encoded with its lapse time.
+        assignment: Option<String>,
+        /// When it lapses (epoch ms), if ever.
+        until_ms: Option<u64>,
+    },
+    /// `Control::clear_assignment` of one kind (`t` or `o`).
+    ClearAssignment {
+        /// The limit.
+        limit: WireLimit,
+        /// Whose assignment.
+        identifier: WireBytes,
+        /// `t` (the tier) or `o` (the override).
+        kind: String,
+    },
+    /// `Control::assignments`.
+    Assignments {
+        /// The limit.
+        limit: WireLimit,
+        /// Whose assignments.
+        identifier: WireBytes,
+    },
+    /// `Control::list_add`.
+    ListAdd {
+        /// The list.
+        list: String,
+        /// The entry, as written (`ip 203.0.113.0/24`).
+        entry: String,
+        /// When it lapses (epoch ms), if ever.
+        until_ms: Option<u64>,
+        /// The caller's now.
+        now_ms: u64,
+    },
+    /// `Control::list_remove`.
+    ListRemove {
+        /// The list.
+        list: String,
+        /// The entry.
+        entry: String,
+    },
+    /// `Control::list_entries`.
+    ListEntries {
+        /// The list.
+        list: String,
+        /// The caller's now.
+        now_ms: u64,
+    },
+}
+
+/// The answer to one [`Call`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum Answer {
+    /// One verdict per check.
+    Verdicts {
+        /// The verdicts, in order.
+        verdicts: Vec<WireVerdict>,
+    },
+    /// A peek's verdict.
+    Verdict {
+        /// The verdict.
+        verdict: WireVerdict,
+    },
+    /// Whether something existed (a reset, a removal).
+    Existed {
+        /// Whether it did.
+        existed: bool,
+    },
+    /// Done (an assignment, an addition).
+    Done,
+    /// Assignments in their stored text, each with its lapse time.
+    Assignments {
+        /// (encoded assignment, until).
+        assignments: Vec<(String, Option<u64>)>,
+    },
+    /// A list's live entries.
+    Entries {
+        /// (member, until).
+        entries: Vec<(String, Option<u64>)>,
+    },
+    /// The call failed.
+    Failed {
+        /// Why.
+        message: String,
+        /// Whether the caller's input was at fault (else the store).
+        invalid_input: bool,
+    },
+}
+
+/// Bytes on the wire: text when they are UTF-8 (identifiers almost always are), else base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WireBytes {
+    /// UTF-8 text.
+    Text(String),
+    /// Other bytes, base64.
+    Base64 {
+        /// The standard base64 of the bytes.
+        b64: String,
+    },
+}
+
+impl WireBytes {
+    /// The wire form of `bytes`.
+    pub fn of(bytes: &[u8]) -> WireBytes {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => WireBytes::Text(text.to_string()),
+            Err(_) => WireBytes::Base64 {
+                b64: base64::engine::general_purpose::STANDARD.encode(bytes),
+            },
+        }
+    }
+
+    /// The identifier these bytes are.
+    pub fn identifier(&self) -> Result<Identifier, StoreError> {
+        match self {
+            WireBytes::Text(text) => Ok(Identifier::from(text.as_str())),
+            WireBytes::Base64 { b64 } => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map(Identifier::from)
+                .map_err(|e| invalid(format!("an identifier is not base64: {e}"))),
+        }
+    }
+}
+
+/// A limit as the store needs it: its name, policy and tiers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireLimit {
+    /// The name.
+    pub name: String,
+    /// The policy spec (`gcra 10/1s burst 20`).
+    pub policy: String,
+    /// The tiers: (name, policy spec).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<(String, String)>,
+}
+
+impl WireLimit {
+    /// The wire form of `limit`.
+    pub fn of(limit: &Limit) -> WireLimit {
+        WireLimit {
+            name: limit.name.to_string(),
+            policy: limit.policy.to_string(),
+            tiers: limit
+                .tiers
+                .iter()
+                .map(|(name, policy)| (name.to_string(), policy.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The limit again (failing open: a store never applies a fail mode).
+    pub fn limit(&self) -> Result<Limit, StoreError> {
+        let policy = parse_policy(&self.policy)?;
+        let tiers = self
+            .tiers
+            .iter()
+            .map(|(name, spec)| Ok((name.as_str(), parse_policy(spec)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let tiers = Tiers::new(policy.algorithm(), tiers)
+            .map_err(|e| invalid(format!("limit `{}`: {e}", self.name)))?;
+        let mut limit = Limit::new(self.name.as_str(), policy);
+        limit.tiers = tiers;
+        Ok(limit)
+    }
+}
+
+/// How an item's cost applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireCharge {
+    /// `Charge::Request`.
+    Request,
+    /// `Charge::Settle`.
+    Settle,
+    /// `Charge::Release`.
+    Release {
+        /// The leases' end.
+        lease_ms: u64,
+    },
+}
+
+/// One item of a check; `limit` indexes the call's limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireItem {
+    /// Which of the call's limits.
+    pub limit: usize,
+    /// Whose quota.
+    pub identifier: WireBytes,
+    /// The cost.
+    pub cost: i64,
+    /// How it applies.
+    #[serde(default = "request", skip_serializing_if = "is_request")]
+    pub charge: WireCharge,
+    /// The request id, if the item carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<WireBytes>,
+    /// The gate the item sits behind, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<usize>,
+}
+
+fn request() -> WireCharge {
+    WireCharge::Request
+}
+
+fn is_request(charge: &WireCharge) -> bool {
+    *charge == WireCharge::Request
+}
+
+/// One check: its items, and for a gated check its gates and what the request offers the lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireCheck {
+    /// The items.
+    pub items: Vec<WireItem>,
+    /// The gates: (deny lists, allow lists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<(Vec<String>, Vec<String>)>,
+    /// The probe's (source, value) pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe: Vec<(String, String)>,
+}
+
+/// What a gate found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "found", rename_all = "snake_case")]
+pub enum WireListed {
+    /// `Listed::No`.
+    No,
+    /// `Listed::Denied`.
+    Denied {
+        /// The list.
+        list: String,
+        /// The member.
+        entry: String,
+    },
+    /// `Listed::Allowed`.
+    Allowed {
+        /// The list.
+        list: String,
+        /// The member.
+        entry: String,
+    },
+}
+
+/// A verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireVerdict {
+    /// `Verdict::allowed`.
+    pub allowed: bool,
+    /// `Verdict::decisions`.
+    pub decisions: Vec<Decision>,
+    /// `Verdict::atomic`.
+    pub atomic: bool,
+    /// `Verdict::decided_at_ms`.
+    pub decided_at_ms: u64,
+    /// `Verdict::listed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listed: Vec<WireListed>,
+}
+
+impl WireVerdict {
+    /// The wire form of `verdict`.
+    pub fn of(verdict: &Verdict) -> WireVerdict {
+        WireVerdict {
+            allowed: verdict.allowed,
+            decisions: verdict.decisions.clone(),
+            atomic: verdict.atomic,
+            decided_at_ms: verdict.decided_at_ms,
+            listed: verdict
+                .listed
+                .iter()
+                .map(|listed| match listed {
+                    Listed::No => WireListed::No,
+                    Listed::Denied { list, entry } => WireListed::Denied {
+                        list: list.clone(),
+                        entry: entry.clone(),
+                    },
+                    Listed::Allowed { list, entry } => WireListed::Allowed {
+                        list: list.clone(),
+                        entry: entry.clone(),
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    /// The verdict again.
+    pub fn verdict(self) -> Verdict {
+        Verdict {
+            allowed: self.allowed,
+            decisions: self.decisions,
+            atomic: self.atomic,
+            decided_at_ms: self.decided_at_ms,
+            listed: self
+                .listed
+                .into_iter()
+                .map(|listed| match listed {
+                    WireListed::No => Listed::No,
+                    WireListed::Denied { list, entry } => Listed::Denied { list, entry },
+                    WireListed::Allowed { list, entry } => Listed::Allowed { list, entry },
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The call deciding `checks` at `time`: each distinct limit sent once.
+pub fn check_call(checks: &[Check], time: TimeSource) -> Call {
+    let mut limits: Vec<&Arc<Limit>> = Vec::new();
+    for item in checks.iter().flat_map(|c| c.items()) {
+        if !limits
+            .iter()
+            .any(|l| Arc::ptr_eq(l, &item.limit) || ***l == *item.limit)
+        {
+            limits.push(&item.limit);
+        }
+    }
+    let index = |limit: &Arc<Limit>| -> usize {
+        limits
+            .iter()
+            .position(|l| Arc::ptr_eq(l, limit) || ***l == **limit)
+            .expect("every item's limit is listed")
+    };
+    let mut wire_checks = Vec::with_capacity(checks.len());
+    for check in checks {
+        let items = check
+            .items()
+            .iter()
+            .map(|item| WireItem {
+                limit: index(&item.limit),
+                identifier: WireBytes::of(item.identifier.as_bytes()),
+                cost: item.cost,
+                charge: match item.charge {
+                    Charge::Request => WireCharge::Request,
+                    Charge::Settle => WireCharge::Settle,
+                    Charge::Release { lease_ms } => WireCharge::Release { lease_ms },
+                },
+                request_id: item.request_id.as_ref().map(|id| WireBytes::of(id.as_bytes())),
+                gate: item.gate,
+            })
+            .collect();
+        wire_checks.push(WireCheck {
+            items,
+            gates: check
+                .gates()
+                .iter()
+                .map(|g| (g.deny.to_vec(), g.allow.to_vec()))
+                .collect(),
+            probe: check.probe().pairs().to_vec(),
+        });
+    }
+    Call::Check {
+        limits: limits.into_iter().map(|l| WireLimit::of(l)).collect(),
+        checks: wire_checks,
+        at_ms: time.at_ms(),
+    }
+}
+
+/// The checks and time of a [`Call::Check`], rebuilt.
+pub fn checks_of(
+    limits: &[WireLimit],
+    checks: &[WireCheck],
+    at_ms: Option<u64>,
+) -> Result<(Vec<Check>, TimeSource), StoreError> {
+    let limits = limits
+        .iter()
+        .map(|l| l.limit().map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut out = Vec::with_capacity(checks.len());
+    for wire in checks {
+        let mut check = Check::new();
+        for item in &wire.items {
+            let limit = limits
+                .get(item.limit)
+                .ok_or_else(|| invalid(format!("an item names limit {}, of {}", item.limit, limits.len())))?;
+            let mut built = CheckItem::new(limit.clone(), item.identifier.identifier()?, item.cost)
+                .charged(match item.charge {
+                    WireCharge::Request => Charge::Request,
+                    WireCharge::Settle => Charge::Settle,
+                    WireCharge::Release { lease_ms } => Charge::Release { lease_ms },
+                });
+            if let Some(id) = &item.request_id {
+                built = built.with_request_id(id.identifier()?);
+            }
+            built.gate = item.gate;
+            check.add_item(built);
+        }
+        if !wire.gates.is_empty() {
+            let probe = wire
+                .probe
+                .iter()
+                .fold(ListProbe::new(), |probe, (source, value)| {
+                    probe.with(source, value)
+                });
+            let gates = wire
+                .gates
+                .iter()
+                .map(|(deny, allow)| Gate::new(deny.clone(), allow.clone()))
+                .collect();
+            check = check.gated(probe, gates);
+        }
+        out.push(check);
+    }
+    let time = match at_ms {
+        Some(ms) => TimeSource::At(ms),
+        None => TimeSource::Server,
+    };
+    Ok((out, time))
+}
+
+/// An assignment's wire text: [`Assignment::encode`] with its lapse time.
+pub fn assignment_text(assignment: &Assignment, until_ms: Option<u64>) -> String {
+    assignment.encode(until_ms)
+}
+
+/// An assignment from its wire text, with its lapse time.
+pub fn assignment_of(text: &str) -> Result<(Assignment, Option<u64>), StoreError> {
+    Assignment::decode(text).map_err(|e| invalid(format!("assignment `{text}`: {e}")))
+}
+
+/// An assignment kind from its letter (`t`, `o`).
+pub fn kind_of(letter: &str) -> Result<AssignmentKind, StoreError> {
+    match letter {
+        "t" => Ok(AssignmentKind::Tier),
+        "o" => Ok(AssignmentKind::Override),
+        other => Err(invalid(format!("assignment kind `{other}` is not `t` or `o`"))),
+    }
+}
+
+/// A list entry from its text.
+pub fn entry_of(text: &str) -> Result<ListEntry, StoreError> {
+    text.parse::<ListEntry>()
+        .map_err(|e| invalid(format!("entry `{text}`: {e}")))
+}
+
+/// The answer carrying `error`.
+pub fn failed(error: &StoreError) -> Answer {
+    Answer::Failed {
+        message: error.to_string(),
+        invalid_input: matches!(error, StoreError::InvalidInput(_)),
+    }
+}
+
+/// The error a [`Answer::Failed`] carries, for the caller.
+pub fn error_of(message: String, invalid_input: bool) -> StoreError {
+    if invalid_input {
+        StoreError::InvalidInput(message)
+    } else {
+        StoreError::Script(message)
+    }
+}
+
+fn parse_policy(spec: &str) -> Result<Policy, StoreError> {
+    spec.parse::<Policy>()
+        .map_err(|e| invalid(format!("policy `{spec}`: {e}")))
+}
+
+fn invalid(message: String) -> StoreError {
+    StoreError::InvalidInput(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edgelimit::MemoryStore;
+
+    fn round_trip(checks: &[Check], time: TimeSource) -> (Vec<Check>, TimeSource) {
+        let text = serde_json::to_string(&check_call(checks, time)).unwrap();
+        match serde_json::from_str::<Call>(&text).unwrap() {
+            Call::Check {
+                limits,
+                checks,
+                at_ms,
+            } => checks_of(&limits, &checks, at_ms).unwrap(),
+            other => panic!("not a check: {other:?}"),
+        }
+    }
+
+    /// Checks of every kind come back equal, and decide alike on both sides.
+    #[test]
+    fn checks_cross_the_wire_unchanged() {
+        let gcra = Limit::new("per-ip", "gcra 10/1s burst 20".parse().unwrap());
+        let tiered = Limit::new("per-user", "fixed 5/1m".parse().unwrap())
+            .with_tiers([("pro", "fixed 50/1m".parse().unwrap())])
+            .unwrap();
+        let lease = Limit::new("inflight", "concurrency 2 timeout 30s".parse().unwrap());
+        let checks = vec![
+            Check::new()
+                .with(&gcra, "203.0.113.7", 1)
+                .with(&tiered, "alice", 2),
+            Check::new()
+                .with_item(CheckItem::new(&tiered, "bob", 3).with_request_id("ray-1"))
+                .with_item(
+                    CheckItem::new(&lease, &b"\xff\x00raw"[..], 1)
+                        .charged(Charge::Release { lease_ms: 99 }),
+                )
+                .with_item(CheckItem::new(&gcra, "carol", -1).charged(Charge::Settle)),
+            Check::new()
+                .with_item(CheckItem::new(&gcra, "dave", 1).gated(0))
+                .gated(
+                    ListProbe::new().with("ip", "203.0.113.7").with("country", "SE"),
+                    vec![Gate::new(vec!["deny".into()], vec!["allow".into()])],
+                ),
+            Check::new(),
+        ];
+        for time in [TimeSource::At(1_700_000_000_000), TimeSource::Server] {
+            let (back, back_time) = round_trip(&checks, time);
+            assert_eq!(back, checks);
+            assert_eq!(back_time, time);
+        }
+        let store = MemoryStore::new();
+        let (back, _) = round_trip(&checks, TimeSource::At(0));
+        let here = store.check_now(&checks, 5);
+        let there = MemoryStore::new().check_now(&back, 5);
+        assert_eq!(here, there);
+        // Verdicts too.
+        for verdict in &here {
+            let text = serde_json::to_string(&WireVerdict::of(verdict)).unwrap();
+            let back: WireVerdict = serde_json::from_str(&text).unwrap();
+            assert_eq!(&back.verdict(), verdict);
+        }
+    }
+
+    #[test]
+    fn bad_calls_name_what_is_wrong() {
+        let bad_policy = vec![WireLimit {
+            name: "l".into(),
+            policy: "gcra 0/1s".into(),
+            tiers: vec![],
+        }];
+        let e = checks_of(&bad_policy, &[], None).unwrap_err();
+        assert!(e.to_string().contains("gcra 0/1s"), "{e}");
+        let item = WireItem {
+            limit: 3,
+            identifier: WireBytes::Text("x".into()),
+            cost: 1,
+            charge: WireCharge::Request,
+            request_id: None,
+            gate: None,
+        };
+        let check = WireCheck {
+            items: vec![item],
+            gates: vec![],
+            probe: vec![],
+        };
+        let e = checks_of(&[], &[check], None).unwrap_err();
+        assert!(e.to_string().contains("limit 3"), "{e}");
+        let e = WireBytes::Base64 { b64: "!!".into() }.identifier().unwrap_err();
+        assert!(e.to_string().contains("base64"), "{e}");
+        assert!(kind_of("x").is_err() && entry_of("nonsense").is_err());
+    }
+}

@@ -1,0 +1,205 @@
+//! The Worker's decision log line: one JSON object per logged request, written by the Worker
+//! ([`LogLine::of`], serialised) and read back by `sim replay --format edgelimit` (deserialised)
+//! — one type, so the two cannot drift apart. It carries what a replay needs: the times the
+//! decision used, the request's method, host and path, and every decided limit with its
+//! identifier as keyed, its cost, decision and reason.
+
+use edgelimit::metrics::MetricsSnapshot;
+use edgelimit::store::key::{decode_identifier, encode_identifier};
+use edgelimit::{Checked, Identifier};
+use serde::{Deserialize, Serialize};
+
+use crate::identify::RequestView;
+use crate::plan::Plan;
+use crate::ruling::Outcome;
+
+/// The value of every line's first member, `"edgelimit":"decision"`: how a reader finds the
+/// lines among other output.
+pub const DECISION: &str = "decision";
+
+/// One limit's decision in the log line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitLine {
+    /// The limit's name.
+    pub name: String,
+    /// The identifier as keyed in Redis (escaped, or `#` and a SHA-256 when long): never a
+    /// secret in the clear (API keys are keyed by their hash).
+    pub identifier: String,
+    /// The cost charged.
+    pub cost: i64,
+    /// Whether this limit admitted the request (alone).
+    pub allowed: bool,
+    /// Its remaining quota.
+    pub remaining: u64,
+    /// Why it decided as it did (`admitted`, `over_limit`, `cached_denial`, …).
+    pub reason: String,
+    /// Whether it belongs to a shadow rule.
+    pub shadow: bool,
+}
+
+/// The isolate's counters, in a sampled line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsolateLine {
+    /// Checks the store admitted.
+    pub allowed: u64,
+    /// Checks the store denied.
+    pub denied: u64,
+    /// Denials answered from the isolate's cache.
+    pub cache_hits: u64,
+    /// Decisions that failed open.
+    pub failed_open: u64,
+    /// Decisions that failed closed.
+    pub failed_closed: u64,
+    /// Decisions made by the fallback policy.
+    pub fallback: u64,
+    /// Store calls that failed.
+    pub store_errors: u64,
+}
+
+/// What the Worker logs for one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// Always [`DECISION`].
+    pub edgelimit: String,
+    /// When the enforced limits were decided (the store's clock under `time = "server"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ms: Option<u64>,
+    /// The shadow check's own time: a second script in the same pipeline reads Redis `TIME`
+    /// again, and may read the next millisecond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow_time_ms: Option<u64>,
+    /// The isolate's clock: what its denial cache and fail modes used.
+    pub local_ms: u64,
+    /// The method.
+    pub method: String,
+    /// The host.
+    pub host: String,
+    /// The path.
+    pub path: String,
+    /// The rules that matched.
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// Whether the request was forwarded.
+    pub allowed: bool,
+    /// The status answered (200 for forwarded).
+    pub status: u16,
+    /// `denied` when a deny list refused the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The deny list that refused it (entries are not logged: one may be a secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<String>,
+    /// How the match was found: `static`, `cache` or `store`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// Rules whose limits a static allow entry exempted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_rules: Vec<String>,
+    /// Deny lists of shadow rules that would have refused the request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow_lists: Vec<String>,
+    /// Every decided limit, enforced then shadow.
+    #[serde(default)]
+    pub limits: Vec<LimitLine>,
+    /// Shadow limits that would have denied.
+    #[serde(default)]
+    pub shadow_denied: Vec<String>,
+    /// Whether all-or-nothing held for the enforced limits.
+    #[serde(default = "all_or_nothing")]
+    pub atomic: bool,
+    /// The store's latency for this request (ms), when it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_ms: Option<f64>,
+    /// The isolate's counters, when the line carries them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolate: Option<IsolateLine>,
+}
+
+fn all_or_nothing() -> bool {
+    true
+}
+
+impl LogLine {
+    /// The line for a request `plan` planned, the store answered (`checked`) and the Worker
+    /// ruled (`outcome`), with the isolate's counters when given.
+    pub fn of(
+        plan: &Plan<'_>,
+        checked: &Checked,
+        outcome: &Outcome,
+        request: &(impl RequestView + ?Sized),
+        isolate: Option<&MetricsSnapshot>,
+    ) -> LogLine {
+        let limits = plan
+            .decided(&checked.verdicts)
+            .flat_map(|decided| {
+                decided
+                    .check
+                    .items()
+                    .iter()
+                    .zip(&decided.verdict.decisions)
+                    .map(move |(item, d)| LimitLine {
+                        name: item.limit.name.to_string(),
+                        identifier: encode_identifier(&item.identifier),
+                        cost: item.cost,
+                        allowed: d.allowed,
+                        remaining: d.remaining,
+                        reason: d.reason.as_str().to_string(),
+                        shadow: decided.shadow,
+                    })
+            })
+            .collect();
+        let names = |names: &mut dyn Iterator<Item = &str>| names.map(str::to_string).collect();
+        LogLine {
+            edgelimit: DECISION.to_string(),
+            time_ms: outcome.decided_at_ms,
+            shadow_time_ms: plan
+                .shadow_decided(&checked.verdicts)
+                .map(|(_, verdict)| verdict.decided_at_ms),
+            local_ms: checked.local_ms,
+            method: request.method().to_string(),
+            host: request.host().to_string(),
+            path: request.path().to_string(),
+            rules: names(&mut plan.rules.iter().map(|r| r.name.as_str())),
+            allowed: outcome.allowed(),
+            status: outcome.status,
+            reason: outcome.denied.as_ref().map(|_| "denied".to_string()),
+            list: outcome.denied.as_ref().map(|d| d.list.clone()),
+            via: outcome.denied.as_ref().map(|d| d.via.as_str().to_string()),
+            allowed_rules: names(&mut plan.allowed.iter().map(|r| r.name.as_str())),
+            shadow_lists: names(&mut outcome.shadow_listed.iter().map(|d| d.list.as_str())),
+            limits,
+            shadow_denied: names(&mut outcome.shadow_denied.iter().map(|n| &**n)),
+            atomic: outcome.atomic,
+            store_ms: checked.store_ms,
+            isolate: isolate.map(|m| {
+                let totals = m.totals();
+                IsolateLine {
+                    allowed: m.checks_allowed,
+                    denied: m.checks_denied,
+                    cache_hits: totals.cache_hits,
+                    failed_open: totals.failed_open,
+                    failed_closed: totals.failed_closed,
+                    fallback: totals.fallback,
+                    store_errors: m.store_errors,
+                }
+            }),
+        }
+    }
+
+    /// The line as JSON, on one line.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The identifier logged for the limit called `name`, as the bytes the Worker keyed it by
+    /// (the escaped form decoded; a hashed long identifier stays as logged — distinct from every
+    /// other, which is all its state needs). `None` when the limit was not decided or its
+    /// identifier was empty (the shared bucket of `missing = "shared"`).
+    pub fn identifier(&self, name: &str) -> Option<Identifier> {
+        let logged = self.limits.iter().find(|l| l.name == name)?;
+        if logged.identifier.is_empty() {
+            return None;
+        }
+        Some(decode_identifier(&logged.identifier))
+    }
+}

@@ -1,0 +1,312 @@
+//! The request path, written once: [`Edge::handle`] takes a request through rule matching, the
+//! lists and the isolate's memory of their denials, the plan, one store call (the library's
+//! [`Limiter`]: denial cache, fail modes, timeout), and the ruling; the [`Handled`] request then
+//! gives the response (headers, problem body), the log line, the analytics point and, once the
+//! origin has answered, the settlement ([`Edge::settle`]). Pure and generic over the store: the
+//! Worker's glue (`edge.rs`) only converts the JS request and response and does the I/O around
+//! it, and `sim replay --config` drives this same path over its replay store, so the simulator
+//! predicts the Worker by construction (docs/design.md §4).
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use edgelimit::metrics::MetricsSnapshot;
+use edgelimit::{Check, Checked, Clock, Limiter, Store, StoreError};
+
+use crate::config::Config;
+use crate::identify::RequestView;
+use crate::lists::{DenyCache, ListCounters, Via};
+use crate::log_line::LogLine;
+use crate::plan::{Decided, Incoming, Plan};
+use crate::ruling::{Outcome, Response};
+use crate::settlement::Settlement;
+
+/// What an isolate keeps between requests besides its limiter: the deny lists' answers it
+/// remembers, and their counters.
+#[derive(Debug)]
+struct Isolate {
+    deny_cache: DenyCache,
+    list_counters: ListCounters,
+}
+
+/// One request's buffers, kept between requests so that a pipeline deciding request after
+/// request (a replay) allocates none of them.
+#[derive(Debug, Default)]
+struct Buffers {
+    checks: [Check; 2],
+    checked: Checked,
+    outcome: Outcome,
+}
+
+/// One isolate's request path: the configuration, the limiter over its store, and what the
+/// isolate remembers between requests. Shared by every request the isolate serves (`handle`
+/// takes `&self`; requests may interleave at the store call).
+#[derive(Debug)]
+pub struct Edge<S> {
+    config: Config,
+    limiter: Limiter<S>,
+    isolate: Mutex<Isolate>,
+    spare: Mutex<Vec<Buffers>>,
+}
+
+/// At most this many requests' buffers are kept for reuse (the requests an isolate has in
+/// flight at once, typically).
+const SPARE_BUFFERS: usize = 16;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing held under these locks can be left half-changed by a panic.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<S: Store> Edge<S> {
+    /// The request path of `config` over `store`: the limiter takes the configuration's time
+    /// mode and denial cache.
+    pub fn new(config: Config, store: S) -> Edge<S> {
+        let limiter = Limiter::new(store)
+            .with_time_mode(config.time)
+            .with_denial_cache(config.denial_cache)
+            .with_denial_cache_ms(config.denial_cache_ms);
+        Edge {
+            isolate: Mutex::new(Isolate {
+                deny_cache: DenyCache::new(config.list_cache_ms),
+                list_counters: ListCounters::default(),
+            }),
+            spare: Mutex::new(Vec::new()),
+            config,
+            limiter,
+        }
+    }
+
+    /// The same path on another clock (the limiter's "now": a replay's virtual time).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Edge<S> {
+        self.limiter = self.limiter.with_clock(clock);
+        self
+    }
+
+    /// The same path counting no metrics (nobody reads them in a replay).
+    pub fn without_metrics(mut self) -> Edge<S> {
+        self.limiter = self.limiter.without_metrics();
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The limiter, for its store and metrics.
+    pub fn limiter(&self) -> &Limiter<S> {
+        &self.limiter
+    }
+
+    /// The store, to change between requests (a replay's clock and outages).
+    pub fn store_mut(&mut self) -> &mut S {
+        self.limiter.store_mut()
+    }
+
+    /// Takes `request` down the path at `now_ms` (the isolate's clock, what its memory of list
+    /// denials uses): the plan, one store call, the ruling. What it answers is in the
+    /// [`Handled`] request.
+    pub async fn handle<R: Incoming + ?Sized>(&self, request: &R, now_ms: u64) -> Handled<'_> {
+        let Buffers {
+            checks,
+            mut checked,
+            mut outcome,
+        } = lock(&self.spare).pop().unwrap_or_default();
+        let mut plan = self.config.plan_in(request, checks);
+        if !plan.deny_scope().is_empty() && plan.denied().is_none() {
+            plan.deny_if_remembered(&mut lock(&self.isolate).deny_cache, now_ms);
+        }
+        // A request refused before the store has no check: no store call.
+        self.limiter
+            .check_all_into(plan.checks(), &mut checked)
+            .await;
+        plan.rule_into(&checked.verdicts, &mut outcome);
+        if outcome.denied.is_some() || !outcome.shadow_listed.is_empty() {
+            let mut isolate = lock(&self.isolate);
+            if let Some(denial) = &outcome.denied {
+                isolate.list_counters.denied(denial);
+                isolate.deny_cache.remember_denial(denial, now_ms);
+            }
+            if !outcome.shadow_listed.is_empty() {
+                isolate.list_counters.shadow_denied();
+            }
+        }
+        Handled {
+            plan,
+            checked,
+            outcome,
+            spare: &self.spare,
+        }
+    }
+
+    /// Sends what a request settles ([`Handled::settlement`]), each commit one store call, off
+    /// the request path. A failed commit leaves its estimate charged and its leases to their
+    /// timeout (the safe side): each failure is in the answer, for the caller to log.
+    pub async fn settle(&self, settlement: Settlement) -> Settled {
+        let mut settled = Settled::default();
+        for commit in settlement.into_commits() {
+            match self.limiter.settle(commit).await {
+                Ok(_) => settled.committed += 1,
+                Err(e) => settled.failed.push(e),
+            }
+        }
+        settled
+    }
+
+    /// The isolate's counters as Prometheus text: the limiter's decisions and store latency,
+    /// its cache hits, and the lists' refusals (the configuration's `metrics_path` page).
+    pub fn metrics_text(&self) -> String {
+        let metrics = self.limiter.metrics();
+        format!(
+            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n{}",
+            metrics.to_prometheus(),
+            metrics.totals().cache_hits,
+            lock(&self.isolate).list_counters.to_prometheus()
+        )
+    }
+}
+
+/// What [`Edge::settle`] did.
+#[derive(Debug, Default)]
+pub struct Settled {
+    /// Commits the store took.
+    pub committed: usize,
+    /// Why the others failed.
+    pub failed: Vec<StoreError>,
+}
+
+/// One request as the path handled it: its plan, the store's verdicts and the ruling. The
+/// response, the log line and the settlement are written from it on demand.
+#[derive(Debug)]
+pub struct Handled<'e> {
+    plan: Plan<'e>,
+    checked: Checked,
+    outcome: Outcome,
+    spare: &'e Mutex<Vec<Buffers>>,
+}
+
+impl<'e> Handled<'e> {
+    /// The ruling: status, binding limit, shadow reports, list refusals.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    /// The plan: the rules that matched, absent identifiers, exempted rules, the checks sent.
+    pub fn plan(&self) -> &Plan<'e> {
+        &self.plan
+    }
+
+    /// The store's verdicts, with the limiter's clock and the store's latency.
+    pub fn checked(&self) -> &Checked {
+        &self.checked
+    }
+
+    /// Every check the store decided, with its verdict — the enforced one first.
+    pub fn decided(&self) -> impl Iterator<Item = Decided<'_>> {
+        self.plan.decided(&self.checked.verdicts)
+    }
+
+    /// The response for this request: its header fields, and for an answer the Worker gives
+    /// itself (429, 503, 400, 403) the status and problem body.
+    pub fn response(&self, request: &(impl RequestView + ?Sized)) -> Response {
+        self.plan
+            .response(&self.checked.verdicts, &self.outcome, request.path())
+    }
+
+    /// Whether this request's line is logged: when `sampled` (the configuration's
+    /// `log_sample`), and always for news — a refusal the store's lists just answered (repeats
+    /// from the isolate's memory and static entries are sampled like everything else) — and
+    /// for a shadow rule's denial, which is what shadow mode is for.
+    pub fn is_logged(&self, sampled: bool) -> bool {
+        let news = self
+            .outcome
+            .denied
+            .as_ref()
+            .is_some_and(|d| d.via == Via::Store);
+        sampled || news || !self.outcome.shadow_denied.is_empty()
+    }
+
+    /// The log line for this request, with the isolate's counters when given.
+    pub fn log_line(
+        &self,
+        request: &(impl RequestView + ?Sized),
+        isolate: Option<&MetricsSnapshot>,
+    ) -> LogLine {
+        LogLine::of(&self.plan, &self.checked, &self.outcome, request, isolate)
+    }
+
+    /// The request's analytics data point (Workers Analytics Engine).
+    pub fn analytics(&self) -> AnalyticsPoint {
+        let binding = self.outcome.binding.as_ref();
+        let limit = binding.map_or("", |b| &*b.name).to_string();
+        let rules: Vec<&str> = self.plan.rules.iter().map(|r| r.name.as_str()).collect();
+        let shadow_denied: Vec<&str> = self.outcome.shadow_denied.iter().map(|n| &**n).collect();
+        let reason = match &self.outcome.denied {
+            Some(_) => "denied",
+            None => binding.map_or("", |b| b.reason.as_str()),
+        };
+        AnalyticsPoint {
+            blobs: [
+                rules.join(","),
+                limit.clone(),
+                if self.outcome.allowed() {
+                    "allowed"
+                } else {
+                    "denied"
+                }
+                .to_string(),
+                reason.to_string(),
+                shadow_denied.join(","),
+            ],
+            index: limit,
+            doubles: [
+                1.0,
+                binding.map_or(0.0, |b| b.remaining as f64),
+                self.checked.store_ms.unwrap_or(0.0),
+            ],
+        }
+    }
+
+    /// What this request settles once its response is known: `header` reads the response's
+    /// fields by lower-case name (always `None` when the origin failed: the estimates stand,
+    /// the leases are released all the same). `None` when nothing needs settling.
+    /// `fallback_id` names the reservation when the request has no request id.
+    pub fn settlement(
+        &self,
+        fallback_id: &str,
+        header: impl Fn(&str) -> Option<String>,
+    ) -> Option<Settlement> {
+        self.plan
+            .settlement(&self.checked.verdicts, fallback_id, header)
+    }
+}
+
+impl Drop for Handled<'_> {
+    fn drop(&mut self) {
+        let buffers = Buffers {
+            checks: self.plan.take_checks(),
+            checked: std::mem::take(&mut self.checked),
+            outcome: std::mem::take(&mut self.outcome),
+        };
+        let mut spare = lock(self.spare);
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(buffers);
+        }
+    }
+}
+
+/// A request's data point for Workers Analytics Engine: indexed by the binding limit, with the
+/// matched rules, the limit, `allowed`/`denied`, the reason and the shadow denials as blobs, and
+/// the count, the remaining quota and the store's latency as doubles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalyticsPoint {
+    /// The index: the binding limit's name (empty when none).
+    pub index: String,
+    /// The blobs.
+    pub blobs: [String; 5],
+    /// The doubles.
+    pub doubles: [f64; 3],
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,321 @@
+//! What the Worker answers one request, once the store has decided: the [`Outcome`] (the
+//! ruling: status, the limit it is about, shadow reports, list refusals), made by
+//! [`Plan::rule`]; and, only when someone sends it, the [`Response`] written from it — header
+//! fields and, for an answer the Worker gives itself, its problem body. Pure.
+//!
+//! The binding limit and `Retry-After` are found once, by the library's [`Answer`], from the
+//! same reports for the ruling and for the header fields.
+
+use std::sync::Arc;
+
+use edgelimit::control::list::Listed;
+use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
+use edgelimit::{Check, Policy, Reason, Verdict};
+use smallvec::SmallVec;
+
+use crate::lists::{self, Denial, Via};
+use crate::plan::Plan;
+
+/// The header that reports shadow-mode decisions, when the configuration asks for it
+/// (`shadow_header = true`, for debugging): `allow`, or `deny; policies="a, b"`.
+pub const SHADOW_HEADER: &str = "X-EdgeLimit-Shadow";
+
+/// `Cache-Control` of the answers the Worker gives itself (denials, missing identifiers).
+pub const NO_STORE: &str = "no-store";
+
+/// The limit an answer is about (see [`Answer::binding`]), for logs and analytics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// The limit's name.
+    pub name: Arc<str>,
+    /// Why it decided as it did.
+    pub reason: Reason,
+    /// Its remaining quota.
+    pub remaining: u64,
+}
+
+/// What the Worker answers one request, decided before any header or body is written
+/// ([`Plan::rule`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The status: 200 (forwarded), 400 (a missing identifier refused), 403 (a deny list
+    /// refused), 429 or 503.
+    pub status: u16,
+    /// The enforced limit the answer is about, if any was decided.
+    pub binding: Option<Binding>,
+    /// Shadow limits that would have denied.
+    pub shadow_denied: Vec<Arc<str>>,
+    /// Whether all-or-nothing held for the enforced limits (false only across shards).
+    pub atomic: bool,
+    /// When the store decided (epoch ms, on the clock that decided), if it was asked.
+    pub decided_at_ms: Option<u64>,
+    /// The deny list that refused the request (status 403), if one did.
+    pub denied: Option<Denial>,
+    /// Deny lists of shadow rules that would have refused the request (reported only).
+    pub shadow_listed: Vec<Denial>,
+}
+
+impl Outcome {
+    /// Whether the request is admitted (forwarded to the origin).
+    pub fn allowed(&self) -> bool {
+        self.status == 200
+    }
+}
+
+/// What to do with the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Admit it: forward to the origin (or the configured response).
+    Forward,
+    /// Answer it here.
+    Respond {
+        /// The status.
+        status: u16,
+        /// The body.
+        body: String,
+        /// Its `Content-Type`.
+        content_type: &'static str,
+    },
+}
+
+/// The response the Worker gives, as written from an [`Outcome`]: forward with these header
+/// fields, or answer here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// Forward or answer.
+    pub action: Action,
+    /// Header fields to add to the response either way.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl Response {
+    /// The response status the Worker gives (200 stands for "forwarded").
+    pub fn status(&self) -> u16 {
+        match &self.action {
+            Action::Forward => 200,
+            Action::Respond { status, .. } => *status,
+        }
+    }
+
+    /// A header field's value, by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The enforced limits' reports, as the HTTP layer reads them: every limit the store decided
+/// (a limit the denial cache never consulted decided nothing, an allow-listed one counted
+/// nothing: neither is reported), each with the policy it decided with.
+struct Reports<'p> {
+    check: &'p Check,
+    verdict: &'p Verdict,
+    /// The policies advertised at another capacity than the configuration's (an override):
+    /// rare, so usually empty and never allocated.
+    rescaled: Vec<Policy>,
+}
+
+impl<'p> Reports<'p> {
+    fn new(check: &'p Check, verdict: &'p Verdict) -> Reports<'p> {
+        let mut reports = Reports {
+            check,
+            verdict,
+            rescaled: Vec::new(),
+        };
+        reports.rescaled = reports
+            .decided()
+            .filter(|(item, decision)| item.limit.configured_policy(decision).is_none())
+            .map(|(item, decision)| item.limit.advertised_policy(decision))
+            .collect();
+        reports
+    }
+
+    fn decided(&self) -> impl Iterator<Item = (&'p edgelimit::CheckItem, &'p edgelimit::Decision)> {
+        self.check
+            .items()
+            .iter()
+            .zip(&self.verdict.decisions)
+            .filter(|(_, d)| !matches!(d.reason, Reason::Skipped | Reason::Allowlisted))
+    }
+
+    fn reports<'r>(&'r self, plan: &'r Plan<'_>) -> SmallVec<[LimitReport<'r>; 4]> {
+        let mut rescaled = self.rescaled.iter();
+        self.decided()
+            .map(|(item, decision)| LimitReport {
+                name: &item.limit.name,
+                policy: item
+                    .limit
+                    .configured_policy(decision)
+                    .or_else(|| rescaled.next())
+                    .expect("one rescaled policy per decision without a configured one"),
+                decision,
+                unit: plan.unit_of(&item.limit.name),
+            })
+            .collect()
+    }
+}
+
+impl<'c> Plan<'c> {
+    /// What the Worker answers, given the verdicts for [`Plan::checks`] (in order), without
+    /// writing a header or a body.
+    pub fn rule(&self, verdicts: &[Verdict]) -> Outcome {
+        let mut outcome = Outcome::default();
+        self.rule_into(verdicts, &mut outcome);
+        outcome
+    }
+
+    /// [`Plan::rule`], written over whatever `outcome` held, in its buffers: the pipeline keeps
+    /// one from request to request.
+    pub(crate) fn rule_into(&self, verdicts: &[Verdict], outcome: &mut Outcome) {
+        // Every field reset, the vectors keeping their buffers: destructured, so that a field
+        // added to `Outcome` cannot be left holding the last request's value.
+        let Outcome {
+            status,
+            binding,
+            shadow_denied,
+            atomic,
+            decided_at_ms,
+            denied,
+            shadow_listed,
+        } = outcome;
+        *status = 200;
+        *binding = None;
+        shadow_denied.clear();
+        *atomic = true;
+        *decided_at_ms = None;
+        *denied = None;
+        shadow_listed.clear();
+        shadow_listed.extend(self.shadow_listed.iter().map(|(_, d)| d.clone()));
+        if let Some(denial) = self.listed_denial(verdicts) {
+            outcome.status = 403;
+            outcome.decided_at_ms = self
+                .enforced_decided(verdicts)
+                .map(|(_, v)| v.decided_at_ms);
+            outcome.denied = Some(denial);
+            return;
+        }
+        if self.refused.is_some() {
+            outcome.status = 400;
+            return;
+        }
+        if let Some((check, verdict)) = self.enforced_decided(verdicts) {
+            outcome.atomic = verdict.atomic;
+            outcome.decided_at_ms = Some(verdict.decided_at_ms);
+            let reports = Reports::new(check, verdict);
+            let reports = reports.reports(self);
+            let answer = Answer::new(&reports);
+            outcome.status = answer.status().unwrap_or(200);
+            outcome.binding = answer.binding().map(|b| Binding {
+                name: check
+                    .items()
+                    .iter()
+                    .find(|i| &*i.limit.name == b.name)
+                    .map_or_else(|| Arc::from(b.name), |i| i.limit.name.clone()),
+                reason: b.decision.reason,
+                remaining: b.decision.remaining,
+            });
+        }
+        outcome
+            .shadow_denied
+            .extend(self.shadow_refusals().map(|l| l.limit.name.clone()));
+        for (rule, _) in &self.shadow_listed {
+            outcome
+                .shadow_denied
+                .extend(rule.limits.iter().map(|l| l.limit.name.clone()));
+        }
+        if let Some((check, verdict)) = self.shadow_decided(verdicts) {
+            outcome.decided_at_ms.get_or_insert(verdict.decided_at_ms);
+            for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+                if !decision.allowed {
+                    outcome.shadow_denied.push(item.limit.name.clone());
+                }
+            }
+            for listed in &verdict.listed {
+                if let Listed::Denied { list, entry } = listed {
+                    outcome.shadow_listed.push(Denial {
+                        list: list.clone(),
+                        entry: entry.clone(),
+                        via: Via::Store,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The refusal by a deny list: before the store (a static entry, a remembered answer) or
+    /// by its answer — the enforced check's deny match, or the configuration-wide list in the
+    /// shadow check (a shadow rule's own list only reports).
+    fn listed_denial(&self, verdicts: &[Verdict]) -> Option<Denial> {
+        self.denied.clone().or_else(|| {
+            let store_denial = |decided: Option<(&Check, &Verdict)>, global_only: bool| {
+                let (_, verdict) = decided?;
+                verdict.listed.iter().find_map(|listed| match listed {
+                    Listed::Denied { list, entry } if !global_only || list == lists::DENY => {
+                        Some(Denial {
+                            list: list.clone(),
+                            entry: entry.clone(),
+                            via: Via::Store,
+                        })
+                    }
+                    _ => None,
+                })
+            };
+            store_denial(self.enforced_decided(verdicts), false)
+                .or_else(|| store_denial(self.shadow_decided(verdicts), true))
+        })
+    }
+
+    /// The response written from `outcome` (this plan's [`Plan::rule`] of `verdicts`) for a
+    /// request to `path`: the enforced limits' `RateLimit` fields at the time the store decided,
+    /// and for an answer the Worker gives itself its problem body; [`SHADOW_HEADER`] when the
+    /// configuration asks for it (a debugging aid: it tells every client what shadow rules
+    /// decided).
+    pub fn response(&self, verdicts: &[Verdict], outcome: &Outcome, path: &str) -> Response {
+        let mut headers = Vec::new();
+        let problem = if let Some(denial) = &outcome.denied {
+            Some(Problem::denied(&denial.list, path))
+        } else if let Some(refused) = self.refused {
+            Some(Problem::missing_identifier(
+                &refused.rule.name,
+                &refused.limit.limit.name,
+                &refused.limit.source.describe(),
+                path,
+            ))
+        } else if let Some((check, verdict)) = self.enforced_decided(verdicts) {
+            let reports = Reports::new(check, verdict);
+            let reports = reports.reports(self);
+            let answer = Answer::new(&reports);
+            headers = answer.headers(verdict.decided_at_ms);
+            answer.problem(Some(path))
+        } else {
+            None
+        };
+        let mut action = Action::Forward;
+        if let Some(problem) = problem {
+            // A denial is about this client at this moment: no cache may replay it.
+            headers.push(("Cache-Control", NO_STORE.to_string()));
+            action = Action::Respond {
+                status: problem.status,
+                body: problem.to_json(),
+                content_type: PROBLEM_CONTENT_TYPE,
+            };
+        }
+        let shadow_decided = self.refused.is_none()
+            && outcome.denied.is_none()
+            && (self.shadow_decided(verdicts).is_some()
+                || self.shadow_refusals().next().is_some()
+                || !outcome.shadow_listed.is_empty());
+        if self.shadow_header && shadow_decided {
+            let value = if outcome.shadow_denied.is_empty() {
+                "allow".to_string()
+            } else {
+                let names: Vec<&str> = outcome.shadow_denied.iter().map(|n| &**n).collect();
+                format!("deny; policies=\"{}\"", names.join(", "))
+            };
+            headers.push((SHADOW_HEADER, value));
+        }
+        Response { action, headers }
+    }
+}

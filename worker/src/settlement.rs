@@ -1,0 +1,72 @@
+//! What a request settles once its response is known (docs/design.md §4): every concurrency
+//! lease released, every limit whose cost the response states (`cost = { reserve = N, from = … }`)
+//! charged its real cost in place of the estimate. Owned, so it outlives the request: the Worker
+//! sends it in `waitUntil`, `sim` when the request lands.
+
+use edgelimit::{Check, CheckItem, Reservation, Verdict};
+
+use crate::plan::Plan;
+
+/// The checks that settle one request, ready to send ([`crate::Edge::settle`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settlement {
+    commits: Vec<Check>,
+}
+
+impl Settlement {
+    /// The commits, each one check through the store (empty ones left out).
+    pub fn commits(&self) -> &[Check] {
+        &self.commits
+    }
+
+    /// The commits, owned.
+    pub fn into_commits(self) -> Vec<Check> {
+        self.commits
+    }
+
+    /// Whether there is nothing to settle.
+    pub fn is_empty(&self) -> bool {
+        self.commits.is_empty()
+    }
+}
+
+impl Plan<'_> {
+    /// What to settle after the response, given the verdicts for [`Plan::checks`] and the
+    /// response's header fields by lower-case name (`None` for every field when the origin
+    /// failed: the estimates stand, the leases are released all the same). `None` when no
+    /// admitted check holds a lease or a cost to settle. `fallback_id` names the reservation
+    /// when the request has no request id.
+    pub fn settlement(
+        &self,
+        verdicts: &[Verdict],
+        fallback_id: &str,
+        header: impl Fn(&str) -> Option<String>,
+    ) -> Option<Settlement> {
+        let id = self.request_id.as_deref().unwrap_or(fallback_id);
+        let sources: Vec<_> = self
+            .rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .filter_map(|l| Some((&*l.limit.name, &l.settle.as_ref()?.from)))
+            .collect();
+        let commits: Vec<Check> = self
+            .decided(verdicts)
+            .filter_map(|d| Reservation::new(d.check, d.verdict, id))
+            .filter(|r| {
+                r.items().iter().any(|i| {
+                    i.lease_ms.is_some() || sources.iter().any(|(n, _)| *n == &*i.item.limit.name)
+                })
+            })
+            .map(|r| {
+                r.commit_with(|item: &CheckItem| {
+                    let (_, source) = sources
+                        .iter()
+                        .find(|(name, _)| *name == &*item.limit.name)?;
+                    source.read(&header)
+                })
+            })
+            .filter(|c| !c.items().is_empty())
+            .collect();
+        (!commits.is_empty()).then_some(Settlement { commits })
+    }
+}
