@@ -355,7 +355,8 @@ impl Names {
         self.names.len() - self.free.len()
     }
 
-    /// The number of `name`, if a key uses it.
+    /// The number of `name`, if a key uses it. A scan: a shard holds the names of the limits in
+    /// use — a configuration's handful — and most lookups hit the one found last.
     #[inline]
     fn find(&mut self, name: &str) -> Option<u32> {
         if let Some(Some((held, _))) = self.names.get(self.last as usize) {
