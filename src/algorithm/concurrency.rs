@@ -27,7 +27,7 @@ use crate::policy::Policy;
 
 /// The leases of one (policy, identifier): count per end time, earliest end first.
 /// `Default` is "no state yet".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ConcurrencyState {
     leases: VecDeque<(u64, u64)>,
     total: u64,

@@ -19,7 +19,7 @@ use crate::policy::Policy;
 
 word_state! {
     /// The fixed window state of one (policy, identifier). `Default` is "no state yet".
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
     pub struct FixedWindowState {
         /// The latest time (epoch ms) at which the state was written.
         pub seen_ms: u64,

@@ -29,7 +29,7 @@ use crate::policy::{Fraction, Policy};
 word_state! {
     /// The theoretical arrival time of one (policy, identifier). `Default` is "no state yet"
     /// (a `TAT` in the past behaves as −∞).
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
     pub struct GcraState {
         /// Whole milliseconds of the theoretical arrival time (epoch ms).
         pub tat_ms: u64,

@@ -25,7 +25,7 @@ use crate::policy::Policy;
 
 word_state! {
     /// The two-window state of one (policy, identifier). `Default` is "no state yet".
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
     pub struct SlidingCounterState {
         /// The latest time (epoch ms) at which the state was written.
         pub seen_ms: u64,

@@ -22,7 +22,7 @@ use crate::policy::Policy;
 
 /// The log of one (policy, identifier): admitted cost per millisecond, oldest first.
 /// `Default` is "no state yet".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SlidingLogState {
     entries: VecDeque<(u64, u64)>,
     total: u64,

@@ -10,8 +10,10 @@ use super::token_bucket::{self, TokenBucketState};
 use crate::decision::Decision;
 use crate::policy::{Algorithm, Policy};
 
-/// The stored state of one (policy, identifier), whichever the algorithm.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// The stored state of one (policy, identifier), whichever the algorithm. Serializable, for a
+/// store that keeps its in-memory states elsewhere too (see [`crate::store::Saved`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum State {
     /// See [`fixed_window`].
     FixedWindow(FixedWindowState),

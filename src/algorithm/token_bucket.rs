@@ -26,7 +26,7 @@ use crate::policy::Policy;
 
 word_state! {
     /// The bucket of one (policy, identifier). `Default` (no deficit) is a full bucket: no state yet.
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
     pub struct TokenBucketState {
         /// The latest time (epoch ms) at which the state was written.
         pub seen_ms: u64,

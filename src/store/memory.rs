@@ -19,6 +19,7 @@ use super::error::StoreError;
 use super::expiring_map::ExpiringMap;
 use super::key_hasher::KeyHasher;
 use super::remembered::{self, RequestMap};
+use super::saved::{self, Saved};
 use super::state_key::KeyRef;
 use super::state_map::StateMap;
 use super::traits::{Control, Store};
@@ -242,6 +243,167 @@ impl MemoryStore {
             decided_at_ms: now_ms,
             listed: Vec::new(),
         }
+    }
+
+    /// The entries `checks` could have changed, as this store holds them now — each item's
+    /// state under its limit's algorithm and each request id it carries — keyed by
+    /// [`Saved::key`], `None` for an entry not held (to drop wherever it was kept). Called after
+    /// the checks were decided, it is what keeps a copy of the store elsewhere up to date.
+    pub fn saved_for(&self, checks: &[Check]) -> Vec<(String, Option<Saved>)> {
+        let mut out: Vec<(String, Option<Saved>)> = Vec::new();
+        let mut push = |key: String, saved: Option<Saved>| {
+            if !out.iter().any(|(k, _)| *k == key) {
+                out.push((key, saved));
+            }
+        };
+        for item in checks.iter().flat_map(Check::items) {
+            let (name, id) = (&item.limit.name, item.identifier.as_bytes());
+            let algorithm = item.limit.policy.algorithm();
+            push(
+                saved::state_key(name, algorithm, id),
+                self.saved_state(name, algorithm, id),
+            );
+            if let Some(request_id) = &item.request_id {
+                let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+                push(
+                    saved::request_key(name, id, request_id.as_bytes()),
+                    remembered::saved(&requests, name, &item.identifier, request_id),
+                );
+            }
+        }
+        out
+    }
+
+    /// The state of (limit, identifier) under every algorithm, as [`MemoryStore::saved_for`]
+    /// gives it: what a [`Control::reset`] changed.
+    pub fn saved_states(&self, limit: &Limit, identifier: &[u8]) -> Vec<(String, Option<Saved>)> {
+        Algorithm::EVERY
+            .into_iter()
+            .map(|algorithm| {
+                (
+                    saved::state_key(&limit.name, algorithm, identifier),
+                    self.saved_state(&limit.name, algorithm, identifier),
+                )
+            })
+            .collect()
+    }
+
+    /// The assignments of (limit, identifier), as [`MemoryStore::saved_for`] gives entries.
+    pub fn saved_assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> (String, Option<Saved>) {
+        let key = saved::assignments_key(&limit.name, identifier.as_bytes());
+        let held = self.assignments_now(limit, identifier);
+        let saved = (!held.is_empty()).then(|| Saved::Assignments {
+            limit: limit.name.to_string(),
+            identifier: identifier.as_bytes().to_vec(),
+            held: held.iter().map(|(a, until)| a.encode(*until)).collect(),
+        });
+        (key, saved)
+    }
+
+    /// The list `name`, as [`MemoryStore::saved_for`] gives entries.
+    pub fn saved_list(&self, name: &str) -> (String, Option<Saved>) {
+        let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let saved = lists.get(name).filter(|m| !m.is_empty()).map(|members| {
+            let mut members: Vec<(String, u64)> =
+                members.iter().map(|(m, l)| (m.clone(), *l)).collect();
+            members.sort();
+            Saved::List {
+                name: name.to_string(),
+                members,
+            }
+        });
+        (saved::list_key(name), saved)
+    }
+
+    /// Puts back an entry saved by [`MemoryStore::saved_for`] and friends, replacing what the
+    /// store holds under its key. An entry whose time has passed is dropped at the next purge,
+    /// as any; one that does not read back (an assignment in an unknown form) is an error.
+    pub fn restore(&self, saved: Saved) -> Result<(), StoreError> {
+        match saved {
+            Saved::State {
+                limit,
+                identifier,
+                state,
+                keep_until_ms,
+            } => {
+                let name: Arc<str> = limit.into();
+                let key = KeyRef::new(&name, state.algorithm(), &identifier);
+                let hash = key.hash(&self.hasher);
+                let mut map = lock(self.shard(hash));
+                match map.find_mut(hash, &key) {
+                    Some(mut held) => {
+                        held.set(state);
+                        held.set_expiry(keep_until_ms);
+                    }
+                    None => map.insert_absent(hash, &key, &name, state, keep_until_ms),
+                }
+            }
+            Saved::Request {
+                limit,
+                identifier,
+                request_id,
+                until_ms,
+                decided_at_ms,
+                decision,
+                keep_until_ms,
+            } => {
+                let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+                remembered::restore(
+                    &mut requests,
+                    limit.into(),
+                    identifier.into(),
+                    request_id.into(),
+                    until_ms,
+                    decided_at_ms,
+                    decision,
+                    keep_until_ms,
+                );
+            }
+            Saved::Assignments {
+                limit,
+                identifier,
+                held,
+            } => {
+                let held = held
+                    .iter()
+                    .map(|text| Assignment::decode(text))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| {
+                        StoreError::InvalidInput(format!("a saved assignment of `{limit}`: {e}"))
+                    })?;
+                let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+                map.insert((limit.into(), identifier.into()), held);
+                self.assigned.store(map.len(), Ordering::Relaxed);
+            }
+            Saved::List { name, members } => {
+                let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+                lists.insert(name, members.into_iter().collect());
+            }
+        }
+        Ok(())
+    }
+
+    /// The saved form of one state, if held.
+    fn saved_state(
+        &self,
+        name: &Arc<str>,
+        algorithm: Algorithm,
+        identifier: &[u8],
+    ) -> Option<Saved> {
+        let key = KeyRef::new(name, algorithm, identifier);
+        let hash = key.hash(&self.hasher);
+        let mut map = lock(self.shard(hash));
+        let held = map.find_mut(hash, &key)?;
+        Some(Saved::State {
+            limit: name.to_string(),
+            identifier: identifier.to_vec(),
+            state: held.state(),
+            keep_until_ms: held.expire_at(),
+        })
     }
 
     /// [`Store::reset`]: drops the identifier's state on the limit under every algorithm.

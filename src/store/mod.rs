@@ -15,6 +15,7 @@ mod reservation;
 mod resp;
 #[cfg(feature = "rest")]
 mod rest;
+mod saved;
 mod sharded;
 mod state_key;
 mod state_map;
@@ -34,6 +35,7 @@ pub use reservation::{Reservation, Reserved};
 pub use resp::RespStore;
 #[cfg(feature = "rest")]
 pub use rest::RestStore;
+pub use saved::Saved;
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{Control, MaybeSendSync, Store};
 pub use upstash::{

@@ -110,3 +110,53 @@ pub(crate) fn remember(requests: &mut RequestMap, check: &Check, verdict: &Verdi
         }
     }
 }
+
+/// The entry remembered for `request_id` of (name, identifier), kept or not: what a store saving
+/// its entries elsewhere keeps of it (see [`super::Saved`]).
+pub(crate) fn saved(
+    requests: &RequestMap,
+    name: &Arc<str>,
+    identifier: &Identifier,
+    request_id: &Identifier,
+) -> Option<super::Saved> {
+    let key = RequestKey {
+        name: name.clone(),
+        identifier: identifier.clone(),
+        request_id: request_id.clone(),
+    };
+    let (r, keep_until_ms) = requests.get(&key)?;
+    Some(super::Saved::Request {
+        limit: name.to_string(),
+        identifier: identifier.as_bytes().to_vec(),
+        request_id: request_id.as_bytes().to_vec(),
+        until_ms: r.until_ms,
+        decided_at_ms: r.decided_at_ms,
+        decision: r.decision,
+        keep_until_ms,
+    })
+}
+
+/// Puts back a remembered request saved by [`saved`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn restore(
+    requests: &mut RequestMap,
+    name: Arc<str>,
+    identifier: Identifier,
+    request_id: Identifier,
+    until_ms: u64,
+    decided_at_ms: u64,
+    decision: Decision,
+    keep_until_ms: u64,
+) {
+    let key = RequestKey {
+        name,
+        identifier,
+        request_id,
+    };
+    let remembered = Remembered {
+        until_ms,
+        decided_at_ms,
+        decision,
+    };
+    requests.insert(key, remembered, keep_until_ms);
+}

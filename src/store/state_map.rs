@@ -109,6 +109,11 @@ impl Held<'_> {
         self.update(|held| *held = state);
     }
 
+    /// When the state may be dropped.
+    pub(crate) fn expire_at(&self) -> u64 {
+        self.slot.expire_at
+    }
+
     /// Moves the expiry to `expire_at`.
     pub(crate) fn set_expiry(&mut self, expire_at: u64) {
         self.index

@@ -388,7 +388,10 @@ pub fn check_call(checks: &[Check], time: TimeSource) -> Call {
                     Charge::Settle => WireCharge::Settle,
                     Charge::Release { lease_ms } => WireCharge::Release { lease_ms },
                 },
-                request_id: item.request_id.as_ref().map(|id| WireBytes::of(id.as_bytes())),
+                request_id: item
+                    .request_id
+                    .as_ref()
+                    .map(|id| WireBytes::of(id.as_bytes())),
                 gate: item.gate,
             })
             .collect();
@@ -423,9 +426,13 @@ pub fn checks_of(
     for wire in checks {
         let mut check = Check::new();
         for item in &wire.items {
-            let limit = limits
-                .get(item.limit)
-                .ok_or_else(|| invalid(format!("an item names limit {}, of {}", item.limit, limits.len())))?;
+            let limit = limits.get(item.limit).ok_or_else(|| {
+                invalid(format!(
+                    "an item names limit {}, of {}",
+                    item.limit,
+                    limits.len()
+                ))
+            })?;
             let mut built = CheckItem::new(limit.clone(), item.identifier.identifier()?, item.cost)
                 .charged(match item.charge {
                     WireCharge::Request => Charge::Request,
@@ -476,7 +483,9 @@ pub fn kind_of(letter: &str) -> Result<AssignmentKind, StoreError> {
     match letter {
         "t" => Ok(AssignmentKind::Tier),
         "o" => Ok(AssignmentKind::Override),
-        other => Err(invalid(format!("assignment kind `{other}` is not `t` or `o`"))),
+        other => Err(invalid(format!(
+            "assignment kind `{other}` is not `t` or `o`"
+        ))),
     }
 }
 
@@ -551,7 +560,9 @@ mod tests {
             Check::new()
                 .with_item(CheckItem::new(&gcra, "dave", 1).gated(0))
                 .gated(
-                    ListProbe::new().with("ip", "203.0.113.7").with("country", "SE"),
+                    ListProbe::new()
+                        .with("ip", "203.0.113.7")
+                        .with("country", "SE"),
                     vec![Gate::new(vec!["deny".into()], vec!["allow".into()])],
                 ),
             Check::new(),
@@ -598,7 +609,9 @@ mod tests {
         };
         let e = checks_of(&[], &[check], None).unwrap_err();
         assert!(e.to_string().contains("limit 3"), "{e}");
-        let e = WireBytes::Base64 { b64: "!!".into() }.identifier().unwrap_err();
+        let e = WireBytes::Base64 { b64: "!!".into() }
+            .identifier()
+            .unwrap_err();
         assert!(e.to_string().contains("base64"), "{e}");
         assert!(kind_of("x").is_err() && entry_of("nonsense").is_err());
     }
