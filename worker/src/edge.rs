@@ -8,14 +8,17 @@ use std::rc::Rc;
 
 use edgelimit::http::{Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::RestStore;
+use edgelimit::{Control, RestStore};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
     console_error, console_log, event, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Context,
     Env, Fetch, Headers, Request, Response, ResponseBuilder, Url,
 };
 
-use crate::config::{Config, ConfigError, FixedResponse, CONFIG_VAR};
+use crate::config::{
+    Config, ConfigError, FixedResponse, StoreKind, ADMIN_TOKEN_VAR, CONFIG_VAR, STATE_BINDING,
+};
+use crate::durable::client::object_store;
 use crate::identify::RequestView;
 use crate::pipeline::{Edge, Handled};
 use crate::plan::Incoming;
@@ -25,10 +28,12 @@ use crate::ruling::{Action, NO_STORE};
 /// (the Worker runs on a route in front of the origin), or to `respond` when configured.
 const ORIGIN_VAR: &str = "ORIGIN";
 
-/// What an isolate keeps between requests: the request path over its store, and the origin.
+/// What an isolate keeps between requests: the request path over its store (Upstash or the
+/// Durable Objects, chosen once), the origin, and the admin route's secret when it is on.
 struct Isolate {
-    edge: Edge<ShardedStore<RestStore>>,
+    edge: Edge<Box<dyn Control>>,
     origin: Option<String>,
+    admin_token: Option<String>,
 }
 
 thread_local! {
@@ -80,27 +85,73 @@ fn rest_store(
         .map_err(|e| e.to_string())
 }
 
+/// The store the deployment has: `store` as configured, else Upstash when its URL is set (or
+/// shards are listed), else the Durable Object binding.
+fn store_kind(env: &Env, config: &Config) -> Result<StoreKind, String> {
+    let bound = env.durable_object(STATE_BINDING).is_ok();
+    match config.store {
+        Some(StoreKind::DurableObject) if !bound => Err(format!(
+            "store = \"durable-object\" needs the Durable Object binding {STATE_BINDING} (class \
+             EdgeLimitState): see the root wrangler.toml"
+        )),
+        Some(kind) => Ok(kind),
+        None if env_text(env, REST_URL_VAR).is_some() || !config.shards.is_empty() => {
+            Ok(StoreKind::Upstash)
+        }
+        None if bound => Ok(StoreKind::DurableObject),
+        None => Err(format!(
+            "no store: set {REST_URL_VAR} and {REST_TOKEN_VAR} (`wrangler secret put`) for \
+             Upstash, or bind the Durable Object class EdgeLimitState as {STATE_BINDING} (the \
+             root wrangler.toml does) to keep the state in Cloudflare"
+        )),
+    }
+}
+
+fn upstash_store(env: &Env, config: &Config) -> Result<ShardedStore<RestStore>, String> {
+    let shards = if config.shards.is_empty() {
+        vec![Shard::new(
+            "default",
+            rest_store(env, config, REST_URL_VAR, REST_TOKEN_VAR)?,
+        )]
+    } else {
+        config
+            .shards
+            .iter()
+            .map(|s| {
+                Ok(Shard::new(
+                    s.name.clone(),
+                    rest_store(env, config, &s.url_var, &s.token_var)?,
+                ))
+            })
+            .collect::<Result<Vec<_>, String>>()?
+    };
+    ShardedStore::new(shards).map_err(|e| e.to_string())
+}
+
 impl Isolate {
     fn load(env: &Env) -> Result<Isolate, String> {
         let config = load_config(env).map_err(|e| e.to_string())?;
-        let shards = if config.shards.is_empty() {
-            vec![Shard::new(
-                "default",
-                rest_store(env, &config, REST_URL_VAR, REST_TOKEN_VAR)?,
-            )]
-        } else {
-            config
-                .shards
-                .iter()
-                .map(|s| {
-                    Ok(Shard::new(
-                        s.name.clone(),
-                        rest_store(env, &config, &s.url_var, &s.token_var)?,
-                    ))
-                })
-                .collect::<Result<Vec<_>, String>>()?
+        let store: Box<dyn Control> = match store_kind(env, &config)? {
+            StoreKind::Upstash => Box::new(upstash_store(env, &config)?),
+            StoreKind::DurableObject => {
+                let namespace = env
+                    .durable_object(STATE_BINDING)
+                    .map_err(|e| format!("{STATE_BINDING}: {e}"))?;
+                Box::new(
+                    object_store(&namespace, config.objects, config.timeout)
+                        .map_err(|e| e.to_string())?,
+                )
+            }
         };
-        let store = ShardedStore::new(shards).map_err(|e| e.to_string())?;
+        let admin_token = match &config.admin_path {
+            Some(path) => Some(env_text(env, ADMIN_TOKEN_VAR).ok_or_else(|| {
+                format!(
+                    "admin_path `{path}` needs the {ADMIN_TOKEN_VAR} secret (`wrangler secret put \
+                     {ADMIN_TOKEN_VAR}`; .dev.vars locally)"
+                )
+            })?),
+            None => None,
+        };
         let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
         if let Some(origin) = &origin {
             Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
@@ -108,6 +159,7 @@ impl Isolate {
         Ok(Isolate {
             edge: Edge::new(config, store),
             origin,
+            admin_token,
         })
     }
 
@@ -300,7 +352,7 @@ fn settle_after(
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let isolate = match Isolate::get(&env) {
         Ok(isolate) => isolate,
         Err(message) => {
@@ -310,6 +362,22 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     };
     let edge = &isolate.edge;
     let view = View::of(&req)?;
+    if let (Some(path), Some(token)) = (&edge.config().admin_path, &isolate.admin_token) {
+        if view.path == *path {
+            let authorization = req.headers().get("authorization").ok().flatten();
+            let body = req.text().await.unwrap_or_default();
+            let answer = edge
+                .admin(token, &view.method, authorization.as_deref(), &body)
+                .await;
+            let headers = Headers::new();
+            headers.set("content-type", "application/json")?;
+            headers.set("cache-control", NO_STORE)?;
+            return Ok(ResponseBuilder::new()
+                .with_status(answer.status)
+                .with_headers(headers)
+                .fixed(answer.body.into_bytes()));
+        }
+    }
     if req.method() == worker::Method::Get
         && edge.config().metrics_path.as_deref() == Some(view.path.as_str())
     {

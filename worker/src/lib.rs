@@ -20,6 +20,7 @@
 //! - [`ruling`]: verdicts → the answer ([`Outcome`]) → header fields and problem body.
 //! - [`settlement`]: what a request settles once its response is known.
 //! - [`durable`]: state in Durable Objects — the wire to them, the object, the store over them.
+//! - [`admin_route`]: live control through the Worker (`admin_path`), for any store.
 //! - [`log_line`]: the decision log line, written by the Worker and read by `sim`.
 //! - `edge` (wasm32 only): the fetch handler — converts the JS request and response, does the
 //!   I/O, and calls the pipeline.
@@ -28,6 +29,7 @@
 
 #![warn(missing_docs, rust_2018_idioms)]
 
+pub mod admin_route;
 pub mod config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod config_file;

@@ -1,0 +1,118 @@
+//! The store's side of the wire: one [`Call`] answered by any store that decides and is
+//! controlled (`Control`) — the Durable Object's `MemoryStore`, or whatever store the Worker's
+//! admin route reaches.
+
+use edgelimit::{Control, StoreError, TimeSource, Verdict};
+
+use super::wire::{assignment_of, checks_of, entry_of, failed, kind_of, Answer, Call, WireVerdict};
+
+/// Answers `call` from `store`. `server_now_ms` is the store's own clock when the caller has
+/// one to give (a Durable Object's, which is its store's); `None` leaves "the store's clock" to
+/// the store (`TimeSource::Server`).
+pub async fn serve<S: Control + ?Sized>(
+    store: &S,
+    call: &Call,
+    server_now_ms: Option<u64>,
+) -> Answer {
+    match answer(store, call, server_now_ms).await {
+        Ok(answer) => answer,
+        Err(e) => failed(&e),
+    }
+}
+
+async fn answer<S: Control + ?Sized>(
+    store: &S,
+    call: &Call,
+    server_now_ms: Option<u64>,
+) -> Result<Answer, StoreError> {
+    let time = |at_ms: Option<u64>| match at_ms.or(server_now_ms) {
+        Some(ms) => TimeSource::At(ms),
+        None => TimeSource::Server,
+    };
+    Ok(match call {
+        Call::Check {
+            limits,
+            checks,
+            at_ms,
+        } => {
+            let (checks, _) = checks_of(limits, checks, *at_ms)?;
+            let verdicts = store.check(&checks, time(*at_ms)).await?;
+            Answer::Verdicts {
+                verdicts: verdicts.iter().map(WireVerdict::of).collect(),
+            }
+        }
+        Call::Peek {
+            limit,
+            identifier,
+            at_ms,
+        } => {
+            let verdict: Verdict = store
+                .peek(&limit.limit()?, &identifier.identifier()?, time(*at_ms))
+                .await?;
+            Answer::Verdict {
+                verdict: WireVerdict::of(&verdict),
+            }
+        }
+        Call::Reset { limit, identifier } => Answer::Existed {
+            existed: store
+                .reset(&limit.limit()?, &identifier.identifier()?)
+                .await?,
+        },
+        Call::Assign {
+            limit,
+            identifier,
+            assignment,
+            until_ms,
+        } => {
+            let assignment = assignment
+                .as_deref()
+                .map(assignment_of)
+                .transpose()?
+                .map(|(a, _)| a);
+            store
+                .assign(
+                    &limit.limit()?,
+                    &identifier.identifier()?,
+                    assignment.as_ref(),
+                    *until_ms,
+                )
+                .await?;
+            Answer::Done
+        }
+        Call::ClearAssignment {
+            limit,
+            identifier,
+            kind,
+        } => {
+            store
+                .clear_assignment(&limit.limit()?, &identifier.identifier()?, kind_of(kind)?)
+                .await?;
+            Answer::Done
+        }
+        Call::Assignments { limit, identifier } => Answer::Assignments {
+            assignments: store
+                .assignments(&limit.limit()?, &identifier.identifier()?)
+                .await?
+                .iter()
+                .map(|(a, until)| (a.encode(*until), *until))
+                .collect(),
+        },
+        Call::ListAdd {
+            list,
+            entry,
+            until_ms,
+            now_ms,
+        } => {
+            store
+                .list_add(list, &entry_of(entry)?, *until_ms, *now_ms)
+                .await?;
+            Answer::Done
+        }
+        Call::ListRemove { list, entry } => Answer::Existed {
+            existed: store.list_remove(list, &entry_of(entry)?).await?,
+        },
+        Call::ListEntries { list, now_ms } => Answer::Entries {
+            entries: store.list_entries(list, *now_ms).await?,
+        },
+    })
+}
