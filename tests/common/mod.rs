@@ -5,4 +5,3 @@
 pub mod conformance;
 pub mod differential;
 pub mod hygiene;
-pub mod rng;
