@@ -15,11 +15,7 @@ const TOKEN: &str = "admin-test-token-8c1f2e";
 fn with_backend(body: fn(&Backend<'_>)) {
     let server = RedisServer::start();
     // A runtime of its own for the gateway, so it serves while the test blocks on the binary.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gateway::runtime();
     let gateway = rt.block_on(gateway::start(&server, TOKEN));
     let url = gateway::url(&gateway);
     let store = gateway::rest_store(&gateway, TOKEN).with_namespace(NAMESPACE);
@@ -66,11 +62,7 @@ fn the_token_comes_from_the_environment_and_a_wrong_one_is_a_store_failure() {
 #[test]
 fn a_sharded_configuration_is_written_shard_by_shard() {
     let servers = [RedisServer::start(), RedisServer::start()];
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gateway::runtime();
     let gateways: Vec<Gateway> = servers
         .iter()
         .map(|s| rt.block_on(gateway::start(s, TOKEN)))

@@ -24,11 +24,7 @@ fn resp_store_decides_as_the_steps() {
 fn rest_store_through_the_gateway_decides_as_the_steps() {
     let server = RedisServer::start();
     // The gateway needs a runtime of its own: `sim` blocks on its own single-threaded one.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = gateway::runtime();
     let token = "sim-test-token";
     let gateway = runtime.block_on(gateway::start(&server, token));
     agrees_with_memory(

@@ -21,11 +21,8 @@ use std::time::{Duration, Instant};
 pub fn until(within: Duration, every: Duration, mut ready: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
     loop {
-        if ready() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
+        if let Some(held) = look(deadline, &mut ready) {
+            return held;
         }
         std::thread::sleep(every);
     }
@@ -40,13 +37,22 @@ pub async fn until_async(
 ) -> bool {
     let deadline = Instant::now() + within;
     loop {
-        if ready() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
+        if let Some(held) = look(deadline, &mut ready) {
+            return held;
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+/// One poll: `Some(true)` once `ready` holds, `Some(false)` once `deadline` has passed without
+/// it, `None` to poll again.
+fn look(deadline: Instant, ready: &mut impl FnMut() -> bool) -> Option<bool> {
+    if ready() {
+        Some(true)
+    } else if Instant::now() >= deadline {
+        Some(false)
+    } else {
+        None
     }
 }
 
