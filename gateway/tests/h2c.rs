@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use common::TOKEN;
 use edgelimit::{Check, Limit, Policy, RestStore, Store, TimeSource};
 use edgelimit_testkit::http::{closed_within, raw_post};
+use edgelimit_testkit::task::join_all;
 use edgelimit_testkit::GatewayServer;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -62,7 +63,7 @@ async fn rest_store_decides_over_h2c_with_many_requests_in_flight() {
 async fn h2c_and_http1_share_the_port_and_answer_alike() {
     let s = common::start(|_| {}).await;
     let client = h2c_client();
-    let answers = futures_join((0..32).map(|i| {
+    let answers = join_all((0..32).map(|i| {
         let request = client
             .post(s.url("/pipeline"))
             .bearer_auth(TOKEN)
@@ -189,20 +190,6 @@ async fn the_connection_cap_counts_h2c_connections() {
 
 fn bytes_of(body: &'static [u8]) -> bytes::Bytes {
     bytes::Bytes::from_static(body)
-}
-
-/// Every future of `futures`, run concurrently, their outputs in order.
-async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.map(tokio::spawn).collect();
-    let mut outputs = Vec::with_capacity(handles.len());
-    for h in handles {
-        outputs.push(h.await.unwrap());
-    }
-    outputs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{READ_ONLY, TOKEN};
 use edgelimit_testkit::http::{closed_within, parse_answer, raw_post, KeepAlive};
+use edgelimit_testkit::task::join_all;
 use edgelimit_testkit::GatewayServer;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -354,18 +355,4 @@ async fn tokens_never_reach_the_logs() {
     for secret in [TOKEN, READ_ONLY, wrong] {
         assert!(!text.contains(secret), "`{secret}` is in the logs");
     }
-}
-
-/// Awaits every future, concurrently, in order.
-async fn join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for handle in handles {
-        out.push(handle.await.unwrap());
-    }
-    out
 }
