@@ -8,14 +8,14 @@ use common::{Admin, NAMESPACE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR};
 use edgelimit::{Check, RestStore, Store, TimeSource};
 use edgelimit_gateway::Gateway;
-use edgelimit_testkit::{gateway, RedisServer};
+use edgelimit_testkit::{gateway, task, RedisServer};
 
 const TOKEN: &str = "admin-test-token-8c1f2e";
 
 fn with_backend(body: fn(&Backend<'_>)) {
     let server = RedisServer::start();
     // A runtime of its own for the gateway, so it serves while the test blocks on the binary.
-    let rt = gateway::runtime();
+    let rt = task::runtime();
     let gateway = rt.block_on(gateway::start(&server, TOKEN));
     let url = gateway::url(&gateway);
     let store = gateway::rest_store(&gateway, TOKEN).with_namespace(NAMESPACE);
@@ -62,7 +62,7 @@ fn the_token_comes_from_the_environment_and_a_wrong_one_is_a_store_failure() {
 #[test]
 fn a_sharded_configuration_is_written_shard_by_shard() {
     let servers = [RedisServer::start(), RedisServer::start()];
-    let rt = gateway::runtime();
+    let rt = task::runtime();
     let gateways: Vec<Gateway> = servers
         .iter()
         .map(|s| rt.block_on(gateway::start(s, TOKEN)))

@@ -9,7 +9,7 @@ use std::time::Instant;
 use edgelimit_gateway::listener::ConnectionLimits;
 use edgelimit_gateway::{router, serve};
 use edgelimit_testkit::http::KeepAlive;
-use edgelimit_testkit::{gateway, RedisServer};
+use edgelimit_testkit::{gateway, task, RedisServer};
 
 const TOKEN: &str = "bench-token-0123456789";
 const CLIENTS: usize = 32;
@@ -77,11 +77,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = task::runtime();
     let redis = RedisServer::start();
     runtime.block_on(async {
         round(&redis, true).await; // warm-up

@@ -12,7 +12,7 @@ use edgelimit_sim::readers::ReadOptions;
 use edgelimit_sim::run::{run, RunOptions};
 use edgelimit_sim::store::StoreChoice;
 use edgelimit_testkit::dir::TempDir;
-use edgelimit_testkit::{gateway, RedisServer};
+use edgelimit_testkit::{gateway, task, RedisServer};
 
 #[test]
 fn resp_store_decides_as_the_steps() {
@@ -24,7 +24,7 @@ fn resp_store_decides_as_the_steps() {
 fn rest_store_through_the_gateway_decides_as_the_steps() {
     let server = RedisServer::start();
     // The gateway needs a runtime of its own: `sim` blocks on its own single-threaded one.
-    let runtime = gateway::runtime();
+    let runtime = task::runtime();
     let token = "sim-test-token";
     let gateway = runtime.block_on(gateway::start(&server, token));
     agrees_with_memory(

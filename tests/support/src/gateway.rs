@@ -23,16 +23,6 @@ pub async fn start(redis: &RedisServer, token: &str) -> Gateway {
         .expect("gateway starts")
 }
 
-/// A runtime of its own for the gateway when the test itself blocks (on a child process, or on
-/// a runtime of the code under test): the gateway's tasks run on its two threads meanwhile.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 /// `http://<address>`: the gateway's base URL, as `UPSTASH_REDIS_REST_URL` names it.
 pub fn url(gateway: &Gateway) -> String {
     format!("http://{}", gateway.local_addr())

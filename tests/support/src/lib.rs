@@ -35,7 +35,7 @@
 //! - [`net`]: free loopback ports; a listener that never answers.
 //! - [`dir`]: temporary directories removed on drop; the checkout's root.
 //! - [`wait`]: polling a condition with a bound.
-//! - [`task`]: a test's concurrent clients as tokio tasks, joined.
+//! - [`task`]: a two-thread tokio runtime; a test's concurrent clients as tasks, joined.
 //! - [`rng`]: the seeded generator tests draw their inputs from.
 //!
 //! What one crate's tests alone use stays beside them (the library's conformance and

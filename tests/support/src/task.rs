@@ -1,6 +1,18 @@
-//! A test's concurrent clients as tokio tasks: spawned at once, their outputs gathered in order.
+//! Tokio for tests and benches: a runtime of two worker threads, and a test's concurrent clients
+//! as tasks, spawned at once, their outputs gathered in order.
 
 use std::future::Future;
+
+/// A multi-threaded runtime with two worker threads: for servers a test runs in process (the
+/// gateway) while the test itself blocks (on a child process, or on a runtime of the code under
+/// test), and for a bench's clients.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
 
 /// Spawns each of `futures` as a task (so they run in parallel on a multi-threaded runtime) and
 /// awaits them all; their outputs, in the order given. A task that panics fails the caller.
