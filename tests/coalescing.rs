@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use edgelimit::Control;
 use edgelimit::{
-    Check, Coalescing, Limit, MemoryStore, Policy, RestStore, Store, StoreError, TimeSource,
-    Verdict,
+    Check, Coalescing, Limit, MemoryStore, Policy, Store, StoreError, TimeSource, Verdict,
 };
-use edgelimit_gateway::{Config, Gateway, MetricsPage};
-use edgelimit_testkit::RedisServer;
+use edgelimit_gateway::{Gateway, MetricsPage};
+use edgelimit_testkit::metrics::Samples;
+use edgelimit_testkit::{gateway, RedisServer};
 
 const TOKEN: &str = "coalescing-token";
 const CLIENTS: usize = 64;
@@ -32,13 +32,12 @@ async fn pipeline_requests(url: &str) -> u64 {
         .text()
         .await
         .expect("a text page");
-    page.lines()
-        .filter(|l| l.contains("http_requests_total{") && l.contains("route=\"pipeline\""))
-        .map(|l| {
-            l.rsplit_once(' ')
-                .and_then(|(_, v)| v.parse::<f64>().ok())
-                .unwrap_or_else(|| panic!("a sample is `series value`: {l}")) as u64
-        })
+    let samples = Samples::parse(&page).unwrap_or_else(|e| panic!("{e}"));
+    samples
+        .series("edgelimit_gateway_http_requests_total")
+        .into_iter()
+        .filter(|(labels, _)| labels.get("route").map(String::as_str) == Some("pipeline"))
+        .map(|(_, value)| value as u64)
         .sum()
 }
 
@@ -54,12 +53,11 @@ fn client_check(limit: &Limit, c: usize, i: usize) -> (Check, TimeSource) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_clients_through_a_gateway_decide_as_memory_does_in_fewer_pipelines() {
     let server = RedisServer::start();
-    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), server.url(), TOKEN);
+    let mut config = gateway::config(server.url(), TOKEN);
     config.metrics = MetricsPage::Token;
     let gateway = Gateway::start(config).await.expect("gateway starts");
-    let url = format!("http://{}", gateway.local_addr());
-    let rest = RestStore::new(&url, TOKEN)
-        .unwrap()
+    let url = gateway::url(&gateway);
+    let rest = gateway::rest_store(&gateway, TOKEN)
         // Decisions are compared, not latency: a loaded machine must not fail a check.
         .with_timeout(std::time::Duration::from_secs(30))
         .with_namespace("coalescing-test");

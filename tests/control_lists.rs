@@ -6,18 +6,14 @@
 //!
 //! Run with `--nocapture` to see the counts.
 
-mod common;
-
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use common::rng::Rng;
 use edgelimit::control::list::{Gate, ListEntry, ListProbe, Listed};
 use edgelimit::store::Store;
 use edgelimit::Control;
-use edgelimit::{
-    Check, CheckItem, Limit, MemoryStore, Policy, Reason, RespStore, RestStore, TimeSource,
-};
-use edgelimit_testkit::{RedisCluster, RedisServer};
+use edgelimit::{Check, CheckItem, Limit, MemoryStore, Policy, Reason, RespStore, TimeSource};
+use edgelimit_testkit::rng::Rng;
+use edgelimit_testkit::{gateway, RedisCluster, RedisServer};
 use proptest::prelude::*;
 
 const T0: u64 = 1_700_000_000_000;
@@ -304,17 +300,8 @@ async fn lists_decide_alike_in_rust_and_lua_on_one_node() {
 async fn lists_decide_alike_through_the_rest_gateway() {
     let server = RedisServer::start();
     let token = "lists-token";
-    let gateway = edgelimit_gateway::Gateway::start(edgelimit_gateway::Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        token,
-    ))
-    .await
-    .expect("gateway starts");
-    let url = format!("http://{}", gateway.local_addr());
-    let base = RestStore::new(&url, token)
-        .unwrap()
-        .with_timeout(COMPARE_TIMEOUT);
+    let gateway = gateway::start(&server, token).await;
+    let base = gateway::rest_store(&gateway, token).with_timeout(COMPARE_TIMEOUT);
     differential(
         |ns| base.clone().with_namespace(ns),
         2,

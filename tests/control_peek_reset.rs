@@ -5,18 +5,16 @@
 //! the identifier's effective policy (tier, override), on every store and in the property, where
 //! identifiers get tiers and overrides along the way.
 
-mod common;
-
-use common::rng::Rng;
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::control::AssignmentKind;
 use edgelimit::store::{Shard, ShardedStore, Store};
 use edgelimit::Control;
 use edgelimit::{
     Algorithm, Assignment, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
-    RespStore, RestStore, TimeSource, Verdict,
+    RespStore, TimeSource, Verdict,
 };
-use edgelimit_testkit::{RedisCluster, RedisServer};
+use edgelimit_testkit::rng::Rng;
+use edgelimit_testkit::{gateway, RedisCluster, RedisServer};
 
 const T0: u64 = 1_700_000_000_000;
 
@@ -307,16 +305,8 @@ async fn resp_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_via_gateway() {
     let server = RedisServer::start();
-    let gateway = edgelimit_gateway::Gateway::start(edgelimit_gateway::Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        "pr-token",
-    ))
-    .await
-    .expect("gateway starts");
-    let store = RestStore::new(&format!("http://{}", gateway.local_addr()), "pr-token")
-        .unwrap()
-        .with_namespace("pr");
+    let gateway = gateway::start(&server, "pr-token").await;
+    let store = gateway::rest_store(&gateway, "pr-token").with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
     gateway.shutdown().await;

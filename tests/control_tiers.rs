@@ -22,7 +22,7 @@ use edgelimit::{
     Algorithm, Assignment, Check, Identifier, Limit, MemoryStore, Policy, RespStore, RestStore,
     Store, TimeSource,
 };
-use edgelimit_testkit::{RedisCluster, RedisServer};
+use edgelimit_testkit::{gateway, RedisCluster, RedisServer};
 use proptest::prelude::*;
 
 const SEQUENCES: u64 = 10_000;
@@ -223,16 +223,8 @@ async fn control_conformance<S: Control>(store: &S, label: &str) {
 }
 
 async fn gateway_store(server: &RedisServer) -> (edgelimit_gateway::Gateway, RestStore) {
-    let gateway = edgelimit_gateway::Gateway::start(edgelimit_gateway::Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        "ctl-token",
-    ))
-    .await
-    .expect("gateway starts");
-    let store = RestStore::new(&format!("http://{}", gateway.local_addr()), "ctl-token")
-        .expect("valid URL")
-        .with_namespace("ctl-rest");
+    let gateway = gateway::start(server, "ctl-token").await;
+    let store = gateway::rest_store(&gateway, "ctl-token").with_namespace("ctl-rest");
     (gateway, store)
 }
 

@@ -14,12 +14,9 @@ use edgelimit::{
     Check, CheckItem, Checked, FailMode, Limit, Limiter, ManualClock, MemoryStore, Policy, Reason,
     Store, StoreError, TimeSource, Verdict,
 };
+use edgelimit_testkit::rng::Rng;
 use futures::executor::block_on;
 use proptest::prelude::*;
-
-mod common;
-
-use common::rng::Rng;
 
 fn limit(name: &str, spec: &str) -> Limit {
     Limit::new(name, spec.parse::<Policy>().unwrap())

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use edgelimit::{Check, Limit, MemoryStore, Policy, RespStore, Store, TimeSource};
-use edgelimit_testkit::{RedisCluster, Reply};
+use edgelimit_testkit::{wait, RedisCluster, Reply};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checks_continue_across_a_manual_failover() {
@@ -45,23 +45,20 @@ async fn checks_continue_across_a_manual_failover() {
         .ok()
         .and_then(|r| r.text())
         .expect("the replica's node id");
-    let known = Instant::now() + Duration::from_secs(30);
-    while !cluster.nodes().iter().all(|node| {
-        node.command(&["CLUSTER", "NODES"])
-            .ok()
-            .and_then(|r| r.text())
-            .is_some_and(|nodes| {
-                nodes
-                    .lines()
-                    .any(|line| line.starts_with(&replica_id) && line.contains("slave"))
-            })
-    }) {
-        assert!(
-            Instant::now() < known,
-            "the cluster never agreed on the replica"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let known = wait::until_async(Duration::from_secs(30), Duration::from_millis(50), || {
+        cluster.nodes().iter().all(|node| {
+            node.command(&["CLUSTER", "NODES"])
+                .ok()
+                .and_then(|r| r.text())
+                .is_some_and(|nodes| {
+                    nodes
+                        .lines()
+                        .any(|line| line.starts_with(&replica_id) && line.contains("slave"))
+                })
+        })
+    })
+    .await;
+    assert!(known, "the cluster never agreed on the replica");
 
     let (mut ok, mut failed) = (0, 0);
     let mut tainted: HashSet<usize> = HashSet::new();

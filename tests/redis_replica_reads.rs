@@ -3,10 +3,10 @@
 //! outlived their window (lagging expiry, as on a replica that has not yet seen the primary's
 //! DEL) decide exactly as if they had expired.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use edgelimit::{Check, Limit, MemoryStore, Policy, RespStore, Store, TimeSource};
-use edgelimit_testkit::{RedisServer, Reply};
+use edgelimit_testkit::{wait, RedisServer, Reply};
 
 const SPECS: [&str; 5] = [
     "fixed 3/100ms",
@@ -40,14 +40,14 @@ async fn wait_until_replicated(primary: &RedisServer, replica: &RedisServer) {
     let written = primary
         .replication_field("master_repl_offset")
         .expect("the primary's offset");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while replica.replication_field("slave_repl_offset").unwrap_or(0) < written {
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not reach the primary's offset {written} within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let replicated = wait::until_async(Duration::from_secs(30), Duration::from_millis(10), || {
+        replica.replication_field("slave_repl_offset").unwrap_or(0) >= written
+    })
+    .await;
+    assert!(
+        replicated,
+        "the replica did not reach the primary's offset {written} within 30 s"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use common::hygiene::assert_hygiene;
 use edgelimit::script::{Topology, MAX_SCRIPT_TIME_MS};
 use edgelimit::store::Store;
 use edgelimit::{Algorithm, Check, Limit, MemoryStore, Policy, RespStore, StoreError, TimeSource};
+use edgelimit_testkit::rng::Rng;
 use edgelimit_testkit::RedisServer;
 
 async fn connect(server: &RedisServer, namespace: &str) -> RespStore {
@@ -78,7 +79,7 @@ async fn thirty_two_clients_on_one_key_never_exceed_the_limit() {
         let policy: Policy = spec.parse().unwrap();
         let limit = Limit::new(format!("c-{}", policy.algorithm()), policy);
         let memory = MemoryStore::new();
-        let mut rng = common::rng::Rng::new(41);
+        let mut rng = Rng::new(41);
         let mut t = 1_700_000_000_000u64;
         let mut admitted_at: Vec<(u64, usize)> = Vec::new();
         for round in 0..ROUNDS {

@@ -10,32 +10,21 @@ mod common;
 
 use common::differential::{generate, run, Kind};
 use edgelimit::script::Topology;
-use edgelimit::{Algorithm, RestStore};
-use edgelimit_gateway::{Config, Gateway};
-use edgelimit_testkit::RedisServer;
+use edgelimit::Algorithm;
+use edgelimit_testkit::{gateway, RedisServer};
 
 const SEQUENCES: u64 = 2_000;
 const CONCURRENCY: usize = 32;
 
 async fn differential(kind: Kind, seed: u64) {
     let server = RedisServer::start();
-    let gateway = Gateway::start(Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        "differential-token",
-    ))
-    .await
-    .expect("gateway starts");
+    let gateway = gateway::start(&server, "differential-token").await;
     let namespace = format!("rest-diff-{seed}");
-    let store = RestStore::new(
-        &format!("http://{}", gateway.local_addr()),
-        "differential-token",
-    )
-    .expect("valid URL")
-    // What is compared is decisions, not latency: a loaded CI machine must not turn a slow
-    // answer into a mismatch (the default timeout is 1 s).
-    .with_timeout(std::time::Duration::from_secs(30))
-    .with_namespace(namespace.clone());
+    let store = gateway::rest_store(&gateway, "differential-token")
+        // What is compared is decisions, not latency: a loaded CI machine must not turn a slow
+        // answer into a mismatch (the default timeout is 1 s).
+        .with_timeout(std::time::Duration::from_secs(30))
+        .with_namespace(namespace.clone());
     let sequences = generate(kind, seed, SEQUENCES, &namespace, false);
     let report = run(
         &store,

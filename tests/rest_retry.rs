@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 
 use edgelimit::store::Store;
 use edgelimit::{Check, Limit, Policy, RestStore, StoreError, TimeSource};
-use edgelimit_gateway::{Config, Gateway};
-use edgelimit_testkit::RedisServer;
+use edgelimit_gateway::Gateway;
+use edgelimit_testkit::{gateway, RedisServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -55,13 +55,7 @@ async fn lossy_proxy(upstream: SocketAddr) -> SocketAddr {
 /// a pipeline that ran, not a `NOSCRIPT`).
 async fn servers() -> (RedisServer, Gateway) {
     let server = RedisServer::start();
-    let gateway = Gateway::start(Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        TOKEN,
-    ))
-    .await
-    .expect("gateway starts");
+    let gateway = gateway::start(&server, TOKEN).await;
     let warm = Limit::new("warm-up", "fixed 10/1m".parse::<Policy>().unwrap());
     store(gateway.local_addr())
         .check(&[Check::single(&warm, "w", 1)], TimeSource::At(T0))
@@ -123,7 +117,7 @@ async fn a_lost_answer_without_request_ids_is_not_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_answer_to_the_eval_fall_back_is_retried_and_charged_once() {
     let redis = RedisServer::start();
-    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), redis.url(), TOKEN);
+    let mut config = gateway::config(redis.url(), TOKEN);
     config.drop_responses_every = std::num::NonZeroU32::new(2);
     let gateway = Gateway::start(config).await.expect("gateway starts");
     let limit = Limit::new("tokens", "fixed 10/1m".parse::<Policy>().unwrap());

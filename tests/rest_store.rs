@@ -4,20 +4,10 @@
 use std::time::{Duration, Instant};
 
 use edgelimit::{Check, Limit, Policy, RestStore, Store, StoreError, TimeSource};
-use edgelimit_gateway::{Config, Gateway};
-use edgelimit_testkit::{RedisServer, Reply};
+use edgelimit_testkit::net::{free_port, SilentServer};
+use edgelimit_testkit::{gateway, RedisServer, Reply};
 
 const TOKEN: &str = "rest-store-token";
-
-async fn gateway(server: &RedisServer) -> Gateway {
-    Gateway::start(Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        TOKEN,
-    ))
-    .await
-    .expect("gateway starts")
-}
 
 fn check() -> Check {
     let limit = Limit::new("api", "gcra 5/1s".parse::<Policy>().unwrap());
@@ -27,8 +17,8 @@ fn check() -> Check {
 #[tokio::test]
 async fn a_script_flush_mid_run_costs_one_more_round_trip_and_nothing_else() {
     let server = RedisServer::start();
-    let gw = gateway(&server).await;
-    let store = RestStore::new(&format!("http://{}", gw.local_addr()), TOKEN).unwrap();
+    let gw = gateway::start(&server, TOKEN).await;
+    let store = gateway::rest_store(&gw, TOKEN);
     let at = |ms: u64| TimeSource::At(1_700_000_000_000 + ms);
     let first = store.check(&[check()], at(0)).await.unwrap();
     assert_eq!(first[0].decisions[0].remaining, 4);
@@ -46,8 +36,8 @@ async fn a_script_flush_mid_run_costs_one_more_round_trip_and_nothing_else() {
 #[tokio::test]
 async fn a_wrong_token_is_an_auth_error_not_worth_retrying() {
     let server = RedisServer::start();
-    let gw = gateway(&server).await;
-    let store = RestStore::new(&format!("http://{}", gw.local_addr()), "wrong").unwrap();
+    let gw = gateway::start(&server, TOKEN).await;
+    let store = gateway::rest_store(&gw, "wrong");
     let err = store
         .check(&[check()], TimeSource::Server)
         .await
@@ -59,11 +49,7 @@ async fn a_wrong_token_is_an_auth_error_not_worth_retrying() {
 #[tokio::test]
 async fn an_unreachable_or_silent_server_is_transient() {
     // Nothing listens on a port we bound and released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let store = RestStore::new(&format!("http://127.0.0.1:{port}"), TOKEN).unwrap();
     let err = store
         .check(&[check()], TimeSource::Server)
@@ -73,15 +59,8 @@ async fn an_unreachable_or_silent_server_is_transient() {
     assert!(err.is_transient());
 
     // A server that accepts and never answers: the timeout fires, on time.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = silent.local_addr().unwrap();
-    let holder = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = silent.accept().await {
-            held.push(socket);
-        }
-    });
-    let store = RestStore::new(&format!("http://{addr}"), TOKEN)
+    let silent = SilentServer::start();
+    let store = RestStore::new(&format!("http://{}", silent.addr()), TOKEN)
         .unwrap()
         .with_timeout(Duration::from_millis(150));
     let started = Instant::now();
@@ -91,7 +70,6 @@ async fn an_unreachable_or_silent_server_is_transient() {
         .unwrap_err();
     assert_eq!(err, StoreError::Timeout { after_ms: 150 });
     assert!(started.elapsed() < Duration::from_secs(2));
-    holder.abort();
 }
 
 #[test]

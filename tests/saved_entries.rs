@@ -10,8 +10,7 @@ use edgelimit::control::Assignment;
 use edgelimit::store::Saved;
 use edgelimit::{Check, CheckItem, Identifier, Limit, MemoryStore, Policy};
 
-mod common;
-use common::rng::Rng;
+use edgelimit_testkit::rng::Rng;
 
 fn limits() -> Vec<Limit> {
     [

@@ -4,8 +4,8 @@
 mod common;
 
 use common::conformance::conformance_tests;
-use edgelimit::{MemoryStore, RespStore, RestStore};
-use edgelimit_testkit::{RedisCluster, RedisServer};
+use edgelimit::{MemoryStore, RespStore};
+use edgelimit_testkit::{GatewayServer, RedisCluster, RedisServer};
 
 conformance_tests!(memory, async { ((), MemoryStore::new()) });
 
@@ -28,19 +28,7 @@ conformance_tests!(resp_cluster, async {
 });
 
 conformance_tests!(rest_via_gateway, async {
-    let server = RedisServer::start();
-    let gateway = edgelimit_gateway::Gateway::start(edgelimit_gateway::Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        "conformance-token",
-    ))
-    .await
-    .expect("gateway starts");
-    let store = RestStore::new(
-        &format!("http://{}", gateway.local_addr()),
-        "conformance-token",
-    )
-    .expect("valid URL")
-    .with_namespace("conformance");
-    ((server, gateway), store)
+    let server = GatewayServer::start("conformance-token").await;
+    let store = server.rest_store().with_namespace("conformance");
+    (server, store)
 });

@@ -7,25 +7,18 @@ use common::suite::Backend;
 use common::{Admin, NAMESPACE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR};
 use edgelimit::{Check, RestStore, Store, TimeSource};
-use edgelimit_gateway::{Config, Gateway};
-use edgelimit_testkit::RedisServer;
+use edgelimit_gateway::Gateway;
+use edgelimit_testkit::{gateway, task, RedisServer};
 
 const TOKEN: &str = "admin-test-token-8c1f2e";
 
 fn with_backend(body: fn(&Backend<'_>)) {
     let server = RedisServer::start();
     // A runtime of its own for the gateway, so it serves while the test blocks on the binary.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let config = Config::new("127.0.0.1:0".parse().unwrap(), server.url(), TOKEN);
-    let gateway = rt.block_on(Gateway::start(config)).expect("gateway starts");
-    let url = format!("http://{}", gateway.local_addr());
-    let store = RestStore::new(&url, TOKEN)
-        .unwrap()
-        .with_namespace(NAMESPACE);
+    let rt = task::runtime();
+    let gateway = rt.block_on(gateway::start(&server, TOKEN));
+    let url = gateway::url(&gateway);
+    let store = gateway::rest_store(&gateway, TOKEN).with_namespace(NAMESPACE);
     body(&Backend {
         admin: Admin::new(&format!("upstash+{url}")).with_env(REST_TOKEN_VAR, TOKEN),
         store: Box::new(store),
@@ -69,22 +62,12 @@ fn the_token_comes_from_the_environment_and_a_wrong_one_is_a_store_failure() {
 #[test]
 fn a_sharded_configuration_is_written_shard_by_shard() {
     let servers = [RedisServer::start(), RedisServer::start()];
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = task::runtime();
     let gateways: Vec<Gateway> = servers
         .iter()
-        .map(|s| {
-            let config = Config::new("127.0.0.1:0".parse().unwrap(), s.url(), TOKEN);
-            rt.block_on(Gateway::start(config)).expect("gateway starts")
-        })
+        .map(|s| rt.block_on(gateway::start(s, TOKEN)))
         .collect();
-    let urls: Vec<String> = gateways
-        .iter()
-        .map(|g| format!("http://{}", g.local_addr()))
-        .collect();
+    let urls: Vec<String> = gateways.iter().map(gateway::url).collect();
     let sharded = common::CONFIG.replace(
         "namespace = \"admtest\"",
         "namespace = \"admtest\"\nshards = [\n  { name = \"eu\", url_var = \"EU_URL\", token_var = \"EU_TOKEN\" },\n  { name = \"us\", url_var = \"US_URL\", token_var = \"US_TOKEN\" },\n]",

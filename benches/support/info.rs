@@ -62,17 +62,14 @@ pub fn redis_pid(server: &RedisServer) -> String {
 /// `INFO section` as text.
 fn info(server: &RedisServer, section: &str) -> String {
     server
-        .command(&["INFO", section])
-        .ok()
-        .and_then(|r| r.text())
+        .info(section)
         .unwrap_or_else(|| panic!("redis-server answers INFO {section}"))
 }
 
 /// One numeric `name:value` line of `INFO section`.
 fn info_field<T: std::str::FromStr>(server: &RedisServer, section: &str, name: &str) -> T {
-    info(server, section)
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+    server
+        .info_field(section, name)
         .unwrap_or_else(|| panic!("INFO {section} names a numeric {name}"))
 }
 

@@ -13,13 +13,7 @@ use super::percentile_us;
 
 /// The runtime the benches' clients run on: two worker threads, one a core of the machine the
 /// numbers in docs/performance.md come from.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
+pub use edgelimit_testkit::task::runtime;
 
 /// Whether this is a listing run (`--list`, as `cargo test -- --list` and test runners ask every
 /// target): a bench has nothing to list, and returns before it starts any server.

@@ -5,12 +5,11 @@
 //! arithmetic.
 //!
 //! Why a module of the benches (`mod support;` in each; Cargo builds `benches/support/` as no
-//! target of its own) rather than functions in `edgelimit-testkit`: the load loop drives
-//! `edgelimit::Store`s on a tokio runtime, and the testkit is a std-only crate without
-//! dependencies that every integration test compiles; adding tokio and edgelimit to it would make
-//! every test build them for code only benches run. And the readings are bench quantities: no test
-//! asserts on script time or memory, so splitting them off into the testkit would only make two
-//! places to look. Should a test need one, it moves down to the testkit then.
+//! target of its own) rather than functions in `edgelimit-testkit`: the testkit holds what tests
+//! share (servers, the RESP client, `INFO` fields), and what is here is bench quantities built on
+//! it: no test drives a timed load or asserts on script time or memory, so splitting them off into
+//! the testkit would only make two places to look. Should a test need one, it moves down to the
+//! testkit then.
 //!
 //! Each bench uses some of this, not all, so the parts (and re-exports) a bench leaves unused are
 //! no warning there.

@@ -3,17 +3,15 @@
 //! keep-alive connections, rounds interleaved so both see the same machine. What the watchdog
 //! costs per request. Run: `cargo bench -p edgelimit-gateway --bench accept_loop`.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use common::{KeepAlive, TOKEN};
 use edgelimit_gateway::listener::ConnectionLimits;
-use edgelimit_gateway::{router, serve, Config};
-use edgelimit_testkit::RedisServer;
+use edgelimit_gateway::{router, serve};
+use edgelimit_testkit::http::KeepAlive;
+use edgelimit_testkit::{gateway, task, RedisServer};
 
+const TOKEN: &str = "bench-token-0123456789";
 const CLIENTS: usize = 32;
 const REQUESTS: usize = 20_000;
 const ROUNDS: usize = 5;
@@ -45,7 +43,7 @@ async fn load(addr: SocketAddr) -> f64 {
 
 /// One round through `axum::serve` (`ours == false`) or `listener::serve`.
 async fn round(redis: &RedisServer, ours: bool) -> f64 {
-    let config = Config::new("127.0.0.1:0".parse().unwrap(), redis.url(), TOKEN);
+    let config = gateway::config(redis.url(), TOKEN);
     let limits = ConnectionLimits::from(&config);
     let app = router(config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -79,11 +77,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = task::runtime();
     let redis = RedisServer::start();
     runtime.block_on(async {
         round(&redis, true).await; // warm-up

@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::{Running, READ_ONLY, TOKEN};
-use edgelimit_gateway::{Config, Gateway, GatewayError, RedisAcl};
-use edgelimit_testkit::{RedisServer, Reply};
+use common::{READ_ONLY, TOKEN};
+use edgelimit_gateway::{Gateway, GatewayError, RedisAcl};
+use edgelimit_testkit::{gateway, GatewayServer, RedisServer, Reply};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
@@ -23,7 +23,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("SWAPDB", "return redis.pcall('SWAPDB', '0', '1')"),
 ];
 
-async fn post(s: &Running, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+async fn post(s: &GatewayServer, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
     let response = Client::new()
         .post(s.url(path))
         .bearer_auth(token)
@@ -36,7 +36,7 @@ async fn post(s: &Running, token: &str, path: &str, body: Value) -> (StatusCode,
 }
 
 /// `EVAL script 0` with the token.
-async fn eval(s: &Running, script: &str) -> (StatusCode, Value) {
+async fn eval(s: &GatewayServer, script: &str) -> (StatusCode, Value) {
     post(s, TOKEN, "/", json!(["EVAL", script, 0])).await
 }
 
@@ -47,7 +47,7 @@ fn error_of(entry: &Value) -> &str {
 }
 
 /// `keep` is still there, and Redis's maxmemory untouched.
-fn data_stays(s: &Running) {
+fn data_stays(s: &GatewayServer) {
     assert_eq!(s.get("keep").as_deref(), Some("me"));
     let maxmemory = s.redis.command(&["CONFIG", "GET", "maxmemory"]).unwrap();
     assert_eq!(
@@ -61,7 +61,7 @@ fn data_stays(s: &Running) {
 
 #[tokio::test]
 async fn scripts_cannot_call_what_the_allow_list_refuses() {
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     s.redis.command(&["SET", "keep", "me"]).unwrap();
     for (name, script) in REFUSED {
         // Refused directly, as before.
@@ -117,7 +117,7 @@ async fn scripts_cannot_call_what_the_allow_list_refuses() {
 
 #[tokio::test]
 async fn configured_commands_are_allowed_inside_scripts_too() {
-    let s = Running::start(|c| {
+    let s = common::start(|c| {
         c.allowed.insert("KEYS".into());
     })
     .await;
@@ -134,7 +134,7 @@ async fn configured_commands_are_allowed_inside_scripts_too() {
 
 #[tokio::test]
 async fn without_the_acl_a_script_escapes_which_is_why_it_is_on() {
-    let s = Running::start(|c| c.redis_acl = RedisAcl::Off).await;
+    let s = common::start(|c| c.redis_acl = RedisAcl::Off).await;
     s.redis.command(&["SET", "keep", "me"]).unwrap();
     let (status, body) = eval(&s, "return redis.call('FLUSHALL')").await;
     assert_eq!((status, body), (StatusCode::OK, json!({"result": "OK"})));
@@ -143,7 +143,7 @@ async fn without_the_acl_a_script_escapes_which_is_why_it_is_on() {
 
 #[tokio::test]
 async fn the_acl_user_is_made_again_when_a_restarted_redis_forgot_it() {
-    let mut s = Running::start(|_| {}).await;
+    let mut s = common::start(|_| {}).await;
     let script = json!(["EVAL", "return redis.call('INCR', KEYS[1])", 1, "n"]);
     assert_eq!(
         post(&s, TOKEN, "/", script.clone()).await.1,
@@ -193,7 +193,7 @@ async fn a_redis_user_without_acl_rights_is_a_clear_error_at_start() {
         ])
         .unwrap();
     let url = format!("redis://app:app-pw@127.0.0.1:{}/", redis.port());
-    let config = Config::new("127.0.0.1:0".parse().unwrap(), url.clone(), TOKEN);
+    let config = gateway::config(url.clone(), TOKEN);
     let error = Gateway::start(config)
         .await
         .expect_err("no right to ACL SETUSER");
@@ -204,7 +204,7 @@ async fn a_redis_user_without_acl_rights_is_a_clear_error_at_start() {
     }
     assert!(!text.contains("app-pw"), "{text}");
     // With the boundary off, that user is served as it is.
-    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), url, TOKEN);
+    let mut config = gateway::config(url, TOKEN);
     config.redis_acl = RedisAcl::Off;
     Gateway::start(config)
         .await
@@ -215,7 +215,7 @@ async fn a_redis_user_without_acl_rights_is_a_clear_error_at_start() {
 
 #[tokio::test]
 async fn allowed_commands_this_redis_does_not_know_are_left_out_of_the_acl() {
-    let s = Running::start(|c| {
+    let s = common::start(|c| {
         c.allowed.insert("NOSUCHCOMMAND".into());
     })
     .await;

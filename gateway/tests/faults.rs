@@ -9,12 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{raw_post, KeepAlive, Running, TOKEN};
+use common::TOKEN;
+use edgelimit_testkit::http::{raw_post, KeepAlive};
+use edgelimit_testkit::wait;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_under_load_gives_quick_503s_then_service_again() {
-    let mut s = Running::start(|_| {}).await;
+    let mut s = common::start(|_| {}).await;
     let request = format!(
         "POST /incr/n HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
          Content-Length: 0\r\n\r\n"
@@ -44,15 +46,11 @@ async fn redis_killed_under_load_gives_quick_503s_then_service_again() {
         })
         .collect();
     let wait_for = |target: usize, ok: Arc<AtomicUsize>| async move {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while ok.load(Ordering::Relaxed) < target {
-            assert!(
-                Instant::now() < deadline,
-                "only {} answered",
-                ok.load(Ordering::Relaxed)
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let reached = wait::until_async(Duration::from_secs(10), Duration::from_millis(10), || {
+            ok.load(Ordering::Relaxed) >= target
+        })
+        .await;
+        assert!(reached, "only {} answered", ok.load(Ordering::Relaxed));
     };
     wait_for(200, ok.clone()).await;
     s.redis.stop();
@@ -90,7 +88,7 @@ async fn redis_killed_under_load_gives_quick_503s_then_service_again() {
 
 #[tokio::test]
 async fn every_nth_pipeline_runs_then_loses_its_answer() {
-    let s = Running::start(|c| c.drop_responses_every = NonZeroU32::new(3)).await;
+    let s = common::start(|c| c.drop_responses_every = NonZeroU32::new(3)).await;
     let incr = br#"[["INCR","n"]]"#;
     let mut answers = Vec::new();
     for _ in 0..7 {

@@ -9,8 +9,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{closed_within, raw_post, Running, TOKEN};
+use common::TOKEN;
 use edgelimit::{Check, Limit, Policy, RestStore, Store, TimeSource};
+use edgelimit_testkit::http::{closed_within, raw_post};
+use edgelimit_testkit::task::join_all;
+use edgelimit_testkit::GatewayServer;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -27,7 +30,7 @@ fn h2c_client() -> reqwest::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_store_decides_over_h2c_with_many_requests_in_flight() {
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     let store = RestStore::new(&s.url(""), TOKEN)
         .unwrap()
         .with_h2c()
@@ -58,9 +61,9 @@ async fn rest_store_decides_over_h2c_with_many_requests_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_and_http1_share_the_port_and_answer_alike() {
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     let client = h2c_client();
-    let answers = futures_join((0..32).map(|i| {
+    let answers = join_all((0..32).map(|i| {
         let request = client
             .post(s.url("/pipeline"))
             .bearer_auth(TOKEN)
@@ -99,7 +102,7 @@ async fn h2c_and_http1_share_the_port_and_answer_alike() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_h2c_preface_then_silence_is_closed_after_the_header_read_timeout() {
     let timeout = Duration::from_millis(600);
-    let s = Running::start(|c| c.header_read_timeout = timeout).await;
+    let s = common::start(|c| c.header_read_timeout = timeout).await;
     let opened = Instant::now();
     let mut stream = TcpStream::connect(s.addr()).await.unwrap();
     stream.write_all(PREFACE).await.unwrap();
@@ -115,7 +118,7 @@ async fn an_h2c_preface_then_silence_is_closed_after_the_header_read_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_h2c_connection_is_closed_after_the_idle_timeout() {
     let idle = Duration::from_millis(700);
-    let s = Running::start(|c| c.idle_timeout = idle).await;
+    let s = common::start(|c| c.idle_timeout = idle).await;
     let tcp = TcpStream::connect(s.addr()).await.unwrap();
     let (mut send, connection) = h2::client::handshake(tcp).await.expect("h2c handshake");
     let driven = tokio::spawn(async move {
@@ -157,7 +160,7 @@ async fn an_idle_h2c_connection_is_closed_after_the_idle_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_counts_h2c_connections() {
     let timeout = Duration::from_millis(800);
-    let s = Running::start(|c| {
+    let s = common::start(|c| {
         c.max_connections = 4;
         c.header_read_timeout = timeout;
     })
@@ -189,23 +192,9 @@ fn bytes_of(body: &'static [u8]) -> bytes::Bytes {
     bytes::Bytes::from_static(body)
 }
 
-/// Every future of `futures`, run concurrently, their outputs in order.
-async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.map(tokio::spawn).collect();
-    let mut outputs = Vec::with_capacity(handles.len());
-    for h in handles {
-        outputs.push(h.await.unwrap());
-    }
-    outputs
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_an_idle_h2c_connection_and_returns() {
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     let client = h2c_client();
     let answer = client
         .post(s.url("/"))
@@ -218,7 +207,7 @@ async fn shutdown_closes_an_idle_h2c_connection_and_returns() {
     assert_eq!(answer.text().await.unwrap(), r#"{"result":"PONG"}"#);
     // The client keeps its connection open (pooled); the gateway's shutdown must not wait for
     // its idle timeout (75 s).
-    let Running { redis, gateway } = s;
+    let GatewayServer { redis, gateway, .. } = s;
     tokio::time::timeout(Duration::from_secs(5), gateway.shutdown())
         .await
         .expect("shut down within 5 s despite an open h2c connection");
@@ -227,7 +216,7 @@ async fn shutdown_closes_an_idle_h2c_connection_and_returns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_answer_closes_the_h2c_connection_and_the_next_request_gets_a_new_one() {
-    let s = Running::start(|c| c.drop_responses_every = std::num::NonZeroU32::new(3)).await;
+    let s = common::start(|c| c.drop_responses_every = std::num::NonZeroU32::new(3)).await;
     let client = h2c_client();
     let mut answered = Vec::new();
     for _ in 0..5 {

@@ -9,7 +9,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{closed_within, parse_answer, raw_post, KeepAlive, Running, READ_ONLY, TOKEN};
+use common::{READ_ONLY, TOKEN};
+use edgelimit_testkit::http::{closed_within, parse_answer, raw_post, KeepAlive};
+use edgelimit_testkit::task::join_all;
+use edgelimit_testkit::GatewayServer;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -49,7 +52,7 @@ const HALF_HEADERS: &[u8] = b"POST /pipeline HTTP/1.1\r\nHost: gateway\r\nConten
 async fn stalled_connections_are_closed_after_the_header_read_timeout() {
     captured_logs();
     let timeout = Duration::from_millis(800);
-    let s = Running::start(|c| c.header_read_timeout = timeout).await;
+    let s = common::start(|c| c.header_read_timeout = timeout).await;
     let mut stalled = Vec::new();
     // Each timed from before its connect: the gateway's clock for it starts later.
     for _ in 0..200 {
@@ -86,7 +89,7 @@ async fn stalled_connections_are_closed_after_the_header_read_timeout() {
 async fn a_body_that_stalls_gets_408_within_the_same_time() {
     captured_logs();
     let timeout = Duration::from_millis(500);
-    let s = Running::start(|c| c.header_read_timeout = timeout).await;
+    let s = common::start(|c| c.header_read_timeout = timeout).await;
     let mut stream = TcpStream::connect(s.addr()).await.unwrap();
     let head = format!(
         "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
@@ -110,7 +113,7 @@ async fn a_body_that_stalls_gets_408_within_the_same_time() {
 async fn idle_keep_alive_connections_are_closed_but_busy_ones_stay() {
     captured_logs();
     let idle = Duration::from_millis(700);
-    let s = Running::start(|c| c.idle_timeout = idle).await;
+    let s = common::start(|c| c.idle_timeout = idle).await;
     let request = format!(
         "POST / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
          Content-Length: 8\r\n\r\n[\"PING\"]"
@@ -145,7 +148,7 @@ async fn ping(stream: &mut TcpStream, request: &str) {
 async fn beyond_the_cap_connections_wait_until_one_closes() {
     captured_logs();
     let timeout = Duration::from_millis(800);
-    let s = Running::start(|c| {
+    let s = common::start(|c| {
         c.max_connections = 16;
         c.header_read_timeout = timeout;
     })
@@ -176,7 +179,7 @@ async fn beyond_the_cap_connections_wait_until_one_closes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_finishes_the_request_in_flight_and_closes_idle_connections() {
     captured_logs();
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     let addr = s.addr();
     let mut idle = KeepAlive::connect(addr).await;
     let ping = format!(
@@ -195,7 +198,7 @@ async fn shutdown_finishes_the_request_in_flight_and_closes_idle_connections() {
     in_flight.write_all(head.as_bytes()).await.unwrap();
     in_flight.write_all(&body[..10]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let Running { redis, gateway } = s;
+    let GatewayServer { redis, gateway, .. } = s;
     let shutdown = tokio::spawn(gateway.shutdown());
     // The idle connection is closed at once; the gateway waits for the other.
     let mut idle_closed = [0u8; 16];
@@ -227,7 +230,7 @@ async fn shutdown_finishes_the_request_in_flight_and_closes_idle_connections() {
 #[tokio::test]
 async fn bad_input_gets_a_clear_4xx_and_the_gateway_carries_on() {
     captured_logs();
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     let post = |path: &'static str, token: &str, body: Vec<u8>| {
         let (addr, token) = (s.addr(), token.to_string());
         async move {
@@ -282,7 +285,7 @@ async fn fifty_thousand_increments_from_32_keep_alive_clients_count_exactly() {
     captured_logs();
     const CLIENTS: usize = 32;
     const TOTAL: usize = 50_000;
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     let request = format!(
         "POST /incr/load HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {TOKEN}\r\n\
          Content-Length: 0\r\n\r\n"
@@ -321,7 +324,7 @@ async fn fifty_thousand_increments_from_32_keep_alive_clients_count_exactly() {
 #[tokio::test]
 async fn tokens_never_reach_the_logs() {
     let logs = captured_logs();
-    let s = Running::start(|_| {}).await;
+    let s = common::start(|_| {}).await;
     let http = reqwest::Client::new();
     let wrong = "wrong-token-7d2a";
     let sends = [
@@ -352,18 +355,4 @@ async fn tokens_never_reach_the_logs() {
     for secret in [TOKEN, READ_ONLY, wrong] {
         assert!(!text.contains(secret), "`{secret}` is in the logs");
     }
-}
-
-/// Awaits every future, concurrently, in order.
-async fn join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for handle in handles {
-        out.push(handle.await.unwrap());
-    }
-    out
 }

@@ -2,10 +2,9 @@
 //! requests before a scrape did, against a real redis-server behind the gateway.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
-use edgelimit_gateway::{Config, Gateway, MetricsPage};
-use edgelimit_testkit::RedisServer;
+use edgelimit_gateway::{Gateway, MetricsPage};
+use edgelimit_testkit::{metrics, GatewayServer, RedisServer};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
@@ -22,12 +21,11 @@ struct Setup {
 
 impl Setup {
     async fn start(metrics: MetricsPage) -> Setup {
-        let redis = RedisServer::start();
-        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let mut config = Config::new(listen, redis.url(), TOKEN);
-        config.read_only_token = Some(READ_ONLY.into());
-        config.metrics = metrics;
-        let gateway = Gateway::start(config).await.expect("gateway starts");
+        let GatewayServer { redis, gateway, .. } = GatewayServer::start_with(TOKEN, |config| {
+            config.read_only_token = Some(READ_ONLY.into());
+            config.metrics = metrics;
+        })
+        .await;
         Setup {
             redis,
             gateway,
@@ -84,68 +82,27 @@ impl Setup {
     }
 }
 
-/// The samples of an OpenMetrics page: metric name and label set to value.
+/// The gateway's page: its samples, named here without the `edgelimit_gateway_` prefix.
 #[derive(Debug)]
-struct Samples(BTreeMap<(String, BTreeMap<String, String>), f64>);
+struct Samples(metrics::Samples);
 
 impl Samples {
     fn parse(text: &str) -> Samples {
-        let mut samples = BTreeMap::new();
-        for line in text
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-        {
-            let (series, value) = line
-                .rsplit_once(' ')
-                .unwrap_or_else(|| panic!("a sample is `series value`: {line}"));
-            let (name, labels) = match series.split_once('{') {
-                None => (series, BTreeMap::new()),
-                Some((name, rest)) => {
-                    let rest = rest
-                        .strip_suffix('}')
-                        .unwrap_or_else(|| panic!("labels end with `}}`: {line}"));
-                    let labels = rest
-                        .split(',')
-                        .map(|pair| {
-                            let (key, value) = pair.split_once('=').unwrap();
-                            let value = value.strip_prefix('"').unwrap().strip_suffix('"').unwrap();
-                            (key.to_string(), value.to_string())
-                        })
-                        .collect();
-                    (name, labels)
-                }
-            };
-            let value: f64 = value
-                .parse()
-                .unwrap_or_else(|e| panic!("a number ({e}): {line}"));
-            let key = (name.to_string(), labels);
-            assert!(samples.insert(key, value).is_none(), "repeated: {line}");
-        }
-        Samples(samples)
+        Samples(metrics::Samples::parse(text).unwrap_or_else(|e| panic!("{e}")))
     }
 
     /// The value of `edgelimit_gateway_<name>{labels}`, if exported.
     fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let labels = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        self.0.get(&(format!("{PREFIX}{name}"), labels)).copied()
+        self.0.get(&format!("{PREFIX}{name}"), labels)
     }
 
     fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.get(name, labels)
-            .unwrap_or_else(|| panic!("no {name}{labels:?} in {self:#?}"))
+        self.0.value(&format!("{PREFIX}{name}"), labels)
     }
 
     /// Every exported series of `edgelimit_gateway_<name>`: its labels and value.
     fn series(&self, name: &str) -> Vec<(&BTreeMap<String, String>, f64)> {
-        let name = format!("{PREFIX}{name}");
-        self.0
-            .iter()
-            .filter(|((n, _), _)| *n == name)
-            .map(|((_, labels), value)| (labels, *value))
-            .collect()
+        self.0.series(&format!("{PREFIX}{name}"))
     }
 }
 

@@ -9,8 +9,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use edgelimit_gateway::{Config, Gateway};
-use edgelimit_testkit::RedisServer;
+use edgelimit_testkit::{gateway, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_upstash_clients_pass_unchanged() {
@@ -22,16 +21,10 @@ async fn the_official_upstash_clients_pass_unchanged() {
     );
     let server = RedisServer::start();
     let token = "official-client-token";
-    let gateway = Gateway::start(Config::new(
-        "127.0.0.1:0".parse().unwrap(),
-        server.url(),
-        token,
-    ))
-    .await
-    .expect("gateway starts");
+    let gateway = gateway::start(&server, token).await;
     let child = tokio::process::Command::new("node")
         .arg("client.mjs")
-        .arg(format!("http://{}", gateway.local_addr()))
+        .arg(gateway::url(&gateway))
         .arg(token)
         .current_dir(&js)
         .stdout(Stdio::piped())

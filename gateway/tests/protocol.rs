@@ -1,10 +1,9 @@
 //! The Upstash REST protocol, row by row, against a real redis-server behind the gateway.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use edgelimit_gateway::{Config, Gateway};
-use edgelimit_testkit::RedisServer;
+use edgelimit_testkit::{GatewayServer, RedisServer};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
@@ -23,14 +22,13 @@ impl Setup {
     }
 
     async fn start_with(configure: impl FnOnce(&mut Config)) -> Setup {
-        let redis = RedisServer::start();
-        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let mut config = Config::new(listen, redis.url(), TOKEN);
-        config.read_only_token = Some(READ_ONLY.into());
-        config.max_body_bytes = 64 * 1024;
-        config.max_pipeline = 50;
-        configure(&mut config);
-        let gateway = Gateway::start(config).await.expect("gateway starts");
+        let GatewayServer { redis, gateway, .. } = GatewayServer::start_with(TOKEN, |config| {
+            config.read_only_token = Some(READ_ONLY.into());
+            config.max_body_bytes = 64 * 1024;
+            config.max_pipeline = 50;
+            configure(config);
+        })
+        .await;
         Setup {
             redis,
             gateway,

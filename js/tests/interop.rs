@@ -13,7 +13,7 @@ use std::process::Command;
 
 use edgelimit::{Check, Limit, Policy, RespStore, RestStore, Store, TimeSource, Verdict};
 use edgelimit_gateway::{Config as GatewayConfig, Gateway};
-use edgelimit_testkit::wrangler::repo_root;
+use edgelimit_testkit::dir::repo_root;
 use edgelimit_testkit::{RedisServer, WranglerDev};
 use serde_json::{json, Value};
 

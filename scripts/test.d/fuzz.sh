@@ -2,8 +2,8 @@
 # Fuzzing (docs/decisions.md, "Fuzzing"): builds the cargo-fuzz targets in fuzz/, replays every
 # corpus file through every target as a regression test, then fuzzes each target for a short,
 # bounded time (FUZZ_SECONDS, default 20; 0 skips it), one target and one job at a time.
-# New inputs go to a temporary directory, never into the checked-in corpus. Run by scripts/test,
-# after scripts/setup.d/fuzz-tools.sh installed cargo-fuzz.
+# New inputs go to a temporary directory, never into the checked-in corpus (checked at the end).
+# Run by scripts/test, after scripts/setup.d/fuzz-tools.sh installed cargo-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,6 +17,10 @@ export CARGO_TARGET_DIR=${FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/edgel
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# The corpus's files, names and sizes: the run must leave them as it found them.
+corpus_listing() { find fuzz/corpus -type f -printf '%p %s\n' | sort; }
+corpus_before=$(corpus_listing)
 
 echo "-- cargo fmt, lockfile (fuzz/)"
 cargo fmt --manifest-path fuzz/Cargo.toml --check
@@ -60,3 +64,9 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
     echo "$t: $runs executions in ${FUZZ_SECONDS}s ($((runs / FUZZ_SECONDS))/s), no crash"
   done
 fi
+
+[ "$(corpus_listing)" = "$corpus_before" ] || {
+  echo "the fuzz run changed fuzz/corpus; new inputs belong in a temporary directory:" >&2
+  diff <(echo "$corpus_before") <(corpus_listing) >&2 || true
+  exit 1
+}

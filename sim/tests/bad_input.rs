@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use edgelimit_sim::readers::time::LATEST_MS;
 use edgelimit_sim::readers::{Format, ReadOptions, TraceReader, MAX_COST};
 use edgelimit_sim::{Event, SimError};
+use edgelimit_testkit::dir::TempDir;
 
 const GOOD: &str = r#"83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023 "http://semicomplete.com/presentations/logstash-monitorama-2013/" "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36""#;
 
@@ -97,8 +98,7 @@ fn binary_garbage_is_skipped_then_reported() {
 
 #[test]
 fn gzip_is_detected_by_its_magic_bytes() {
-    let dir = std::env::temp_dir().join(format!("sim-gzip-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("sim-gzip");
     // Named .log, but gzip inside.
     let path = dir.join("access.log");
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -113,7 +113,6 @@ fn gzip_is_detected_by_its_magic_bytes() {
     let missing = edgelimit_sim::input::Source::File(dir.join("nope.log"));
     let err = TraceReader::open(&missing, ReadOptions::default(), Default::default()).unwrap_err();
     assert!(err.to_string().contains("nope.log"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -410,8 +409,7 @@ fn gzip_of(lines: usize) -> Vec<u8> {
 
 #[test]
 fn a_truncated_gzip_is_an_error_naming_the_file_and_what_was_read() {
-    let dir = std::env::temp_dir().join(format!("sim-truncated-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("sim-truncated");
     let path = dir.join("access.log.gz");
     let whole = gzip_of(5_000);
     std::fs::write(&path, &whole[..whole.len() / 2]).unwrap();
@@ -463,7 +461,6 @@ fn a_truncated_gzip_is_an_error_naming_the_file_and_what_was_read() {
             .contains("not a valid gzip stream: corrupt gzip stream"),
         "{err}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A line of each format that reads, the seed of the mutations below.

@@ -2,14 +2,15 @@
 
 use std::process::Command;
 
+use edgelimit_testkit::dir::TempDir;
+
 fn sim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sim"))
 }
 
 #[test]
 fn generate_then_replay_with_the_documented_flags() {
-    let dir = std::env::temp_dir().join(format!("sim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("sim-cli");
     let trace = dir.join("attack.csv");
     let out = sim()
         .args([
@@ -55,7 +56,6 @@ fn generate_then_replay_with_the_documented_flags() {
     assert_eq!(p[1]["max_admitted_in_window"], 5);
     assert_eq!(p[0]["requests"], 20);
     assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

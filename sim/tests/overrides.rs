@@ -3,9 +3,10 @@
 //! held against one worked out here from the trace and the policies written in this file: within
 //! one fixed window an identifier is admitted while fewer than its capacity got through.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use edgelimit_testkit::dir::TempDir as Dir;
 use serde_json::Value;
 
 fn sim() -> Command {
@@ -124,33 +125,11 @@ fn trace(senders: &[Sender]) -> String {
     csv
 }
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("sim-overrides-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs `sim replay TRACE --config CONFIG` with `extra` arguments; the JSON report.
 fn replay(dir: &Dir, extra: &[&Path]) -> (Output, Option<Value>) {
     let trace = dir.write("trace.csv", &trace(&senders()));
     let config = dir.write("config.toml", CONFIG);
-    let json = dir.0.join("report.json");
+    let json = dir.join("report.json");
     let _ = std::fs::remove_file(&json);
     let out = sim()
         .arg("replay")
@@ -181,7 +160,7 @@ fn succeeded(out: &Output) -> String {
 /// arguments; the JSON report of a run that must succeed.
 fn replay_csv(dir: &Dir, csv: &str, config: &Path, overrides: &Path, extra: &[&str]) -> Value {
     let trace = dir.write("trace.csv", csv);
-    let json = dir.0.join("report.json");
+    let json = dir.join("report.json");
     let out = sim()
         .arg("replay")
         .arg(&trace)
@@ -217,7 +196,7 @@ fn top_identifiers(limit: &Value) -> Vec<(String, u64)> {
 
 #[test]
 fn tiers_overrides_and_lists_decide_as_at_the_edge() {
-    let dir = Dir::new("decide");
+    let dir = Dir::new("sim-overrides-decide");
     let overrides = dir.write("live.txt", OVERRIDES);
     let (out, report) = replay(&dir, &[Path::new("--overrides"), &overrides]);
     let table = succeeded(&out);
@@ -308,7 +287,7 @@ fn tiers_overrides_and_lists_decide_as_at_the_edge() {
 
 #[test]
 fn without_overrides_the_configuration_alone_decides() {
-    let dir = Dir::new("plain");
+    let dir = Dir::new("sim-overrides-plain");
     let (out, report) = replay(&dir, &[]);
     succeeded(&out);
     let r = report.unwrap();
@@ -323,7 +302,7 @@ fn without_overrides_the_configuration_alone_decides() {
 
 #[test]
 fn what_if_with_and_without_the_overrides() {
-    let dir = Dir::new("whatif");
+    let dir = Dir::new("sim-overrides-whatif");
     let overrides = dir.write("live.txt", OVERRIDES);
     let config = dir.write("config.toml", CONFIG);
     let senders = senders();
@@ -403,10 +382,10 @@ fn refused(dir: &Dir, line: &str) -> String {
 
 #[test]
 fn bad_lines_are_refused_with_the_file_line_and_the_admin_clis_message() {
-    let dir = Dir::new("bad");
+    let dir = Dir::new("sim-overrides-bad");
     // The admin CLI's own validation, against the configuration given to --config.
     let config = edgelimit_worker::config_file::parse(CONFIG, "config.toml").unwrap();
-    let config_name = dir.0.join("config.toml").display().to_string();
+    let config_name = dir.join("config.toml").display().to_string();
     for (line, argv) in [
         (
             "tier set per-ip 192.0.2.2 gold",
@@ -452,7 +431,7 @@ fn bad_lines_are_refused_with_the_file_line_and_the_admin_clis_message() {
 
 #[test]
 fn read_only_commands_and_store_flags_are_refused() {
-    let dir = Dir::new("readonly");
+    let dir = Dir::new("sim-overrides-readonly");
     for (line, named) in [
         ("peek per-ip 192.0.2.1", "`peek`"),
         ("reset per-ip 192.0.2.1", "`reset`"),
@@ -479,13 +458,13 @@ fn read_only_commands_and_store_flags_are_refused() {
 /// 403 (it was once lumped under "other") and as listed on the rule, on no limit.
 #[test]
 fn a_static_deny_entry_is_a_403_of_its_own() {
-    let dir = Dir::new("static");
+    let dir = Dir::new("sim-overrides-static");
     let trace = dir.write("trace.csv", &trace(&senders()));
     let config = dir.write(
         "static.toml",
         &format!("deny = [\"ip 198.51.100.0/24\"]\n{CONFIG}"),
     );
-    let json = dir.0.join("report.json");
+    let json = dir.join("report.json");
     let out = sim()
         .arg("replay")
         .arg(&trace)
@@ -523,7 +502,7 @@ name = "watch"
 shadow = true
 limits = [{ name = "watch-ip", policy = "fixed 100/1m", identifier = "ip" }]
 "#;
-    let dir = Dir::new("shadow-list");
+    let dir = Dir::new("sim-overrides-shadow-list");
     let config = dir.write("config.toml", SHADOWED);
     let overrides = dir.write("live.txt", "deny add --rule watch ip 192.0.2.7\n");
     // The listed address sends 5 requests, another 4: far under both limits.
@@ -565,7 +544,7 @@ name = "api"
 limits = [{ name = "per-ip", policy = "fixed 4/1m", identifier = "ip", fail = "fallback 50%", tiers = { pro = "fixed 10/1m" } }]
 "#;
     let (own_share, pro_share) = (2, 5);
-    let dir = Dir::new("fallback-tier");
+    let dir = Dir::new("sim-overrides-fallback-tier");
     let config = dir.write("config.toml", config);
     let overrides = dir.write("live.txt", "tier set per-ip 192.0.2.2 pro\n");
     // One request each while the store answers (it decides the pro client by its tier), then

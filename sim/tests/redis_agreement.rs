@@ -11,7 +11,8 @@ use edgelimit_sim::input::Source;
 use edgelimit_sim::policy::StoreChoice;
 use edgelimit_sim::policy::{run, RunOptions};
 use edgelimit_sim::readers::ReadOptions;
-use edgelimit_testkit::RedisServer;
+use edgelimit_testkit::dir::TempDir;
+use edgelimit_testkit::{gateway, task, RedisServer};
 
 #[test]
 fn resp_store_decides_as_the_steps() {
@@ -23,21 +24,13 @@ fn resp_store_decides_as_the_steps() {
 fn rest_store_through_the_gateway_decides_as_the_steps() {
     let server = RedisServer::start();
     // The gateway needs a runtime of its own: `sim` blocks on its own single-threaded one.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = task::runtime();
     let token = "sim-test-token";
-    let config =
-        edgelimit_gateway::Config::new("127.0.0.1:0".parse().unwrap(), server.url(), token);
-    let gateway = runtime
-        .block_on(edgelimit_gateway::Gateway::start(config))
-        .unwrap();
+    let gateway = runtime.block_on(gateway::start(&server, token));
     agrees_with_memory(
         "rest",
         StoreChoice::Upstash {
-            url: format!("http://{}", gateway.local_addr()),
+            url: gateway::url(&gateway),
             token: Some(token.into()),
         },
     );
@@ -45,8 +38,7 @@ fn rest_store_through_the_gateway_decides_as_the_steps() {
 }
 
 fn agrees_with_memory(name: &str, external: StoreChoice) {
-    let dir = std::env::temp_dir().join(format!("sim-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new(&format!("sim-{name}"));
     let path = dir.join("bursty.csv");
     let kind = Kind::Bursty {
         rate: 30.0,
@@ -99,5 +91,4 @@ fn agrees_with_memory(name: &str, external: StoreChoice) {
         );
         assert!(m.denied > 0, "{} should bind", m.spec);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -16,7 +16,7 @@ use edgelimit::{
     TimeSource, Verdict, RETRY_NEVER,
 };
 
-use super::rng::Rng;
+use edgelimit_testkit::rng::Rng;
 
 /// Expands to a module `$name` with one `#[tokio::test]` per conformance body.
 #[allow(unused_macros)] // defined for every test binary, used by some

@@ -31,7 +31,7 @@ use edgelimit::{
     MemoryStore, Policy, Reason, TimeSource, Verdict,
 };
 
-use super::rng::Rng;
+use edgelimit_testkit::rng::Rng;
 
 /// What a sequence exercises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,14 +16,10 @@ fn main() {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-#[cfg(not(target_arch = "wasm32"))]
 mod native {
     use std::time::{Duration, Instant};
 
-    use super::support::Stack;
+    use edgelimit_testkit::edge::Stack;
 
     const CONFIG: &str = r#"
     timeout_ms = 1000

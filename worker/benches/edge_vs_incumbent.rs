@@ -26,22 +26,19 @@ fn main() {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-#[cfg(not(target_arch = "wasm32"))]
 mod native {
     use std::path::{Path, PathBuf};
     use std::process::Command;
     use std::time::{Duration, Instant};
 
-    use edgelimit_gateway::{Config as GatewayConfig, Gateway, MetricsPage};
+    use edgelimit_gateway::{Gateway, MetricsPage};
+    use edgelimit_testkit::dir::repo_root;
+    use edgelimit_testkit::edge::{worker_vars, TOKEN};
     use edgelimit_testkit::metrics::{scrape, Samples};
-    use edgelimit_testkit::wrangler::{built_worker, repo_root};
-    use edgelimit_testkit::{RedisServer, WranglerDev};
+    use edgelimit_testkit::origin::start_origin;
+    use edgelimit_testkit::wrangler::built_worker;
+    use edgelimit_testkit::{gateway, sf, RedisServer, WranglerDev};
     use reqwest::Client;
-
-    use super::support::{start_origin, TOKEN};
 
     /// Requests per turn: each Worker serves this many, then the other.
     const BLOCK: usize = 50;
@@ -324,12 +321,7 @@ mod native {
         async fn remaining(&self, target: &Target, path: &str, limit: &str) -> Option<u64> {
             let r = self.get(&format!("{}{path}", target.base), 0).await;
             let header = r.headers().get("ratelimit")?.to_str().ok()?.to_string();
-            let item = header
-                .split(", ")
-                .find(|i| i.starts_with(&format!("\"{limit}\"")))?;
-            item.split(';')
-                .find_map(|p| p.strip_prefix("r="))
-                .and_then(|r| r.parse().ok())
+            sf::int_param(&header, limit, "r")
         }
     }
 
@@ -390,17 +382,13 @@ mod native {
 
     async fn measure(fixture: &Path, n: usize) {
         let redis = RedisServer::start();
-        let mut config = GatewayConfig::new("127.0.0.1:0".parse().unwrap(), redis.url(), TOKEN);
+        let mut config = gateway::config(redis.url(), TOKEN);
         config.metrics = MetricsPage::Public;
         let gateway = Gateway::start(config).await.expect("gateway starts");
         let origin = start_origin().await;
-        let store = format!("http://{}", gateway.local_addr());
+        let store = gateway::url(&gateway);
         let rules = rules();
-        let edge_vars = format!(
-            "[vars]\nORIGIN = \"http://{origin}\"\nUPSTASH_REDIS_REST_URL = \"{store}\"\n\
-             UPSTASH_REDIS_REST_TOKEN = \"{TOKEN}\"\n\n[vars.EDGELIMIT_CONFIG]\n{}\n",
-            edgelimit_config(&rules)
-        );
+        let edge_vars = worker_vars(origin, &store, TOKEN, &edgelimit_config(&rules));
         let incumbent_vars = [
             ("ORIGIN".to_string(), format!("http://{origin}")),
             ("UPSTASH_REDIS_REST_URL".to_string(), store.clone()),

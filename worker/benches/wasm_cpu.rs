@@ -404,7 +404,8 @@ mod driver {
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio};
 
-    use edgelimit_testkit::wrangler::{built_worker, repo_root};
+    use edgelimit_testkit::dir::repo_root;
+    use edgelimit_testkit::wrangler::built_worker;
     use serde_json::Value;
 
     /// The Worker's budget for its own CPU per request with 3 limits.

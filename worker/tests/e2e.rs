@@ -10,41 +10,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use edgelimit_testkit::WranglerDev;
-use reqwest::{Client, Response, StatusCode};
+use edgelimit_testkit::edge::{statuses, worker_vars, Stack};
+use edgelimit_testkit::http::header;
+use edgelimit_testkit::net::SilentServer;
+use edgelimit_testkit::origin::start_origin;
+use edgelimit_testkit::sf::parse_sf_list;
+use edgelimit_testkit::wrangler::wait_for_log;
+use edgelimit_testkit::{edge, gateway, WranglerDev};
+use reqwest::{Client, StatusCode};
 use serde_json::Value;
-
-mod support;
-use support::{start_origin, Stack};
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
-
-/// Parses a structured-field list of `"name";key=int;…` items into name → params.
-fn parse_sf_list(value: &str) -> BTreeMap<String, BTreeMap<String, u64>> {
-    let mut out = BTreeMap::new();
-    for item in value.split(", ") {
-        let mut parts = item.split(';');
-        let name = parts.next().unwrap();
-        assert!(
-            name.starts_with('"') && name.ends_with('"'),
-            "item name `{name}` is not an sf-string in `{value}`"
-        );
-        let params = parts
-            .map(|p| {
-                let (k, v) = p.split_once('=').expect("key=value");
-                (k.to_string(), v.parse::<u64>().expect("integer parameter"))
-            })
-            .collect();
-        out.insert(name.trim_matches('"').to_string(), params);
-    }
-    out
-}
 
 /// Waits until at least `margin` remains before the next `window`-aligned boundary, so a test
 /// counting admissions in one fixed window does not straddle two.
@@ -55,27 +29,6 @@ async fn clear_of_window_edge(window: Duration, margin: Duration) {
     if left < margin {
         tokio::time::sleep(left + Duration::from_millis(200)).await;
     }
-}
-
-/// Waits (up to 10 s) until wrangler's output contains `needle`; the Worker's console lines reach
-/// it shortly after the response does.
-async fn wait_for_log(worker: &WranglerDev, needle: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if worker.logs().contains(needle) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
-}
-
-async fn statuses(stack: &Stack, path: &str, headers: &[(&str, &str)], n: usize) -> Vec<u16> {
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        out.push(stack.get(path, headers).await.status().as_u16());
-    }
-    out
 }
 
 const MAIN_CONFIG: &str = r#"
@@ -241,14 +194,7 @@ async fn limits_headers_shadow_and_identifiers_end_to_end() {
         .contains("authorization"));
     let key = [("authorization", "Bearer sk-live-very-secret-0042")];
     assert_eq!(statuses(&stack, "/keys/x", &key, 3).await, [200, 200, 429]);
-    let keys = match stack.redis.command(&["KEYS", "*"]).unwrap() {
-        edgelimit_testkit::Reply::Array(items) => items
-            .iter()
-            .filter_map(|k| k.text())
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => panic!("KEYS answered {other:?}"),
-    };
+    let keys = stack.redis.keys("*").join(" ");
     assert!(keys.contains("per-key"), "{keys}");
     assert!(
         !keys.contains("secret"),
@@ -441,19 +387,13 @@ async fn each_limit_follows_its_fail_mode_while_redis_is_down_and_recovers() {
 #[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
 async fn a_store_that_never_answers_is_cut_off_by_the_default_50ms_budget() {
     // Accepts connections and never answers.
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_addr = silent.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in silent.incoming().flatten() {
-            held.push(stream);
-        }
-    });
+    let silent = SilentServer::start();
     let origin = start_origin().await;
-    let vars = format!(
-        "[vars]\nORIGIN = \"http://{origin}\"\nUPSTASH_REDIS_REST_URL = \"http://{silent_addr}\"\n\
-         UPSTASH_REDIS_REST_TOKEN = \"t\"\n\n[vars.EDGELIMIT_CONFIG]\n{}\n",
-        FAIL_CONFIG.replace("timeout_ms = 2000", "")
+    let vars = worker_vars(
+        origin,
+        &format!("http://{}", silent.addr()),
+        "t",
+        &FAIL_CONFIG.replace("timeout_ms = 2000", ""),
     );
     let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
         .await
@@ -531,14 +471,12 @@ async fn missing_or_garbled_configuration_is_refused_with_a_clear_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
 async fn identifiers_spread_over_configured_shards_and_stay_exact() {
-    use edgelimit_gateway::{Config as GatewayConfig, Gateway};
     use edgelimit_testkit::RedisServer;
 
     let redis = [RedisServer::start(), RedisServer::start()];
     let mut gateways = Vec::new();
     for r in &redis {
-        let config = GatewayConfig::new("127.0.0.1:0".parse().unwrap(), r.url(), support::TOKEN);
-        gateways.push(Gateway::start(config).await.expect("gateway starts"));
+        gateways.push(gateway::start(r, edge::TOKEN).await);
     }
     let origin = start_origin().await;
     let vars = format!(
@@ -564,7 +502,7 @@ binding = "EDGELIMIT_ANALYTICS"
 "#,
         gateways[0].local_addr(),
         gateways[1].local_addr(),
-        support::TOKEN
+        edge::TOKEN
     );
     let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
         .await
@@ -586,13 +524,7 @@ binding = "EDGELIMIT_ANALYTICS"
         }
         assert_eq!(got, [200, 200, 429], "{user}");
     }
-    let per_shard: Vec<usize> = redis
-        .iter()
-        .map(|r| match r.command(&["KEYS", "*per-user*"]).unwrap() {
-            edgelimit_testkit::Reply::Array(keys) => keys.len(),
-            other => panic!("KEYS answered {other:?}"),
-        })
-        .collect();
+    let per_shard: Vec<usize> = redis.iter().map(|r| r.keys("*per-user*").len()).collect();
     eprintln!("{users} identifiers over 2 shards: {per_shard:?}");
     assert_eq!(
         per_shard.iter().sum::<usize>(),

@@ -19,19 +19,19 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use edgelimit::control::list::{ListEntry, NEVER_MS};
 use edgelimit::control::Assignment;
 use edgelimit::store::key::{control_key, list_key};
 use edgelimit::{Identifier, Policy};
 use edgelimit_gateway::MetricsPage;
+use edgelimit_testkit::edge::{keys, statuses, Stack};
+use edgelimit_testkit::http::header;
 use edgelimit_testkit::metrics::{scrape, Samples};
-use edgelimit_testkit::{Reply, WranglerDev};
-use reqwest::Response;
-
-mod support;
-use support::Stack;
+use edgelimit_testkit::origin::start_origin;
+use edgelimit_testkit::wrangler::wait_for_log;
+use edgelimit_testkit::Reply;
 
 const NAMESPACE: &str = "edgelimit";
 
@@ -61,28 +61,12 @@ limits = [{ name = "geo-per-user", policy = "fixed 100/1h", identifier = "header
 
 /// The stack with the gateway's `/metrics` page public, so the test counts what reached Redis.
 async fn start(config: &str) -> Stack {
-    let origin = support::start_origin().await;
+    let origin = start_origin().await;
     Stack::start_with(config, origin, |mut gateway| {
         gateway.metrics = MetricsPage::Public;
         gateway
     })
     .await
-}
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
-
-async fn statuses(stack: &Stack, path: &str, headers: &[(&str, &str)], n: usize) -> Vec<u16> {
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        out.push(stack.get(path, headers).await.status().as_u16());
-    }
-    out
 }
 
 fn redis(stack: &Stack, args: &[&str]) -> Reply {
@@ -102,14 +86,6 @@ fn list_add(stack: &Stack, list: &str, entry: &str) {
     let member = entry.parse::<ListEntry>().expect("an entry").member();
     let key = list_key(NAMESPACE, list);
     redis(stack, &["ZADD", &key, &NEVER_MS.to_string(), &member]);
-}
-
-/// Keys in the stack's Redis matching `pattern`.
-fn keys(stack: &Stack, pattern: &str) -> usize {
-    match redis(stack, &["KEYS", pattern]) {
-        Reply::Array(keys) => keys.len(),
-        other => panic!("KEYS answered {other:?}"),
-    }
 }
 
 fn gateway_counts(stack: &Stack) -> Samples {
@@ -133,18 +109,6 @@ async fn worker_metrics(stack: &Stack) -> Samples {
         .await
         .unwrap();
     Samples::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"))
-}
-
-/// Waits (up to 10 s) until wrangler's output contains `needle`.
-async fn wait_for_log(worker: &WranglerDev, needle: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if worker.logs().contains(needle) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use edgelimit_sim::config::{run_config, EdgeRunOptions};
 use edgelimit_sim::input::Source;
 use edgelimit_sim::readers::{Format, ReadOptions, RequestOptions};
-
-mod support;
-use support::Stack;
+use edgelimit_testkit::dir::TempDir;
+use edgelimit_testkit::edge::Stack;
+use edgelimit_testkit::wait;
 
 /// Two rules of two limits each (one limit keyed by an API key, hashed), a rule a boundary attack
 /// aims at (a fixed window), a shadow rule, and paths no rule matches. Small windows, so a few
@@ -169,12 +169,12 @@ async fn sim_replay_predicts_every_decision_of_the_worker() {
     );
 
     // The log lines reach wrangler's output shortly after the responses.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut logs = stack.worker.logs();
-    while decision_lines(&logs) < sent && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut logs = String::new();
+    wait::until_async(Duration::from_secs(20), Duration::from_millis(100), || {
         logs = stack.worker.logs();
-    }
+        decision_lines(&logs) >= sent
+    })
+    .await;
     assert_eq!(
         decision_lines(&logs),
         sent,
@@ -183,12 +183,12 @@ async fn sim_replay_predicts_every_decision_of_the_worker() {
 
     // `sim replay --format edgelimit --config` of the same configuration: wrangler's output as it
     // is (its own lines are skipped) and the wrangler.toml the Worker ran with.
-    let dir = std::env::temp_dir().join(format!("edgelimit-e2e-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let trace = dir.join("wrangler-dev.log");
-    std::fs::write(&trace, &logs).unwrap();
-    let config = dir.join("wrangler.toml");
-    std::fs::write(&config, format!("[vars.EDGELIMIT_CONFIG]\n{CONFIG}")).unwrap();
+    let dir = TempDir::new("edgelimit-e2e-replay");
+    let trace = dir.write("wrangler-dev.log", &logs);
+    let config = dir.write(
+        "wrangler.toml",
+        &format!("[vars.EDGELIMIT_CONFIG]\n{CONFIG}"),
+    );
     let report = run_config(&EdgeRunOptions {
         source: Source::File(trace.clone()),
         read: ReadOptions {
@@ -243,5 +243,4 @@ async fn sim_replay_predicts_every_decision_of_the_worker() {
     let login = &rule("login").limits[0].boundary;
     assert!(login.false_allows > 0, "{login:#?}");
     assert!(login.max_admitted_in_window > 10, "{login:#?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

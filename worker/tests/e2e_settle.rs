@@ -21,11 +21,9 @@ use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
-use edgelimit_testkit::Reply;
-use reqwest::Response;
-
-mod support;
-use support::Stack;
+use edgelimit_testkit::edge::{keys, remaining, Stack};
+use edgelimit_testkit::http::header;
+use edgelimit_testkit::{origin, wait};
 
 /// An origin for settling: `/sleep/<ms>` answers after that long, `/tokens/<n>` answers at once
 /// with `X-Tokens-Used: n`; anything else answers at once.
@@ -46,53 +44,16 @@ async fn start_settle_origin() -> SocketAddr {
         }
         (StatusCode::OK, headers, "done").into_response()
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(handle);
-    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
-    addr
-}
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
-
-/// `r` of limit `name` in a `RateLimit` header field.
-fn remaining(response: &Response, name: &str) -> u64 {
-    let field = header(response, "ratelimit").expect("a RateLimit header");
-    let item = field
-        .split(", ")
-        .find(|i| i.starts_with(&format!("\"{name}\";")))
-        .unwrap_or_else(|| panic!("no `{name}` in `{field}`"));
-    item.split(';')
-        .find_map(|p| p.strip_prefix("r="))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| panic!("no r= in `{item}`"))
-}
-
-/// Keys in the stack's Redis matching `pattern`.
-fn keys(stack: &Stack, pattern: &str) -> usize {
-    match stack
-        .redis
-        .command(&["KEYS", pattern])
-        .expect("redis answers")
-    {
-        Reply::Array(keys) => keys.len(),
-        other => panic!("KEYS answered {other:?}"),
-    }
+    origin::serve(axum::Router::new().fallback(handle)).await
 }
 
 /// Polls until `pattern` matches a key (the commit sent in `waitUntil` has landed), up to 10 s.
 async fn wait_for_key(stack: &Stack, pattern: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while keys(stack, pattern) == 0 {
-        assert!(Instant::now() < deadline, "no key `{pattern}` after 10 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let found = wait::until_async(Duration::from_secs(10), Duration::from_millis(50), || {
+        keys(stack, pattern) > 0
+    })
+    .await;
+    assert!(found, "no key `{pattern}` after 10 s");
 }
 
 const INFLIGHT: &str = r#"

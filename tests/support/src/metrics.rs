@@ -73,20 +73,24 @@ impl Samples {
         self.0.get(&(name.to_string(), labels)).copied()
     }
 
-    /// The sum of every series of `name` (0 when there is none).
-    pub fn sum(&self, name: &str) -> f64 {
-        self.series(name).map(|(_, v)| v).sum()
+    /// The value of `name` with exactly these labels. Panics, showing the page, when absent.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels)
+            .unwrap_or_else(|| panic!("no {name}{labels:?} in {self:#?}"))
     }
 
-    /// Every series of `name`: its labels and value.
-    pub fn series<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> impl Iterator<Item = (&'a BTreeMap<String, String>, f64)> + 'a {
+    /// The sum of every series of `name` (0 when there is none).
+    pub fn sum(&self, name: &str) -> f64 {
+        self.series(name).into_iter().map(|(_, v)| v).sum()
+    }
+
+    /// Every series of `name`, in label order: its labels and value.
+    pub fn series(&self, name: &str) -> Vec<(&BTreeMap<String, String>, f64)> {
         self.0
             .iter()
-            .filter(move |((n, _), _)| n == name)
+            .filter(|((n, _), _)| n == name)
             .map(|((_, labels), value)| (labels, *value))
+            .collect()
     }
 }
 

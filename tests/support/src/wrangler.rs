@@ -11,24 +11,14 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::free_port;
+use crate::dir::{repo_root, TempDir};
+use crate::net::free_port;
+use crate::wait;
 
 /// How long `wrangler dev` may take to answer (about 1.5 s idle; far more on a loaded CI box).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// The checkout's root (this crate lives in `tests/support`).
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("the checkout root exists")
-}
 
 /// The built Worker's entry point, if `worker-build` has run.
 pub fn built_worker() -> Option<PathBuf> {
@@ -40,7 +30,7 @@ pub fn built_worker() -> Option<PathBuf> {
 #[derive(Debug)]
 pub struct WranglerDev {
     port: u16,
-    dir: PathBuf,
+    dir: TempDir,
     child: Option<Child>,
 }
 
@@ -53,12 +43,12 @@ impl WranglerDev {
             "worker/build/worker/shim.mjs is missing: run `worker-build --release worker` \
              (scripts/test.d/worker.sh does)",
         );
-        let (port, dir) = fresh_dir();
+        let (port, dir) = (free_port(), TempDir::new("edgelimit-wrangler"));
         let config = format!(
             "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
             shim.display()
         );
-        std::fs::write(dir.join("wrangler.toml"), config).expect("write wrangler.toml");
+        dir.write("wrangler.toml", &config);
         WranglerDev::spawn(port, dir, &[])
     }
 
@@ -73,7 +63,7 @@ impl WranglerDev {
             "{} is not a wrangler configuration file",
             config.display()
         );
-        let (port, dir) = fresh_dir();
+        let (port, dir) = (free_port(), TempDir::new("edgelimit-wrangler"));
         let mut env = String::new();
         for (name, value) in vars {
             assert!(
@@ -83,8 +73,7 @@ impl WranglerDev {
             // Single quotes: the value is taken literally (JSON keeps its double quotes).
             env.push_str(&format!("{name}='{value}'\n"));
         }
-        let env_file = dir.join("vars.env");
-        std::fs::write(&env_file, env).expect("write the env file");
+        let env_file = dir.write("vars.env", &env);
         let config = config.canonicalize().expect("the configuration's path");
         let args = [
             OsString::from("--config"),
@@ -97,7 +86,7 @@ impl WranglerDev {
 
     /// Runs `wrangler dev` in `dir` (the configuration there, unless `extra` names one) on
     /// `port`, in its own process group, and waits until it answers.
-    fn spawn(port: u16, dir: PathBuf, extra: &[OsString]) -> WranglerDev {
+    fn spawn(port: u16, dir: TempDir, extra: &[OsString]) -> WranglerDev {
         let root = repo_root();
         let wrangler = root.join("node_modules/.bin/wrangler");
         assert!(
@@ -124,7 +113,7 @@ impl WranglerDev {
             .arg("--persist-to")
             .arg(dir.join("state"))
             .args(extra)
-            .current_dir(&dir)
+            .current_dir(dir.path())
             .env("PATH", path)
             .env("WRANGLER_SEND_METRICS", "false")
             .env("WRANGLER_SEND_ERROR_REPORTS", "false")
@@ -149,21 +138,21 @@ impl WranglerDev {
     }
 
     fn wait_ready(&mut self) {
-        let started = Instant::now();
-        while started.elapsed() < START_TIMEOUT {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("wrangler dev exited ({status}):\n{}", self.logs());
-                }
-            }
-            if self.logs().contains("Ready on")
-                && TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-            {
-                return;
-            }
-            sleep(Duration::from_millis(100));
+        let mut exited = None;
+        let ready = wait::until(START_TIMEOUT, Duration::from_millis(100), || {
+            exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            exited.is_some()
+                || (self.logs().contains("Ready on")
+                    && TcpStream::connect(("127.0.0.1", self.port)).is_ok())
+        });
+        if let Some(status) = exited {
+            panic!("wrangler dev exited ({status}):\n{}", self.logs());
         }
-        panic!(
+        assert!(
+            ready,
             "wrangler dev did not answer within {START_TIMEOUT:?}:\n{}",
             self.logs()
         );
@@ -186,13 +175,9 @@ impl WranglerDev {
             let _ = Command::new("kill")
                 .args(["-TERM", "--", &format!("-{group}")])
                 .status();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                sleep(Duration::from_millis(50));
-            }
+            wait::until(Duration::from_secs(5), Duration::from_millis(50), || {
+                matches!(child.try_wait(), Ok(Some(_)))
+            });
             let _ = Command::new("kill")
                 .args(["-KILL", "--", &format!("-{group}")])
                 .status();
@@ -201,22 +186,18 @@ impl WranglerDev {
     }
 }
 
-/// A free port and a fresh temporary directory for one `wrangler dev`.
-fn fresh_dir() -> (u16, PathBuf) {
-    let port = free_port(false);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "edgelimit-wrangler-{}-{port}-{n}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create the wrangler directory");
-    (port, dir)
+/// Waits (up to 10 s) until `worker`'s output contains `needle`; whether it did. The Worker's
+/// console lines reach wrangler's output shortly after the response does.
+pub async fn wait_for_log(worker: &WranglerDev, needle: &str) -> bool {
+    wait::until_async(Duration::from_secs(10), Duration::from_millis(100), || {
+        worker.logs().contains(needle)
+    })
+    .await
 }
 
 impl Drop for WranglerDev {
     fn drop(&mut self) {
+        // Before the directory goes (TempDir's own drop, after this).
         self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

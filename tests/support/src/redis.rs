@@ -1,0 +1,203 @@
+//! One throwaway `redis-server`: on a free loopback port, in its own temporary directory,
+//! persisting nothing, killed on drop.
+
+use std::io;
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::dir::TempDir;
+use crate::net::free_port;
+use crate::resp::{command, Reply};
+use crate::wait;
+
+/// How long a server may take to answer PING, and a cluster to reach `cluster_state:ok`.
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How often a starting server is tried on a new port before giving up (another process may take
+/// the free port between our probe and the server's bind).
+const START_ATTEMPTS: usize = 5;
+
+/// One `redis-server` process on `127.0.0.1:<port>`, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: TempDir,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a standalone server on a free port and waits until it answers PING.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (e.g. `["--maxmemory", "10mb"]`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        RedisServer::start_on(free_port, extra).unwrap_or_else(|e| {
+            panic!("redis-server did not start after {START_ATTEMPTS} attempts: {e}")
+        })
+    }
+
+    /// Starts a server with `extra` arguments on a port from `port`, trying another one when the
+    /// server does not come up (the port may have been taken meanwhile); the last error when none
+    /// did.
+    pub(crate) fn start_on(port: fn() -> u16, extra: Vec<String>) -> Result<RedisServer, String> {
+        let mut last_error = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let mut server = RedisServer {
+                port: port(),
+                dir: TempDir::new("edgelimit-redis"),
+                extra: extra.clone(),
+                child: None,
+            };
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(e) => last_error = e.to_string(),
+            }
+        }
+        Err(last_error)
+    }
+
+    /// The connection URL, `redis://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The port the server listens on (kept across [`RedisServer::restart`]).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server (SIGKILL: a crash, not a clean shutdown). Idempotent.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server if running and starts it again on the same port, empty (nothing is
+    /// persisted). Panics if the port was taken meanwhile or the server does not come up.
+    pub fn restart(&mut self) {
+        self.stop();
+        if let Err(e) = self.spawn() {
+            panic!("redis-server did not restart on port {}: {e}", self.port);
+        }
+    }
+
+    /// Sends one command and returns its reply (see [`command`]).
+    pub fn command(&self, args: &[&str]) -> io::Result<Reply> {
+        command(self.port, args)
+    }
+
+    /// The names of the keys matching `pattern` (`KEYS`), sorted. Panics when the server does not
+    /// answer with a list: a test asking what Redis holds needs the answer.
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        let mut keys: Vec<String> = match self.command(&["KEYS", pattern]).expect("redis answers") {
+            Reply::Array(items) => items.iter().filter_map(Reply::text).collect(),
+            other => panic!("KEYS answered {other:?}"),
+        };
+        keys.sort();
+        keys
+    }
+
+    /// `INFO section` as text; `None` when the server does not answer.
+    pub fn info(&self, section: &str) -> Option<String> {
+        self.command(&["INFO", section]).ok()?.text()
+    }
+
+    /// One `name:value` field of `INFO section`, parsed; `None` when the server does not answer,
+    /// or the field is missing or not a `T`.
+    pub fn info_field<T: FromStr>(&self, section: &str, name: &str) -> Option<T> {
+        self.info(section)?
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+    }
+
+    /// One numeric field of `INFO replication` (`master_repl_offset`, `slave_repl_offset`, …).
+    pub fn replication_field(&self, field: &str) -> Option<u64> {
+        self.info_field("replication", field)
+    }
+
+    /// Waits until this replica's link to its primary is up, polling every 20 ms. Panics after
+    /// `timeout`: the first sync takes a moment, and a loaded machine needs a generous bound.
+    pub fn wait_replica_linked(&self, timeout: Duration) {
+        let linked = wait::until(timeout, Duration::from_millis(20), || {
+            self.info("replication")
+                .is_some_and(|info| info.contains("master_link_status:up"))
+        });
+        assert!(
+            linked,
+            "the replica on port {} did not link to its primary within {timeout:?}",
+            self.port
+        );
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let port = self.port.to_string();
+        let mut args: Vec<&str> = vec![
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--logfile",
+            "redis.log",
+        ];
+        args.extend(self.extra.iter().map(String::as_str));
+        let child = Command::new("redis-server")
+            .args(&args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot run redis-server ({e}); install it with \
+                         `apt-get install redis-server redis-tools` or run scripts/test"
+                    ),
+                )
+            })?;
+        self.child = Some(child);
+        let mut up = false;
+        // Done when it answers, or when it has exited (a taken port, a bad argument).
+        wait::until(START_TIMEOUT, Duration::from_millis(20), || {
+            up = matches!(command(self.port, &["PING"]), Ok(Reply::Status(s)) if s == "PONG");
+            up || self
+                .child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().ok().flatten().is_some())
+        });
+        if up {
+            return Ok(());
+        }
+        self.stop();
+        let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+        Err(io::Error::other(format!(
+            "redis-server on port {} did not answer PING: {}",
+            self.port,
+            log.lines().last().unwrap_or("(no log)")
+        )))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        // Before the directory goes (TempDir's own drop, after this).
+        self.stop();
+    }
+}
