@@ -15,7 +15,7 @@ use crate::policy::Algorithm;
 
 /// One saved entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Saved {
     /// The state of (limit, identifier) under one algorithm.
     State {

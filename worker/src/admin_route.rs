@@ -4,7 +4,7 @@
 //! with its [`Answer`](crate::durable::wire::Answer). Off unless configured; the token is compared
 //! in constant time and never logged.
 
-use edgelimit::Control;
+use edgelimit::{Control, Store};
 use sha2::{Digest, Sha256};
 
 use crate::durable::serve::serve;
@@ -36,13 +36,15 @@ pub fn authorized(token: &str, authorization: Option<&str>) -> bool {
             == 0
 }
 
-impl<S: Control> Edge<S> {
-    /// Answers one admin request: `method`, the `Authorization` header, the body. `token` is the
-    /// configured secret. A call that changes what an identifier is decided with (a reset, an
-    /// assignment) also makes this isolate forget what it remembers of the identifier; other
-    /// isolates learn it within `denial_cache_ms`, as from any writer.
-    pub async fn admin(
+impl<S: Store> Edge<S> {
+    /// Answers one admin request to `store` (the store this path decides with, as `Control`):
+    /// `method`, the `Authorization` header, the body. `token` is the configured secret. A call
+    /// that changes what an identifier is decided with (a reset, an assignment) also makes this
+    /// isolate forget what it remembers of the identifier; other isolates learn it within
+    /// `denial_cache_ms`, as from any writer.
+    pub async fn admin<C: Control + ?Sized>(
         &self,
+        store: &C,
         token: &str,
         method: &str,
         authorization: Option<&str>,
@@ -64,7 +66,7 @@ impl<S: Control> Edge<S> {
                 return answer(400, &error.to_string());
             }
         };
-        let answered = serve(self.limiter().store(), &call, None).await;
+        let answered = serve(store, &call, None).await;
         if let Some((limit, identifier)) = changes_decisions(&call) {
             if let (Ok(limit), Ok(identifier)) = (limit.limit(), identifier.identifier()) {
                 self.limiter().forget(&limit, &identifier);
@@ -140,11 +142,13 @@ mod tests {
         .unwrap();
         let limit = config.rules[0].limits[0].limit.clone();
         let edge = Edge::new(config, MemoryStore::new());
-        let post = |auth: Option<&str>, body: &str| ready(edge.admin("tok", "POST", auth, body));
+        let store = edge.limiter().store();
+        let post =
+            |auth: Option<&str>, body: &str| ready(edge.admin(store, "tok", "POST", auth, body));
         assert_eq!(post(None, "{}").status, 401);
         assert_eq!(post(Some("Bearer nope"), "{}").status, 401);
         assert_eq!(
-            ready(edge.admin("tok", "GET", Some("Bearer tok"), "")).status,
+            ready(edge.admin(store, "tok", "GET", Some("Bearer tok"), "")).status,
             405
         );
         assert_eq!(post(Some("Bearer tok"), "not json").status, 400);

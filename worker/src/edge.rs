@@ -6,9 +6,10 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use async_trait::async_trait;
 use edgelimit::http::{Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::{Control, RestStore};
+use edgelimit::{Check, RestStore, Store, StoreError, TimeSource, Verdict};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
     console_error, console_log, event, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Context,
@@ -18,7 +19,7 @@ use worker::{
 use crate::config::{
     Config, ConfigError, FixedResponse, StoreKind, ADMIN_TOKEN_VAR, CONFIG_VAR, STATE_BINDING,
 };
-use crate::durable::client::object_store;
+use crate::durable::client::{object_store, ObjectShard};
 use crate::identify::RequestView;
 use crate::pipeline::{Edge, Handled};
 use crate::plan::Incoming;
@@ -28,12 +29,33 @@ use crate::ruling::{Action, NO_STORE};
 /// (the Worker runs on a route in front of the origin), or to `respond` when configured.
 const ORIGIN_VAR: &str = "ORIGIN";
 
-/// What an isolate keeps between requests: the request path over its store (Upstash or the
-/// Durable Objects, chosen once), the origin, and the admin route's secret when it is on.
+/// The Durable Objects as one store, shared by the request path and the admin route.
+type Objects = Rc<ShardedStore<ObjectShard>>;
+
+/// The request path's store: one of the two kinds, chosen when the isolate loads. Only the
+/// objects are controlled through the Worker (Redis has edgelimit-admin), so only they are
+/// linked as `Control`.
+enum WorkerStore {
+    Upstash(ShardedStore<RestStore>),
+    Objects(Objects),
+}
+
+#[async_trait(?Send)]
+impl Store for WorkerStore {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        match self {
+            WorkerStore::Upstash(store) => store.check(checks, time).await,
+            WorkerStore::Objects(store) => store.check(checks, time).await,
+        }
+    }
+}
+
+/// What an isolate keeps between requests: the request path over its store, the origin, and
+/// the admin route's objects and secret when it is on.
 struct Isolate {
-    edge: Edge<Box<dyn Control>>,
+    edge: Edge<WorkerStore>,
     origin: Option<String>,
-    admin_token: Option<String>,
+    admin: Option<(Objects, String)>,
 }
 
 thread_local! {
@@ -131,26 +153,35 @@ fn upstash_store(env: &Env, config: &Config) -> Result<ShardedStore<RestStore>, 
 impl Isolate {
     fn load(env: &Env) -> Result<Isolate, String> {
         let config = load_config(env).map_err(|e| e.to_string())?;
-        let store: Box<dyn Control> = match store_kind(env, &config)? {
-            StoreKind::Upstash => Box::new(upstash_store(env, &config)?),
+        let store = match store_kind(env, &config)? {
+            StoreKind::Upstash => WorkerStore::Upstash(upstash_store(env, &config)?),
             StoreKind::DurableObject => {
                 let namespace = env
                     .durable_object(STATE_BINDING)
                     .map_err(|e| format!("{STATE_BINDING}: {e}"))?;
-                Box::new(
+                WorkerStore::Objects(Rc::new(
                     object_store(&namespace, config.objects, config.timeout)
                         .map_err(|e| e.to_string())?,
-                )
+                ))
             }
         };
-        let admin_token = match &config.admin_path {
-            Some(path) => Some(env_text(env, ADMIN_TOKEN_VAR).ok_or_else(|| {
-                format!(
-                    "admin_path `{path}` needs the {ADMIN_TOKEN_VAR} secret (`wrangler secret put \
-                     {ADMIN_TOKEN_VAR}`; .dev.vars locally)"
-                )
-            })?),
-            None => None,
+        let admin = match (&config.admin_path, &store) {
+            (None, _) => None,
+            (Some(path), WorkerStore::Upstash(_)) => {
+                return Err(format!(
+                    "admin_path `{path}`: the admin route controls Durable Objects; Redis is \
+                     controlled directly (edgelimit-admin --store upstash+https://…)"
+                ))
+            }
+            (Some(path), WorkerStore::Objects(objects)) => {
+                let token = env_text(env, ADMIN_TOKEN_VAR).ok_or_else(|| {
+                    format!(
+                        "admin_path `{path}` needs the {ADMIN_TOKEN_VAR} secret (`wrangler secret \
+                         put {ADMIN_TOKEN_VAR}`; .dev.vars locally)"
+                    )
+                })?;
+                Some((objects.clone(), token))
+            }
         };
         let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
         if let Some(origin) = &origin {
@@ -159,7 +190,7 @@ impl Isolate {
         Ok(Isolate {
             edge: Edge::new(config, store),
             origin,
-            admin_token,
+            admin,
         })
     }
 
@@ -362,12 +393,18 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
     };
     let edge = &isolate.edge;
     let view = View::of(&req)?;
-    if let (Some(path), Some(token)) = (&edge.config().admin_path, &isolate.admin_token) {
+    if let (Some(path), Some((objects, token))) = (&edge.config().admin_path, &isolate.admin) {
         if view.path == *path {
             let authorization = req.headers().get("authorization").ok().flatten();
             let body = req.text().await.unwrap_or_default();
             let answer = edge
-                .admin(token, &view.method, authorization.as_deref(), &body)
+                .admin(
+                    &**objects,
+                    token,
+                    &view.method,
+                    authorization.as_deref(),
+                    &body,
+                )
                 .await;
             let headers = Headers::new();
             headers.set("content-type", "application/json")?;

@@ -10,7 +10,6 @@
 #![allow(missing_docs)]
 
 use std::cell::Cell;
-use std::collections::HashMap;
 
 use edgelimit::store::Saved;
 use worker::durable::ScheduledTime;
@@ -115,7 +114,10 @@ impl EdgeLimitState {
         if changes.is_empty() {
             return Ok(());
         }
-        let mut put: HashMap<String, String> = HashMap::new();
+        // A plain object, key by key: what `put` takes for several entries (a serialised map
+        // would arrive as a JS `Map`, whose entries `put` does not read).
+        let put = js_sys::Object::new();
+        let mut puts = 0;
         let mut delete = Vec::new();
         let mut soonest: Option<u64> = None;
         for (key, saved) in changes {
@@ -126,14 +128,15 @@ impl EdgeLimitState {
                     }
                     let text = serde_json::to_string(&saved)
                         .map_err(|e| worker::Error::RustError(e.to_string()))?;
-                    put.insert(key, text);
+                    js_sys::Reflect::set(&put, &key.into(), &text.into())?;
+                    puts += 1;
                 }
                 None => delete.push(key),
             }
         }
         let storage = self.state.storage();
-        if !put.is_empty() {
-            storage.put_multiple(put).await?;
+        if puts > 0 {
+            storage.put_multiple_raw(put).await?;
         }
         if !delete.is_empty() {
             storage.delete_multiple(delete).await?;

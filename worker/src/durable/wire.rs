@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// One request to a store behind the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Call {
     /// Decide `checks` (their limits listed once in `limits`) at `at_ms`, or on the store's
     /// clock when `None` (`TimeSource::Server`).
@@ -101,7 +101,7 @@ pub enum Call {
 
 /// The answer to one [`Call`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "answer", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Answer {
     /// One verdict per check.
     Verdicts {
@@ -139,39 +139,23 @@ pub enum Answer {
     },
 }
 
-/// Bytes on the wire: text when they are UTF-8 (identifiers almost always are), else base64.
+/// Bytes on the wire, as standard base64 (an identifier may hold any bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum WireBytes {
-    /// UTF-8 text.
-    Text(String),
-    /// Other bytes, base64.
-    Base64 {
-        /// The standard base64 of the bytes.
-        b64: String,
-    },
-}
+#[serde(transparent)]
+pub struct WireBytes(String);
 
 impl WireBytes {
     /// The wire form of `bytes`.
     pub fn of(bytes: &[u8]) -> WireBytes {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => WireBytes::Text(text.to_string()),
-            Err(_) => WireBytes::Base64 {
-                b64: base64::engine::general_purpose::STANDARD.encode(bytes),
-            },
-        }
+        WireBytes(base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 
     /// The identifier these bytes are.
     pub fn identifier(&self) -> Result<Identifier, StoreError> {
-        match self {
-            WireBytes::Text(text) => Ok(Identifier::from(text.as_str())),
-            WireBytes::Base64 { b64 } => base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map(Identifier::from)
-                .map_err(|e| invalid(format!("an identifier is not base64: {e}"))),
-        }
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.0)
+            .map(Identifier::from)
+            .map_err(|e| invalid(format!("an identifier is not base64: {e}")))
     }
 }
 
@@ -219,7 +203,7 @@ impl WireLimit {
 
 /// How an item's cost applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum WireCharge {
     /// `Charge::Request`.
     Request,
@@ -275,7 +259,7 @@ pub struct WireCheck {
 
 /// What a gate found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "found", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum WireListed {
     /// `Listed::No`.
     No,
@@ -596,7 +580,7 @@ mod tests {
         assert!(e.to_string().contains("gcra 0/1s"), "{e}");
         let item = WireItem {
             limit: 3,
-            identifier: WireBytes::Text("x".into()),
+            identifier: WireBytes::of(b"x"),
             cost: 1,
             charge: WireCharge::Request,
             request_id: None,
@@ -609,9 +593,7 @@ mod tests {
         };
         let e = checks_of(&[], &[check], None).unwrap_err();
         assert!(e.to_string().contains("limit 3"), "{e}");
-        let e = WireBytes::Base64 { b64: "!!".into() }
-            .identifier()
-            .unwrap_err();
+        let e = WireBytes("!!".into()).identifier().unwrap_err();
         assert!(e.to_string().contains("base64"), "{e}");
         assert!(kind_of("x").is_err() && entry_of("nonsense").is_err());
     }
