@@ -253,7 +253,7 @@ pub fn keyed(source: &IdentifierSource, value: &str) -> Result<Identifier, Strin
 fn offering(source: &IdentifierSource, value: &str) -> Result<OwnedRequest, String> {
     let request = OwnedRequest::get("admin.invalid", "/");
     Ok(match source {
-        IdentifierSource::ClientIp => {
+        IdentifierSource::ClientIp(_) => {
             let trimmed = value.trim();
             let address: std::net::IpAddr = trimmed.parse().map_err(|_| {
                 format!("`{value}` is not an IP address (the limit is keyed by the client address)")

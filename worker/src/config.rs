@@ -16,6 +16,7 @@ use serde::Deserialize;
 use crate::identify::IdentifierSource;
 use crate::lists::{self, ProbeSource, StaticList};
 use crate::rules::{CostSource, HostPattern, Missing, PathMatch, Rule, RuleLimit, Settle};
+use edgelimit::net::AddressGrouping;
 
 /// The name of the var holding the configuration.
 pub const CONFIG_VAR: &str = "EDGELIMIT_CONFIG";
@@ -133,6 +134,9 @@ pub struct Config {
     /// The sources a request offers the lists, by their canonical spec: `ip`, `country`, every
     /// limit's identifier source, every static entry's source and `list_sources`.
     pub probe_sources: Vec<(String, ProbeSource)>,
+    /// How many leading bits of an IPv6 client address make its `ip` identifier (default 64: an
+    /// IPv6 client holds at least a /64, so one limit per address would not limit it).
+    pub ipv6_prefix: u8,
     /// Where state lives: `None` chooses by what the deployment has (Upstash when its URL is set,
     /// else the Durable Object binding), see [`StoreKind`].
     pub store: Option<StoreKind>,
@@ -178,6 +182,7 @@ struct RawConfig {
     store: Option<String>,
     objects: Option<u32>,
     admin_path: Option<String>,
+    ipv6_prefix: Option<u8>,
 }
 
 #[derive(Deserialize)]
@@ -484,10 +489,18 @@ impl RawConfig {
                 .map_err(|problem| ConfigError::at(format!("list_sources[{i}]"), problem))?;
             add_source(&mut probe_sources, source);
         }
+        let grouping = AddressGrouping::new(
+            self.ipv6_prefix
+                .unwrap_or(AddressGrouping::DEFAULT_IPV6_PREFIX),
+        )
+        .map_err(|e| ConfigError::at("ipv6_prefix", e.to_string()))?;
         let mut rules = Vec::with_capacity(self.rules.len());
         let mut seen: HashMap<String, (Limit, String)> = HashMap::new();
         for (i, raw) in self.rules.into_iter().enumerate() {
-            let rule = raw.validate(i, &mut seen, &mut probe_sources)?;
+            let mut rule = raw.validate(i, &mut seen, &mut probe_sources)?;
+            for limit in &mut rule.limits {
+                limit.source.set_grouping(grouping);
+            }
             if rules.iter().any(|r: &Rule| r.name == rule.name) {
                 return Err(ConfigError::at(
                     format!("rules[{i}] \"{}\" → name", rule.name),
@@ -550,6 +563,7 @@ impl RawConfig {
             store,
             objects,
             admin_path: self.admin_path,
+            ipv6_prefix: grouping.ipv6_prefix(),
         })
     }
 }
@@ -811,7 +825,7 @@ mod tests {
         let limit = &c.rules[0].limits[0];
         assert_eq!((limit.cost, limit.missing), (1, Missing::Shared));
         assert_eq!(limit.limit.fail_mode, FailMode::Open);
-        assert_eq!(limit.source, IdentifierSource::ClientIp);
+        assert_eq!(limit.source, IdentifierSource::ClientIp(Default::default()));
     }
 
     #[test]
@@ -910,6 +924,28 @@ mod tests {
         let e = error_of(v);
         assert!(e.problem.contains("charged twice"), "{e}");
         assert!(e.field.starts_with("rules[1] \"watch\""), "{e}");
+    }
+
+    #[test]
+    fn the_ipv6_prefix_is_read_and_checked() {
+        let c = Config::from_value(minimal()).unwrap();
+        assert_eq!(c.ipv6_prefix, 64);
+        let mut v = minimal();
+        v["ipv6_prefix"] = json!(48);
+        let c = Config::from_value(v).unwrap();
+        assert_eq!(c.ipv6_prefix, 48);
+        let mut grouped = IdentifierSource::parse("ip").unwrap();
+        grouped.set_grouping(AddressGrouping::new(48).unwrap());
+        assert!(c
+            .rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .all(|l| l.source == grouped || !matches!(l.source, IdentifierSource::ClientIp(_))));
+        for bad in [json!(0), json!(129), json!("64")] {
+            let mut v = minimal();
+            v["ipv6_prefix"] = bad;
+            assert_eq!(error_of(v).field, "ipv6_prefix");
+        }
     }
 
     #[test]

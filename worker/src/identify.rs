@@ -1,12 +1,15 @@
 //! Where a limit's identifier comes from, and taking it out of a request.
 //!
-//! `ip` is `CF-Connecting-IP`, which Cloudflare sets and clients cannot: a client-supplied
-//! `X-Forwarded-For` is never read, since anyone could rotate it to dodge their limit.
+//! `ip` is the client's address — at the edge `CF-Connecting-IP`, which Cloudflare sets and
+//! clients cannot (a client-supplied `X-Forwarded-For` is never read, since anyone could rotate it
+//! to dodge their limit) — with IPv6 addresses grouped by their `/ipv6_prefix` network
+//! (docs/design.md §8).
 
 use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
+use edgelimit::net::AddressGrouping;
 use edgelimit::store::key::sha256_hex;
 use edgelimit::Identifier;
 
@@ -38,6 +41,11 @@ pub trait RequestView {
     /// default copies it out with [`RequestView::header`].
     fn header_ref(&self, name: &str) -> Option<Cow<'_, str>> {
         self.header(name).map(Cow::Owned)
+    }
+    /// The client's address as text: by default `CF-Connecting-IP`, which Cloudflare sets; a
+    /// front end that knows its client otherwise (a peer behind trusted proxies) says so here.
+    fn client_ip(&self) -> Option<Cow<'_, str>> {
+        self.header_ref(CLIENT_IP_HEADER)
     }
     /// The client's country as Cloudflare saw it (`request.cf.country`, ISO 3166-1 alpha-2,
     /// upper case), for deny and allow lists. `None` when unknown (as outside Cloudflare).
@@ -139,8 +147,9 @@ impl RequestView for OwnedRequest {
 /// A source of identifiers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentifierSource {
-    /// `ip`: the client address from `CF-Connecting-IP`.
-    ClientIp,
+    /// `ip`: the client address ([`RequestView::client_ip`]), an IPv6 address grouped by its
+    /// network ([`AddressGrouping`], the configuration's `ipv6_prefix`).
+    ClientIp(AddressGrouping),
     /// `header:<name>`.
     Header(String),
     /// `query:<name>`.
@@ -160,7 +169,7 @@ impl IdentifierSource {
         let text = text.trim();
         let unknown = || format!("unknown source `{text}` (expected one of {SOURCES})");
         if text == "ip" {
-            return Ok(IdentifierSource::ClientIp);
+            return Ok(IdentifierSource::ClientIp(AddressGrouping::default()));
         }
         let (kind, rest) = text.split_once(':').ok_or_else(unknown)?;
         match kind {
@@ -202,7 +211,23 @@ impl IdentifierSource {
     pub fn identifier_of(&self, value: &str) -> Identifier {
         match self {
             IdentifierSource::ApiKey(_) => Identifier::from(&sha256_hex(value.as_bytes())[..]),
+            // An IPv4 address is its own identifier, as written; an IPv6 one (or an
+            // IPv4-mapped one) is its group's. A value that is no address is kept as it is.
+            IdentifierSource::ClientIp(grouping) if value.contains(':') => {
+                match grouping.identifier_of(value) {
+                    Ok(group) => Identifier::from(group.as_str()),
+                    Err(_) => bounded(value.as_bytes()),
+                }
+            }
             _ => bounded(value.as_bytes()),
+        }
+    }
+
+    /// Groups client addresses by `grouping` (the configuration's `ipv6_prefix`) if this source
+    /// reads one; other sources are unchanged.
+    pub fn set_grouping(&mut self, grouping: AddressGrouping) {
+        if let IdentifierSource::ClientIp(held) = self {
+            *held = grouping;
         }
     }
 
@@ -231,7 +256,7 @@ impl IdentifierSource {
     /// segment), so most identifiers are copied once, into the [`Identifier`].
     pub fn value<'r, R: RequestView + ?Sized>(&self, request: &'r R) -> Option<Cow<'r, str>> {
         let value = match self {
-            IdentifierSource::ClientIp => request.header_ref(CLIENT_IP_HEADER),
+            IdentifierSource::ClientIp(_) => request.client_ip(),
             IdentifierSource::Header(name) => request.header_ref(name),
             IdentifierSource::Query(name) => request.query(name).map(Cow::Owned),
             IdentifierSource::PathSegment(n) => request
@@ -263,7 +288,7 @@ impl IdentifierSource {
     /// `path:2`, `api-key:header:authorization`): the source part of a list entry.
     pub fn spec(&self) -> String {
         match self {
-            IdentifierSource::ClientIp => "ip".to_string(),
+            IdentifierSource::ClientIp(_) => "ip".to_string(),
             IdentifierSource::Header(name) => format!("header:{name}"),
             IdentifierSource::Query(name) => format!("query:{name}"),
             IdentifierSource::PathSegment(n) => format!("path:{n}"),
@@ -274,7 +299,7 @@ impl IdentifierSource {
     /// A short description for messages: `header X-User`.
     pub fn describe(&self) -> String {
         match self {
-            IdentifierSource::ClientIp => "the client address (CF-Connecting-IP)".to_string(),
+            IdentifierSource::ClientIp(_) => "the client address (CF-Connecting-IP)".to_string(),
             IdentifierSource::Header(name) => format!("header `{name}`"),
             IdentifierSource::Query(name) => format!("query parameter `{name}`"),
             IdentifierSource::PathSegment(n) => format!("path segment {n}"),
@@ -303,7 +328,7 @@ mod tests {
     fn sources_parse_and_refuse_spoofable_headers() {
         assert_eq!(
             IdentifierSource::parse("ip"),
-            Ok(IdentifierSource::ClientIp)
+            Ok(IdentifierSource::ClientIp(AddressGrouping::default()))
         );
         assert_eq!(
             IdentifierSource::parse("header:X-User"),
@@ -343,6 +368,46 @@ mod tests {
             Identifier::from("2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90")
         );
         assert!(!String::from_utf8_lossy(hashed.as_bytes()).contains("alice"));
+    }
+
+    #[test]
+    fn ipv6_clients_are_limited_by_their_network_and_ipv4_clients_by_their_address() {
+        let from = |ip: &str| OwnedRequest::get("h", "/").with_header("cf-connecting-ip", ip);
+        let ip = IdentifierSource::parse("ip").unwrap();
+        let id = |source: &IdentifierSource, addr: &str| source.extract(&from(addr)).unwrap();
+        // One /64, two addresses: one identifier, the network's text.
+        assert_eq!(
+            id(&ip, "2001:db8:1:2::7"),
+            Identifier::from("2001:db8:1:2::/64")
+        );
+        assert_eq!(id(&ip, "2001:db8:1:2:ffff::1"), id(&ip, "2001:db8:1:2::7"));
+        assert_ne!(id(&ip, "2001:db8:1:3::7"), id(&ip, "2001:db8:1:2::7"));
+        // IPv4 as it is; an IPv4-mapped IPv6 address is the IPv4 client.
+        assert_eq!(id(&ip, "203.0.113.7"), Identifier::from("203.0.113.7"));
+        assert_eq!(
+            id(&ip, "::ffff:203.0.113.7"),
+            Identifier::from("203.0.113.7")
+        );
+        // Another prefix, as configured.
+        let mut per_48 = ip.clone();
+        per_48.set_grouping(AddressGrouping::new(48).unwrap());
+        assert_eq!(
+            id(&per_48, "2001:db8:1:2::7"),
+            id(&per_48, "2001:db8:1:ffff::7")
+        );
+        let mut each = ip.clone();
+        each.set_grouping(AddressGrouping::new(128).unwrap());
+        assert_eq!(id(&each, "2001:db8::7"), Identifier::from("2001:db8::7"));
+        // Lists still see the address itself.
+        assert_eq!(
+            ip.list_value(&from("2001:db8::7")),
+            Some("2001:db8::7".to_string())
+        );
+        // What is no address is kept as it came.
+        assert_eq!(
+            id(&ip, "not:an:address"),
+            Identifier::from("not:an:address")
+        );
     }
 
     #[test]

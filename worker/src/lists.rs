@@ -83,7 +83,7 @@ pub fn base_sources() -> Vec<(String, ProbeSource)> {
     vec![
         (
             "ip".to_string(),
-            ProbeSource::Request(IdentifierSource::ClientIp),
+            ProbeSource::Request(IdentifierSource::ClientIp(Default::default())),
         ),
         ("country".to_string(), ProbeSource::Country),
     ]

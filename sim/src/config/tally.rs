@@ -189,7 +189,7 @@ fn source_text(applied: &RuleLimit) -> String {
     use edgelimit_worker::IdentifierSource as S;
     fn text(s: &S) -> String {
         match s {
-            S::ClientIp => "ip".into(),
+            S::ClientIp(_) => "ip".into(),
             S::Header(h) => format!("header:{h}"),
             S::Query(q) => format!("query:{q}"),
             S::PathSegment(n) => format!("path:{n}"),

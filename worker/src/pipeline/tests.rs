@@ -417,8 +417,8 @@ fn the_log_line_carries_what_a_replay_needs() {
     assert_eq!(limits.len(), 3);
     assert_eq!(limits[0]["name"], "per-ip");
     assert_eq!(
-        limits[0]["identifier"], "2001%3Adb8%3A%3A7",
-        "as keyed in Redis"
+        limits[0]["identifier"], "2001%3Adb8%3A%3A%2F64",
+        "as keyed in Redis: the client's /64"
     );
     assert_eq!(limits[0]["cost"], 1);
     assert_eq!(limits[0]["reason"], "admitted");
@@ -433,7 +433,7 @@ fn the_log_line_carries_what_a_replay_needs() {
     assert_eq!(back.to_json(), text);
     assert_eq!(
         back.identifier("per-ip"),
-        Some(Identifier::from("2001:db8::7"))
+        Some(Identifier::from("2001:db8::/64"))
     );
 }
 
