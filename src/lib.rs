@@ -30,6 +30,7 @@
 //! - [`http`]: decisions → `RateLimit-Policy`/`RateLimit`/`X-RateLimit-*`/`Retry-After` headers
 //!   and RFC 9457 problem bodies.
 //! - [`clock`]: the only place a wall clock is read.
+//! - [`global`]: global limits across regions — static shares, the home's pool, leases.
 //! - [`control`]: live control — per-identifier tiers and overrides, deny and allow lists.
 //! - [`net`]: client addresses — the client behind trusted proxies, IPv6 grouped by prefix.
 //!
@@ -47,6 +48,7 @@ pub mod algorithm;
 pub mod clock;
 pub mod control;
 pub mod decision;
+pub mod global;
 pub mod http;
 pub mod limiter;
 pub mod metrics;
