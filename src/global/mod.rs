@@ -5,4 +5,4 @@
 
 pub mod split;
 
-pub use split::{is_global, Split, SplitError};
+pub use split::{is_global, Split, SplitError, MILLION};

@@ -13,9 +13,11 @@ use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
 use serde::Deserialize;
 
+use crate::global_config::{Global, RawGlobal};
 use crate::identify::IdentifierSource;
 use crate::lists::{self, ProbeSource, StaticList};
-use crate::rules::{CostSource, HostPattern, Missing, PathMatch, Rule, RuleLimit, Settle};
+use crate::rules::{CostSource, HostPattern, Missing, PathMatch, Rule, RuleLimit, Scope, Settle};
+use edgelimit::global::is_global;
 use edgelimit::net::AddressGrouping;
 
 /// The name of the var holding the configuration.
@@ -61,7 +63,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn at(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    pub(crate) fn at(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
         ConfigError {
             field: field.into(),
             problem: problem.into(),
@@ -134,6 +136,8 @@ pub struct Config {
     /// The sources a request offers the lists, by their canonical spec: `ip`, `country`, every
     /// limit's identifier source, every static entry's source and `list_sources`.
     pub probe_sources: Vec<(String, ProbeSource)>,
+    /// Regions and the home for global limits (docs/design.md §9), if the deployment has them.
+    pub global: Option<Global>,
     /// How many leading bits of an IPv6 client address make its `ip` identifier (default 64: an
     /// IPv6 client holds at least a /64, so one limit per address would not limit it).
     pub ipv6_prefix: u8,
@@ -183,6 +187,7 @@ struct RawConfig {
     objects: Option<u32>,
     admin_path: Option<String>,
     ipv6_prefix: Option<u8>,
+    global: Option<RawGlobal>,
 }
 
 #[derive(Deserialize)]
@@ -231,6 +236,7 @@ struct RawLimit {
     missing: Option<String>,
     idempotent: Option<bool>,
     tiers: Option<BTreeMap<String, String>>,
+    scope: Option<String>,
 }
 
 /// A cost: a whole number, or `{ reserve = N, from = "…", unit = "…" }` settled after the
@@ -375,16 +381,26 @@ impl RawConfig {
                 format!("{timeout_ms} is outside 1..=30000"),
             ));
         }
-        let time = match self.time.as_deref().unwrap_or("server") {
-            "server" => TimeMode::Server,
-            "local" => TimeMode::Local,
-            other => {
-                return Err(ConfigError::at(
+        let global = self.global.map(RawGlobal::validate).transpose()?;
+        // Global limits decide in two stores, a region's and the home's, on one clock: the
+        // Worker's (docs/design.md §9).
+        let default_time = if global.is_some() { "local" } else { "server" };
+        let time =
+            match self.time.as_deref().unwrap_or(default_time) {
+                "server" if global.is_some() => return Err(ConfigError::at(
                     "time",
-                    format!("`{other}` is neither `server` (Redis TIME) nor `local`"),
-                ))
-            }
-        };
+                    "global limits decide in a region's store and the home's on one clock, the \
+                     Worker's: leave `time` out or set it to `local`",
+                )),
+                "server" => TimeMode::Server,
+                "local" => TimeMode::Local,
+                other => {
+                    return Err(ConfigError::at(
+                        "time",
+                        format!("`{other}` is neither `server` (Redis TIME) nor `local`"),
+                    ))
+                }
+            };
         let log_sample = self.log_sample.unwrap_or(DEFAULT_LOG_SAMPLE);
         if !(0.0..=1.0).contains(&log_sample) {
             return Err(ConfigError::at(
@@ -497,7 +513,7 @@ impl RawConfig {
         let mut rules = Vec::with_capacity(self.rules.len());
         let mut seen: HashMap<String, (Limit, String)> = HashMap::new();
         for (i, raw) in self.rules.into_iter().enumerate() {
-            let mut rule = raw.validate(i, &mut seen, &mut probe_sources)?;
+            let mut rule = raw.validate(i, &mut seen, &mut probe_sources, global.is_some())?;
             for limit in &mut rule.limits {
                 limit.source.set_grouping(grouping);
             }
@@ -564,6 +580,7 @@ impl RawConfig {
             objects,
             admin_path: self.admin_path,
             ipv6_prefix: grouping.ipv6_prefix(),
+            global,
         })
     }
 }
@@ -593,6 +610,7 @@ impl RawRule {
         index: usize,
         seen: &mut HashMap<String, (Limit, String)>,
         sources: &mut Vec<(String, ProbeSource)>,
+        global: bool,
     ) -> Result<Rule, ConfigError> {
         let here = format!("rules[{index}] \"{}\"", self.name);
         if !is_name(&self.name) {
@@ -643,7 +661,7 @@ impl RawRule {
         let mut limits = Vec::with_capacity(self.limits.len());
         for (l, raw) in self.limits.into_iter().enumerate() {
             let at = format!("{here} → limits[{l}] \"{}\"", raw.name);
-            let limit = raw.validate(&at, &here, seen)?;
+            let limit = raw.validate(&at, &here, seen, global)?;
             add_source(sources, ProbeSource::Request(limit.source.clone()));
             limits.push(limit);
         }
@@ -670,7 +688,35 @@ impl RawLimit {
         at: &str,
         rule: &str,
         seen: &mut HashMap<String, (Limit, String)>,
+        global: bool,
     ) -> Result<RuleLimit, ConfigError> {
+        let scope = match (self.scope.as_deref(), global) {
+            (Some("region"), _) | (None, false) => Scope::Region,
+            (Some("global") | None, true) => Scope::Global,
+            (Some("global"), false) => {
+                return Err(ConfigError::at(
+                    format!("{at} → scope"),
+                    "`global` needs the `global` section (regions and a home)",
+                ))
+            }
+            (Some(other), _) => {
+                return Err(ConfigError::at(
+                    format!("{at} → scope"),
+                    format!("`{other}` is neither `global` nor `region`"),
+                ))
+            }
+        };
+        if scope == Scope::Global && !is_global(self.policy.algorithm()) {
+            return Err(ConfigError::at(
+                format!("{at} → scope"),
+                format!(
+                    "`{}` cannot be global (docs/design.md §9): a lease bounds a fixed window and \
+                     the buckets, not a sliding window or concurrent requests; set \
+                     `scope = \"region\"` to count it in each region",
+                    self.policy.algorithm()
+                ),
+            ));
+        }
         if !is_name(&self.name) {
             return Err(ConfigError::at(
                 format!("{at} → name"),
@@ -792,6 +838,7 @@ impl RawLimit {
             missing,
             settle,
             idempotent: self.idempotent.unwrap_or(false),
+            scope,
         })
     }
 }
@@ -924,6 +971,48 @@ mod tests {
         let e = error_of(v);
         assert!(e.problem.contains("charged twice"), "{e}");
         assert!(e.field.starts_with("rules[1] \"watch\""), "{e}");
+    }
+
+    #[test]
+    fn global_limits_need_regions_one_clock_and_an_algorithm_leases_bound() {
+        let global = json!({
+            "home": {"url_var": "HOME_URL", "token_var": "HOME_TOKEN"},
+            "regions": [{"name": "eu", "url_var": "EU_URL", "token_var": "EU_TOKEN"}]
+        });
+        let mut v = minimal();
+        v["global"] = global.clone();
+        let c = Config::from_value(v).unwrap();
+        assert_eq!(c.time, TimeMode::Local, "one clock: the Worker's");
+        assert_eq!(
+            c.rules[0].limits[0].scope,
+            Scope::Global,
+            "global by default"
+        );
+        assert_eq!(
+            Config::from_value(minimal()).unwrap().rules[0].limits[0].scope,
+            Scope::Region
+        );
+        let mut server = minimal();
+        server["global"] = global.clone();
+        server["time"] = json!("server");
+        assert_eq!(error_of(server).field, "time");
+        let mut log = minimal();
+        log["global"] = global.clone();
+        log["rules"][0]["limits"][0]["policy"] = json!("sliding-log 10/1m");
+        let e = error_of(log.clone());
+        assert!(e.field.ends_with("→ scope"), "{e}");
+        log["rules"][0]["limits"][0]["scope"] = json!("region");
+        assert!(
+            Config::from_value(log).is_ok(),
+            "counted per region on purpose"
+        );
+        let mut nowhere = minimal();
+        nowhere["rules"][0]["limits"][0]["scope"] = json!("global");
+        assert!(error_of(nowhere).field.ends_with("→ scope"));
+        let mut bad = minimal();
+        bad["global"] = global;
+        bad["global"]["lease_ms"] = json!(1);
+        assert_eq!(error_of(bad).field, "global.lease_ms");
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its field;
 //!   [`config_file`] (native): the same from a `wrangler.toml`, for the native tools.
 //! - [`rules`]: rules, the limits they apply, and matching by host, method and path.
+//! - [`global_config`]: regions and the home of global limits.
 //! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
 //! - [`lists`]: deny and allow lists at the edge: static entries, the request's probe, the
 //!   isolate's memory of dynamic denials.
@@ -34,6 +35,7 @@ pub mod config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod config_file;
 pub mod durable;
+pub mod global_config;
 pub mod identify;
 pub mod lists;
 pub mod log_line;
@@ -52,6 +54,6 @@ pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
 pub use log_line::{LimitLine, LogLine};
 pub use pipeline::{AnalyticsPoint, Edge, Handled, Settled};
 pub use plan::{Absent, Decided, Incoming, Plan};
-pub use rules::{CostSource, Missing, Rule, RuleLimit, Settle};
+pub use rules::{CostSource, Missing, Rule, RuleLimit, Scope, Settle};
 pub use ruling::{Action, Binding, Outcome, Response};
 pub use settlement::Settlement;

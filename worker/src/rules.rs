@@ -38,6 +38,19 @@ pub struct RuleLimit {
     pub settle: Option<Settle>,
     /// Whether checks carry the request id for this limit, so a retry is charged once.
     pub idempotent: bool,
+    /// Where the limit holds: across the regions (`global`, the default when the configuration
+    /// has a `global` section), or in each region alone.
+    pub scope: Scope,
+}
+
+/// Where a limit holds (docs/design.md §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Across every region: decided in each by its static share and its leases of the home's
+    /// pool, never over the limit together.
+    Global,
+    /// In each region alone (and in a deployment with no regions, the one store).
+    Region,
 }
 
 /// A cost known only after the response: `cost = { reserve = 1000, from = "…" }`. The estimate is
