@@ -192,9 +192,7 @@ impl Global {
         }
         let named = |place: Option<&str>, pick: fn(&Region) -> &[String]| {
             let place = place?.trim().to_ascii_uppercase();
-            self.regions
-                .iter()
-                .position(|r| pick(r).iter().any(|p| *p == place))
+            self.regions.iter().position(|r| pick(r).contains(&place))
         };
         named(colo, |r| &r.colos)
             .or_else(|| named(continent, |r| &r.continents))
