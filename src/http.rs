@@ -47,17 +47,18 @@ pub struct LimitReport<'a> {
     /// Its decision for this request.
     pub decision: &'a Decision,
     /// The unit its quota counts when not requests (`tokens`, `content-bytes`), reported as
-    /// `qu`; `None` for requests. A concurrency limit is always `concurrent-requests`.
+    /// `qu`; `None` (or `requests`) for requests. A concurrency limit is always
+    /// `concurrent-requests`.
     pub unit: Option<&'a str>,
 }
 
 impl LimitReport<'_> {
-    /// The quota unit `qu`, when not the draft's default (`requests`).
+    /// The quota unit `qu`, when not the draft's default (`requests`, which goes unsaid).
     pub fn quota_unit(&self) -> Option<&str> {
         if self.policy.algorithm() == Algorithm::Concurrency {
             Some("concurrent-requests")
         } else {
-            self.unit
+            self.unit.filter(|unit| *unit != "requests")
         }
     }
 
@@ -403,13 +404,19 @@ mod tests {
                 unit: Some("tokens"),
                 ..report("llm", &tokens, &t)
             },
+            // Requests are the draft's default unit: not said, however the unit came.
+            LimitReport {
+                unit: Some("requests"),
+                ..report("logins", &tokens, &t)
+            },
         ];
         let headers = Answer::new(&reports).headers(0);
         assert_eq!(
             headers[0],
             (
                 "RateLimit-Policy",
-                "\"inflight\";q=2;qu=\"concurrent-requests\", \"llm\";q=10000;w=60;qu=\"tokens\""
+                "\"inflight\";q=2;qu=\"concurrent-requests\", \"llm\";q=10000;w=60;qu=\"tokens\", \
+                 \"logins\";q=10000;w=60"
                     .to_string()
             )
         );
@@ -417,7 +424,7 @@ mod tests {
             headers[1],
             (
                 "RateLimit",
-                "\"inflight\";r=1;t=30, \"llm\";r=9000;t=60".to_string()
+                "\"inflight\";r=1;t=30, \"llm\";r=9000;t=60, \"logins\";r=9000;t=60".to_string()
             )
         );
     }

@@ -280,6 +280,8 @@ fn offering(source: &IdentifierSource, value: &str) -> Result<OwnedRequest, Stri
             OwnedRequest::get("admin.invalid", &path)
         }
         IdentifierSource::ApiKey(inner) => offering(inner, value)?,
+        // What the service's code supplies, keyed as it is.
+        IdentifierSource::Custom(name) => request.with_custom(name, value),
     })
 }
 
@@ -444,6 +446,15 @@ mod tests {
             );
         }
         assert_eq!(keyed(&source("path:3"), "42"), Ok(Identifier::from("42")));
+        // A custom identifier is the value the service's code gave, hashed for `api-key:`.
+        assert_eq!(
+            keyed(&source("custom:user"), " alice "),
+            Ok(Identifier::from("alice"))
+        );
+        assert_eq!(
+            keyed(&source("api-key:custom:user"), "Bearer k"),
+            keyed(&source("api-key:header:authorization"), "Bearer k")
+        );
         assert_eq!(
             keyed(&source("query:key"), "a b&c"),
             Ok(Identifier::from("a b&c"))

@@ -363,6 +363,68 @@ impl Config {
     }
 }
 
+/// A `custom:<name>` source a configuration names: an identifier or a cost that a native
+/// service's code supplies (edgelimit-tower's layer, from closures registered by name). The
+/// Worker has none ([`Config::refuse_custom_sources`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomSource {
+    /// Where it is named: `rules[0] "api" → limits[1] "per-user" → identifier` (or `… → cost →
+    /// from`).
+    pub field: String,
+    /// The name after `custom:`.
+    pub name: String,
+    /// Whether it is a cost read from the response (`cost = { from = "custom:<name>" }`), not an
+    /// identifier.
+    pub cost: bool,
+}
+
+impl Config {
+    /// Every `custom:<name>` source the rules name, identifiers and costs, in configuration
+    /// order.
+    pub fn custom_sources(&self) -> Vec<CustomSource> {
+        let mut found = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            for (l, limit) in rule.limits.iter().enumerate() {
+                let at = format!(
+                    "rules[{i}] \"{}\" → limits[{l}] \"{}\"",
+                    rule.name, limit.limit.name
+                );
+                if let Some(name) = limit.source.custom_name() {
+                    found.push(CustomSource {
+                        field: format!("{at} → identifier"),
+                        name: name.to_string(),
+                        cost: false,
+                    });
+                }
+                if let Some(CostSource::Custom(name)) = limit.settle.as_ref().map(|s| &s.from) {
+                    found.push(CustomSource {
+                        field: format!("{at} → cost → from"),
+                        name: name.clone(),
+                        cost: true,
+                    });
+                }
+            }
+        }
+        found
+    }
+
+    /// An error naming the first `custom:` source, if any: what the Worker answers such a
+    /// configuration with, since only a native service's code can supply one.
+    pub fn refuse_custom_sources(&self) -> Result<(), ConfigError> {
+        match self.custom_sources().into_iter().next() {
+            None => Ok(()),
+            Some(custom) => Err(ConfigError::at(
+                custom.field,
+                format!(
+                    "`custom:{}` is supplied by a native service's code (edgelimit-tower); the \
+                     Worker has no custom sources: use ip, header:, query:, path: or api-key:",
+                    custom.name
+                ),
+            )),
+        }
+    }
+}
+
 impl RawConfig {
     fn validate(self) -> Result<Config, ConfigError> {
         let namespace = self
@@ -662,7 +724,10 @@ impl RawRule {
         for (l, raw) in self.limits.into_iter().enumerate() {
             let at = format!("{here} → limits[{l}] \"{}\"", raw.name);
             let limit = raw.validate(&at, &here, seen, global)?;
-            add_source(sources, ProbeSource::Request(limit.source.clone()));
+            // A custom value is no part of the request a list entry could name.
+            if limit.source.custom_name().is_none() {
+                add_source(sources, ProbeSource::Request(limit.source.clone()));
+            }
             limits.push(limit);
         }
         let deny = static_list(&format!("{here} → deny"), &self.deny, sources)?;
@@ -1013,6 +1078,52 @@ mod tests {
         bad["global"] = global;
         bad["global"]["lease_ms"] = json!(1);
         assert_eq!(error_of(bad).field, "global.lease_ms");
+    }
+
+    #[test]
+    fn custom_sources_are_listed_with_their_fields_and_refused_for_the_worker() {
+        let c = Config::from_value(minimal()).unwrap();
+        assert_eq!(c.custom_sources(), []);
+        assert_eq!(c.refuse_custom_sources(), Ok(()));
+        let mut v = minimal();
+        v["rules"][0]["limits"] = json!([
+            {"name": "per-ip", "policy": "fixed 100/1m", "identifier": "ip"},
+            {"name": "per-user", "policy": "fixed 10/1m", "identifier": "api-key:custom:user"},
+            {"name": "logins", "policy": "fixed 5/15m", "identifier": "ip",
+             "cost": {"reserve": 1, "from": "custom:failed-login"}}
+        ]);
+        let c = Config::from_value(v).unwrap();
+        assert_eq!(
+            c.custom_sources(),
+            [
+                CustomSource {
+                    field: "rules[0] \"api\" → limits[1] \"per-user\" → identifier".into(),
+                    name: "user".into(),
+                    cost: false
+                },
+                CustomSource {
+                    field: "rules[0] \"api\" → limits[2] \"logins\" → cost → from".into(),
+                    name: "failed-login".into(),
+                    cost: true
+                }
+            ]
+        );
+        let logins = &c.rules[0].limits[2];
+        assert_eq!(logins.settle.as_ref().unwrap().unit, "requests");
+        let e = c.refuse_custom_sources().unwrap_err();
+        assert!(
+            e.field.ends_with("limits[1] \"per-user\" → identifier"),
+            "{e}"
+        );
+        assert!(e.problem.contains("`custom:user`"), "{e}");
+        // A custom value is nothing a list can be asked about.
+        assert!(!c
+            .probe_sources
+            .iter()
+            .any(|(spec, _)| spec.contains("custom")));
+        let mut v = minimal();
+        v["list_sources"] = json!(["custom:user"]);
+        assert_eq!(error_of(v).field, "list_sources[0]");
     }
 
     #[test]

@@ -84,7 +84,10 @@ fn load_config(env: &Env) -> Result<Config, ConfigError> {
             .map(String::from)
             .unwrap_or_default(),
     };
-    Config::from_json(&text)
+    let config = Config::from_json(&text)?;
+    // `custom:` sources are a native service's code; a request here has none to offer.
+    config.refuse_custom_sources()?;
+    Ok(config)
 }
 
 fn rest_store(

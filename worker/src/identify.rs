@@ -4,6 +4,10 @@
 //! clients cannot (a client-supplied `X-Forwarded-For` is never read, since anyone could rotate it
 //! to dodge their limit) — with IPv6 addresses grouped by their `/ipv6_prefix` network
 //! (docs/design.md §8).
+//!
+//! `custom:<name>` is a value a native service's own code supplies ([`RequestView::custom`]:
+//! edgelimit-tower asks a closure registered under that name). The Worker has none, and refuses
+//! a configuration naming one ([`crate::Config::refuse_custom_sources`]).
 
 use std::borrow::Cow;
 
@@ -52,6 +56,12 @@ pub trait RequestView {
     fn country(&self) -> Option<String> {
         None
     }
+    /// The value of the custom source `custom:<name>`: what a native service's code supplies
+    /// for this request (edgelimit-tower asks the closure registered under `name`). `None` by
+    /// default: the Worker has no custom sources.
+    fn custom(&self, _name: &str) -> Option<Cow<'_, str>> {
+        None
+    }
 }
 
 /// A request held as plain values: for tests, benchmarks and replays (the Worker reads its live
@@ -70,6 +80,8 @@ pub struct OwnedRequest {
     pub headers: Vec<(String, String)>,
     /// The client's country (`cf.country`), upper case.
     pub country: Option<String>,
+    /// Values of custom sources (`custom:<name>`), by name.
+    pub custom: Vec<(String, String)>,
 }
 
 impl OwnedRequest {
@@ -104,6 +116,12 @@ impl OwnedRequest {
     /// The same request coming from `country` (as `cf.country` would say; upper-cased).
     pub fn with_country(mut self, country: &str) -> OwnedRequest {
         self.country = Some(country.to_ascii_uppercase());
+        self
+    }
+
+    /// The same request offering `value` for the custom source `custom:<name>`.
+    pub fn with_custom(mut self, name: &str, value: &str) -> OwnedRequest {
+        self.custom.push((name.to_string(), value.to_string()));
         self
     }
 }
@@ -142,6 +160,12 @@ impl RequestView for OwnedRequest {
     fn country(&self) -> Option<String> {
         self.country.clone()
     }
+    fn custom(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.custom
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| Cow::Borrowed(v.as_str()))
+    }
 }
 
 /// A source of identifiers.
@@ -159,12 +183,26 @@ pub enum IdentifierSource {
     /// `api-key:<source>`: another source's value, hashed (SHA-256) before use, so keys never
     /// reach Redis or logs in the clear.
     ApiKey(Box<IdentifierSource>),
+    /// `custom:<name>`: a value the service's own code supplies ([`RequestView::custom`]); a
+    /// native service only (the Worker refuses it). Lists cannot hold it.
+    Custom(String),
 }
 
-const SOURCES: &str = "ip, header:<name>, query:<name>, path:<n>, api-key:<source>";
+const SOURCES: &str = "ip, header:<name>, query:<name>, path:<n>, api-key:<source>, custom:<name>";
+
+/// Whether `name` can name a custom source: 1–64 of `A-Z a-z 0-9 - _ .`, as every name in a
+/// configuration.
+fn is_custom_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
 
 impl IdentifierSource {
-    /// Parses a source: `ip`, `header:X-User`, `query:key`, `path:2`, `api-key:header:Authorization`.
+    /// Parses a source: `ip`, `header:X-User`, `query:key`, `path:2`,
+    /// `api-key:header:Authorization`, `custom:user`.
     pub fn parse(text: &str) -> Result<IdentifierSource, String> {
         let text = text.trim();
         let unknown = || format!("unknown source `{text}` (expected one of {SOURCES})");
@@ -194,6 +232,10 @@ impl IdentifierSource {
                 IdentifierSource::ApiKey(_) => Err(format!("`{text}` hashes twice")),
                 inner => Ok(IdentifierSource::ApiKey(Box::new(inner))),
             },
+            "custom" if is_custom_name(rest) => Ok(IdentifierSource::Custom(rest.to_string())),
+            "custom" => Err(format!(
+                "`custom:{rest}` needs a name of 1–64 of A-Z a-z 0-9 - _ ."
+            )),
             _ => Err(unknown()),
         }
     }
@@ -236,6 +278,16 @@ impl IdentifierSource {
         matches!(self, IdentifierSource::ApiKey(_))
     }
 
+    /// The name of the custom source this source reads (`custom:<name>`, also hashed as
+    /// `api-key:custom:<name>`), if it reads one.
+    pub fn custom_name(&self) -> Option<&str> {
+        match self {
+            IdentifierSource::Custom(name) => Some(name),
+            IdentifierSource::ApiKey(inner) => inner.custom_name(),
+            _ => None,
+        }
+    }
+
     /// The value deny and allow lists match this source by: the raw value (trimmed), or for
     /// `api-key:` its lower-case hex SHA-256 — what `api-key:<source> <hash>` entries hold, so a
     /// key never sits in a list in the clear. `None` when absent, empty, or longer than
@@ -267,6 +319,7 @@ impl IdentifierSource {
                 .map(Cow::Borrowed),
             // Already trimmed, and `None` when empty.
             IdentifierSource::ApiKey(inner) => return inner.value(request),
+            IdentifierSource::Custom(name) => request.custom(name),
         }?;
         // Trimmed once (a value is read on every request). Most values need no trimming: kept
         // as they are rather than copied.
@@ -285,7 +338,8 @@ impl IdentifierSource {
     }
 
     /// The source as configured, in canonical form (`ip`, `header:x-user`, `query:key`,
-    /// `path:2`, `api-key:header:authorization`): the source part of a list entry.
+    /// `path:2`, `api-key:header:authorization`, `custom:user`): the source part of a list
+    /// entry (but for `custom:`, which lists cannot hold).
     pub fn spec(&self) -> String {
         match self {
             IdentifierSource::ClientIp(_) => "ip".to_string(),
@@ -293,6 +347,7 @@ impl IdentifierSource {
             IdentifierSource::Query(name) => format!("query:{name}"),
             IdentifierSource::PathSegment(n) => format!("path:{n}"),
             IdentifierSource::ApiKey(inner) => format!("api-key:{}", inner.spec()),
+            IdentifierSource::Custom(name) => format!("custom:{name}"),
         }
     }
 
@@ -304,6 +359,7 @@ impl IdentifierSource {
             IdentifierSource::Query(name) => format!("query parameter `{name}`"),
             IdentifierSource::PathSegment(n) => format!("path segment {n}"),
             IdentifierSource::ApiKey(inner) => format!("an API key in {}", inner.describe()),
+            IdentifierSource::Custom(name) => format!("the custom identifier `{name}`"),
         }
     }
 }
@@ -411,6 +467,44 @@ mod tests {
     }
 
     #[test]
+    fn custom_sources_are_what_the_service_supplies_and_nothing_else() {
+        let custom = IdentifierSource::parse("custom:user").unwrap();
+        assert_eq!(custom, IdentifierSource::Custom("user".into()));
+        assert_eq!(custom.spec(), "custom:user");
+        assert_eq!(custom.custom_name(), Some("user"));
+        // A header of the same name is not the custom value.
+        let req = OwnedRequest::get("h", "/")
+            .with_header("user", "mallory")
+            .with_custom("user", " alice ");
+        assert_eq!(custom.extract(&req), Some(Identifier::from("alice")));
+        assert_eq!(
+            custom.extract(&OwnedRequest::get("h", "/").with_header("user", "mallory")),
+            None,
+            "a request offers no custom value unless its front end supplies one"
+        );
+        let hashed = IdentifierSource::parse("api-key:custom:user").unwrap();
+        assert_eq!(hashed.custom_name(), Some("user"));
+        assert_eq!(
+            hashed.extract(&req),
+            IdentifierSource::parse("api-key:header:x")
+                .unwrap()
+                .extract(&OwnedRequest::get("h", "/").with_header("x", "alice"))
+        );
+        assert_eq!(
+            IdentifierSource::parse("header:x").unwrap().custom_name(),
+            None
+        );
+        for bad in ["custom:", "custom:a b", "custom:a:b"] {
+            assert!(
+                IdentifierSource::parse(bad)
+                    .unwrap_err()
+                    .contains("needs a name"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn api_keys_become_the_lowercase_hex_sha256_stored_keys_depend_on() {
         // FIPS 180-2's test vector for "abc": a different spelling would orphan every counter.
         let req = OwnedRequest::get("h", "/").with_header("x-key", "abc");
@@ -468,6 +562,8 @@ mod tests {
             "query:key",
             "path:2",
             "api-key:header:authorization",
+            "custom:user",
+            "api-key:custom:user",
         ] {
             assert_eq!(IdentifierSource::parse(spec).unwrap().spec(), spec);
         }

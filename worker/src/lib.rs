@@ -48,7 +48,7 @@ pub mod settlement;
 #[cfg(target_arch = "wasm32")]
 mod edge;
 
-pub use config::{Config, ConfigError, CONFIG_VAR};
+pub use config::{Config, ConfigError, CustomSource, CONFIG_VAR};
 pub use identify::{IdentifierSource, OwnedRequest, RequestView};
 pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
 pub use log_line::{LimitLine, LogLine};

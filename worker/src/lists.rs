@@ -50,11 +50,18 @@ pub enum ProbeSource {
 }
 
 impl ProbeSource {
-    /// Parses a list entry's source: `country`, or an identifier source.
+    /// Parses a list entry's source: `country`, or an identifier source other than `custom:`
+    /// (no list entry can name one).
     pub fn parse(text: &str) -> Result<ProbeSource, String> {
         match text.trim() {
             "country" => Ok(ProbeSource::Country),
-            other => IdentifierSource::parse(other).map(ProbeSource::Request),
+            other => match IdentifierSource::parse(other)? {
+                source if source.custom_name().is_some() => Err(format!(
+                    "`{other}`: lists cannot hold custom sources (list entries name a request's \
+                     own parts: ip, country, header:, query:, path:, api-key:)"
+                )),
+                source => Ok(ProbeSource::Request(source)),
+            },
         }
     }
 
@@ -376,6 +383,9 @@ mod tests {
             "api-key:header:authorization"
         );
         assert!(ProbeSource::parse("cookie:x").is_err());
+        assert!(ProbeSource::parse("custom:user")
+            .unwrap_err()
+            .contains("cannot hold custom sources"));
         let r = OwnedRequest::get("h", "/").with_country(" de ");
         assert_eq!(ProbeSource::Country.value(&r).as_deref(), Some("DE"));
         assert_eq!(

@@ -71,13 +71,21 @@ pub enum CostSource {
     ResponseHeader(String),
     /// The response body's length, from its `Content-Length` (`response-bytes`).
     ResponseBytes,
+    /// `custom:<name>`: what a native service's code makes of the response (edgelimit-tower
+    /// asks the closure registered under `name`: e.g. 1 for a 401, 0 otherwise, so only failed
+    /// logins count). The Worker refuses it.
+    Custom(String),
 }
 
 impl CostSource {
-    /// Parses `response-header:<name>` or `response-bytes`.
+    /// Parses `response-header:<name>`, `response-bytes` or `custom:<name>`.
     pub fn parse(text: &str) -> Result<CostSource, String> {
         match text.trim() {
             "response-bytes" => Ok(CostSource::ResponseBytes),
+            t if t.starts_with("custom:") => match IdentifierSource::parse(t)? {
+                IdentifierSource::Custom(name) => Ok(CostSource::Custom(name)),
+                _ => unreachable!("a `custom:` source parses as one or not at all"),
+            },
             t => match t.strip_prefix("response-header:") {
                 Some(name)
                     if !name.is_empty()
@@ -88,28 +96,32 @@ impl CostSource {
                     Ok(CostSource::ResponseHeader(name.to_ascii_lowercase()))
                 }
                 _ => Err(format!(
-                    "`{t}` is not `response-header:<name>` or `response-bytes`"
+                    "`{t}` is not `response-header:<name>`, `response-bytes` or `custom:<name>`"
                 )),
             },
         }
     }
 
-    /// The default unit: `content-bytes` for the body's length, `tokens` for a header.
+    /// The default unit: `content-bytes` for the body's length, `tokens` for a header,
+    /// `requests` for a custom cost (mostly a count: which responses are charged).
     pub fn default_unit(&self) -> &'static str {
         match self {
             CostSource::ResponseBytes => "content-bytes",
             CostSource::ResponseHeader(_) => "tokens",
+            CostSource::Custom(_) => "requests",
         }
     }
 
     /// The real cost a response states: `header` gives the response's header fields by
-    /// (lower-case) name. `None` when it states none (the estimate then stands).
+    /// (lower-case) name, and a custom cost by its spec (`custom:<name>`, which no field name
+    /// can be: it holds a colon). `None` when it states none (the estimate then stands).
     pub fn read(&self, header: impl Fn(&str) -> Option<String>) -> Option<u64> {
-        let name = match self {
-            CostSource::ResponseHeader(name) => name.as_str(),
-            CostSource::ResponseBytes => "content-length",
+        let value = match self {
+            CostSource::ResponseHeader(name) => header(name),
+            CostSource::ResponseBytes => header("content-length"),
+            CostSource::Custom(name) => header(&format!("custom:{name}")),
         };
-        header(name)?.trim().parse().ok()
+        value?.trim().parse().ok()
     }
 }
 
@@ -326,5 +338,30 @@ mod tests {
         assert!(PathMatch::pattern("/a/x*").is_err());
         assert!(PathMatch::prefix("api").is_err());
         assert!(PathMatch::prefix("/api/").unwrap().matches("/api/x"));
+    }
+
+    #[test]
+    fn custom_costs_are_read_by_their_spec_never_as_a_header() {
+        let custom = CostSource::parse("custom:failed-login").unwrap();
+        assert_eq!(custom, CostSource::Custom("failed-login".into()));
+        assert_eq!(custom.default_unit(), "requests");
+        let response = |name: &str| match name {
+            "custom:failed-login" => Some("1".to_string()),
+            "failed-login" => Some("7".to_string()),
+            _ => None,
+        };
+        assert_eq!(custom.read(response), Some(1));
+        assert_eq!(
+            CostSource::parse("response-header:failed-login")
+                .unwrap()
+                .read(response),
+            Some(7)
+        );
+        assert!(CostSource::parse("custom:")
+            .unwrap_err()
+            .contains("needs a name"));
+        assert!(CostSource::parse("cookie:x")
+            .unwrap_err()
+            .contains("custom:<name>"));
     }
 }

@@ -186,17 +186,7 @@ pub struct TotalsReport {
 
 /// A limit's identifier source as written in the configuration.
 fn source_text(applied: &RuleLimit) -> String {
-    use edgelimit_worker::IdentifierSource as S;
-    fn text(s: &S) -> String {
-        match s {
-            S::ClientIp(_) => "ip".into(),
-            S::Header(h) => format!("header:{h}"),
-            S::Query(q) => format!("query:{q}"),
-            S::PathSegment(n) => format!("path:{n}"),
-            S::ApiKey(inner) => format!("api-key:{}", text(inner)),
-        }
-    }
-    text(&applied.source)
+    applied.source.spec()
 }
 
 /// Tallies one matched rule; returns whether one of its limits refused (or would have).

@@ -1,0 +1,340 @@
+//! [`RateLimitLayer`] and its [`Builder`]: a configuration, a store, and how this service finds
+//! its clients, exemptions and custom sources.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use edgelimit::net::ClientAddress;
+use edgelimit::{Algorithm, Clock, Store, SystemClock};
+use edgelimit_worker::rules::PathMatch;
+use edgelimit_worker::{Config, Edge};
+use http::{request, response};
+use tower_layer::Layer;
+
+use crate::error::BuildError;
+use crate::exempt::Exemptions;
+use crate::peer::Peer;
+use crate::request::Reading;
+use crate::service::RateLimit;
+
+/// What every service the layer wraps shares: the request path over the store, and how
+/// requests are read.
+pub(crate) struct Shared<S> {
+    pub(crate) edge: Edge<S>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) reading: Reading,
+    pub(crate) exempt: Exemptions,
+    /// Whether any limit settles after the response (a cost read from it, or a concurrency
+    /// lease): otherwise no request ever has a settlement, and none is looked for.
+    pub(crate) settles: bool,
+    pub(crate) ids: ReservationIds,
+}
+
+/// Names for reservations of requests without a request id: unique across every process that
+/// shares a store (a random prefix per layer), since a commit is remembered under its name.
+pub(crate) struct ReservationIds {
+    prefix: u64,
+    next: AtomicU64,
+}
+
+impl ReservationIds {
+    fn new() -> ReservationIds {
+        // A random 64-bit prefix: std's per-process hash keys, no random number crate needed.
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        hasher.write_u32(std::process::id());
+        ReservationIds {
+            prefix: hasher.finish(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// A name no other request of any process has.
+    pub(crate) fn next(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("tower-{:016x}-{n:x}", self.prefix)
+    }
+}
+
+/// A rate-limiting [`Layer`] for `http` services (axum, tonic, hyper): every request goes down
+/// the one request path (`edgelimit_worker::Edge`) — rules, one all-or-nothing store call, the
+/// answer — and its response gets the `RateLimit` headers. Cheap to clone: every clone, and
+/// every service it wraps, shares one path over one store. Built by [`Builder`].
+pub struct RateLimitLayer<S> {
+    shared: Arc<Shared<S>>,
+}
+
+impl<S> Clone for RateLimitLayer<S> {
+    fn clone(&self) -> RateLimitLayer<S> {
+        RateLimitLayer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RateLimitLayer<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("edge", &self.shared.edge)
+            .field("reading", &self.shared.reading)
+            .field("exempt", &self.shared.exempt)
+            .finish()
+    }
+}
+
+impl<S> RateLimitLayer<S> {
+    /// The request path: its configuration, its limiter (the store, for live control), and
+    /// its counters ([`Edge::metrics_text`]).
+    pub fn edge(&self) -> &Edge<S> {
+        &self.shared.edge
+    }
+}
+
+impl<S, Svc> Layer<Svc> for RateLimitLayer<S> {
+    type Service = RateLimit<Svc, S>;
+
+    fn layer(&self, inner: Svc) -> RateLimit<Svc, S> {
+        RateLimit::new(inner, self.shared.clone())
+    }
+}
+
+/// Builds a [`RateLimitLayer`] from a configuration (`Config`: TOML or JSON, or
+/// [`crate::ConfigBuilder`]) and a store.
+///
+/// By default the client is the peer (no forwarding header is believed), CORS preflights pass
+/// unlimited, and the configuration may name no `custom:` source.
+pub struct Builder {
+    config: Config,
+    reading: Reading,
+    exempt: Exemptions,
+    exempt_error: Option<BuildError>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("reading", &self.reading)
+            .field("exempt", &self.exempt)
+            .finish()
+    }
+}
+
+impl Builder {
+    /// A layer deciding as `config` says.
+    pub fn new(config: Config) -> Builder {
+        Builder {
+            config,
+            reading: Reading::default(),
+            exempt: Exemptions::default(),
+            exempt_error: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// How the client address is found: behind trusted proxies, from the one header they write
+    /// (`ClientAddress::behind`), or the peer itself (`ClientAddress::direct`, the default).
+    /// A forwarding header from a peer that is not a trusted proxy is never read.
+    pub fn client_address(mut self, client: ClientAddress) -> Builder {
+        self.reading.client = client;
+        self
+    }
+
+    /// Where the peer's address is recorded, when not where [`crate::default_peer`] looks
+    /// (axum's `ConnectInfo<SocketAddr>`, [`crate::PeerAddr`]): e.g. tonic's `TcpConnectInfo`.
+    pub fn peer(
+        mut self,
+        peer: impl Fn(&request::Parts) -> Option<IpAddr> + Send + Sync + 'static,
+    ) -> Builder {
+        self.reading.peer = Peer(Arc::new(peer));
+        self
+    }
+
+    /// Requests to paths matching `pattern` pass unlimited and unannounced: a path, with `*`
+    /// for one segment and a final `**` for the rest (`/health`, `/static/**`), as a rule's
+    /// `path`.
+    pub fn exempt_path(mut self, pattern: &str) -> Builder {
+        match PathMatch::pattern(pattern) {
+            Ok(path) => self.exempt.paths.push(path),
+            Err(problem) => {
+                self.exempt_error.get_or_insert(BuildError::ExemptPath {
+                    path: pattern.to_string(),
+                    problem,
+                });
+            }
+        }
+        self
+    }
+
+    /// Counts CORS preflights (`OPTIONS` with `Access-Control-Request-Method`) as the rules
+    /// say, rather than letting them pass.
+    pub fn limit_preflights(mut self) -> Builder {
+        self.exempt.preflights = false;
+        self
+    }
+
+    /// The identifier `custom:<name>`: what `identify` finds in a request (an authenticated
+    /// user an earlier layer put in the extensions, a claim, a tenant), `None` when it has
+    /// none (the limit's `missing` then applies). Hashed as any value when the configuration
+    /// says `api-key:custom:<name>`.
+    pub fn custom_identifier(
+        mut self,
+        name: &str,
+        identify: impl Fn(&request::Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Builder {
+        self.reading
+            .customs
+            .add_identifier(name.to_string(), Arc::new(identify));
+        self
+    }
+
+    /// The cost `custom:<name>` counts a response when `counts` says so, and nothing
+    /// otherwise: a limit with `cost = { reserve = 1, from = "custom:<name>" }` reserves one
+    /// request before the service runs (denying once the quota is spent) and keeps it only
+    /// for the responses `counts` selects — e.g. 401s, to throttle failed logins alone.
+    pub fn count_when(
+        self,
+        name: &str,
+        counts: impl Fn(&response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Builder {
+        self.response_cost(name, move |response| Some(u64::from(counts(response))))
+    }
+
+    /// The cost `custom:<name>`: what a response costs (`None`: the reserved estimate stands),
+    /// committed in place of the estimate `cost = { reserve = N, from = "custom:<name>" }`
+    /// reserved.
+    pub fn response_cost(
+        mut self,
+        name: &str,
+        cost: impl Fn(&response::Parts) -> Option<u64> + Send + Sync + 'static,
+    ) -> Builder {
+        self.reading
+            .customs
+            .add_cost(name.to_string(), Arc::new(cost));
+        self
+    }
+
+    /// The clock "now" is read from (the system's by default): a test's manual clock, shared
+    /// with its store.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Builder {
+        self.clock = clock;
+        self
+    }
+
+    /// The layer over `store`. An error names a `custom:` source without its closure, a
+    /// closure no limit names, or an exempt path that is no pattern.
+    pub fn build<S: Store>(self, store: S) -> Result<RateLimitLayer<S>, BuildError> {
+        if let Some(e) = self.exempt_error {
+            return Err(e);
+        }
+        self.reading.customs.check(&self.config)?;
+        let settles =
+            self.config.rules.iter().flat_map(|r| &r.limits).any(|l| {
+                l.settle.is_some() || l.limit.policy.algorithm() == Algorithm::Concurrency
+            });
+        let edge = Edge::new(self.config, store).with_clock(self.clock.clone());
+        Ok(RateLimitLayer {
+            shared: Arc::new(Shared {
+                edge,
+                clock: self.clock,
+                reading: self.reading,
+                exempt: self.exempt,
+                settles,
+                ids: ReservationIds::new(),
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use edgelimit::MemoryStore;
+    use serde_json::json;
+
+    use super::*;
+
+    fn config(limit: serde_json::Value) -> Config {
+        Config::from_value(json!({"rules": [{"name": "api", "limits": [limit]}]})).unwrap()
+    }
+
+    #[test]
+    fn every_custom_source_needs_its_closure_and_every_closure_a_use() {
+        let by_user = config(
+            json!({"name": "per-user", "policy": "fixed 5/1m", "identifier": "custom:user"}),
+        );
+        let e = Builder::new(by_user.clone())
+            .build(MemoryStore::new())
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rules[0] \"api\" → limits[0] \"per-user\" → identifier: `custom:user` has no \
+             closure: register one with `.custom_identifier(\"user\", …)`"
+        );
+        assert!(Builder::new(by_user.clone())
+            .custom_identifier("user", |_| None)
+            .build(MemoryStore::new())
+            .is_ok());
+        let e = Builder::new(by_user)
+            .custom_identifier("user", |_| None)
+            .custom_identifier("usr", |_| None)
+            .build(MemoryStore::new())
+            .unwrap_err();
+        assert_eq!(
+            e,
+            BuildError::Unused {
+                name: "usr".into(),
+                cost: false
+            }
+        );
+        let logins = config(
+            json!({"name": "logins", "policy": "fixed 5/15m", "identifier": "ip",
+            "cost": {"reserve": 1, "from": "custom:failed"}}),
+        );
+        let e = Builder::new(logins.clone())
+            .build(MemoryStore::new())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("`.count_when(\"failed\", …)`"),
+            "{e}"
+        );
+        // A cost's closure is not an identifier's.
+        assert!(Builder::new(logins.clone())
+            .custom_identifier("failed", |_| None)
+            .build(MemoryStore::new())
+            .is_err());
+        assert!(Builder::new(logins)
+            .count_when("failed", |r| r.status == 401)
+            .build(MemoryStore::new())
+            .is_ok());
+    }
+
+    #[test]
+    fn exempt_paths_must_be_patterns() {
+        let c = config(json!({"name": "per-ip", "policy": "fixed 5/1m", "identifier": "ip"}));
+        let e = Builder::new(c)
+            .exempt_path("health")
+            .build(MemoryStore::new())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("exempt path `health`: "), "{e}");
+    }
+
+    #[test]
+    fn reservation_names_are_unique_within_and_across_layers() {
+        let (a, b) = (ReservationIds::new(), ReservationIds::new());
+        let names = [a.next(), a.next(), b.next()];
+        assert_ne!(names[0], names[1]);
+        assert_ne!(
+            names[0], names[2],
+            "two layers (processes) never share a name"
+        );
+    }
+}

@@ -1,0 +1,259 @@
+//! An `http` request as the request path reads it ([`RequestView`], [`Incoming`]): its method,
+//! host, path, query and headers as sent; the client address resolved from the peer behind the
+//! trusted proxies (never a header the client could write); the service's custom identifiers.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::OnceLock;
+
+use edgelimit::net::{AddressText, ClientAddress, IpPrefix};
+use edgelimit_worker::{Incoming, RequestView};
+use http::header::HOST;
+use http::request::Parts;
+
+use crate::custom::Customs;
+use crate::peer::Peer;
+
+/// How the layer reads what the request path asks of a request.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reading {
+    /// Who the client is behind which proxies.
+    pub(crate) client: ClientAddress,
+    /// Where the peer is recorded.
+    pub(crate) peer: Peer,
+    /// The service's own identifiers (and costs).
+    pub(crate) customs: Customs,
+}
+
+impl Reading {
+    /// The client of `request`: its peer, or behind trusted proxies the right-most address
+    /// they did not write; `None` when the server recorded no peer.
+    pub(crate) fn client_of(&self, request: &Parts) -> Option<IpAddr> {
+        let peer = (self.peer.0)(request)?;
+        Some(match self.client.header() {
+            None => self.client.resolve(peer, std::iter::empty::<&[u8]>()),
+            Some(header) => self.client.resolve(
+                peer,
+                request
+                    .headers
+                    .get_all(header.name())
+                    .iter()
+                    .map(|v| v.as_bytes()),
+            ),
+        })
+    }
+}
+
+/// One request as the pipeline sees it.
+#[derive(Debug)]
+pub(crate) struct HttpRequest<'a> {
+    parts: &'a Parts,
+    reading: &'a Reading,
+    host: Cow<'a, str>,
+    /// The client's address as text, found on first use: a request no `ip` limit or list looks
+    /// at never resolves it.
+    client: OnceLock<Option<AddressText>>,
+}
+
+impl<'a> HttpRequest<'a> {
+    /// `parts` read as `reading` says.
+    pub(crate) fn new(parts: &'a Parts, reading: &'a Reading) -> HttpRequest<'a> {
+        HttpRequest {
+            host: host_of(parts),
+            parts,
+            reading,
+            client: OnceLock::new(),
+        }
+    }
+}
+
+/// The request's host, lower case and without its port: `Host` (HTTP/1.1), else the URI's
+/// authority (HTTP/2's `:authority`); empty when it has neither.
+fn host_of(parts: &Parts) -> Cow<'_, str> {
+    let authority = parts
+        .headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        // An IPv6 literal keeps its brackets, as a URL's host does.
+        Some(rest) => rest
+            .find(']')
+            .map_or(authority, |end| &authority[..end + 2]),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
+}
+
+impl RequestView for HttpRequest<'_> {
+    fn method(&self) -> &str {
+        self.parts.method.as_str()
+    }
+
+    fn host(&self) -> &str {
+        &self.host
+    }
+
+    fn path(&self) -> &str {
+        self.parts.uri.path()
+    }
+
+    fn query(&self, name: &str) -> Option<String> {
+        form_urlencoded::parse(self.parts.uri.query()?.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.header_ref(name).map(Cow::into_owned)
+    }
+
+    /// A header's value; several field lines of one name are one value joined by `, `, as the
+    /// Worker's runtime (the Fetch API's `Headers.get`) gives them.
+    fn header_ref(&self, name: &str) -> Option<Cow<'_, str>> {
+        let mut values = self.parts.headers.get_all(name).iter();
+        let first = text(values.next()?.as_bytes());
+        let Some(second) = values.next() else {
+            return Some(first);
+        };
+        let mut joined = first.into_owned();
+        for value in std::iter::once(second).chain(values) {
+            joined.push_str(", ");
+            joined.push_str(&text(value.as_bytes()));
+        }
+        Some(Cow::Owned(joined))
+    }
+
+    fn client_ip(&self) -> Option<Cow<'_, str>> {
+        self.client
+            .get_or_init(|| {
+                let ip = self.reading.client_of(self.parts)?;
+                Some(IpPrefix::address(ip).text())
+            })
+            .as_ref()
+            .map(|text| Cow::Borrowed(text.as_str()))
+    }
+
+    fn custom(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.reading
+            .customs
+            .identifier(name, self.parts)
+            .map(Cow::Owned)
+    }
+}
+
+/// Rules and identifiers are read from the request, as the Worker reads them.
+impl Incoming for HttpRequest<'_> {}
+
+/// A header value as text: UTF-8 as it came, anything else with its invalid bytes replaced.
+fn text(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use edgelimit::net::{ProxyHeader, TrustedProxies};
+
+    use super::*;
+    use crate::peer::PeerAddr;
+
+    fn parts(uri: &str, headers: &[(&str, &str)], peer: Option<&str>) -> Parts {
+        let mut builder = http::Request::builder().uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let mut parts = builder.body(()).unwrap().into_parts().0;
+        if let Some(peer) = peer {
+            parts.extensions.insert(PeerAddr(peer.parse().unwrap()));
+        }
+        parts
+    }
+
+    #[test]
+    fn the_request_reads_as_the_worker_reads_one() {
+        let reading = Reading::default();
+        let p = parts(
+            "http://Example.COM:8080/api/items?k=a%20b&k=second&plus=x+y",
+            &[("x-key", "one"), ("x-key", "two"), ("x-user", "alice")],
+            None,
+        );
+        let request = HttpRequest::new(&p, &reading);
+        assert_eq!(request.method(), "GET");
+        assert_eq!(request.host(), "example.com");
+        assert_eq!(request.path(), "/api/items");
+        assert_eq!(request.query("k").as_deref(), Some("a b"));
+        assert_eq!(request.query("plus").as_deref(), Some("x y"));
+        assert_eq!(request.query("none"), None);
+        assert_eq!(request.header("x-key").as_deref(), Some("one, two"));
+        assert!(matches!(
+            request.header_ref("x-user"),
+            Some(Cow::Borrowed("alice"))
+        ));
+        assert_eq!(request.client_ip(), None, "no peer recorded: no address");
+        // The Host header is the host, when there is one; an IPv6 literal keeps its brackets.
+        let p = parts("/x", &[("host", "API.example.com:443")], None);
+        assert_eq!(HttpRequest::new(&p, &reading).host(), "api.example.com");
+        let p = parts("/x", &[("host", "[2001:DB8::1]:8080")], None);
+        assert_eq!(HttpRequest::new(&p, &reading).host(), "[2001:db8::1]");
+    }
+
+    #[test]
+    fn the_client_is_the_peer_unless_a_trusted_proxy_says_otherwise() {
+        let spoofed = [
+            ("x-forwarded-for", "203.0.113.9"),
+            ("cf-connecting-ip", "203.0.113.10"),
+            ("x-real-ip", "203.0.113.11"),
+        ];
+        // Direct: no header is believed, CF-Connecting-IP included.
+        let direct = Reading::default();
+        let p = parts("/", &spoofed, Some("198.51.100.7:5000"));
+        assert_eq!(
+            HttpRequest::new(&p, &direct).client_ip().as_deref(),
+            Some("198.51.100.7")
+        );
+        // Behind a trusted proxy: the right-most hop it did not write.
+        let behind = Reading {
+            client: ClientAddress::behind(
+                TrustedProxies::parse(["10.0.0.0/8"]).unwrap(),
+                ProxyHeader::XForwardedFor,
+            ),
+            ..Reading::default()
+        };
+        let p = parts(
+            "/",
+            &[("x-forwarded-for", "1.2.3.4, 203.0.113.9, 10.0.0.2")],
+            Some("10.0.0.1:5000"),
+        );
+        assert_eq!(
+            HttpRequest::new(&p, &behind).client_ip().as_deref(),
+            Some("203.0.113.9")
+        );
+        // The same header from an untrusted peer is not read.
+        let p = parts(
+            "/",
+            &[("x-forwarded-for", "203.0.113.9")],
+            Some("198.51.100.7:5000"),
+        );
+        assert_eq!(
+            HttpRequest::new(&p, &behind).client_ip().as_deref(),
+            Some("198.51.100.7")
+        );
+        // A service recording its peer elsewhere reads it with its own closure.
+        let elsewhere = Reading {
+            peer: Peer(Arc::new(|_: &Parts| Some("2001:db8::5".parse().unwrap()))),
+            ..Reading::default()
+        };
+        let p = parts("/", &[], None);
+        assert_eq!(
+            HttpRequest::new(&p, &elsewhere).client_ip().as_deref(),
+            Some("2001:db8::5")
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! [`RateLimit`]: the service a [`crate::RateLimitLayer`] wraps around another. A request no
+//! rule matches (or one exempt) goes straight to the inner service; any other goes down the
+//! request path first, and is forwarded with the `RateLimit` headers or answered by the layer.
+//! After the inner service answered, what the request reserved is settled — from the response
+//! it gave — before the response goes out.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use edgelimit::Store;
+use edgelimit_worker::{Action, Handled, Incoming};
+use http::header::CONTENT_TYPE;
+use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use crate::body::ResponseBody;
+use crate::layer::Shared;
+use crate::request::HttpRequest;
+
+/// A service limited by a [`crate::RateLimitLayer`].
+pub struct RateLimit<Svc, S> {
+    inner: Svc,
+    shared: Arc<Shared<S>>,
+}
+
+impl<Svc, S> RateLimit<Svc, S> {
+    pub(crate) fn new(inner: Svc, shared: Arc<Shared<S>>) -> RateLimit<Svc, S> {
+        RateLimit { inner, shared }
+    }
+}
+
+impl<Svc: Clone, S> Clone for RateLimit<Svc, S> {
+    fn clone(&self) -> RateLimit<Svc, S> {
+        RateLimit {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<Svc: fmt::Debug, S> fmt::Debug for RateLimit<Svc, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+type Answer<B, E> = Result<Response<ResponseBody<B>>, E>;
+
+impl<Svc, S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<Svc, S>
+where
+    Svc: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    Svc::Future: Send + 'static,
+    Svc::Error: Send + 'static,
+    S: Store + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = Svc::Error;
+    type Future = ResponseFuture<Svc::Future, ResBody, Svc::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Svc::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        let shared = &self.shared;
+        // What no rule matches is not limited at all: no store call, no headers (as the
+        // Worker); matching again inside the path costs a matched request a few comparisons.
+        let passes = shared.exempt.exempts(&parts)
+            || HttpRequest::new(&parts, &shared.reading)
+                .matching(shared.edge.config())
+                .is_empty();
+        if passes {
+            return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
+        }
+        // The inner service that was made ready goes with this request; a clone waits for the
+        // next `poll_ready`.
+        let ready = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, ready);
+        ResponseFuture::limited(Box::pin(limited(shared.clone(), inner, parts, body)))
+    }
+}
+
+/// One limited request: the request path, then the inner service or the layer's answer, then
+/// the settlement.
+async fn limited<Svc, S, ReqBody, ResBody>(
+    shared: Arc<Shared<S>>,
+    mut inner: Svc,
+    parts: request::Parts,
+    body: ReqBody,
+) -> Answer<ResBody, Svc::Error>
+where
+    Svc: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Store,
+{
+    let shared = &*shared;
+    let (handled, answer) = {
+        let request = HttpRequest::new(&parts, &shared.reading);
+        let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
+        let answer = handled.response(&request);
+        (handled, answer)
+    };
+    let (status, body_text, content_type) = match answer.action {
+        Action::Forward => {
+            return match inner.call(Request::from_parts(parts, body)).await {
+                Ok(response) => {
+                    let (mut head, body) = response.into_parts();
+                    add_fields(&mut head.headers, answer.headers);
+                    settle(shared, &handled, Some(&head)).await;
+                    Ok(Response::from_parts(head, ResponseBody::inner(body)))
+                }
+                Err(e) => {
+                    // No response states a cost: the estimates stand, leases are released.
+                    settle(shared, &handled, None).await;
+                    Err(e)
+                }
+            };
+        }
+        Action::Respond {
+            status,
+            body,
+            content_type,
+        } => (status, body, content_type),
+    };
+    let mut response = Response::new(ResponseBody::answer(body_text));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    add_fields(headers, answer.headers);
+    Ok(response)
+}
+
+/// Sends what the request settles, read from the inner service's response (`None` when it
+/// failed): a custom cost from its closure, any other from the response's header fields.
+async fn settle<S: Store>(
+    shared: &Shared<S>,
+    handled: &Handled<'_>,
+    head: Option<&response::Parts>,
+) {
+    if !shared.settles {
+        return;
+    }
+    let name = shared.ids.next();
+    let settlement = handled.settlement(&name, |field| {
+        let head = head?;
+        match field.strip_prefix("custom:") {
+            Some(custom) => shared
+                .reading
+                .customs
+                .cost(custom, head)
+                .map(|cost| cost.to_string()),
+            None => head.headers.get(field)?.to_str().ok().map(str::to_string),
+        }
+    });
+    if let Some(settlement) = settlement {
+        // A commit that fails leaves the estimate charged and the leases to their timeout:
+        // the safe side, and the limiter counts the store's failure.
+        let _ = shared.edge.settle(settlement).await;
+    }
+}
+
+/// Adds the request path's header fields to a response, replacing any of the same name.
+fn add_fields(headers: &mut HeaderMap, fields: Vec<(&'static str, String)>) {
+    for (name, value) in fields {
+        // The fields' names and values are the library's own, always valid.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_maybe_shared(Bytes::from(value)),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+type Limited<B, E> = Pin<Box<dyn Future<Output = Answer<B, E>> + Send>>;
+
+pin_project! {
+    /// The response future of [`RateLimit`].
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        kind: Kind<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, B, E> {
+        Passthrough { #[pin] future: F },
+        Limited { future: Limited<B, E> },
+    }
+}
+
+impl<F, B, E> ResponseFuture<F, B, E> {
+    fn passthrough(future: F) -> ResponseFuture<F, B, E> {
+        ResponseFuture {
+            kind: Kind::Passthrough { future },
+        }
+    }
+
+    fn limited(future: Limited<B, E>) -> ResponseFuture<F, B, E> {
+        ResponseFuture {
+            kind: Kind::Limited { future },
+        }
+    }
+}
+
+impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.kind {
+            Kind::Passthrough { .. } => "ResponseFuture::Passthrough",
+            Kind::Limited { .. } => "ResponseFuture::Limited",
+        })
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Answer<B, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer<B, E>> {
+        match self.project().kind.project() {
+            KindProj::Passthrough { future } => future
+                .poll(cx)
+                .map(|result| result.map(|response| response.map(ResponseBody::inner))),
+            KindProj::Limited { future } => future.as_mut().poll(cx),
+        }
+    }
+}
