@@ -1,0 +1,84 @@
+//! When Redis cannot answer, each limit follows its `fail` mode: `open` admits, `closed` answers
+//! 503 with a problem body, `fallback N%` decides in process at N% of the limit; once Redis is
+//! back, it decides again.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::Req;
+use edgelimit_testkit::RedisServer;
+use edgelimit_tower::{redis_store, Builder, ConfigBuilder, LimitBuilder, RuleBuilder};
+
+/// A rule per fail mode, each limiting `/api/<mode>` to 4 an hour per client address (a
+/// sliding log: no window edge inside the test).
+fn config() -> edgelimit_tower::Config {
+    let rule = |mode: &str, fail: &str| {
+        RuleBuilder::new(mode)
+            .path(&format!("/api/{mode}"))
+            .limit(LimitBuilder::new(&format!("per-ip-{mode}"), "sliding-log 4/1h").fail(fail))
+    };
+    ConfigBuilder::new()
+        .timeout(Duration::from_millis(300))
+        .rule(rule("open", "open"))
+        .rule(rule("closed", "closed"))
+        .rule(rule("fallback", "fallback 50%"))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_limit_follows_its_fail_mode_while_redis_is_down() {
+    let mut redis = RedisServer::start();
+    let config = config();
+    let store = redis_store(&redis.url(), &config).await.expect("Redis");
+    let router = common::routes().layer(Builder::new(config).build(store).unwrap());
+    let send = |mode: &str| common::send(&router, Req::get(&format!("/api/{mode}")).build());
+    for mode in ["open", "closed", "fallback"] {
+        let up = send(mode).await;
+        assert_eq!(up.status, StatusCode::OK, "{mode}");
+        assert_eq!(
+            up.remaining(&format!("per-ip-{mode}")),
+            Some(3),
+            "{mode}: Redis decided"
+        );
+    }
+
+    redis.stop();
+    for _ in 0..3 {
+        assert_eq!(send("open").await.status, StatusCode::OK, "fails open");
+    }
+    let closed = send("closed").await;
+    assert_eq!(closed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(closed.json()["reason"], "failed_closed");
+    assert_eq!(
+        closed.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert!(closed.header("retry-after").is_some());
+    // 50% of 4, decided in this process.
+    assert_eq!(send("fallback").await.status, StatusCode::OK);
+    assert_eq!(send("fallback").await.status, StatusCode::OK);
+    let over = send("fallback").await;
+    assert_eq!(over.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(over.json()["reason"], "over_limit");
+
+    // Redis back (empty: nothing persisted): it decides again.
+    redis.restart();
+    let mut recovered = false;
+    for _ in 0..50 {
+        let closed = send("closed").await;
+        if closed.status == StatusCode::OK {
+            assert_eq!(
+                closed.remaining("per-ip-closed"),
+                Some(3),
+                "a fresh Redis decided"
+            );
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the store answers again once Redis is back");
+}
