@@ -34,10 +34,10 @@ impl Args {
             match arg.as_str() {
                 "--listen" => {
                     let text = value()?;
-                    listen = Some(
-                        text.parse()
-                            .map_err(|e| format!("--listen `{text}`: {e} (e.g. 127.0.0.1:3000)"))?,
-                    );
+                    listen =
+                        Some(text.parse().map_err(|e| {
+                            format!("--listen `{text}`: {e} (e.g. 127.0.0.1:3000)")
+                        })?);
                 }
                 "--redis-url" => redis_url = Some(value()?),
                 other => return Err(format!("unknown argument `{other}`\n{USAGE}")),

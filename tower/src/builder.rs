@@ -73,6 +73,11 @@ impl ConfigBuilder {
         self.set("request_id_header", json!(name))
     }
 
+    /// A path answering `GET` with the layer's counters as Prometheus text (`metrics_path`).
+    pub fn metrics_path(self, path: &str) -> ConfigBuilder {
+        self.set("metrics_path", json!(path))
+    }
+
     /// A configuration-wide static deny entry (`deny`): `ip 192.0.2.0/24`, `header:x-key abc`.
     pub fn deny(self, entry: &str) -> ConfigBuilder {
         self.push("deny", json!(entry))

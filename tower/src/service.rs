@@ -1,6 +1,7 @@
 //! [`RateLimit`]: the service a [`crate::RateLimitLayer`] wraps around another. A request no
 //! rule matches (or one exempt) goes straight to the inner service; any other goes down the
-//! request path first, and is forwarded with the `RateLimit` headers or answered by the layer.
+//! request path first, and is forwarded with the `RateLimit` headers or answered by the layer;
+//! the configuration's `metrics_path`, if set, is answered with the counters.
 //! After the inner service answered, what the request reserved is settled — from the response
 //! it gave — before the response goes out.
 
@@ -14,7 +15,9 @@ use bytes::Bytes;
 use edgelimit::Store;
 use edgelimit_worker::{Action, Handled, Incoming};
 use http::header::CONTENT_TYPE;
-use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
+use http::{
+    request, response, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode,
+};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -73,6 +76,9 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
         let shared = &self.shared;
+        if let Some(page) = metrics_page(shared, &parts) {
+            return ResponseFuture::ready(page);
+        }
         // What no rule matches is not limited at all: no store call, no headers (as the
         // Worker); matching again inside the path costs a matched request a few comparisons.
         let passes = shared.exempt.exempts(&parts)
@@ -88,6 +94,24 @@ where
         let inner = std::mem::replace(&mut self.inner, ready);
         ResponseFuture::limited(Box::pin(limited(shared.clone(), inner, parts, body)))
     }
+}
+
+/// The configuration's `metrics_path` page, when `request` asks for it: the layer's counters
+/// as Prometheus text, as the Worker answers it.
+fn metrics_page<S: Store, B>(
+    shared: &Shared<S>,
+    request: &request::Parts,
+) -> Option<Response<ResponseBody<B>>> {
+    let path = shared.edge.config().metrics_path.as_deref()?;
+    if request.method != Method::GET || request.uri.path() != path {
+        return None;
+    }
+    let mut response = Response::new(ResponseBody::answer(shared.edge.metrics_text()));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    Some(response)
 }
 
 /// One limited request: the request path, then the inner service or the layer's answer, then
@@ -197,6 +221,7 @@ pin_project! {
     enum Kind<F, B, E> {
         Passthrough { #[pin] future: F },
         Limited { future: Limited<B, E> },
+        Ready { response: Option<Response<ResponseBody<B>>> },
     }
 }
 
@@ -212,6 +237,14 @@ impl<F, B, E> ResponseFuture<F, B, E> {
             kind: Kind::Limited { future },
         }
     }
+
+    fn ready(response: Response<ResponseBody<B>>) -> ResponseFuture<F, B, E> {
+        ResponseFuture {
+            kind: Kind::Ready {
+                response: Some(response),
+            },
+        }
+    }
 }
 
 impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
@@ -219,6 +252,7 @@ impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
         f.write_str(match self.kind {
             Kind::Passthrough { .. } => "ResponseFuture::Passthrough",
             Kind::Limited { .. } => "ResponseFuture::Limited",
+            Kind::Ready { .. } => "ResponseFuture::Ready",
         })
     }
 }
@@ -235,6 +269,9 @@ where
                 .poll(cx)
                 .map(|result| result.map(|response| response.map(ResponseBody::inner))),
             KindProj::Limited { future } => future.as_mut().poll(cx),
+            KindProj::Ready { response } => {
+                Poll::Ready(Ok(response.take().expect("a ready future polled once")))
+            }
         }
     }
 }
