@@ -8,7 +8,8 @@
 //! 1. Wall and CPU time per request, on a tokio runtime of 1 and of 2 worker threads (four
 //!    tasks per thread calling the service in process: no sockets, so the middleware is what
 //!    differs), rounds interleaved, medians; "added" is the variant's median less the bare
-//!    service's of the same rounds.
+//!    service's of the same rounds, and "÷ no limiter" the variant's median over the bare
+//!    service's.
 //! 2. Instructions per request under callgrind (when valgrind is installed), one thread: load
 //!    independent, so the ratio holds on a busy machine. Each variant runs twice (N₁ and N₂
 //!    requests) and the difference is divided by N₂ − N₁, so setup costs cancel.
@@ -249,8 +250,10 @@ fn in_memory(options: &Options) {
         let wall: Vec<f64> = wall.into_iter().map(median).collect();
         let cpu: Vec<f64> = cpu.into_iter().map(median).collect();
         println!("{threads} worker thread(s):\n");
-        println!("| | wall | added | CPU | added | added CPU ÷ tower-governor's |");
-        println!("|---|---|---|---|---|---|");
+        println!(
+            "| | wall | ÷ no limiter | added | CPU | ÷ no limiter | added | added CPU ÷ tower-governor's |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
         for (v, variant) in VARIANTS.iter().enumerate() {
             let added_cpu = cpu[v] - cpu[0];
             let ratio = if v == 0 {
@@ -259,11 +262,13 @@ fn in_memory(options: &Options) {
                 format!("{:.2}×", added_cpu / (cpu[1] - cpu[0]))
             };
             println!(
-                "| {} | {:.0} | {:+.0} | {:.0} | {:+.0} | {ratio} |",
+                "| {} | {:.0} | {:.2}× | {:+.0} | {:.0} | {:.2}× | {:+.0} | {ratio} |",
                 variant.name(),
                 wall[v],
+                wall[v] / wall[0],
                 wall[v] - wall[0],
                 cpu[v],
+                cpu[v] / cpu[0],
                 added_cpu
             );
         }
@@ -324,8 +329,8 @@ fn under_callgrind() {
             }
         }
     }
-    println!("| | instructions | added | added ÷ tower-governor's |");
-    println!("|---|---|---|---|");
+    println!("| | instructions | ÷ no limiter | added | added ÷ tower-governor's |");
+    println!("|---|---|---|---|---|");
     for (v, variant) in VARIANTS.iter().enumerate() {
         let added = per[v] - per[0];
         let ratio = if v == 0 {
@@ -334,9 +339,10 @@ fn under_callgrind() {
             format!("{:.2}×", added / (per[1] - per[0]))
         };
         println!(
-            "| {} | {:.0} | {:+.0} | {ratio} |",
+            "| {} | {:.0} | {:.2}× | {:+.0} | {ratio} |",
             variant.name(),
             per[v],
+            per[v] / per[0],
             added
         );
     }
@@ -390,8 +396,8 @@ fn on_redis(options: &Options) {
         "\n## One client, requests one after another: latency in µs ({} requests each, blocks of {BLOCK} interleaved)\n",
         blocks * BLOCK
     );
-    println!("| | p50 | p99 | added p50 |");
-    println!("|---|---|---|---|");
+    println!("| | p50 | ÷ no limiter | p99 | added p50 |");
+    println!("|---|---|---|---|---|");
     let mut sorted: Vec<Vec<f64>> = samples;
     for s in &mut sorted {
         s.sort_by(f64::total_cmp);
@@ -400,7 +406,8 @@ fn on_redis(options: &Options) {
     for ((name, _), s) in services.iter().zip(&sorted) {
         let p50 = percentile(s, 0.5);
         println!(
-            "| {name} | {p50:.1} | {:.1} | {:+.1} |",
+            "| {name} | {p50:.1} | {:.2}× | {:.1} | {:+.1} |",
+            p50 / base,
             percentile(s, 0.99),
             p50 - base
         );
