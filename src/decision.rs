@@ -36,6 +36,13 @@ pub enum Reason {
     /// Admitted because an allow list matched the request: not charged, not counted against
     /// the limit.
     Allowlisted,
+    /// Admitted by a global limit's capacity lease once its own policy (the region's static
+    /// share) denied (docs/design.md §9): the cost was taken from the lease, the share left as
+    /// it was, and `remaining` is the lease's balance. Told apart from [`Reason::Admitted`] so
+    /// that a store compensating a split check gives the cost back to the lease rather than to
+    /// the share, a reservation's commit does the same, and a region can count what it spent
+    /// of its leases (its refill's size) from its decisions alone.
+    Leased,
 }
 
 impl Reason {
@@ -52,15 +59,18 @@ impl Reason {
             Reason::Skipped => "skipped",
             Reason::Denylisted => "denylisted",
             Reason::Allowlisted => "allowlisted",
+            Reason::Leased => "leased",
         }
     }
 
     /// The name a client is told (a problem body's `reason`): what happened to its request, not
     /// how the limiter found out. A denial from the in-process cache or the fallback policy is
-    /// `over_limit`, as the store's own would be; logs and metrics keep [`Reason::as_str`].
+    /// `over_limit`, as the store's own would be, and an admission from a lease `admitted`;
+    /// logs and metrics keep [`Reason::as_str`].
     pub const fn public_name(self) -> &'static str {
         match self {
             Reason::CachedDenial | Reason::Fallback => Reason::OverLimit.as_str(),
+            Reason::Leased => Reason::Admitted.as_str(),
             other => other.as_str(),
         }
     }
@@ -127,6 +137,7 @@ mod tests {
             Reason::Skipped,
             Reason::Denylisted,
             Reason::Allowlisted,
+            Reason::Leased,
         ] {
             let json = serde_json::to_string(&reason).unwrap();
             assert_eq!(json, format!("\"{}\"", reason.as_str()));

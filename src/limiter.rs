@@ -383,8 +383,11 @@ impl<S: Store> Limiter<S> {
         // Built only on a hit (most checks find nothing), in a spare verdict's buffers.
         let mut verdict: Option<Verdict> = None;
         for (i, item) in items.iter().enumerate() {
-            let found = cache
-                .find_mut(self.key_hash(item), is_key_of(item))
+            // An item spending or crediting its capacity lease is never answered here: a credit
+            // never denies, and a lease may be credited at any time.
+            let found = (!item.uses_lease())
+                .then(|| cache.find_mut(self.key_hash(item), is_key_of(item)))
+                .flatten()
                 .map(|mut slot| *slot.value())
                 .filter(|d| item.cost >= d.cost && item.cost > 0 && now < d.until_ms);
             match (found, &mut verdict) {
@@ -428,11 +431,13 @@ impl<S: Store> Limiter<S> {
         for (check, verdict) in checks.iter().zip(verdicts) {
             for (item, decision) in check.items().iter().zip(&verdict.decisions) {
                 // A concurrency denial may lift before its retry time (a lease released after
-                // its response), so only the store can tell: never cached.
+                // its response), and so may the denial of an item spending its capacity lease
+                // (the lease credited by a refill), so only the store can tell: never cached.
                 if let Some(denials) = denials {
                     if decision.reason == Reason::OverLimit
                         && decision.retry_after_ms > 0
                         && item.limit.policy.algorithm() != Algorithm::Concurrency
+                        && !item.spend_lease
                     {
                         // Locked only when there is a denial to remember.
                         let cache = cache.get_or_insert_with(|| {
@@ -446,7 +451,10 @@ impl<S: Store> Limiter<S> {
                 if (!own || assigned_seen)
                     && matches!(
                         decision.reason,
-                        Reason::Admitted | Reason::OverLimit | Reason::CostExceedsCapacity
+                        Reason::Admitted
+                            | Reason::OverLimit
+                            | Reason::CostExceedsCapacity
+                            | Reason::Leased
                     )
                 {
                     let map = assigned.get_or_insert_with(|| {

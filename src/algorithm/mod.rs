@@ -1,4 +1,6 @@
-//! The five rate algorithms and the concurrency limit as pure steps: no clock, no I/O, integer milliseconds.
+//! The five rate algorithms and the concurrency limit as pure steps: no clock, no I/O, integer milliseconds,
+//! and the capacity lease a global limit's item spends when its own step denies
+//! ([`capacity_lease`], docs/design.md §9).
 //!
 //! Each module states its exact semantics (docs/design.md §2), its guarantee and its worst case, and
 //! offers `step(policy, &mut state, now_ms, cost) -> Outcome`, which leaves the state untouched
@@ -6,6 +8,7 @@
 //! the algorithm-independent functional form over [`State`]. Times past [`MAX_TIME_MS`] read as
 //! [`MAX_TIME_MS`]. The fixed-size states also have a flat form as `u64` words ([`Words`]).
 
+pub mod capacity_lease;
 pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
@@ -17,6 +20,7 @@ pub mod token_bucket;
 mod words;
 
 pub use crate::decision::Decision;
+pub use capacity_lease::CapacityLease;
 pub use concurrency::ConcurrencyState;
 pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;

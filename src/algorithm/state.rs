@@ -49,6 +49,15 @@ pub enum Charge {
         /// The end of the leases, as the admitting decision's `reset_at_ms` gave it.
         lease_ms: u64,
     },
+    /// A credit to the item's capacity lease (a global limit's units granted by its home,
+    /// docs/design.md §9): `cost` units, live until `until_ms`, added to a live lease (keeping
+    /// the later end) or replacing an ended one. Never denied; the state is untouched (to the
+    /// state's step it is a look), and a rate algorithm only: a concurrency limit holds no
+    /// capacity lease. See [`super::capacity_lease`].
+    LeaseCredit {
+        /// When the credited units end (epoch ms): over at this very millisecond.
+        until_ms: u64,
+    },
 }
 
 impl State {
@@ -83,7 +92,8 @@ impl State {
         self.apply_charge(policy, now_ms, cost, Charge::Request)
     }
 
-    /// Applies one item of `cost` charged as `charge` in place (see [`Charge`]). A settlement's
+    /// Applies one item of `cost` charged as `charge` in place (see [`Charge`]), its capacity
+    /// lease aside (see [`super::capacity_lease::apply`]). A settlement's
     /// positive cost is the same as a request for what is left of the quota, at most the cost,
     /// and is a look when nothing is left: decided as such by every algorithm's own step, and
     /// so by its Lua twin.
@@ -116,6 +126,8 @@ impl State {
                 },
             ),
             Charge::Release { .. } => self.step(policy, now_ms, Cost::Peek),
+            // The credit is the lease's (`capacity_lease::apply`); the state only looks.
+            Charge::LeaseCredit { .. } => self.step(policy, now_ms, Cost::Peek),
         }
     }
 

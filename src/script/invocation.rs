@@ -3,13 +3,14 @@
 pub use super::call::Invocation;
 use super::reply::{parse, parse_gated, Reply};
 use super::source::Script;
+use crate::algorithm::capacity_lease::MAX_LEASE_END_MS;
 use crate::algorithm::Charge;
 pub(super) use crate::control::assignment::algorithm_code;
 use crate::control::list::{Gate, Listed};
 use crate::policy::Algorithm;
 use crate::store::key::{
-    control_key_len, hash_slot, list_key_len, push_control_key, push_list_key, push_request_key,
-    push_state_key, request_key_len, state_key_len,
+    control_key_len, hash_slot, lease_key_len, list_key_len, push_control_key, push_lease_key,
+    push_list_key, push_request_key, push_state_key, request_key_len, state_key_len,
 };
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
@@ -47,7 +48,8 @@ impl CheckPlan {
     /// multi-limit script, all or nothing — unless, on a Cluster, their keys span slots: then each
     /// item runs alone and the verdict is not atomic. An empty check needs no call.
     ///
-    /// Fails with [`StoreError::InvalidInput`] for a time at or past [`MAX_SCRIPT_TIME_MS`].
+    /// Fails with [`StoreError::InvalidInput`] for a time at or past [`MAX_SCRIPT_TIME_MS`], and
+    /// for a concurrency item spending or crediting a capacity lease (no store decides one).
     ///
     /// The plan decides with each limit's own policy; [`CheckPlan::controlled`] honours
     /// assignments.
@@ -90,6 +92,7 @@ impl CheckPlan {
             // An empty time tells the script to read Redis TIME.
             TimeSource::Server => None,
         };
+        check.refuse_bad_leases()?;
         let items = check.items();
         if check.is_gated() {
             if topology == Topology::Cluster {
@@ -318,14 +321,19 @@ struct Head<'a> {
 }
 
 impl Head<'_> {
-    /// An item's keys: its state key, then one per keyed option (the request key, the control
-    /// key), in the order [`push_item`] lists the options.
+    /// An item's keys: its state key, then one per keyed option (the lease key, the request
+    /// key, the control key), in the order [`push_item`] lists the options.
     fn keys<S: Sink>(&self, sink: &mut S, item: &CheckItem) {
         let (namespace, name, id) = (self.namespace, &item.limit.name, &item.identifier);
         let algorithm = item.limit.policy.algorithm();
         sink.key(state_key_len(namespace, name, algorithm, id), |out| {
             push_state_key(out, namespace, name, algorithm, id)
         });
+        if item.uses_lease() {
+            sink.key(lease_key_len(namespace, name, id), |out| {
+                push_lease_key(out, namespace, name, id)
+            });
+        }
         if let Some(rq) = &item.request_id {
             sink.key(request_key_len(namespace, name, id, rq), |out| {
                 push_request_key(out, namespace, name, id, rq)
@@ -477,11 +485,15 @@ pub fn encode_cost(cost: i64) -> i64 {
 
 /// The cost as the script takes it and the option that changes how it applies. A release names
 /// a lease only for `concurrency`; for a rate algorithm it is the refund it means, and a release
-/// of nothing is a look, so those need no option.
+/// of nothing is a look, so those need no option. A lease credit's end is sent as the rule reads
+/// it (at most [`MAX_LEASE_END_MS`]), so it is a number Lua holds exactly.
 fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, u64)>) {
     let concurrency = item.limit.policy.algorithm() == Algorithm::Concurrency;
     match item.charge {
         Charge::Request => (item.cost, None),
+        Charge::LeaseCredit { until_ms } => {
+            (item.cost, Some(("credit", until_ms.min(MAX_LEASE_END_MS))))
+        }
         Charge::Settle if item.cost > 0 => (item.cost, Some(("settle", 1))),
         Charge::Settle => (item.cost, None),
         Charge::Release { .. } if item.cost <= 0 => (0, None),
@@ -491,8 +503,9 @@ fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, u64)>) {
 }
 
 /// Limit, window, capacity, cost — the head every script takes — then the number of options and
-/// the options (`settle`, `lease`, `rq`, `ctl`, `gate`; see `read_item` in prelude.lua and
-/// multi.lua). A single-limit call with no option stops after the cost, as it always has.
+/// the options (`settle`, `lease` or `credit`, then `spend`, `rq`, `ctl`, `gate`; see `read_item`
+/// in prelude.lua and multi.lua). A single-limit call with no option stops after the cost, as it
+/// always has.
 fn push_item<S: Sink>(
     sink: &mut S,
     item: &CheckItem,
@@ -507,7 +520,10 @@ fn push_item<S: Sink>(
     sink.int(policy.capacity());
     sink.int(encode_cost(cost));
     let remember = item.request_id.as_ref().map(|_| item.remember_ms());
+    // Only a request ever spends: a settlement or release marked spending sends no lease key.
+    let spend = item.spend_lease && item.charge == Charge::Request;
     let count = option.is_some() as usize
+        + spend as usize
         + remember.is_some() as usize
         + control as usize
         + gate.is_some() as usize;
@@ -518,6 +534,10 @@ fn push_item<S: Sink>(
     if let Some((name, value)) = option {
         sink.text(name);
         sink.int(value);
+    }
+    if spend {
+        sink.text("spend");
+        sink.int(1);
     }
     if let Some(ms) = remember {
         sink.text("rq");

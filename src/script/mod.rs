@@ -13,9 +13,11 @@
 //!    [`is_noscript`]), turning each reply into a transport-neutral [`Reply`].
 //! 3. [`CheckPlan::verdict`] reads the replies back into a [`crate::Verdict`].
 //!
-//! The Lua files beside this one (`prelude.lua`, one per algorithm, `single.lua`, `multi.lua`)
-//! are concatenated at compile time; each algorithm file opens with its `KEYS`/`ARGV` and the
-//! docs/design.md §2 rule it implements, and decides bit for bit as its Rust step.
+//! The Lua files beside this one (`prelude.lua`, `capacity_lease.lua`, one per algorithm,
+//! `single.lua`, `multi.lua`) are concatenated at compile time; each algorithm file opens with
+//! its `KEYS`/`ARGV` and the docs/design.md §2 rule it implements, and decides bit for bit as its
+//! Rust step — `capacity_lease.lua` likewise for the capacity leases of §9
+//! (`crate::algorithm::capacity_lease`).
 
 mod call;
 pub mod control;

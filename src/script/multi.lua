@@ -14,9 +14,10 @@
 -- Reply: allowed, the time decided at, then six fields per item (see single.lua); gated, then
 -- three values per gate (see gated_reply).
 --
--- Rule: every item is decided on its stored state; the states are written only if every item
--- admits. When one denies, nothing is written, and the items that would have admitted alone
--- report a zero-cost look at their unchanged state. An admitted check is remembered under each
+-- Rule: every item is decided on its stored state (and capacity lease, capacity_lease.lua); the
+-- states and leases are written only if every item admits. When one denies, nothing is written,
+-- and the items that would have admitted alone report a zero-cost look at their unchanged state
+-- (a credit at its unchanged lease). An admitted check is remembered under each
 -- item's request key; a repeat while one is remembered answers the remembered decisions (and a
 -- look for items that have none) and charges nothing.
 local steps = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra, concurrency }
@@ -85,8 +86,7 @@ if decided_at then
     if item.old then
       d = { item.old[3], item.old[4], item.old[5], item.old[6], item.old[7], item.old[8] }
     else
-      item.raw = redis.call('GET', item.key)
-      d = item.step(item.raw, item.limit, item.window, item.cap, now, 0)
+      d = look_item(item, now)
     end
     for j = 1, 6 do
       reply[#reply + 1] = d[j]
@@ -97,8 +97,7 @@ end
 local allowed = 1
 for i = 1, n do
   local item = items[i]
-  item.raw = redis.call('GET', item.key)
-  item.d, item.value, item.expire_at = run_item(item.step, item, now, item.cost)
+  item.d, item.value, item.expire_at = decide_item(item, now)
   if item.d[1] == 0 then
     allowed = 0
   end
@@ -110,11 +109,14 @@ for i = 1, n do
     if item.value then
       store(item.key, item.value, item.expire_at, now)
     end
+    if item.lease_value then
+      store(item.lease_key, item.lease_value, item.lease_until, now)
+    end
     if item.rq_key then
       remember(item, now, item.d)
     end
   elseif item.d[1] == 1 then
-    item.d = item.step(item.raw, item.limit, item.window, item.cap, now, 0)
+    item.d = look_item(item, now)
   end
   for j = 1, 6 do
     reply[#reply + 1] = item.d[j]

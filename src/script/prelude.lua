@@ -138,6 +138,10 @@ end
 -- the next item's arguments and keys begin.
 --   settle 1        a positive cost is charged even if it does not fit, down to an empty quota
 --   lease <end_ms>  (concurrency) release up to `cost` leases ending at end_ms
+--   spend 1         (rate algorithms) a request the step denies may be admitted from the capacity
+--                   lease at the next key (capacity_lease.lua, docs/design.md section 9)
+--   credit <until>  (rate algorithms) the cost is credited to the capacity lease at the next key,
+--                   live until <until>; the state is not read
 --   rq <ms>         remember an admitted decision under the next key for <ms> (a request id)
 --   ctl <tiers>     decide with the effective policy (see `control`): the assignment is read
 --                   from the next key; <tiers> is the limit's tier table, "name=L,W,cap;..."
@@ -166,6 +170,17 @@ local function read_item(a, k, with_code)
       item.settle = true
     elseif name == 'lease' then
       item.lease = int_arg(value)
+    elseif name == 'spend' or name == 'credit' then
+      if item.lease_key then
+        error('edgelimit: an item spends or credits its capacity lease, not both')
+      end
+      if name == 'spend' then
+        item.spend = true
+      else
+        item.credit = int_arg(value)
+      end
+      item.lease_key = KEYS[k]
+      k = k + 1
     elseif name == 'gate' then
       item.gate = int_arg(value)
     elseif name == 'rq' then
@@ -180,7 +195,8 @@ local function read_item(a, k, with_code)
       error('edgelimit: unknown item option')
     end
   end
-  if not item.key or (item.remember and not item.rq_key) or (item.tiers and not item.ctl_key) then
+  if not item.key or (item.remember and not item.rq_key) or (item.tiers and not item.ctl_key)
+      or ((item.spend or item.credit) and not item.lease_key) then
     error('edgelimit: missing key')
   end
   return item, a, k

@@ -3,7 +3,7 @@
 -- `read_item` (prelude.lua).
 local now = now_ms(ARGV[1])
 local item = read_item(2, 1, false)
-item.code = code
+item.code, item.step = code, step
 control(item, now)
 -- Reply: allowed, the time decided at, then the decision's six fields.
 local old = recall(item, now)
@@ -11,10 +11,13 @@ if old then
   -- A repeat of an admitted request: its first decision, charged once.
   return { 1, old[2], old[3], old[4], old[5], old[6], old[7], old[8] }
 end
-item.raw = redis.call('GET', item.key)
-local d, value, expire_at = run_item(step, item, now, item.cost)
+-- The step, then the capacity lease (capacity_lease.lua): a denial writes nothing.
+local d, value, expire_at = decide_item(item, now)
 if value then
   store(item.key, value, expire_at, now)
+end
+if item.lease_value then
+  store(item.lease_key, item.lease_value, item.lease_until, now)
 end
 if item.rq_key and d[1] == 1 then
   remember(item, now, d)

@@ -25,6 +25,7 @@ macro_rules! single {
             $name,
             &[
                 include_str!("prelude.lua"),
+                include_str!("capacity_lease.lua"),
                 $(include_str!($file),)+
                 concat!("local step, code = ", $step, ", ", $code, "\n"),
                 include_str!("single.lua"),
@@ -50,6 +51,7 @@ static MULTI: Script = Script::new(
     "multi",
     &[
         include_str!("prelude.lua"),
+        include_str!("capacity_lease.lua"),
         include_str!("fixed_window.lua"),
         include_str!("sliding_log.lua"),
         include_str!("sliding_counter.lua"),
@@ -193,6 +195,20 @@ mod tests {
         let line = format!("local GC_GRACE_MS = {GC_GRACE_MS}\n");
         for script in Script::all() {
             assert!(script.source().contains(&line), "{}", script.name());
+        }
+    }
+
+    #[test]
+    fn the_lease_bounds_match_the_rust_rule() {
+        use crate::algorithm::capacity_lease::{MAX_LEASE_BALANCE, MAX_LEASE_END_MS};
+        let balance = format!("local MAX_LEASE = {MAX_LEASE_BALANCE}\n");
+        let end = format!("local MAX_LEASE_END = {MAX_LEASE_END_MS}\n");
+        // Every deciding script carries the lease rule; the control scripts need none.
+        for script in Script::all() {
+            let deciding = !matches!(script.name(), "list" | "peek" | "reset");
+            let source = script.source();
+            assert_eq!(source.contains(&balance), deciding, "{}", script.name());
+            assert_eq!(source.contains(&end), deciding, "{}", script.name());
         }
     }
 

@@ -1,11 +1,11 @@
-//! The all-or-nothing rule for one check over in-memory states, shared by every store that runs
-//! the Rust steps (and mirrored by the multi-limit Lua script).
+//! The all-or-nothing rule for one check over in-memory states and capacity leases, shared by
+//! every store that runs the Rust steps (and mirrored by the multi-limit Lua script).
 
 use smallvec::SmallVec;
 
-use super::check::{Check, Verdict};
+use super::check::{Check, CheckItem, Verdict};
 use super::error::StoreError;
-use crate::algorithm::{Outcome, State};
+use crate::algorithm::{capacity_lease, CapacityLease, Outcome, State};
 use crate::control::list::{self, Listed};
 use crate::decision::Decision;
 
@@ -16,47 +16,103 @@ const INLINE_ITEMS: usize = 4;
 /// Each item's outcome from [`decide`], in the check's order.
 pub type Outcomes = SmallVec<[Outcome; INLINE_ITEMS]>;
 
-/// Decides `check` at `now_ms` over `states` (one per item, in order), all or nothing: the
-/// states change only if every item admits. Returns the verdict and each item's outcome.
+/// Decides `check` at `now_ms` over `states` (one per item, in order) and `leases`, all or
+/// nothing: the states and leases change only if every item admits. Returns the verdict and each
+/// item's outcome.
 ///
+/// `leases` holds each item's capacity lease (docs/design.md §9), one per item in order, or is
+/// empty when no item spends or credits one; a lease changed exactly when it differs afterwards.
 /// When the check is denied, items that would have admitted alone report a zero-cost look at
-/// their unchanged state, since nothing was taken.
-pub fn decide(check: &Check, states: &mut [State], now_ms: u64) -> (Verdict, Outcomes) {
+/// their unchanged state — a credit at its unchanged lease — since nothing was taken.
+///
+/// # Panics
+///
+/// When an item spends or credits its lease and `leases` does not hold one per item.
+pub fn decide(
+    check: &Check,
+    states: &mut [State],
+    leases: &mut [CapacityLease],
+    now_ms: u64,
+) -> (Verdict, Outcomes) {
     let mut verdict = Verdict::empty();
-    let outcomes = decide_into(check, states, now_ms, &mut verdict);
+    let outcomes = decide_into(check, states, leases, now_ms, &mut verdict);
     (verdict, outcomes)
 }
 
 /// [`decide`] writing its verdict into `verdict`, whatever it held: its decisions and lists are
 /// replaced, their allocations kept (see [`Verdict::reuse`]).
+///
+/// # Panics
+///
+/// As [`decide`].
 pub fn decide_into(
     check: &Check,
     states: &mut [State],
+    leases: &mut [CapacityLease],
     now_ms: u64,
     verdict: &mut Verdict,
 ) -> Outcomes {
     let items = check.items();
     debug_assert_eq!(items.len(), states.len());
+    // Most checks spend and credit no lease: their items are stepped on their states alone.
+    let leased = !leases.is_empty();
+    assert!(
+        if leased {
+            leases.len() == items.len()
+        } else {
+            !items.iter().any(CheckItem::uses_lease)
+        },
+        "a check spending or crediting capacity leases is decided with one lease per item"
+    );
+    let decide_item = |item: &CheckItem, state: &mut State, lease: Option<&mut CapacityLease>| {
+        let policy = &item.limit.policy;
+        match lease {
+            Some(lease) => capacity_lease::apply(
+                policy,
+                state,
+                lease,
+                now_ms,
+                item.cost,
+                item.charge,
+                item.spend_lease,
+            ),
+            None => state.apply_charge(policy, now_ms, item.cost, item.charge),
+        }
+    };
     let mut outcomes = Outcomes::new();
     if let ([item], [state]) = (items, &mut *states) {
-        // A single item needs no rollback: a denial never changes its state.
-        outcomes.push(state.apply_charge(&item.limit.policy, now_ms, item.cost, item.charge));
+        // A single item needs no rollback: a denial never changes its state or its lease.
+        outcomes.push(decide_item(item, state, leases.first_mut()));
     } else {
         // Decided on copies, kept only if every item admits.
         let mut scratch: SmallVec<[State; INLINE_ITEMS]> = SmallVec::with_capacity(items.len());
-        for (item, state) in items.iter().zip(states.iter()) {
+        let mut scratch_leases: SmallVec<[CapacityLease; INLINE_ITEMS]> =
+            SmallVec::from_slice(leases);
+        for (i, (item, state)) in items.iter().zip(states.iter()).enumerate() {
             let mut copy = state.clone();
-            outcomes.push(copy.apply_charge(&item.limit.policy, now_ms, item.cost, item.charge));
+            outcomes.push(decide_item(item, &mut copy, scratch_leases.get_mut(i)));
             scratch.push(copy);
         }
         if outcomes.iter().all(|o| o.decision.allowed) {
             for (state, new) in states.iter_mut().zip(scratch) {
                 *state = new;
             }
+            leases.copy_from_slice(&scratch_leases);
         } else {
-            for ((item, state), outcome) in items.iter().zip(states.iter()).zip(&mut outcomes) {
+            for (i, ((item, state), outcome)) in items
+                .iter()
+                .zip(states.iter())
+                .zip(&mut outcomes)
+                .enumerate()
+            {
                 if outcome.decision.allowed {
-                    *outcome = state.clone().apply(&item.limit.policy, now_ms, 0);
+                    let policy = &item.limit.policy;
+                    *outcome = match leases.get(i) {
+                        Some(lease) => {
+                            capacity_lease::look(policy, state, lease, now_ms, item.charge)
+                        }
+                        None => state.clone().apply(policy, now_ms, 0),
+                    };
                 }
             }
         }

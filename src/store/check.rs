@@ -4,11 +4,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use super::error::StoreError;
 use crate::algorithm::Charge;
 use crate::control::list::{Gate, ListProbe, Listed};
 use crate::control::{Assignment, Tiers};
 use crate::decision::Decision;
-use crate::policy::Policy;
+use crate::policy::{Algorithm, Policy};
 
 /// Who an identifier is: bytes, since a header or a path segment need not be UTF-8. Stores encode
 /// it (see [`super::key`]) so that no identifier can forge another's key.
@@ -238,6 +239,11 @@ pub struct CheckItem {
     /// there lets it through uncharged. `None` (or an index past the gates): only a deny match
     /// of any gate concerns it. See docs/design.md §"Deny and allow lists".
     pub gate: Option<usize>,
+    /// Whether a request the limit's policy denies may be admitted from the item's capacity
+    /// lease (a global limit's item in a region, its policy the region's static share:
+    /// docs/design.md §9). Only a [`Charge::Request`] of positive cost ever spends; see
+    /// [`CheckItem::spending_lease`].
+    pub spend_lease: bool,
 }
 
 impl CheckItem {
@@ -255,6 +261,7 @@ impl CheckItem {
             charge: Charge::Request,
             request_id: None,
             gate: None,
+            spend_lease: false,
         }
     }
 
@@ -268,6 +275,26 @@ impl CheckItem {
     pub fn charged(mut self, charge: Charge) -> CheckItem {
         self.charge = charge;
         self
+    }
+
+    /// The same item spending its capacity lease (docs/design.md §9): decided by its policy's
+    /// step as any item, and when that denies a request of positive cost, admitted iff its lease
+    /// (`{el:<ns>:<limit>:<id>}:lease`, beside its state) is live and holds the cost — then the
+    /// state is left as it was, the cost is taken from the lease, and the decision is
+    /// [`crate::Reason::Leased`] with the lease's balance as `remaining`. A look, a refund, a
+    /// settlement and a release never spend; a check another item denies spends nothing.
+    /// Leases are credited with [`Charge::LeaseCredit`]. A rate algorithm only: every store
+    /// refuses a concurrency item marked so ([`StoreError::InvalidInput`]).
+    ///
+    /// [`StoreError::InvalidInput`]: super::StoreError::InvalidInput
+    pub fn spending_lease(mut self) -> CheckItem {
+        self.spend_lease = true;
+        self
+    }
+
+    /// Whether the item reads or writes its capacity lease: a credit, or a spending request.
+    pub(crate) fn uses_lease(&self) -> bool {
+        crate::algorithm::capacity_lease::uses_lease(self.charge, self.spend_lease)
     }
 
     /// The same item carrying `request_id`.
@@ -345,8 +372,8 @@ impl Check {
     }
 
     /// Adds an item with its charge and request id. An item for a (limit name, identifier)
-    /// already in the check is merged into it (costs summed; the first item's charge and request
-    /// id kept): one script must never decide one key twice.
+    /// already in the check is merged into it (costs summed; the first item's charge, request
+    /// id and lease spending kept): one script must never decide one key twice.
     pub fn with_item(mut self, new: CheckItem) -> Check {
         self.add_item(new);
         self
@@ -425,6 +452,25 @@ impl Check {
     /// Whether any list is consulted.
     pub fn is_gated(&self) -> bool {
         !self.gates().is_empty()
+    }
+
+    /// Refuses a check no store decides: an item on a concurrency limit marked to spend a
+    /// capacity lease or charged a lease credit — a concurrency limit's leases are returned, not
+    /// spent, so it holds no capacity lease (docs/design.md §9). Every store answers such a
+    /// check with this error, the Redis stores before sending anything.
+    pub(crate) fn refuse_bad_leases(&self) -> Result<(), StoreError> {
+        let bad = self.items.iter().find(|item| {
+            item.limit.policy.algorithm() == Algorithm::Concurrency
+                && (item.spend_lease || matches!(item.charge, Charge::LeaseCredit { .. }))
+        });
+        match bad {
+            Some(item) => Err(StoreError::InvalidInput(format!(
+                "limit `{}` is a concurrency limit: it holds no capacity lease to spend or \
+                 credit (docs/design.md §9)",
+                item.limit.name
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Keeps the items whose index `keep` accepts.

@@ -190,6 +190,27 @@ pub(crate) fn push_control_key(
     out.push_str(":ctl");
 }
 
+/// The key holding the capacity lease of `identifier` on `limit_name` (docs/design.md §9):
+/// `{el:<ns>:<limit>:<id>}:lease`, `"<balance> <until_ms>"`, in the state's hash tag so the
+/// deciding script spends it in the same slot and round trip, and without the algorithm, as the
+/// units granted are the limit's whatever its policy.
+pub fn lease_key(namespace: &str, limit_name: &str, identifier: &Identifier) -> String {
+    let mut key = String::new();
+    push_lease_key(&mut key, namespace, limit_name, identifier);
+    key
+}
+
+/// Appends [`lease_key`] to `out`, as [`push_state_key`] does.
+pub(crate) fn push_lease_key(
+    out: &mut String,
+    namespace: &str,
+    limit_name: &str,
+    identifier: &Identifier,
+) {
+    push_hash_tag(out, namespace, limit_name, identifier);
+    out.push_str(":lease");
+}
+
 /// The key of the deny or allow list `list` under `namespace`: `{el:<namespace>:list:<list>}`, a
 /// sorted set of entry members scored by the epoch ms they lapse at. The whole key is its hash
 /// tag: a list lives in its own Cluster slot, and cannot collide with a state key (those carry
@@ -260,6 +281,11 @@ pub(crate) fn request_key_len(
 /// The length of [`control_key`], as [`state_key_len`].
 pub(crate) fn control_key_len(namespace: &str, limit_name: &str, identifier: &Identifier) -> usize {
     hash_tag_len(namespace, limit_name, identifier) + ":ctl".len()
+}
+
+/// The length of [`lease_key`], as [`state_key_len`].
+pub(crate) fn lease_key_len(namespace: &str, limit_name: &str, identifier: &Identifier) -> usize {
+    hash_tag_len(namespace, limit_name, identifier) + ":lease".len()
 }
 
 /// The length of [`list_key`], as [`state_key_len`].
@@ -369,6 +395,13 @@ mod tests {
                     assert_eq!(
                         control_key_len(ns, name, id),
                         control_key(ns, name, id).len()
+                    );
+                    assert_eq!(lease_key_len(ns, name, id), lease_key(ns, name, id).len());
+                    let lease = lease_key(ns, name, id);
+                    assert_eq!(
+                        hash_slot(&lease),
+                        hash_slot(&state_key(ns, name, Algorithm::Gcra, id)),
+                        "a lease lives in its state's slot"
                     );
                     for rq in &ids {
                         assert_eq!(

@@ -23,7 +23,7 @@ use super::saved::{self, Saved};
 use super::state_key::KeyRef;
 use super::state_map::StateMap;
 use super::traits::{Control, Store};
-use crate::algorithm::{Charge, Outcome, State};
+use crate::algorithm::{capacity_lease, CapacityLease, Charge, Outcome, State};
 use crate::clock::{Clock, SystemClock};
 use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
@@ -58,6 +58,11 @@ const SWEEP_EVERY_MS: u64 = 1_000;
 /// Assignments (at most a tier and an override) by (limit name, identifier), each with when it
 /// lapses, the override first.
 type AssignmentMap = HashMap<(Arc<str>, Identifier), Vec<(Assignment, Option<u64>)>>;
+/// Capacity leases of global limits (docs/design.md §9) by (limit name, identifier), as Redis
+/// keys them beside the state whatever the algorithm; each kept [`GC_GRACE_MS`] past its end.
+type LeaseMap = ExpiringMap<(Arc<str>, Identifier), CapacityLease>;
+/// Each item's capacity lease in a check, inline for a request's few items.
+type LeasesOf = smallvec::SmallVec<[CapacityLease; 4]>;
 /// Deny and allow lists: list name → member → the epoch ms it lapses at
 /// ([`list::NEVER_MS`] for never), as a Redis sorted set holds them.
 type Lists = HashMap<String, HashMap<String, u64>>;
@@ -79,6 +84,9 @@ pub struct MemoryStore {
     requests: Mutex<RequestMap>,
     // Deny and allow lists. Taken only by gated checks and list calls.
     lists: Mutex<Lists>,
+    // Capacity leases. Taken only by checks that spend or credit one, always after any shard
+    // lock (the one order: requests, shards, leases).
+    leases: Mutex<LeaseMap>,
     hasher: KeyHasher,
     capacity: usize,
     // The callers' time at or after which the next call purges every shard.
@@ -129,6 +137,7 @@ impl MemoryStore {
             shards,
             requests: Mutex::new(ExpiringMap::new(capacity)),
             lists: Mutex::new(HashMap::new()),
+            leases: Mutex::new(ExpiringMap::new(capacity)),
             hasher,
             capacity,
             next_sweep_ms: AtomicU64::new(0),
@@ -164,7 +173,18 @@ impl MemoryStore {
     }
 
     /// Decides checks synchronously (the store has no I/O); the async [`Store::check`] calls this.
+    ///
+    /// # Panics
+    ///
+    /// On a check every store refuses as bad input: an item on a concurrency limit spending or
+    /// crediting a capacity lease (docs/design.md §9), which [`Store::check`] answers with
+    /// [`StoreError::InvalidInput`].
     pub fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
+        for check in checks {
+            if let Err(refused) = check.refuse_bad_leases() {
+                panic!("{refused}");
+            }
+        }
         self.sweep_if_due(now_ms);
         checks
             .iter()
@@ -221,6 +241,8 @@ impl MemoryStore {
 
     /// [`Store::peek`] at `now_ms`: a zero-cost look at the held state under the identifier's
     /// effective policy, changing nothing (not even the purge of expired states a check makes).
+    /// A capacity lease is not looked at: the answer is the state's, as a zero-cost look at a
+    /// spending item's is.
     pub fn peek_now(&self, limit: &Limit, identifier: &[u8], now_ms: u64) -> Verdict {
         // As `check_one`: assignments are looked up only while the store holds any.
         let policy = if self.assigned.load(Ordering::Relaxed) > 0 {
@@ -246,7 +268,8 @@ impl MemoryStore {
     }
 
     /// The entries `checks` could have changed, as this store holds them now — each item's
-    /// state under its limit's algorithm and each request id it carries — keyed by
+    /// state under its limit's algorithm, each request id it carries, and the capacity lease of
+    /// each item spending or crediting one — keyed by
     /// [`Saved::key`], `None` for an entry not held (to drop wherever it was kept). Called after
     /// the checks were decided, it is what keeps a copy of the store elsewhere up to date.
     pub fn saved_for(&self, checks: &[Check]) -> Vec<(String, Option<Saved>)> {
@@ -268,6 +291,20 @@ impl MemoryStore {
                 push(
                     saved::request_key(name, id, request_id.as_bytes()),
                     remembered::saved(&requests, name, &item.identifier, request_id),
+                );
+            }
+            if item.uses_lease() {
+                let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+                let held = leases.get(&(name.clone(), item.identifier.clone()));
+                push(
+                    saved::lease_key(name, id),
+                    held.map(|(lease, keep_until_ms)| Saved::CapacityLease {
+                        limit: name.to_string(),
+                        identifier: id.to_vec(),
+                        balance: lease.balance(),
+                        until_ms: lease.until_ms(),
+                        keep_until_ms,
+                    }),
                 );
             }
         }
@@ -321,7 +358,8 @@ impl MemoryStore {
 
     /// Puts back an entry saved by [`MemoryStore::saved_for`] and friends, replacing what the
     /// store holds under its key. An entry whose time has passed is dropped at the next purge,
-    /// as any; one that does not read back (an assignment in an unknown form) is an error.
+    /// as any; one that does not read back (an assignment in an unknown form, a lease beyond its
+    /// bounds) is an error.
     pub fn restore(&self, saved: Saved) -> Result<(), StoreError> {
         match saved {
             Saved::State {
@@ -382,6 +420,22 @@ impl MemoryStore {
             Saved::List { name, members } => {
                 let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
                 lists.insert(name, members.into_iter().collect());
+            }
+            Saved::CapacityLease {
+                limit,
+                identifier,
+                balance,
+                until_ms,
+                keep_until_ms,
+            } => {
+                let lease = CapacityLease::new(balance, until_ms).ok_or_else(|| {
+                    StoreError::InvalidInput(format!(
+                        "a saved capacity lease of `{limit}`: {balance} units until {until_ms} \
+                         is beyond a lease's bounds"
+                    ))
+                })?;
+                let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+                leases.insert((limit.into(), identifier.into()), lease, keep_until_ms);
             }
         }
         Ok(())
@@ -562,7 +616,7 @@ impl MemoryStore {
     /// A check without request ids.
     fn decide(&self, check: &Check, now_ms: u64) -> Verdict {
         match check.items() {
-            [item] => {
+            [item] if !item.uses_lease() => {
                 let (limit, id) = (&item.limit, item.identifier.as_bytes());
                 let decision = self.decide_one(limit, id, item.cost, item.charge, now_ms);
                 Verdict {
@@ -589,14 +643,19 @@ impl MemoryStore {
         if let Some(found) = remembered::recall(&requests, check, now_ms) {
             let (keys, hashes) = self.keys(effective.items());
             let mut locked = self.lock_involved(&hashes);
+            let leases = self.held_leases(effective.items(), now_ms);
             return remembered::repeat(effective, found, |i, item| {
                 let (key, hash) = (&keys[i], hashes[i]);
                 let map = shard_map(&mut locked, self.shard_index(hash));
-                let mut state = match map.find_mut(hash, key) {
+                let state = match map.find_mut(hash, key) {
                     Some(held) => held.state(),
                     None => State::fresh(item.limit.policy.algorithm()),
                 };
-                state.apply(&item.limit.policy, now_ms, 0).decision
+                let lease = leases
+                    .as_ref()
+                    .map_or(CapacityLease::default(), |(l, _)| l[i]);
+                capacity_lease::look(&item.limit.policy, &state, &lease, now_ms, item.charge)
+                    .decision
             });
         }
         let verdict = self.decide(effective, now_ms);
@@ -657,8 +716,9 @@ impl MemoryStore {
             .collect()
     }
 
-    /// Several limits, all or nothing: every shard involved is locked, the states are decided
-    /// together by [`batch::decide`] on copies, and those that changed are written back.
+    /// Several limits, all or nothing (or one spending or crediting its capacity lease): every
+    /// shard involved is locked, the states and leases are decided together by
+    /// [`batch::decide`] on copies, and those that changed are written back.
     fn decide_all_or_nothing(&self, check: &Check, now_ms: u64) -> Verdict {
         let items = check.items();
         let (keys, hashes) = self.keys(items);
@@ -677,7 +737,23 @@ impl MemoryStore {
                 }
             })
             .collect();
-        let (verdict, outcomes) = batch::decide(check, &mut states, now_ms);
+        let mut leases = self.held_leases(items, now_ms);
+        // Only the leases that changed are written: what was held is kept to tell.
+        let before: LeasesOf = leases
+            .as_ref()
+            .map_or_else(LeasesOf::new, |(l, _)| l.clone());
+        let (verdict, outcomes) = match &mut leases {
+            Some((leases, _)) => batch::decide(check, &mut states, leases, now_ms),
+            None => batch::decide(check, &mut states, &mut [], now_ms),
+        };
+        if let Some((after, mut table)) = leases {
+            for ((item, before), after) in items.iter().zip(&before).zip(&after) {
+                if before != after {
+                    let key = (item.limit.name.clone(), item.identifier.clone());
+                    table.insert(key, *after, after.until_ms().saturating_add(GC_GRACE_MS));
+                }
+            }
+        }
         for ((item, (key, &hash)), (state, outcome)) in items
             .iter()
             .zip(keys.iter().zip(&hashes))
@@ -699,6 +775,34 @@ impl MemoryStore {
             }
         }
         verdict
+    }
+
+    /// The capacity lease of each of `items`, when any spends or credits one (else `None`, and
+    /// the leases' lock is not taken), with the leases' lock held: to be taken after any shard
+    /// lock. An item that uses none is given no lease.
+    fn held_leases(
+        &self,
+        items: &[CheckItem],
+        now_ms: u64,
+    ) -> Option<(LeasesOf, MutexGuard<'_, LeaseMap>)> {
+        if !items.iter().any(CheckItem::uses_lease) {
+            return None;
+        }
+        let mut table = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        table.purge_expired(gc_horizon(now_ms));
+        let held = items
+            .iter()
+            .map(|item| {
+                if !item.uses_lease() {
+                    return CapacityLease::default();
+                }
+                let key = (item.limit.name.clone(), item.identifier.clone());
+                table
+                    .get(&key)
+                    .map_or(CapacityLease::default(), |(l, _)| *l)
+            })
+            .collect();
+        Some((held, table))
     }
 
     fn shard_index(&self, hash: u64) -> usize {
@@ -739,6 +843,9 @@ impl MemoryStore {
         let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
         requests.purge_expired(gc_horizon(now_ms));
         drop(requests);
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        leases.purge_expired(gc_horizon(now_ms));
+        drop(leases);
         if self.assigned.load(Ordering::Relaxed) > 0 {
             // Lapsed assignments are kept as long as states, then dropped.
             let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
@@ -822,6 +929,9 @@ fn apply(
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl Store for MemoryStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        for check in checks {
+            check.refuse_bad_leases()?;
+        }
         let now_ms = match time {
             TimeSource::At(ms) => ms,
             TimeSource::Server => self.clock.now_ms(),

@@ -32,6 +32,10 @@ pub struct Reserved {
     /// For a concurrency limit, the end of the leases taken (the admitting decision's
     /// `reset_at_ms`).
     pub lease_ms: Option<u64>,
+    /// Whether the cost was taken from the item's capacity lease rather than its state
+    /// ([`crate::Reason::Leased`], docs/design.md §9): what the commit gives back goes back to
+    /// the lease.
+    pub leased: bool,
 }
 
 impl Reservation {
@@ -43,7 +47,7 @@ impl Reservation {
         let stored = verdict
             .decisions
             .iter()
-            .all(|d| d.reason == crate::Reason::Admitted);
+            .all(|d| matches!(d.reason, crate::Reason::Admitted | crate::Reason::Leased));
         if !verdict.allowed || !stored || verdict.decisions.len() != check.items().len() {
             return None;
         }
@@ -56,6 +60,7 @@ impl Reservation {
                 item: item.clone(),
                 lease_ms: (item.limit.policy.algorithm() == Algorithm::Concurrency)
                     .then_some(decision.reset_at_ms),
+                leased: decision.reason == crate::Reason::Leased,
             })
             .collect();
         Some(Reservation {
@@ -72,7 +77,9 @@ impl Reservation {
     /// The check that settles the reservation: every concurrency lease released, and every other
     /// item for which `actual` knows the real cost settled by the difference (a refund when it
     /// was less than reserved, a charge when more); items `actual` says nothing about stay
-    /// charged at their estimate. Empty when there is nothing to settle.
+    /// charged at their estimate. Empty when there is nothing to settle. An item its capacity
+    /// lease paid for gets a smaller real cost back in its lease (a credit ending at 0: to a
+    /// lease still live, never past its end), and a larger one charged to its state as any.
     pub fn commit_with(&self, actual: impl Fn(&CheckItem) -> Option<u64>) -> Check {
         let id = {
             let mut id = self.id.as_bytes().to_vec();
@@ -95,8 +102,13 @@ impl Reservation {
                     if delta == 0 {
                         continue;
                     }
-                    CheckItem::new(item.limit.clone(), item.identifier.clone(), delta)
-                        .charged(Charge::Settle)
+                    let (cost, charge) = if reserved.leased && delta < 0 {
+                        (-delta, Charge::LeaseCredit { until_ms: 0 })
+                    } else {
+                        (delta, Charge::Settle)
+                    };
+                    CheckItem::new(item.limit.clone(), item.identifier.clone(), cost)
+                        .charged(charge)
                 }
             };
             commit = commit.with_item(settled.with_request_id(id.clone()));

@@ -59,6 +59,20 @@ pub enum Saved {
         /// The assignments.
         held: Vec<String>,
     },
+    /// The capacity lease of (limit, identifier) (docs/design.md §9).
+    CapacityLease {
+        /// The limit's name.
+        limit: String,
+        /// The identifier's bytes.
+        #[serde(with = "bytes")]
+        identifier: Vec<u8>,
+        /// The units it holds.
+        balance: u64,
+        /// When it ends (epoch ms).
+        until_ms: u64,
+        /// When it may be dropped (epoch ms).
+        keep_until_ms: u64,
+    },
     /// A deny or allow list: each member with the epoch ms it lapses at.
     List {
         /// The list's name.
@@ -88,6 +102,9 @@ impl Saved {
             Saved::Assignments {
                 limit, identifier, ..
             } => assignments_key(limit, identifier),
+            Saved::CapacityLease {
+                limit, identifier, ..
+            } => lease_key(limit, identifier),
             Saved::List { name, .. } => list_key(name),
         }
     }
@@ -96,9 +113,9 @@ impl Saved {
     /// own lapse times and are dropped when they are cleared.
     pub fn keep_until_ms(&self) -> Option<u64> {
         match self {
-            Saved::State { keep_until_ms, .. } | Saved::Request { keep_until_ms, .. } => {
-                Some(*keep_until_ms)
-            }
+            Saved::State { keep_until_ms, .. }
+            | Saved::Request { keep_until_ms, .. }
+            | Saved::CapacityLease { keep_until_ms, .. } => Some(*keep_until_ms),
             Saved::Assignments { .. } | Saved::List { .. } => None,
         }
     }
@@ -127,6 +144,11 @@ pub(super) fn request_key(limit: &str, identifier: &[u8], request_id: &[u8]) -> 
 /// The key of (limit, identifier)'s assignments.
 pub(super) fn assignments_key(limit: &str, identifier: &[u8]) -> String {
     format!("a/{}/{}", hex(limit.as_bytes()), hex(identifier))
+}
+
+/// The key of (limit, identifier)'s capacity lease.
+pub(super) fn lease_key(limit: &str, identifier: &[u8]) -> String {
+    format!("g/{}/{}", hex(limit.as_bytes()), hex(identifier))
 }
 
 /// The key of a list.

@@ -13,12 +13,15 @@
 //! took is refunded (a refund gives back exactly what was taken), so quota is not lost — but
 //! between the two round trips the taken quota was briefly in use, which is why such a verdict
 //! says `atomic: false`. A refund (negative cost) inside a denied split check stands: a refund is
-//! clamped at what was taken, so it has no exact inverse.
+//! clamped at what was taken, so it has no exact inverse. An item admitted from its capacity
+//! lease ([`crate::Reason::Leased`], docs/design.md §9) has its cost credited back to the lease
+//! (if still live), not refunded to its state, which it never charged; a lease credit inside a
+//! denied split check stands, as a refund does (credit in a check of its own).
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
 
-use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
+use super::check::{Check, CheckItem, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::traits::{Control, Store};
 use crate::algorithm::Charge;
@@ -214,6 +217,7 @@ impl<S: Store> Store for ShardedStore<S> {
                 for (shard, position, items) in routing {
                     if answers[*shard][*position].allowed {
                         let mut refund = Check::new();
+                        let mut credits = Check::new();
                         let part = &answers[*shard][*position];
                         for (item, decision) in batches[*shard][*position]
                             .items()
@@ -221,9 +225,33 @@ impl<S: Store> Store for ShardedStore<S> {
                             .zip(&part.decisions)
                         {
                             // Only taken cost is given back; a look, a settlement (never part of
-                            // a denial), a release and an allowlisted item give back nothing.
-                            let taken = match item.charge {
-                                Charge::Request if decision.reason != Reason::Allowlisted => {
+                            // a denial), a release, a lease credit and an allowlisted item give
+                            // back nothing. What a lease paid goes back to the lease, not to the
+                            // share: a credit ending at 0 adds to a lease still live and leaves
+                            // an ended one ended, the exact inverse of the spend.
+                            let taken = match (item.charge, decision.reason) {
+                                (Charge::LeaseCredit { .. }, _) => {
+                                    // A look at the lease, which reports the credit that stood.
+                                    let look = CheckItem::new(
+                                        item.limit.clone(),
+                                        item.identifier.clone(),
+                                        0,
+                                    );
+                                    refund.add_item(look.charged(item.charge));
+                                    continue;
+                                }
+                                (Charge::Request, Reason::Leased) => {
+                                    let back = CheckItem::new(
+                                        item.limit.clone(),
+                                        item.identifier.clone(),
+                                        item.cost,
+                                    );
+                                    credits.add_item(
+                                        back.charged(Charge::LeaseCredit { until_ms: 0 }),
+                                    );
+                                    0
+                                }
+                                (Charge::Request, reason) if reason != Reason::Allowlisted => {
                                     item.cost.max(0)
                                 }
                                 _ => 0,
@@ -234,6 +262,11 @@ impl<S: Store> Store for ShardedStore<S> {
                         refunds[*shard].push(refund);
                         let at = refunds[*shard].len() - 1;
                         refunded.push((verdicts.len(), *shard, at, items));
+                        // After the refund, whose looks report the shares as a denied check's
+                        // items do; its own verdict is not reported.
+                        if !credits.items().is_empty() {
+                            refunds[*shard].push(credits);
+                        }
                     }
                 }
             }

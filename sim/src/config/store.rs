@@ -4,7 +4,8 @@
 //! The replay owns its store and uses it from one thread, and Redis evicts nothing a replay writes,
 //! so states live in a plain table with no expiry index, no shards and no eviction, and each check
 //! is decided by the library's own all-or-nothing rule over its states (`edgelimit::store::decide`,
-//! what `MemoryStore` runs). A state is dropped by `MemoryStore` only once it stopped mattering
+//! what `MemoryStore` runs; a replayed configuration spends and credits no capacity lease, so
+//! none is held). A state is dropped by `MemoryStore` only once it stopped mattering
 //! (docs/design.md §3), so keeping it changes no decision. Checks carrying request ids (limits with
 //! `idempotent = true`) need the remembered ids only `MemoryStore` keeps: a configuration with such
 //! a limit is replayed on the library's `MemoryStore` itself.
@@ -119,7 +120,7 @@ impl Table {
             // One item: stepped in place (a denial never changes a state).
             let place = self.place(item, ids.id(&item.identifier));
             let state = self.state(place, item);
-            decide_into(check, std::slice::from_mut(state), now_ms, verdict);
+            decide_into(check, std::slice::from_mut(state), &mut [], now_ms, verdict);
             return;
         }
         let places: SmallVec<[Place; INLINE_ITEMS]> = items
@@ -138,7 +139,7 @@ impl Table {
             .zip(items)
             .map(|(&p, item)| std::mem::replace(self.state(p, item), placeholder()))
             .collect();
-        decide_into(check, &mut states, now_ms, verdict);
+        decide_into(check, &mut states, &mut [], now_ms, verdict);
         for ((&p, item), state) in places.iter().zip(items).zip(states) {
             *self.state(p, item) = state;
         }

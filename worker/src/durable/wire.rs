@@ -214,6 +214,11 @@ pub enum WireCharge {
         /// The leases' end.
         lease_ms: u64,
     },
+    /// `Charge::LeaseCredit`.
+    LeaseCredit {
+        /// The credited units' end.
+        until_ms: u64,
+    },
 }
 
 /// One item of a check; `limit` indexes the call's limits.
@@ -234,6 +239,13 @@ pub struct WireItem {
     /// The gate the item sits behind, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<usize>,
+    /// Whether the item spends its capacity lease (`CheckItem::spend_lease`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub spend_lease: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn request() -> WireCharge {
@@ -371,12 +383,14 @@ pub fn check_call(checks: &[Check], time: TimeSource) -> Call {
                     Charge::Request => WireCharge::Request,
                     Charge::Settle => WireCharge::Settle,
                     Charge::Release { lease_ms } => WireCharge::Release { lease_ms },
+                    Charge::LeaseCredit { until_ms } => WireCharge::LeaseCredit { until_ms },
                 },
                 request_id: item
                     .request_id
                     .as_ref()
                     .map(|id| WireBytes::of(id.as_bytes())),
                 gate: item.gate,
+                spend_lease: item.spend_lease,
             })
             .collect();
         wire_checks.push(WireCheck {
@@ -422,11 +436,13 @@ pub fn checks_of(
                     WireCharge::Request => Charge::Request,
                     WireCharge::Settle => Charge::Settle,
                     WireCharge::Release { lease_ms } => Charge::Release { lease_ms },
+                    WireCharge::LeaseCredit { until_ms } => Charge::LeaseCredit { until_ms },
                 });
             if let Some(id) = &item.request_id {
                 built = built.with_request_id(id.identifier()?);
             }
             built.gate = item.gate;
+            built.spend_lease = item.spend_lease;
             check.add_item(built);
         }
         if !wire.gates.is_empty() {
@@ -549,6 +565,11 @@ mod tests {
                         .with("country", "SE"),
                     vec![Gate::new(vec!["deny".into()], vec!["allow".into()])],
                 ),
+            // A global limit's lease credited, then spent where the share falls short.
+            Check::new().with_item(
+                CheckItem::new(&gcra, "erin", 50).charged(Charge::LeaseCredit { until_ms: 9_000 }),
+            ),
+            Check::new().with_item(CheckItem::new(&gcra, "erin", 22).spending_lease()),
             Check::new(),
         ];
         for time in [TimeSource::At(1_700_000_000_000), TimeSource::Server] {
@@ -561,6 +582,8 @@ mod tests {
         let here = store.check_now(&checks, 5);
         let there = MemoryStore::new().check_now(&back, 5);
         assert_eq!(here, there);
+        assert_eq!(here[4].decisions[0].reason, edgelimit::Reason::Leased);
+        assert_eq!(here[4].decisions[0].remaining, 28);
         // Verdicts too.
         for verdict in &here {
             let text = serde_json::to_string(&WireVerdict::of(verdict)).unwrap();
@@ -585,6 +608,7 @@ mod tests {
             charge: WireCharge::Request,
             request_id: None,
             gate: None,
+            spend_lease: false,
         };
         let check = WireCheck {
             items: vec![item],
