@@ -1,14 +1,14 @@
 //! A `MemoryStore` kept elsewhere and put back (`Saved`, what the Worker's Durable Objects
 //! persist): a store restored from the entries saved after every call decides every later call
 //! exactly as the store that never stopped, whatever the algorithms, costs, request ids,
-//! assignments and lists.
+//! assignments, lists and capacity leases.
 
 use std::collections::HashMap;
 
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::control::Assignment;
 use edgelimit::store::Saved;
-use edgelimit::{Check, CheckItem, Identifier, Limit, MemoryStore, Policy};
+use edgelimit::{Algorithm, Charge, Check, CheckItem, Identifier, Limit, MemoryStore, Policy};
 
 use edgelimit_testkit::rng::Rng;
 
@@ -20,6 +20,8 @@ fn limits() -> Vec<Limit> {
         ("bucket", "token-bucket 2/1s burst 4"),
         ("gcra", "gcra 3/1s burst 3"),
         ("leases", "concurrency 2 timeout 3s"),
+        // A small share, often spent: what a global limit's capacity lease is for.
+        ("global", "fixed 1/2s"),
     ]
     .into_iter()
     .map(|(name, spec)| {
@@ -71,6 +73,7 @@ fn a_store_restored_from_its_saved_entries_decides_as_the_one_that_never_stopped
     let limits = limits();
     let gate = Gate::new(vec!["deny".into()], vec!["allow".into()]);
     let mut restarts = 0;
+    let mut leased = 0;
     for seed in 0..40u64 {
         let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9).wrapping_add(7));
         let original = MemoryStore::new();
@@ -109,9 +112,30 @@ fn a_store_restored_from_its_saved_entries_decides_as_the_one_that_never_stopped
                 _ => {
                     let mut check = Check::new();
                     for _ in 0..rng.range(1, 3) {
-                        let limit = &limits[rng.range(0, limits.len() as u64 - 1) as usize];
+                        // The global limit (the last) half the time.
+                        let limit = match rng.range(0, 1) {
+                            0 => limits.last().expect("limits"),
+                            _ => &limits[rng.range(0, limits.len() as u64 - 1) as usize],
+                        };
                         let cost = rng.range(0, 2) as i64 - i64::from(rng.range(0, 7) == 0);
                         let mut item = CheckItem::new(limit, who, cost).gated(0);
+                        // The global limit's items spend its capacity lease, or credit it
+                        // (units live for up to three seconds); now and then another rate
+                        // limit's do too.
+                        let global = &*limit.name == "global"
+                            || (limit.policy.algorithm() != Algorithm::Concurrency
+                                && rng.range(0, 5) == 0);
+                        if global {
+                            item = match rng.range(0, 2) {
+                                0 => {
+                                    let until_ms = now + rng.range(0, 3_000);
+                                    CheckItem::new(limit, who, rng.range(1, 4) as i64)
+                                        .charged(Charge::LeaseCredit { until_ms })
+                                        .gated(0)
+                                }
+                                _ => item.spending_lease(),
+                            };
+                        }
                         if rng.range(0, 3) == 0 {
                             item = item.with_request_id(format!("req-{}", rng.range(0, 3)));
                         }
@@ -125,6 +149,11 @@ fn a_store_restored_from_its_saved_entries_decides_as_the_one_that_never_stopped
                     let expected = original.check_now(&checks, now);
                     let got = restored.check_now(&checks, now);
                     assert_eq!(got, expected, "seed {seed} step {step}");
+                    leased += expected[0]
+                        .decisions
+                        .iter()
+                        .filter(|d| d.reason == edgelimit::Reason::Leased)
+                        .count();
                     kept.update(original.saved_for(&checks));
                 }
             }
@@ -136,6 +165,7 @@ fn a_store_restored_from_its_saved_entries_decides_as_the_one_that_never_stopped
         }
     }
     assert!(restarts > 100, "{restarts} restarts");
+    assert!(leased > 50, "{leased} admissions from a capacity lease");
 }
 
 #[test]
@@ -162,6 +192,36 @@ fn saved_entries_say_when_they_may_be_dropped() {
         limit: "fixed".into(),
         identifier: b"a".to_vec(),
         held: vec!["not an assignment".into()],
+    };
+    assert!(store.restore(bad).is_err());
+    // A lease is kept the grace period past its end; one beyond a lease's bounds does not read
+    // back.
+    let credit = Check::new().with_item(
+        CheckItem::new(&limits[0], "a", 3).charged(Charge::LeaseCredit { until_ms: 5_000 }),
+    );
+    store.check_now(std::slice::from_ref(&credit), 1_000);
+    let saved = store.saved_for(std::slice::from_ref(&credit));
+    let lease = saved
+        .iter()
+        .find_map(|(_, s)| match s {
+            Some(lease @ Saved::CapacityLease { .. }) => Some(lease.clone()),
+            _ => None,
+        })
+        .expect("the credited lease is saved");
+    assert_eq!(
+        lease.keep_until_ms(),
+        Some(5_000 + edgelimit::store::GC_GRACE_MS)
+    );
+    let Saved::CapacityLease { balance, .. } = lease else {
+        unreachable!()
+    };
+    assert_eq!(balance, 3);
+    let bad = Saved::CapacityLease {
+        limit: "fixed".into(),
+        identifier: b"a".to_vec(),
+        balance: 1 << 52,
+        until_ms: 0,
+        keep_until_ms: 0,
     };
     assert!(store.restore(bad).is_err());
 }

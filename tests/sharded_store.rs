@@ -2,7 +2,7 @@
 //! its share, and sharded decisions equal one store's, split checks included.
 
 use edgelimit::store::{Shard, ShardedStore};
-use edgelimit::{Check, Limit, MemoryStore, Policy, Store, TimeSource};
+use edgelimit::{Charge, Check, CheckItem, Limit, MemoryStore, Policy, Reason, Store, TimeSource};
 use futures::executor::block_on;
 use proptest::prelude::*;
 
@@ -100,4 +100,87 @@ proptest! {
             prop_assert_eq!(many.atomic, !split);
         }
     }
+
+    /// The same with items spending their capacity leases and checks crediting them: a split
+    /// check one shard denies gives what a lease paid back to that lease, so every decision —
+    /// and every lease, as later spends tell — is the one store's.
+    #[test]
+    fn sharded_leases_equal_one_store(
+        ops in prop::collection::vec(
+            (0u64..4, any::<bool>(), prop::collection::vec((0usize..3, 0usize..6, 0i64..4, any::<bool>()), 1..4)),
+            1..80,
+        ),
+    ) {
+        let specs = ["fixed 3/10ms", "sliding-log 3/10ms", "gcra 2/10ms burst 3"];
+        let limits: Vec<Limit> = specs.iter().enumerate()
+            .map(|(i, s)| Limit::new(format!("l{i}"), s.parse::<Policy>().unwrap()))
+            .collect();
+        let single = MemoryStore::new();
+        let shards = sharded(&["a", "b", "c"]);
+        let mut now = 1_000;
+        for (dt, crediting, items) in ops {
+            now += dt;
+            let mut check = Check::new();
+            for (l, id, cost, spends) in items {
+                let item = CheckItem::new(&limits[l], format!("id{id}"), cost);
+                check = check.with_item(match (crediting, spends) {
+                    // Credits in checks of their own, as callers send them.
+                    (true, _) => item.charged(Charge::LeaseCredit { until_ms: now + 25 }),
+                    (false, true) => item.spending_lease(),
+                    (false, false) => item,
+                });
+                if crediting {
+                    break;
+                }
+            }
+            let one = single.check_now(std::slice::from_ref(&check), now).remove(0);
+            let many = block_on(shards.check(std::slice::from_ref(&check), TimeSource::At(now))).unwrap().remove(0);
+            prop_assert_eq!(one.allowed, many.allowed);
+            prop_assert_eq!(&one.decisions, &many.decisions, "{:?}", check);
+        }
+    }
+}
+
+#[test]
+fn a_split_check_denied_gives_a_lease_s_units_back_to_the_lease() {
+    let store = sharded(&["a", "b", "c"]);
+    let global = Limit::new("global", "fixed 1/1s".parse::<Policy>().unwrap());
+    let daily = Limit::new("daily", "fixed 1/1d".parse::<Policy>().unwrap());
+    // Identifiers whose items land on different shards.
+    let (a, b) = (0..100)
+        .flat_map(|i| (0..100).map(move |j| (format!("a{i}"), format!("b{j}"))))
+        .find(|(a, b)| {
+            store.shard_of("global", a.as_bytes()) != store.shard_of("daily", b.as_bytes())
+        })
+        .unwrap();
+    let t = 1_000_000;
+    let at = TimeSource::At(t);
+    let one = |check: Check| block_on(store.check(&[check], at)).unwrap().remove(0);
+    assert!(one(Check::single(&global, a.as_str(), 1)).allowed);
+    let credit =
+        CheckItem::new(&global, a.as_str(), 4).charged(Charge::LeaseCredit { until_ms: t + 500 });
+    assert_eq!(
+        one(Check::new().with_item(credit)).decisions[0].remaining,
+        4
+    );
+    // The global item is admitted from its lease on its shard; the daily one denies on another.
+    let check = Check::new()
+        .with_item(CheckItem::new(&global, a.as_str(), 3).spending_lease())
+        .with(&daily, b.as_str(), 2);
+    let v = one(check);
+    assert!(!v.allowed && !v.atomic);
+    // Reported as the share's look, as one store reports it...
+    assert_eq!(
+        (v.decisions[0].remaining, v.decisions[0].reason),
+        (0, Reason::Admitted)
+    );
+    // ...and the lease holds its 4 units again, the share none more.
+    let spend =
+        |cost| Check::new().with_item(CheckItem::new(&global, a.as_str(), cost).spending_lease());
+    let v = one(spend(4));
+    assert_eq!(
+        (v.decisions[0].reason, v.decisions[0].remaining),
+        (Reason::Leased, 0)
+    );
+    assert!(!one(spend(1)).allowed);
 }

@@ -635,6 +635,87 @@ mod tests {
     }
 
     #[test]
+    fn a_lease_item_sends_its_lease_key_and_option_before_the_others() {
+        let global = limit("g", "gcra 10/1s burst 20");
+        let spend = CheckItem::new(&global, "x", 3)
+            .spending_lease()
+            .with_request_id("r");
+        let plan = CheckPlan::controlled(
+            &Check::new().with_item(spend.clone()),
+            "ns",
+            TimeSource::At(5),
+            Topology::Cluster,
+        )
+        .unwrap();
+        let inv = &plan.invocations()[0];
+        assert_eq!(
+            inv.keys(),
+            [
+                "{el:ns:g:x}:gcra",
+                "{el:ns:g:x}:lease",
+                "{el:ns:g:x}:rq:r",
+                "{el:ns:g:x}:ctl"
+            ]
+        );
+        assert_eq!(
+            inv.args(),
+            ["5", "10", "1000", "20", "3", "3", "spend", "1", "rq", "1000", "ctl", ""]
+        );
+        // A credit is its charge: its end clamped to what a lease holds, its cost the amount.
+        let credit =
+            CheckItem::new(&global, "y", 7).charged(Charge::LeaseCredit { until_ms: u64::MAX });
+        let plan = CheckPlan::new(
+            &Check::new().with_item(credit),
+            "ns",
+            TimeSource::At(5),
+            Topology::SingleNode,
+        )
+        .unwrap();
+        let inv = &plan.invocations()[0];
+        assert_eq!(inv.keys(), ["{el:ns:g:y}:gcra", "{el:ns:g:y}:lease"]);
+        assert_eq!(
+            inv.args(),
+            [
+                "5",
+                "10",
+                "1000",
+                "20",
+                "7",
+                "1",
+                "credit",
+                "4503599627370495"
+            ]
+        );
+        // Only a request spends: a settlement marked spending sends no lease key.
+        let settle = Check::new().with_item(spend.charged(Charge::Settle));
+        let plan = CheckPlan::new(&settle, "ns", TimeSource::At(5), Topology::SingleNode).unwrap();
+        assert!(!plan.invocations()[0].args().iter().any(|a| a == "spend"));
+        assert_eq!(
+            plan.invocations()[0].keys().len(),
+            2,
+            "state and request keys"
+        );
+    }
+
+    #[test]
+    fn a_concurrency_item_spending_or_crediting_a_lease_is_refused() {
+        let inflight = limit("c", "concurrency 2 timeout 1s");
+        for item in [
+            CheckItem::new(&inflight, "x", 1).spending_lease(),
+            CheckItem::new(&inflight, "x", 1).charged(Charge::LeaseCredit { until_ms: 9 }),
+        ] {
+            let check = Check::single(limit("a", "fixed 1/1s"), "x", 1).with_item(item);
+            for topology in [Topology::SingleNode, Topology::Cluster] {
+                let err = CheckPlan::new(&check, "ns", TimeSource::At(5), topology).unwrap_err();
+                assert!(
+                    matches!(&err, StoreError::InvalidInput(m) if m.contains("`c`")),
+                    "{err:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_gated_check_is_one_script_on_one_node_with_its_lists_first() {
         use crate::control::list::{Gate, ListProbe};
         let a = limit("a", "fixed 10/1s");
@@ -744,6 +825,7 @@ mod tests {
             Just(Charge::Request),
             Just(Charge::Settle),
             any::<u64>().prop_map(|lease_ms| Charge::Release { lease_ms }),
+            any::<u64>().prop_map(|until_ms| Charge::LeaseCredit { until_ms }),
         ];
         let cost = prop_oneof![-3i64..5, any::<i64>()];
         let item = (
@@ -755,15 +837,25 @@ mod tests {
             charge,
             proptest::option::of(id),
             proptest::option::of(0usize..3),
+            any::<bool>(),
         )
-            .prop_map(|(spec, name, tiers, id, cost, charge, rq, gate)| {
+            .prop_map(|(spec, name, tiers, id, cost, charge, rq, gate, spend)| {
                 let mut limit = Limit::new(name, SPECS[spec].parse::<Policy>().unwrap());
                 if tiers {
                     // A tier keeps its limit's algorithm.
                     let pro = SPECS[spec].parse::<Policy>().unwrap();
                     limit = limit.with_tiers(vec![("pro", pro)]).unwrap();
                 }
+                // A concurrency limit holds no capacity lease: the plan refuses such items.
+                let concurrency = limit.policy.algorithm() == Algorithm::Concurrency;
+                let charge = match charge {
+                    Charge::LeaseCredit { .. } if concurrency => Charge::Request,
+                    charge => charge,
+                };
                 let mut item = CheckItem::new(&limit, id, cost).charged(charge);
+                if spend && !concurrency {
+                    item = item.spending_lease();
+                }
                 if let Some(rq) = rq {
                     item = item.with_request_id(rq);
                 }

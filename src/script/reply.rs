@@ -254,6 +254,8 @@ mod tests {
             ints(&[1, 5, 0, 10, 0, 1000, 500, 1]),
             // The overall flag denies, every decision admits.
             ints(&[0, 5, 1, 10, 9, 1000, 0, 0]),
+            // Denied, with reason "admitted from a lease".
+            ints(&[0, 5, 0, 10, 0, 1000, 500, 5]),
         ] {
             assert!(
                 matches!(parse(&contradiction, 1), Err(StoreError::Protocol(_))),
@@ -267,6 +269,9 @@ mod tests {
                 .unwrap()
                 .allowed
         );
+        let leased = parse(&ints(&[1, 5, 1, 10, 70, 1000, 0, 5]), 1).unwrap();
+        assert_eq!(leased.decisions[0].reason, Reason::Leased);
+        assert_eq!(leased.decisions[0].remaining, 70);
         let Parsed {
             allowed, decisions, ..
         } = parse(

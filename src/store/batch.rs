@@ -201,3 +201,104 @@ pub(crate) fn merge_gated(
         listed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Charge;
+    use crate::decision::Reason;
+    use crate::store::{CheckItem, Limit};
+    use crate::Policy;
+
+    const T: u64 = 1_700_000_000_000;
+
+    fn limit(name: &str, spec: &str) -> Limit {
+        Limit::new(name, spec.parse::<Policy>().unwrap())
+    }
+
+    fn lease(balance: u64, until_ms: u64) -> CapacityLease {
+        CapacityLease::new(balance, until_ms).unwrap()
+    }
+
+    fn fresh(check: &Check) -> Vec<State> {
+        check
+            .items()
+            .iter()
+            .map(|i| State::fresh(i.limit.policy.algorithm()))
+            .collect()
+    }
+
+    #[test]
+    fn a_denied_check_spends_and_credits_nothing_and_reports_looks() {
+        let global = limit("global", "fixed 1/1s");
+        let daily = limit("daily", "fixed 1/1d");
+        let credited = limit("credited", "gcra 10/1s");
+        let spend = CheckItem::new(&global, "u", 1).spending_lease();
+        let credit =
+            CheckItem::new(&credited, "u", 5).charged(Charge::LeaseCredit { until_ms: T + 500 });
+        // The share is spent; the lease would admit.
+        let check = Check::new().with_item(spend.clone());
+        let mut states = fresh(&check);
+        let mut leases = [lease(3, T + 1_000)];
+        decide(&check, &mut states, &mut leases, T);
+        let share = states.clone();
+
+        let check = Check::new()
+            .with_item(spend)
+            .with(&daily, "u", 2) // too costly: the whole check is denied
+            .with_item(credit);
+        let mut states = vec![share[0].clone(), State::fresh(daily.policy.algorithm())];
+        states.push(State::fresh(credited.policy.algorithm()));
+        let before_states = states.clone();
+        let mut leases = [lease(3, T + 1_000), lease(0, 0), lease(7, T + 100)];
+        let before_leases = leases;
+        let (verdict, outcomes) = decide(&check, &mut states, &mut leases, T + 1);
+        assert!(!verdict.allowed);
+        assert_eq!(states, before_states, "no state written");
+        assert_eq!(leases, before_leases, "no lease spent or credited");
+        // The spending item reports the share's look (spent), not the lease it would have used.
+        let d = verdict.decisions[0];
+        assert_eq!(
+            (d.allowed, d.remaining, d.reason),
+            (true, 0, Reason::Admitted)
+        );
+        assert_eq!(d.reset_at_ms, T + 1_000);
+        assert_eq!(verdict.decisions[1].reason, Reason::CostExceedsCapacity);
+        // The credit reports its unchanged lease.
+        let d = verdict.decisions[2];
+        assert_eq!((d.allowed, d.remaining, d.reset_at_ms), (true, 7, T + 100));
+        assert!(outcomes.iter().all(|o| !o.changed));
+    }
+
+    #[test]
+    fn an_admitted_check_spends_and_credits_together() {
+        let global = limit("global", "token-bucket 1/1s burst 1");
+        let other = limit("other", "sliding-log 5/1s");
+        let check = Check::new()
+            .with_item(CheckItem::new(&global, "u", 2).spending_lease())
+            .with(&other, "u", 1)
+            .with_item(
+                CheckItem::new(&global, "v", 4).charged(Charge::LeaseCredit { until_ms: T + 9 }),
+            );
+        let mut states = fresh(&check);
+        let mut leases = [lease(5, T + 10), lease(0, 0), lease(1, T)];
+        let (verdict, outcomes) = decide(&check, &mut states, &mut leases, T);
+        assert!(verdict.allowed);
+        assert_eq!(verdict.decisions[0].reason, Reason::Leased);
+        assert_eq!(verdict.decisions[0].remaining, 3);
+        assert_eq!(leases, [lease(3, T + 10), lease(0, 0), lease(4, T + 9)]);
+        // The bucket was not charged (the lease paid); the log was.
+        assert!(!outcomes[0].changed && outcomes[1].changed);
+        assert_eq!(states[0], State::fresh(global.policy.algorithm()));
+    }
+
+    #[test]
+    #[should_panic(expected = "one lease per item")]
+    fn a_lease_item_without_its_lease_is_a_caller_s_error() {
+        let global = limit("global", "fixed 1/1s");
+        let check = Check::single(&global, "u", 1).with_item(
+            CheckItem::new(&global, "v", 1).charged(Charge::LeaseCredit { until_ms: T }),
+        );
+        decide(&check, &mut fresh(&check), &mut [], T);
+    }
+}

@@ -13,7 +13,7 @@
 use edgelimit::store::Store;
 use edgelimit::{
     Algorithm, Charge, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
-    TimeSource, Verdict, RETRY_NEVER,
+    StoreError, TimeSource, Verdict, RETRY_NEVER,
 };
 
 use edgelimit_testkit::rng::Rng;
@@ -34,7 +34,10 @@ macro_rules! conformance_tests {
             hostile_identifiers_never_share_state,
             concurrency_leases_end_on_time_and_release_once,
             a_settlement_is_never_denied_and_stops_at_empty,
-            a_repeated_request_id_charges_once
+            a_repeated_request_id_charges_once,
+            capacity_leases_are_spent_after_the_share_and_credits_merge,
+            a_denied_check_spends_and_credits_no_lease,
+            a_concurrency_limit_holds_no_capacity_lease
         ]);
     };
     (@tests $name:ident, $make:expr, [$($test:ident),*]) => {
@@ -390,4 +393,167 @@ pub async fn a_repeated_request_id_charges_once<S: Store>(store: &S) {
     let fresh = one(store, single("req-2"), T0 + 60_600).await;
     assert_eq!(fresh.decided_at_ms, T0 + 60_600);
     assert_eq!(fresh.decisions[0].remaining, 3);
+}
+
+/// A spending item of `l` for `id` at `cost`.
+fn spend(l: &Limit, id: &str, cost: i64) -> Check {
+    Check::new().with_item(CheckItem::new(l, id, cost).spending_lease())
+}
+
+/// A credit of `amount` units to the lease of `l` for `id`, ending at `until_ms`.
+fn credit(l: &Limit, id: &str, amount: i64, until_ms: u64) -> Check {
+    Check::new().with_item(CheckItem::new(l, id, amount).charged(Charge::LeaseCredit { until_ms }))
+}
+
+pub async fn capacity_leases_are_spent_after_the_share_and_credits_merge<S: Store>(store: &S) {
+    // Every rate algorithm with a share of 2 per second, spent at T0 (a second's start).
+    for (n, spec) in [
+        "fixed 2/1s",
+        "sliding-log 2/1s",
+        "sliding-counter 2/1s",
+        "token-bucket 2/1s burst 2",
+        "gcra 2/1s burst 2",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let l = limit(&format!("conf-lease-{n}"), spec);
+        let v = one(store, spend(&l, "g", 2), T0).await;
+        assert_eq!(
+            v.decisions[0].reason,
+            Reason::Admitted,
+            "{spec}: the share first"
+        );
+        // No lease: the share's denial stands.
+        let v = one(store, spend(&l, "g", 1), T0 + 1).await;
+        assert_eq!(v.decisions[0].reason, Reason::OverLimit, "{spec}");
+        // Credited 3 units until T0 + 500.
+        let v = one(store, credit(&l, "g", 3, T0 + 500), T0 + 1).await;
+        let d = v.decisions[0];
+        assert!(v.allowed, "{spec}");
+        assert_eq!(
+            (d.remaining, d.reset_at_ms, d.limit),
+            (3, T0 + 500, 2),
+            "{spec}"
+        );
+        // The share denies, the lease admits: its balance is what remains.
+        let v = one(store, spend(&l, "g", 2), T0 + 2).await;
+        let d = v.decisions[0];
+        assert!(v.allowed, "{spec}");
+        assert_eq!(
+            (d.reason, d.remaining, d.retry_after_ms),
+            (Reason::Leased, 1, 0),
+            "{spec}"
+        );
+        // A live lease adds the credit and keeps the later end.
+        let v = one(store, credit(&l, "g", 4, T0 + 400), T0 + 3).await;
+        let d = v.decisions[0];
+        assert_eq!((d.remaining, d.reset_at_ms), (5, T0 + 500), "{spec}");
+        // More than the share and the lease hold: the share's denial, nothing spent.
+        let v = one(store, spend(&l, "g", 6), T0 + 4).await;
+        assert_eq!(v.decisions[0].reason, Reason::CostExceedsCapacity, "{spec}");
+        let look = one(store, credit(&l, "g", 0, 0), T0 + 5).await;
+        assert_eq!(
+            look.decisions[0].remaining, 5,
+            "{spec}: a credit of nothing looks"
+        );
+        // A look at the spending item is the share's: spent.
+        let v = one(store, spend(&l, "g", 0), T0 + 6).await;
+        assert_eq!(
+            (v.decisions[0].remaining, v.decisions[0].reason),
+            (0, Reason::Admitted)
+        );
+        // At its end the lease is over (a bucket has refilled one unit by then: ask for 2).
+        let v = one(store, spend(&l, "g", 2), T0 + 500).await;
+        assert_eq!(v.decisions[0].reason, Reason::OverLimit, "{spec}");
+        // A credit already over changes nothing; a later one replaces the ended lease.
+        let v = one(store, credit(&l, "g", 1, T0 + 499), T0 + 500).await;
+        let d = v.decisions[0];
+        assert_eq!((d.remaining, d.reset_at_ms), (0, T0 + 500), "{spec}");
+        let v = one(store, credit(&l, "g", 2, T0 + 2_000), T0 + 500).await;
+        let d = v.decisions[0];
+        assert_eq!((d.remaining, d.reset_at_ms), (2, T0 + 2_000), "{spec}");
+        // A credit sent twice under one request id is credited once.
+        let refill = || {
+            Check::new().with_item(
+                CheckItem::new(&l, "g", 10)
+                    .charged(Charge::LeaseCredit {
+                        until_ms: T0 + 3_000,
+                    })
+                    .with_request_id("refill-1"),
+            )
+        };
+        let first = one(store, refill(), T0 + 600).await;
+        assert_eq!(first.decisions[0].remaining, 12, "{spec}");
+        let again = one(store, refill(), T0 + 601).await;
+        assert_eq!(again.decisions, first.decisions, "{spec}");
+        let look = one(store, credit(&l, "g", 0, 0), T0 + 602).await;
+        assert_eq!(look.decisions[0].remaining, 12, "{spec}");
+        // Another identifier has a lease of its own.
+        let look = one(store, credit(&l, "h", 0, 0), T0 + 602).await;
+        assert_eq!(look.decisions[0].remaining, 0, "{spec}");
+    }
+}
+
+pub async fn a_denied_check_spends_and_credits_no_lease<S: Store>(store: &S) {
+    let global = limit("conf-lease-all", "fixed 1/1s");
+    let daily = limit("conf-lease-daily", "fixed 1/1d");
+    assert!(one(store, spend(&global, "a", 1), T0).await.allowed);
+    assert_eq!(
+        one(store, credit(&global, "a", 5, T0 + 900), T0)
+            .await
+            .decisions[0]
+            .remaining,
+        5
+    );
+    // The lease would admit the first item; the daily limit denies the check.
+    let check = Check::new()
+        .with_item(CheckItem::new(&global, "a", 1).spending_lease())
+        .with(&daily, "a", 2);
+    let v = one(store, check, T0 + 1).await;
+    assert!(!v.allowed);
+    assert_eq!(v.decisions[1].reason, Reason::CostExceedsCapacity);
+    if v.atomic {
+        // A zero-cost look at the share, whatever the lease holds.
+        let d = v.decisions[0];
+        assert_eq!(
+            (d.allowed, d.remaining, d.reason),
+            (true, 0, Reason::Admitted)
+        );
+        let look = one(store, credit(&global, "a", 0, 0), T0 + 2).await;
+        assert_eq!(look.decisions[0].remaining, 5, "nothing spent");
+    }
+    // A credit beside a denial is not written either.
+    let check = Check::new()
+        .with_item(
+            CheckItem::new(&global, "a", 7).charged(Charge::LeaseCredit { until_ms: T0 + 900 }),
+        )
+        .with(&daily, "a", 2);
+    let v = one(store, check, T0 + 3).await;
+    assert!(!v.allowed);
+    if v.atomic {
+        let d = v.decisions[0];
+        assert_eq!((d.allowed, d.remaining, d.reset_at_ms), (true, 5, T0 + 900));
+        let look = one(store, credit(&global, "a", 0, 0), T0 + 4).await;
+        assert_eq!(look.decisions[0].remaining, 5, "nothing credited");
+    }
+}
+
+pub async fn a_concurrency_limit_holds_no_capacity_lease<S: Store>(store: &S) {
+    let inflight = limit("conf-lease-conc", "concurrency 2 timeout 1s");
+    for item in [
+        CheckItem::new(&inflight, "c", 1).spending_lease(),
+        CheckItem::new(&inflight, "c", 1).charged(Charge::LeaseCredit { until_ms: T0 + 9 }),
+    ] {
+        let refused = store
+            .check(&[Check::new().with_item(item)], TimeSource::At(T0))
+            .await;
+        assert!(
+            matches!(&refused, Err(StoreError::InvalidInput(m)) if m.contains("conf-lease-conc")),
+            "{refused:?}"
+        );
+    }
+    // Nothing was taken.
+    let v = one(store, Check::single(&inflight, "c", 0), T0).await;
+    assert_eq!(v.decisions[0].remaining, 2);
 }

@@ -11,6 +11,11 @@
 //! have been granted), and some checks carry request ids from a small pool, so repeats of
 //! admitted and denied checks, and ids reused by other checks, are all exercised.
 //!
+//! Half the rate limits of a sequence are global (docs/design.md §9): their items mostly spend
+//! their capacity leases, and some credit them (amounts and ends at the extremes too), alone or
+//! among other items, so spending, the merge of credits and all or nothing across leases are
+//! compared with the rest.
+//!
 //! With [`generate_controlled`], limits name tiers and calls change identifiers' assignments
 //! mid-stream (a known or unknown tier, an override of the limit's algorithm or of another, a
 //! clear; until never, later in the sequence, or already past), on both stores alike, so the
@@ -78,6 +83,10 @@ pub struct Report {
     pub admitted: u64,
     pub over_limit: u64,
     pub too_costly: u64,
+    /// Decisions admitted from a capacity lease.
+    pub leased: u64,
+    /// Items crediting a capacity lease.
+    pub credits: u64,
     pub non_atomic: u64,
     /// Decisions whose capacity is not their limit's own: an assignment decided them.
     pub reassigned: u64,
@@ -94,6 +103,8 @@ impl Report {
         self.admitted += other.admitted;
         self.over_limit += other.over_limit;
         self.too_costly += other.too_costly;
+        self.leased += other.leased;
+        self.credits += other.credits;
         self.non_atomic += other.non_atomic;
         self.reassigned += other.reassigned;
         for e in other.examples {
@@ -103,12 +114,13 @@ impl Report {
         }
     }
 
-    /// Fails the test unless there were no mismatches and every kind of decision was seen.
+    /// Fails the test unless there were no mismatches and every kind of decision was seen
+    /// (admissions from a capacity lease too, when leases were credited).
     pub fn assert_clean(&self, what: &str) {
         println!(
             "{what}: {} sequences, {} calls, {} checks, {} items, {} mismatches \
              (admitted {}, over limit {}, cost exceeds capacity {}, non-atomic {}, \
-             decided by an assignment {})",
+             decided by an assignment {}, lease credits {}, admitted from a lease {})",
             self.sequences,
             self.calls,
             self.checks,
@@ -118,7 +130,9 @@ impl Report {
             self.over_limit,
             self.too_costly,
             self.non_atomic,
-            self.reassigned
+            self.reassigned,
+            self.credits,
+            self.leased
         );
         assert_eq!(
             self.mismatches,
@@ -129,6 +143,10 @@ impl Report {
         assert!(
             self.admitted > 0 && self.over_limit > 0 && self.too_costly > 0,
             "{what}: the sequences did not exercise every outcome: {self:?}"
+        );
+        assert!(
+            self.credits == 0 || self.leased > 0,
+            "{what}: leases were credited but never spent: {self:?}"
         );
     }
 }
@@ -204,10 +222,49 @@ fn random_charge(rng: &mut Rng, leases: &[u64]) -> Charge {
     }
 }
 
-/// An item of `limit` for `id`, charged at random.
-fn random_item(rng: &mut Rng, limit: &Limit, id: Identifier, leases: &[u64]) -> CheckItem {
+/// An item of `limit` for `id`, charged at random. A `global` limit's item (a rate algorithm's)
+/// mostly spends its capacity lease, and is now and then a credit to it at `t`.
+fn random_item(
+    rng: &mut Rng,
+    limit: &Limit,
+    id: Identifier,
+    leases: &[u64],
+    global: bool,
+    t: u64,
+) -> CheckItem {
+    if global && rng.chance(15) {
+        return random_credit(rng, limit, id, t);
+    }
     let cost = random_cost(rng, limit.policy.capacity());
-    CheckItem::new(limit, id, cost).charged(random_charge(rng, leases))
+    let item = CheckItem::new(limit, id, cost).charged(random_charge(rng, leases));
+    if global && rng.chance(80) {
+        item.spending_lease()
+    } else {
+        item
+    }
+}
+
+/// A credit to the capacity lease of (`limit`, `id`) at `t`: mostly a few times the capacity,
+/// live for up to three windows; sometimes nothing, a huge amount, an end already past, at `t`
+/// itself or beyond what a lease holds.
+fn random_credit(rng: &mut Rng, limit: &Limit, id: Identifier, t: u64) -> CheckItem {
+    let capacity = limit.policy.capacity();
+    let w = limit.policy.window_ms();
+    let amount = match rng.range(0, 9) {
+        0 => 0,
+        1 => -(rng.range(1, 5) as i64),
+        2 => *rng.pick(&[i64::MAX, 1 << 52, (1 << 52) - 1, 1 << 51]),
+        3 => capacity as i64,
+        _ => rng.range(1, capacity.saturating_mul(3).min(1 << 50)) as i64,
+    };
+    let until_ms = match rng.range(0, 9) {
+        0 => t,
+        1 => t.saturating_sub(rng.range(1, 1_000)),
+        2 => *rng.pick(&[0, u64::MAX, (1 << 52) - 1, 1 << 52]),
+        3 => t + 1,
+        _ => t + rng.range(1, w.saturating_mul(3).min(1 << 40)),
+    };
+    CheckItem::new(limit, id, amount).charged(Charge::LeaseCredit { until_ms })
 }
 
 /// The next time of a sequence after `t`, probing the edges of a policy with window `w`.
@@ -375,6 +432,16 @@ fn generate_with(
             } else {
                 limits
             };
+            // Global limits (rate algorithms only: a concurrency limit holds no capacity lease)
+            // spend and credit their leases; a limit renamed or replaced keeps its name's.
+            let global: Vec<bool> = limits
+                .iter()
+                .map(|l| l.policy.algorithm() != Algorithm::Concurrency && rng.chance(50))
+                .collect();
+            let global_of = |limit: &Limit| {
+                let i = limits.iter().position(|l| l.name == limit.name);
+                i.is_some_and(|i| global[i])
+            };
             let max_calls = if control { 6 } else { 16 };
             let w = limits[0].policy.window_ms();
             let l = limits[0].policy.limit();
@@ -407,8 +474,9 @@ fn generate_with(
                                 Kind::Single(_) => {
                                     let limit = rng.pick(&limits).clone();
                                     let id = rng.pick(&ids).clone();
+                                    let g = global_of(&limit);
                                     Check::new()
-                                        .with_item(random_item(&mut rng, &limit, id, &leases))
+                                        .with_item(random_item(&mut rng, &limit, id, &leases, g, t))
                                 }
                                 Kind::Multi => {
                                     let mut check = Check::new();
@@ -417,8 +485,10 @@ fn generate_with(
                                             continue;
                                         }
                                         let id = rng.pick(&ids).clone();
-                                        check = check
-                                            .with_item(random_item(&mut rng, limit, id, &leases));
+                                        let g = global_of(limit);
+                                        check = check.with_item(random_item(
+                                            &mut rng, limit, id, &leases, g, t,
+                                        ));
                                     }
                                     check
                                 }
@@ -602,6 +672,11 @@ async fn run_one<S: Control>(
         report.checks += call.checks.len() as u64;
         for check in &call.checks {
             report.items += check.items().len() as u64;
+            report.credits += check
+                .items()
+                .iter()
+                .filter(|i| matches!(i.charge, Charge::LeaseCredit { .. }))
+                .count() as u64;
         }
         for (v, check) in expected.iter().zip(&call.checks) {
             for (d, item) in v.decisions.iter().zip(check.items()) {
@@ -613,6 +688,7 @@ async fn run_one<S: Control>(
                     Reason::Admitted => report.admitted += 1,
                     Reason::OverLimit => report.over_limit += 1,
                     Reason::CostExceedsCapacity => report.too_costly += 1,
+                    Reason::Leased => report.leased += 1,
                     _ => {}
                 }
             }
