@@ -126,6 +126,50 @@ impl CapacityLease {
             reason: Reason::Admitted,
         }
     }
+
+    /// The lease's decision as an outcome that changes no state.
+    fn outcome(&self, capacity: u64, now_ms: u64) -> Outcome {
+        Outcome {
+            decision: self.decision(capacity, now_ms),
+            changed: false,
+            expire_at_ms: self.until_ms,
+        }
+    }
+
+    /// An item of [`LeaseSpending::Only`]: a request of positive `cost` is admitted iff the
+    /// lease holds it, and otherwise denied as over the limit, retry after the policy's window
+    /// (when the region next asks the home is not the lease's to say); anything else looks.
+    fn decide_alone(&mut self, policy: &Policy, now_ms: u64, cost: i64, charge: Charge) -> Outcome {
+        let capacity = policy.capacity();
+        let asked = match u64::try_from(cost) {
+            Ok(cost @ 1..) if charge == Charge::Request => cost,
+            _ => return self.outcome(capacity, now_ms),
+        };
+        let live = self.is_live(now_ms);
+        let decision = match self.spend(now_ms, asked) {
+            Some(left) => Decision {
+                allowed: true,
+                limit: capacity,
+                remaining: left,
+                reset_at_ms: self.until_ms,
+                retry_after_ms: 0,
+                reason: Reason::Leased,
+            },
+            None => Decision {
+                allowed: false,
+                limit: capacity,
+                remaining: self.live_balance(now_ms),
+                reset_at_ms: if live { self.until_ms } else { now_ms },
+                retry_after_ms: policy.window_ms(),
+                reason: Reason::OverLimit,
+            },
+        };
+        Outcome {
+            decision,
+            changed: false,
+            expire_at_ms: self.until_ms,
+        }
+    }
 }
 
 /// The text the scripts store: `"<balance> <until_ms>"`.
@@ -153,10 +197,28 @@ impl FromStr for CapacityLease {
     }
 }
 
-/// Whether an item of `charge`, marked spending or not, reads or writes its capacity lease: a
-/// credit always, a spending request (only a request ever spends).
-pub(crate) fn uses_lease(charge: Charge, spending: bool) -> bool {
-    matches!(charge, Charge::LeaseCredit { .. }) || (spending && charge == Charge::Request)
+/// How an item uses its capacity lease when it is not a credit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum LeaseSpending {
+    /// The item never touches a lease: its policy decides alone.
+    #[default]
+    Never,
+    /// A request its policy (the region's static share) denies may be admitted from the lease.
+    AfterPolicy,
+    /// The lease alone decides, the state is neither read nor written: a region whose static
+    /// share rounds down to nothing. A request is admitted iff the lease holds its cost; any
+    /// other charge is a look at the lease.
+    Only,
+}
+
+/// Whether an item of `charge` spending its lease as `spending` reads or writes it: a credit
+/// always, a request spending after its policy, and every item deciding by its lease alone.
+pub(crate) fn uses_lease(charge: Charge, spending: LeaseSpending) -> bool {
+    match charge {
+        Charge::LeaseCredit { .. } => true,
+        Charge::Request => spending != LeaseSpending::Never,
+        _ => spending == LeaseSpending::Only,
+    }
 }
 
 /// Decides one item of `cost` charged as `charge` on its state and its lease, in place: the
@@ -174,18 +236,18 @@ pub fn apply(
     now_ms: u64,
     cost: i64,
     charge: Charge,
-    spending: bool,
+    spending: LeaseSpending,
 ) -> Outcome {
     if let Charge::LeaseCredit { until_ms } = charge {
         lease.credit(now_ms, cost, until_ms);
-        return Outcome {
-            decision: lease.decision(policy.capacity(), now_ms),
-            changed: false,
-            expire_at_ms: lease.until_ms,
-        };
+        return lease.outcome(policy.capacity(), now_ms);
+    }
+    if spending == LeaseSpending::Only {
+        return lease.decide_alone(policy, now_ms, cost, charge);
     }
     let outcome = state.apply_charge(policy, now_ms, cost, charge);
-    if outcome.decision.allowed || !spending || charge != Charge::Request || cost <= 0 {
+    let spends = spending == LeaseSpending::AfterPolicy && charge == Charge::Request && cost > 0;
+    if outcome.decision.allowed || !spends {
         return outcome;
     }
     match lease.spend(now_ms, cost as u64) {
@@ -204,23 +266,20 @@ pub fn apply(
 }
 
 /// What an item reports when its check is denied though it would have admitted alone: a
-/// zero-cost look that changes nothing — at its lease for a credit, at its state (the step's
-/// look, whatever the lease holds) otherwise.
+/// zero-cost look that changes nothing — at its lease for a credit and for an item deciding by
+/// its lease alone, at its state (the step's look, whatever the lease holds) otherwise.
 pub(crate) fn look(
     policy: &Policy,
     state: &State,
     lease: &CapacityLease,
     now_ms: u64,
     charge: Charge,
+    spending: LeaseSpending,
 ) -> Outcome {
-    match charge {
-        Charge::LeaseCredit { .. } => Outcome {
-            decision: lease.decision(policy.capacity(), now_ms),
-            changed: false,
-            expire_at_ms: lease.until_ms,
-        },
-        _ => state.clone().apply(policy, now_ms, 0),
+    if matches!(charge, Charge::LeaseCredit { .. }) || spending == LeaseSpending::Only {
+        return lease.outcome(policy.capacity(), now_ms);
     }
+    state.clone().apply(policy, now_ms, 0)
 }
 
 #[cfg(test)]
@@ -240,7 +299,15 @@ mod tests {
 
     /// One spending request of `cost` at `now` on `state` and `lease`.
     fn spend(p: &Policy, state: &mut State, l: &mut CapacityLease, now: u64, cost: i64) -> Outcome {
-        apply(p, state, l, now, cost, Charge::Request, true)
+        apply(
+            p,
+            state,
+            l,
+            now,
+            cost,
+            Charge::Request,
+            LeaseSpending::AfterPolicy,
+        )
     }
 
     #[test]
@@ -294,13 +361,99 @@ mod tests {
         let mut state = State::fresh(p.algorithm());
         let mut l = lease(9, T + 10_000);
         assert!(
-            apply(&p, &mut state, &mut l, T, 1, Charge::Request, false)
-                .decision
-                .allowed
+            apply(
+                &p,
+                &mut state,
+                &mut l,
+                T,
+                1,
+                Charge::Request,
+                LeaseSpending::Never
+            )
+            .decision
+            .allowed
         );
-        let o = apply(&p, &mut state, &mut l, T, 1, Charge::Request, false);
+        let o = apply(
+            &p,
+            &mut state,
+            &mut l,
+            T,
+            1,
+            Charge::Request,
+            LeaseSpending::Never,
+        );
         assert_eq!(o.decision.reason, Reason::OverLimit);
         assert_eq!(l.balance(), 9);
+    }
+
+    #[test]
+    fn an_item_deciding_by_its_lease_alone_never_touches_its_state() {
+        let only = LeaseSpending::Only;
+        for spec in [
+            "fixed 10/1s",
+            "token-bucket 5/1s burst 10",
+            "gcra 10/1s burst 5",
+        ] {
+            let p = policy(spec);
+            let fresh = State::fresh(p.algorithm());
+            let mut state = fresh.clone();
+            let mut l = lease(3, T + 500);
+            // Admitted while the lease holds the cost, the step never asked.
+            let o = apply(&p, &mut state, &mut l, T, 2, Charge::Request, only);
+            let d = o.decision;
+            assert_eq!(
+                (
+                    d.allowed,
+                    d.reason,
+                    d.remaining,
+                    d.reset_at_ms,
+                    d.retry_after_ms
+                ),
+                (true, Reason::Leased, 1, T + 500, 0),
+                "{spec}"
+            );
+            assert_eq!(d.limit, p.capacity());
+            assert!(!o.changed);
+            // Short of the cost: denied as over the limit, retry after the window, nothing spent.
+            let o = apply(&p, &mut state, &mut l, T + 1, 2, Charge::Request, only);
+            let d = o.decision;
+            assert_eq!(
+                (
+                    d.allowed,
+                    d.reason,
+                    d.remaining,
+                    d.reset_at_ms,
+                    d.retry_after_ms
+                ),
+                (false, Reason::OverLimit, 1, T + 500, p.window_ms()),
+                "{spec}"
+            );
+            assert_eq!(l, lease(1, T + 500));
+            // A look, a refund, a settlement: the lease's look, nothing spent.
+            for (cost, charge) in [
+                (0, Charge::Request),
+                (-4, Charge::Request),
+                (1, Charge::Settle),
+            ] {
+                let o = apply(&p, &mut state, &mut l, T + 2, cost, charge, only);
+                assert_eq!(
+                    (o.decision.allowed, o.decision.remaining, o.decision.reason),
+                    (true, 1, Reason::Admitted),
+                    "{spec} {charge:?}"
+                );
+            }
+            // An ended lease admits nothing, and reports no units and no end.
+            let o = apply(&p, &mut state, &mut l, T + 500, 1, Charge::Request, only);
+            let d = o.decision;
+            assert_eq!(
+                (d.allowed, d.remaining, d.reset_at_ms),
+                (false, 0, T + 500),
+                "{spec}"
+            );
+            assert_eq!(state, fresh, "{spec}: the state is never written");
+            assert!(uses_lease(Charge::Settle, only));
+            assert!(!uses_lease(Charge::Settle, LeaseSpending::AfterPolicy));
+        }
     }
 
     #[test]
@@ -348,7 +501,15 @@ mod tests {
             (3, Charge::Release { lease_ms: T }),
         ] {
             let mut copy = state.clone();
-            let o = apply(&p, &mut copy, &mut l, T + 1, cost, charge, true);
+            let o = apply(
+                &p,
+                &mut copy,
+                &mut l,
+                T + 1,
+                cost,
+                charge,
+                LeaseSpending::AfterPolicy,
+            );
             assert_ne!(o.decision.reason, Reason::Leased, "{charge:?}");
             assert_eq!(l.balance(), 50, "{charge:?}");
         }
@@ -376,7 +537,7 @@ mod tests {
                 now,
                 amount,
                 Charge::LeaseCredit { until_ms },
-                false,
+                LeaseSpending::Never,
             )
         };
         // No lease: replaced.
@@ -421,13 +582,37 @@ mod tests {
         let mut state = State::fresh(p.algorithm());
         let mut l = CapacityLease::default();
         let credit = Charge::LeaseCredit { until_ms: u64::MAX };
-        apply(&p, &mut state, &mut l, T, i64::MAX, credit, false);
+        apply(
+            &p,
+            &mut state,
+            &mut l,
+            T,
+            i64::MAX,
+            credit,
+            LeaseSpending::Never,
+        );
         assert_eq!(l, lease(MAX_LEASE_BALANCE, MAX_LEASE_END_MS));
-        apply(&p, &mut state, &mut l, T, 1 << 52, credit, false);
+        apply(
+            &p,
+            &mut state,
+            &mut l,
+            T,
+            1 << 52,
+            credit,
+            LeaseSpending::Never,
+        );
         assert_eq!(l.balance(), MAX_LEASE_BALANCE);
         // A cost the scripts' clamp changes is beyond every balance, as it is in Lua.
         let mut exhausted = State::fresh(p.algorithm());
-        apply(&p, &mut exhausted, &mut l, T, 10, Charge::Request, false);
+        apply(
+            &p,
+            &mut exhausted,
+            &mut l,
+            T,
+            10,
+            Charge::Request,
+            LeaseSpending::Never,
+        );
         let o = apply(
             &p,
             &mut exhausted,
@@ -435,7 +620,7 @@ mod tests {
             T,
             1 << 52,
             Charge::Request,
-            true,
+            LeaseSpending::AfterPolicy,
         );
         assert!(!o.decision.allowed);
         let o = apply(
@@ -445,7 +630,7 @@ mod tests {
             T,
             i64::MAX,
             Charge::Request,
-            true,
+            LeaseSpending::AfterPolicy,
         );
         assert!(!o.decision.allowed);
         let o = apply(
@@ -455,7 +640,7 @@ mod tests {
             T,
             (1 << 52) - 1,
             Charge::Request,
-            true,
+            LeaseSpending::AfterPolicy,
         );
         assert_eq!(
             (o.decision.reason, o.decision.remaining),

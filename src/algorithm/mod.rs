@@ -20,7 +20,7 @@ pub mod token_bucket;
 mod words;
 
 pub use crate::decision::Decision;
-pub use capacity_lease::CapacityLease;
+pub use capacity_lease::{CapacityLease, LeaseSpending};
 pub use concurrency::ConcurrencyState;
 pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;

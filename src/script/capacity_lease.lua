@@ -3,6 +3,7 @@
 -- KEYS     the item's lease key, {el:<ns>:<limit>:<id>}:lease, "<balance> <until_ms>": the
 --          item's next key after its state key (read_item in prelude.lua)
 -- options  spend 1          the item spends its lease when its step denies a request
+--          spend 2          the lease alone decides the item (its state is never read)
 --          credit <until>   the item's cost is credited to its lease, live until <until>
 --
 -- docs/design.md section 9, "In the stores". A lease (b, u) is live while now < u (over at u
@@ -14,6 +15,10 @@
 -- denies and leaves the state unread: a live lease becomes (min(b + a, MAX_LEASE), max(u, e)); an
 -- ended one (min(a, MAX_LEASE), e) when e > now, else stays (nothing written). Its decision:
 -- admitted, remaining the live balance after, reset_at the lease's end while live, else now.
+-- Spending alone (spend 2): a request of c > 0 is admitted iff the lease is live and b >= c (then
+-- b becomes b - c; decision LEASED, remaining b - c, reset_at u, retry 0), else denied OVER_LIMIT
+-- with remaining the live balance, reset_at u while live else now, retry the policy's window;
+-- anything else is a look at the lease. The state is never read or written.
 -- A concurrency limit (code 6) holds no capacity lease: such an item is an error.
 -- Balances stay below 2^52 (costs are clamped to 2^52, so b + a < 2^53: exact in doubles).
 
@@ -68,6 +73,25 @@ local function lease_credit(item, now)
   return lease_decision(item.cap, b, u, now)
 end
 
+-- An item the lease decides alone (spend 2): its decision, and what to write as lease_credit
+-- leaves it.
+local function lease_alone(item, now)
+  local b, u = lease_read(item.lease_key)
+  local live = now < u
+  if item.cost <= 0 or item.settle or item.lease then
+    return lease_decision(item.cap, b, u, now)
+  end
+  if live and b >= item.cost then
+    b = b - item.cost
+    item.lease_value, item.lease_until = fmt(b) .. ' ' .. fmt(u), u
+    return { 1, item.cap, b, u, 0, LEASED }
+  end
+  if live then
+    return over_limit(item.cap, b, u, item.window)
+  end
+  return over_limit(item.cap, 0, now, item.window)
+end
+
 -- Decides one item on its state (read into item.raw) and its lease: returns the decision, the
 -- state's new value (nil: unchanged) and its expiry; a lease to write is left in item.lease_value
 -- and item.lease_until. The twin of capacity_lease::apply.
@@ -78,9 +102,12 @@ local function decide_item(item, now)
   if item.credit then
     return lease_credit(item, now), nil, nil
   end
+  if item.spend == 2 then
+    return lease_alone(item, now), nil, nil
+  end
   item.raw = redis.call('GET', item.key)
   local d, value, expire_at = run_item(item.step, item, now, item.cost)
-  if d[1] == 0 and item.spend and item.cost > 0 and not item.settle and not item.lease then
+  if d[1] == 0 and item.spend == 1 and item.cost > 0 and not item.settle and not item.lease then
     local b, u = lease_read(item.lease_key)
     if now < u and b >= item.cost then
       b = b - item.cost
@@ -95,7 +122,7 @@ end
 -- repeated request id remembers no decision for it: a zero-cost look that changes nothing — at
 -- its lease for a credit, at its state otherwise (whatever its lease holds).
 local function look_item(item, now)
-  if item.credit then
+  if item.credit or item.spend == 2 then
     local b, u = lease_read(item.lease_key)
     return lease_decision(item.cap, b, u, now)
   end

@@ -4,7 +4,7 @@ pub use super::call::Invocation;
 use super::reply::{parse, parse_gated, Reply};
 use super::source::Script;
 use crate::algorithm::capacity_lease::MAX_LEASE_END_MS;
-use crate::algorithm::Charge;
+use crate::algorithm::{Charge, LeaseSpending};
 pub(super) use crate::control::assignment::algorithm_code;
 use crate::control::list::{Gate, Listed};
 use crate::policy::Algorithm;
@@ -520,10 +520,15 @@ fn push_item<S: Sink>(
     sink.int(policy.capacity());
     sink.int(encode_cost(cost));
     let remember = item.request_id.as_ref().map(|_| item.remember_ms());
-    // Only a request ever spends: a settlement or release marked spending sends no lease key.
-    let spend = item.spend_lease && item.charge == Charge::Request;
+    // A credit is its own option; otherwise an item sends `spend` when it reads its lease (a
+    // settlement or release spending after its policy sends no lease key).
+    let spend = match item.spend_lease {
+        _ if matches!(item.charge, Charge::LeaseCredit { .. }) || !item.uses_lease() => None,
+        LeaseSpending::Only => Some(2),
+        _ => Some(1),
+    };
     let count = option.is_some() as usize
-        + spend as usize
+        + spend.is_some() as usize
         + remember.is_some() as usize
         + control as usize
         + gate.is_some() as usize;
@@ -535,9 +540,9 @@ fn push_item<S: Sink>(
         sink.text(name);
         sink.int(value);
     }
-    if spend {
+    if let Some(mode) = spend {
         sink.text("spend");
-        sink.int(1);
+        sink.int(mode);
     }
     if let Some(ms) = remember {
         sink.text("rq");
@@ -685,6 +690,21 @@ mod tests {
                 "credit",
                 "4503599627370495"
             ]
+        );
+        // Deciding by the lease alone is `spend 2`, for any charge.
+        let alone = CheckItem::new(&global, "x", 1)
+            .spending_lease_only()
+            .charged(Charge::Settle);
+        let plan = CheckPlan::new(
+            &Check::new().with_item(alone),
+            "ns",
+            TimeSource::At(5),
+            Topology::SingleNode,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.invocations()[0].args(),
+            ["5", "10", "1000", "20", "1", "2", "settle", "1", "spend", "2"]
         );
         // Only a request spends: a settlement marked spending sends no lease key.
         let settle = Check::new().with_item(spend.charged(Charge::Settle));
@@ -837,7 +857,7 @@ mod tests {
             charge,
             proptest::option::of(id),
             proptest::option::of(0usize..3),
-            any::<bool>(),
+            0u8..3,
         )
             .prop_map(|(spec, name, tiers, id, cost, charge, rq, gate, spend)| {
                 let mut limit = Limit::new(name, SPECS[spec].parse::<Policy>().unwrap());
@@ -853,8 +873,12 @@ mod tests {
                     charge => charge,
                 };
                 let mut item = CheckItem::new(&limit, id, cost).charged(charge);
-                if spend && !concurrency {
-                    item = item.spending_lease();
+                if !concurrency {
+                    item = match spend {
+                        1 => item.spending_lease(),
+                        2 => item.spending_lease_only(),
+                        _ => item,
+                    };
                 }
                 if let Some(rq) = rq {
                     item = item.with_request_id(rq);

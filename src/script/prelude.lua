@@ -140,6 +140,8 @@ end
 --   lease <end_ms>  (concurrency) release up to `cost` leases ending at end_ms
 --   spend 1         (rate algorithms) a request the step denies may be admitted from the capacity
 --                   lease at the next key (capacity_lease.lua, docs/design.md section 9)
+--   spend 2         (rate algorithms) the capacity lease at the next key decides alone; the state
+--                   is neither read nor written
 --   credit <until>  (rate algorithms) the cost is credited to the capacity lease at the next key,
 --                   live until <until>; the state is not read
 --   rq <ms>         remember an admitted decision under the next key for <ms> (a request id)
@@ -175,7 +177,10 @@ local function read_item(a, k, with_code)
         error('edgelimit: an item spends or credits its capacity lease, not both')
       end
       if name == 'spend' then
-        item.spend = true
+        item.spend = int_arg(value)
+        if item.spend ~= 1 and item.spend ~= 2 then
+          error('edgelimit: unknown lease spending')
+        end
       else
         item.credit = int_arg(value)
       end

@@ -108,9 +108,14 @@ pub fn decide_into(
                 if outcome.decision.allowed {
                     let policy = &item.limit.policy;
                     *outcome = match leases.get(i) {
-                        Some(lease) => {
-                            capacity_lease::look(policy, state, lease, now_ms, item.charge)
-                        }
+                        Some(lease) => capacity_lease::look(
+                            policy,
+                            state,
+                            lease,
+                            now_ms,
+                            item.charge,
+                            item.spend_lease,
+                        ),
                         None => state.clone().apply(policy, now_ms, 0),
                     };
                 }

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::error::StoreError;
-use crate::algorithm::Charge;
+use crate::algorithm::{Charge, LeaseSpending};
 use crate::control::list::{Gate, ListProbe, Listed};
 use crate::control::{Assignment, Tiers};
 use crate::decision::Decision;
@@ -239,11 +239,11 @@ pub struct CheckItem {
     /// there lets it through uncharged. `None` (or an index past the gates): only a deny match
     /// of any gate concerns it. See docs/design.md §"Deny and allow lists".
     pub gate: Option<usize>,
-    /// Whether a request the limit's policy denies may be admitted from the item's capacity
-    /// lease (a global limit's item in a region, its policy the region's static share:
-    /// docs/design.md §9). Only a [`Charge::Request`] of positive cost ever spends; see
-    /// [`CheckItem::spending_lease`].
-    pub spend_lease: bool,
+    /// How the item uses its capacity lease (a global limit's item in a region: docs/design.md
+    /// §9): never, when its policy (the region's static share) denies a request, or alone. Only
+    /// a [`Charge::Request`] of positive cost ever spends; see [`CheckItem::spending_lease`] and
+    /// [`CheckItem::spending_lease_only`].
+    pub spend_lease: LeaseSpending,
 }
 
 impl CheckItem {
@@ -261,7 +261,7 @@ impl CheckItem {
             charge: Charge::Request,
             request_id: None,
             gate: None,
-            spend_lease: false,
+            spend_lease: LeaseSpending::Never,
         }
     }
 
@@ -288,11 +288,23 @@ impl CheckItem {
     ///
     /// [`StoreError::InvalidInput`]: super::StoreError::InvalidInput
     pub fn spending_lease(mut self) -> CheckItem {
-        self.spend_lease = true;
+        self.spend_lease = LeaseSpending::AfterPolicy;
         self
     }
 
-    /// Whether the item reads or writes its capacity lease: a credit, or a spending request.
+    /// The same item decided by its capacity lease alone ([`LeaseSpending::Only`]): a request of
+    /// positive cost is admitted iff the lease is live and holds the cost, and is otherwise
+    /// denied as over the limit; the item's state is neither read nor written, and any other
+    /// charge only looks at the lease. What a region whose static share of a global limit
+    /// rounds down to nothing decides with. A rate algorithm only, as for
+    /// [`CheckItem::spending_lease`].
+    pub fn spending_lease_only(mut self) -> CheckItem {
+        self.spend_lease = LeaseSpending::Only;
+        self
+    }
+
+    /// Whether the item reads or writes its capacity lease: a credit, a request spending after
+    /// its policy, any item deciding by its lease alone.
     pub(crate) fn uses_lease(&self) -> bool {
         crate::algorithm::capacity_lease::uses_lease(self.charge, self.spend_lease)
     }
@@ -415,6 +427,12 @@ impl Check {
         &self.items
     }
 
+    /// Changes each item in place, keeping the check's gates and order: how a global store
+    /// turns a check into what a region decides (docs/design.md §9).
+    pub(crate) fn map_items(&mut self, change: impl FnMut(&mut CheckItem)) {
+        self.items.iter_mut().for_each(change);
+    }
+
     /// Replaces each item's policy by `policy(item)`: how a store applies the effective policies
     /// of its identifiers' assignments (docs/design.md §2, "Policy changes").
     pub(crate) fn map_policies(&mut self, mut policy: impl FnMut(&CheckItem) -> Policy) {
@@ -460,8 +478,7 @@ impl Check {
     /// check with this error, the Redis stores before sending anything.
     pub(crate) fn refuse_bad_leases(&self) -> Result<(), StoreError> {
         let bad = self.items.iter().find(|item| {
-            item.limit.policy.algorithm() == Algorithm::Concurrency
-                && (item.spend_lease || matches!(item.charge, Charge::LeaseCredit { .. }))
+            item.limit.policy.algorithm() == Algorithm::Concurrency && item.uses_lease()
         });
         match bad {
             Some(item) => Err(StoreError::InvalidInput(format!(

@@ -654,8 +654,15 @@ impl MemoryStore {
                 let lease = leases
                     .as_ref()
                     .map_or(CapacityLease::default(), |(l, _)| l[i]);
-                capacity_lease::look(&item.limit.policy, &state, &lease, now_ms, item.charge)
-                    .decision
+                capacity_lease::look(
+                    &item.limit.policy,
+                    &state,
+                    &lease,
+                    now_ms,
+                    item.charge,
+                    item.spend_lease,
+                )
+                .decision
             });
         }
         let verdict = self.decide(effective, now_ms);

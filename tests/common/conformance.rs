@@ -37,6 +37,7 @@ macro_rules! conformance_tests {
             a_repeated_request_id_charges_once,
             capacity_leases_are_spent_after_the_share_and_credits_merge,
             a_denied_check_spends_and_credits_no_lease,
+            a_lease_alone_decides_and_the_state_is_never_touched,
             a_concurrency_limit_holds_no_capacity_lease
         ]);
     };
@@ -536,6 +537,70 @@ pub async fn a_denied_check_spends_and_credits_no_lease<S: Store>(store: &S) {
         assert_eq!((d.allowed, d.remaining, d.reset_at_ms), (true, 5, T0 + 900));
         let look = one(store, credit(&global, "a", 0, 0), T0 + 4).await;
         assert_eq!(look.decisions[0].remaining, 5, "nothing credited");
+    }
+}
+
+pub async fn a_lease_alone_decides_and_the_state_is_never_touched<S: Store>(store: &S) {
+    for (n, spec) in [
+        "fixed 2/1s",
+        "token-bucket 2/1s burst 2",
+        "gcra 2/1s burst 2",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let l = limit(&format!("conf-alone-{n}"), spec);
+        let alone =
+            |cost| Check::new().with_item(CheckItem::new(&l, "g", cost).spending_lease_only());
+        // No lease: denied though the policy would admit, retry after its window.
+        let v = one(store, alone(1), T0).await;
+        let d = v.decisions[0];
+        assert_eq!(
+            (
+                v.allowed,
+                d.reason,
+                d.remaining,
+                d.reset_at_ms,
+                d.retry_after_ms
+            ),
+            (false, Reason::OverLimit, 0, T0, 1_000),
+            "{spec}"
+        );
+        one(store, credit(&l, "g", 5, T0 + 800), T0).await;
+        // Five units, spent beyond what the policy alone would admit in the instant.
+        for left in [3, 1] {
+            let d = one(store, alone(2), T0 + 1).await.decisions[0];
+            assert_eq!(
+                (d.allowed, d.reason, d.remaining, d.reset_at_ms),
+                (true, Reason::Leased, left, T0 + 800),
+                "{spec}"
+            );
+        }
+        let v = one(store, alone(2), T0 + 2).await;
+        assert_eq!(
+            (
+                v.allowed,
+                v.decisions[0].remaining,
+                v.decisions[0].reset_at_ms
+            ),
+            (false, 1, T0 + 800),
+            "{spec}"
+        );
+        // A settlement only looks at the lease.
+        let settle = Check::new().with_item(
+            CheckItem::new(&l, "g", 1)
+                .spending_lease_only()
+                .charged(Charge::Settle),
+        );
+        assert_eq!(
+            one(store, settle, T0 + 3).await.decisions[0].remaining,
+            1,
+            "{spec}"
+        );
+        // The policy's state was never written: the same limit unleased admits its full burst.
+        let plain = Check::new().with_item(CheckItem::new(&l, "g", 2));
+        let d = one(store, plain, T0 + 4).await.decisions[0];
+        assert_eq!((d.allowed, d.remaining), (true, 0), "{spec}");
     }
 }
 

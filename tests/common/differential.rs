@@ -223,7 +223,8 @@ fn random_charge(rng: &mut Rng, leases: &[u64]) -> Charge {
 }
 
 /// An item of `limit` for `id`, charged at random. A `global` limit's item (a rate algorithm's)
-/// mostly spends its capacity lease, and is now and then a credit to it at `t`.
+/// mostly spends its capacity lease (after its policy, or now and then alone), and is now and
+/// then a credit to it at `t`.
 fn random_item(
     rng: &mut Rng,
     limit: &Limit,
@@ -237,10 +238,12 @@ fn random_item(
     }
     let cost = random_cost(rng, limit.policy.capacity());
     let item = CheckItem::new(limit, id, cost).charged(random_charge(rng, leases));
-    if global && rng.chance(80) {
-        item.spending_lease()
-    } else {
-        item
+    // A region whose share rounds to nothing decides by its lease alone.
+    match rng.range(0, 9) {
+        _ if !global => item,
+        0 | 1 => item,
+        2 | 3 => item.spending_lease_only(),
+        _ => item.spending_lease(),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use edgelimit::algorithm::Charge;
+use edgelimit::algorithm::{Charge, LeaseSpending};
 use edgelimit::control::list::{Gate, ListEntry, ListProbe, Listed};
 use edgelimit::control::{Assignment, AssignmentKind, Tiers};
 use edgelimit::{
@@ -239,13 +239,37 @@ pub struct WireItem {
     /// The gate the item sits behind, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<usize>,
-    /// Whether the item spends its capacity lease (`CheckItem::spend_lease`).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub spend_lease: bool,
+    /// How the item spends its capacity lease (`CheckItem::spend_lease`): absent for never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend_lease: Option<WireLeaseSpending>,
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
+/// `LeaseSpending` on the wire, absent for `Never`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WireLeaseSpending {
+    /// A request the policy denies may be admitted from the lease.
+    AfterPolicy,
+    /// The lease alone decides.
+    Only,
+}
+
+impl WireLeaseSpending {
+    fn of(spending: LeaseSpending) -> Option<WireLeaseSpending> {
+        match spending {
+            LeaseSpending::Never => None,
+            LeaseSpending::AfterPolicy => Some(WireLeaseSpending::AfterPolicy),
+            LeaseSpending::Only => Some(WireLeaseSpending::Only),
+        }
+    }
+
+    fn spending(wire: Option<WireLeaseSpending>) -> LeaseSpending {
+        match wire {
+            None => LeaseSpending::Never,
+            Some(WireLeaseSpending::AfterPolicy) => LeaseSpending::AfterPolicy,
+            Some(WireLeaseSpending::Only) => LeaseSpending::Only,
+        }
+    }
 }
 
 fn request() -> WireCharge {
@@ -390,7 +414,7 @@ pub fn check_call(checks: &[Check], time: TimeSource) -> Call {
                     .as_ref()
                     .map(|id| WireBytes::of(id.as_bytes())),
                 gate: item.gate,
-                spend_lease: item.spend_lease,
+                spend_lease: WireLeaseSpending::of(item.spend_lease),
             })
             .collect();
         wire_checks.push(WireCheck {
@@ -442,7 +466,7 @@ pub fn checks_of(
                 built = built.with_request_id(id.identifier()?);
             }
             built.gate = item.gate;
-            built.spend_lease = item.spend_lease;
+            built.spend_lease = WireLeaseSpending::spending(item.spend_lease);
             check.add_item(built);
         }
         if !wire.gates.is_empty() {
@@ -608,7 +632,7 @@ mod tests {
             charge: WireCharge::Request,
             request_id: None,
             gate: None,
-            spend_lease: false,
+            spend_lease: None,
         };
         let check = WireCheck {
             items: vec![item],
