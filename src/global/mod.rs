@@ -2,7 +2,20 @@
 //! regions together never over the limit.
 //!
 //! - [`split`]: a global policy's static shares and the home's pool.
+//! - [`limits`]: what one region decides a global limit with (share, pool, lease ends).
+//! - [`ledger`]: what a region knows of its leases, and when it asks the home for more.
+//! - [`store`]: [`GlobalStore`], a region's store deciding global limits in one local round
+//!   trip, waiting for the home only when its share and lease both fall short.
 
+pub mod ledger;
+pub mod limits;
 pub mod split;
+pub mod store;
 
+#[cfg(test)]
+mod tests;
+
+pub use ledger::Refill;
+pub use limits::{GlobalLimitError, RegionalLimit, RegionalLimits};
 pub use split::{is_global, Split, SplitError, MILLION};
+pub use store::{GlobalStats, GlobalStore, MIN_REFILL_HORIZON_MS};

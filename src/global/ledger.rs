@@ -1,0 +1,257 @@
+//! A region's bookkeeping of its leases (docs/design.md §9, "A request in a region"): what it
+//! admitted of each global (limit, identifier) lately, the lease balance its store last
+//! reported, what the pool last had left — and from those, when to refill and by how much.
+//! Pure: time is passed in.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::store::Identifier;
+
+/// A refill the region owes itself: ask the home's pool for `want` units of `limit` for
+/// `identifier`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refill {
+    /// The global limit's name.
+    pub limit: Arc<str>,
+    /// Whose lease.
+    pub identifier: Identifier,
+    /// How many units to ask for.
+    pub want: u64,
+    /// When the need was seen (epoch ms).
+    pub queued_ms: u64,
+}
+
+/// What the region knows of one (limit, identifier).
+#[derive(Debug, Clone, Default)]
+struct Entry {
+    /// Units admitted in the region (by its share or its lease) since `since_ms`.
+    admitted: u64,
+    since_ms: u64,
+    /// The lease balance the store last reported, and when the lease ends.
+    balance: u64,
+    lease_until_ms: u64,
+    /// What the pool had left at the home's last answer.
+    pool_left: Option<u64>,
+    /// Whether a refill is queued or under way.
+    pending: bool,
+    seen_ms: u64,
+}
+
+/// A region's leases, as far as its decisions tell.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    entries: HashMap<(Arc<str>, Identifier), Entry>,
+    queue: Vec<Refill>,
+}
+
+/// How the ledger sizes refills: the horizon a refill should last, the number of regions
+/// sharing the pool, and the pool's capacity (what is left before the home has answered).
+#[derive(Debug, Clone, Copy)]
+pub struct Sizing {
+    /// How long a refill should last at the region's rate (ms).
+    pub horizon_ms: u64,
+    /// How many regions share the pool.
+    pub regions: u64,
+    /// The pool's capacity.
+    pub pool_capacity: u64,
+}
+
+impl Sizing {
+    /// The units to ask for: the region's rate over the horizon (at least one unit), at most
+    /// the pool's last remaining over the number of regions — and never less than `need`, what
+    /// a waiting request must have.
+    fn want(&self, entry: &Entry, now_ms: u64, need: u64) -> u64 {
+        // Rates are measured over at least one horizon, so a region's first requests do not
+        // read as a flood.
+        let elapsed = now_ms.saturating_sub(entry.since_ms).max(self.horizon_ms);
+        let rate_target = (u128::from(entry.admitted) * u128::from(self.horizon_ms))
+            .div_ceil(u128::from(elapsed.max(1))) as u64;
+        let left = entry.pool_left.unwrap_or(self.pool_capacity);
+        let fair = left / self.regions.max(1);
+        rate_target.max(1).min(fair.max(1)).max(need)
+    }
+}
+
+impl Ledger {
+    /// Notes a global item the region's store admitted at `now_ms`: `cost` units, by its share
+    /// with `share_left` remaining, or by its lease (`leased`) with `share_left` the lease's
+    /// balance. Queues a refill when the share and the lease together hold less than half of
+    /// one. Returns whether it queued one.
+    pub fn note_admitted(
+        &mut self,
+        key: (&Arc<str>, &Identifier),
+        cost: u64,
+        left: u64,
+        leased: bool,
+        now_ms: u64,
+        sizing: &Sizing,
+    ) -> bool {
+        let entry = self.entry(key, now_ms, sizing);
+        entry.admitted = entry.admitted.saturating_add(cost);
+        let lease = if entry.lease_until_ms > now_ms {
+            entry.balance
+        } else {
+            0
+        };
+        let available = if leased {
+            entry.balance = left;
+            left
+        } else {
+            left.saturating_add(lease)
+        };
+        let want = sizing.want(entry, now_ms, 0);
+        if entry.pending || available.saturating_mul(2) >= want {
+            return false;
+        }
+        entry.pending = true;
+        self.queue.push(Refill {
+            limit: key.0.clone(),
+            identifier: key.1.clone(),
+            want,
+            queued_ms: now_ms,
+        });
+        true
+    }
+
+    /// What to ask the home for a request that must have `need` units now.
+    pub fn want_now(
+        &mut self,
+        key: (&Arc<str>, &Identifier),
+        need: u64,
+        now_ms: u64,
+        sizing: &Sizing,
+    ) -> u64 {
+        let entry = self.entry(key, now_ms, sizing);
+        sizing.want(entry, now_ms, need)
+    }
+
+    /// Notes the home's answer for a lease: what the pool has left.
+    pub fn note_pool(&mut self, key: (&Arc<str>, &Identifier), pool_left: u64) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.pool_left = Some(pool_left);
+        }
+    }
+
+    /// Notes a lease the region's store now holds after a credit, and that the refill for it (if
+    /// any) is over.
+    pub fn note_lease(&mut self, key: (&Arc<str>, &Identifier), balance: u64, until_ms: u64) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.balance = balance;
+            entry.lease_until_ms = until_ms;
+            entry.pending = false;
+        }
+    }
+
+    /// Marks the refill of `key` over without a lease (the home denied it or was not reached).
+    pub fn refill_failed(&mut self, key: (&Arc<str>, &Identifier)) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.pending = false;
+        }
+    }
+
+    /// The refills queued, oldest first, leaving none.
+    pub fn take_refills(&mut self) -> Vec<Refill> {
+        std::mem::take(&mut self.queue)
+    }
+
+    /// When the oldest queued refill was queued, if any is.
+    pub fn oldest_refill_ms(&self) -> Option<u64> {
+        self.queue.first().map(|r| r.queued_ms)
+    }
+
+    /// Forgets entries neither seen for `idle_ms` nor holding a live lease, so an isolate's
+    /// memory follows its recent traffic.
+    pub fn forget_idle(&mut self, now_ms: u64, idle_ms: u64) {
+        self.entries.retain(|_, e| {
+            e.pending || e.lease_until_ms > now_ms || now_ms.saturating_sub(e.seen_ms) < idle_ms
+        });
+    }
+
+    /// How many (limit, identifier) the ledger holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn entry(&mut self, key: (&Arc<str>, &Identifier), now_ms: u64, sizing: &Sizing) -> &mut Entry {
+        let entry = self
+            .entries
+            .entry((key.0.clone(), key.1.clone()))
+            .or_insert_with(|| Entry {
+                since_ms: now_ms,
+                ..Entry::default()
+            });
+        // The rate is measured over the last one to two horizons: older traffic decays.
+        if now_ms.saturating_sub(entry.since_ms) > 2 * sizing.horizon_ms {
+            entry.admitted /= 2;
+            entry.since_ms = now_ms - sizing.horizon_ms;
+        }
+        entry.seen_ms = now_ms;
+        entry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> (Arc<str>, Identifier) {
+        (Arc::from("api"), Identifier::from("alice"))
+    }
+
+    const SIZING: Sizing = Sizing {
+        horizon_ms: 1_000,
+        regions: 3,
+        pool_capacity: 60,
+    };
+
+    #[test]
+    fn a_region_refills_when_share_and_lease_fall_below_half_a_refill() {
+        let (name, id) = key();
+        let mut ledger = Ledger::default();
+        // Ten units in the first horizon: a refill of ten; the share still holds 8.
+        for t in 0..9 {
+            assert!(!ledger.note_admitted((&name, &id), 1, 8, false, t, &SIZING));
+        }
+        assert!(ledger.note_admitted((&name, &id), 1, 4, false, 9, &SIZING));
+        let refills = ledger.take_refills();
+        assert_eq!(refills.len(), 1);
+        assert_eq!(refills[0].want, 10);
+        // Queued once until the lease lands.
+        assert!(!ledger.note_admitted((&name, &id), 1, 0, false, 10, &SIZING));
+        ledger.note_lease((&name, &id), 10, 1_000);
+        assert!(!ledger.note_admitted((&name, &id), 1, 0, false, 11, &SIZING));
+    }
+
+    #[test]
+    fn a_refill_shrinks_as_the_pool_empties_but_covers_what_a_request_needs() {
+        let (name, id) = key();
+        let mut ledger = Ledger::default();
+        for t in 0..50 {
+            ledger.note_admitted((&name, &id), 1, 100, false, t, &SIZING);
+        }
+        assert_eq!(ledger.want_now((&name, &id), 1, 50, &SIZING), 20);
+        ledger.note_pool((&name, &id), 9);
+        assert_eq!(ledger.want_now((&name, &id), 1, 50, &SIZING), 3);
+        assert_eq!(ledger.want_now((&name, &id), 5, 50, &SIZING), 5);
+        ledger.note_pool((&name, &id), 0);
+        assert_eq!(ledger.want_now((&name, &id), 1, 50, &SIZING), 1);
+    }
+
+    #[test]
+    fn idle_entries_are_forgotten_unless_a_lease_is_live() {
+        let (name, id) = key();
+        let other = Identifier::from("bob");
+        let mut ledger = Ledger::default();
+        ledger.note_admitted((&name, &id), 1, 100, false, 0, &SIZING);
+        ledger.note_admitted((&name, &other), 1, 100, false, 0, &SIZING);
+        ledger.note_lease((&name, &other), 3, 20_000);
+        ledger.forget_idle(10_000, 5_000);
+        assert_eq!(ledger.len(), 1);
+    }
+}

@@ -1,0 +1,548 @@
+//! [`GlobalStore`]: one region's store for a configuration with global limits (docs/design.md
+//! §9). Every check is decided in the region's own store in one round trip, global items by
+//! their static share and then their lease; only a request whose share and lease both fall
+//! short waits for the home. Refills are asked for ahead of need and sent by
+//! [`GlobalStore::refill`], off the request path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use super::ledger::{Ledger, Refill, Sizing};
+use super::limits::{RegionalLimit, RegionalLimits};
+use crate::algorithm::{Charge, LeaseSpending};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Decision, Reason};
+use crate::store::{Check, CheckItem, Identifier, Store, StoreError, TimeSource, Verdict};
+
+/// The shortest horizon a refill is sized for (ms): a second of the region's traffic.
+pub const MIN_REFILL_HORIZON_MS: u64 = 1_000;
+
+/// A region's store for global limits: `R` the region's own store, `H` the home's.
+///
+/// Decides on the caller's clock only ([`TimeSource::At`]): leases end at times the region and
+/// the home must agree on. Items of limits that are not global pass through untouched.
+#[derive(Debug)]
+pub struct GlobalStore<R, H> {
+    region: R,
+    home: H,
+    limits: RegionalLimits,
+    regions: u64,
+    lease_ms: u64,
+    clock: Arc<dyn Clock>,
+    home_rtt_ms: AtomicU64,
+    ledger: Mutex<Ledger>,
+    counters: Counters,
+}
+
+/// What a region's global limits cost, counted since the store was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GlobalStats {
+    /// Checks with at least one global item.
+    pub checks: u64,
+    /// Checks that waited for the home (their share and lease fell short).
+    pub waited: u64,
+    /// Round trips to the home: for waiting checks and for refills.
+    pub home_round_trips: u64,
+    /// Round trips to the home that failed.
+    pub home_failures: u64,
+    /// Units the home granted in leases.
+    pub granted: u64,
+    /// Units admitted from leases.
+    pub leased: u64,
+    /// Units granted but never credited to the region (its store failed after the home had
+    /// granted them): lost to the region, never to the bound.
+    pub lost: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    checks: AtomicU64,
+    waited: AtomicU64,
+    home_round_trips: AtomicU64,
+    home_failures: AtomicU64,
+    granted: AtomicU64,
+    leased: AtomicU64,
+    lost: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+/// One ask of the home: units of a global limit's pool for an identifier.
+struct Ask<'a> {
+    limit: &'a RegionalLimit,
+    identifier: Identifier,
+    need: u64,
+    want: u64,
+}
+
+/// Units the home granted: to be credited to the region's lease.
+struct Grant<'a> {
+    limit: &'a RegionalLimit,
+    identifier: Identifier,
+    units: u64,
+    until_ms: u64,
+}
+
+impl<R: Store, H: Store> GlobalStore<R, H> {
+    /// The store of one region among `regions`, deciding `limits` (as
+    /// [`RegionalLimits::new`] split them for this region) with `region`'s store and the
+    /// `home`'s pools. Leases of the buckets last `lease_ms`.
+    pub fn new(
+        region: R,
+        home: H,
+        limits: RegionalLimits,
+        regions: usize,
+        lease_ms: u64,
+    ) -> GlobalStore<R, H> {
+        GlobalStore {
+            region,
+            home,
+            limits,
+            regions: regions.max(1) as u64,
+            lease_ms: lease_ms.max(1),
+            clock: Arc::new(SystemClock),
+            home_rtt_ms: AtomicU64::new(0),
+            ledger: Mutex::new(Ledger::default()),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The same store timing the home's round trips with `clock` (a clock that does not move
+    /// during a call, as a replay's, times none: give the round trip with
+    /// [`GlobalStore::with_home_rtt_ms`]).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> GlobalStore<R, H> {
+        self.clock = clock;
+        self
+    }
+
+    /// The same store assuming the home's round trip takes `ms` until one is timed.
+    pub fn with_home_rtt_ms(self, ms: u64) -> GlobalStore<R, H> {
+        self.home_rtt_ms.store(ms, Ordering::Relaxed);
+        self
+    }
+
+    /// The region's own store.
+    pub fn region_store(&self) -> &R {
+        &self.region
+    }
+
+    /// The home's store.
+    pub fn home_store(&self) -> &H {
+        &self.home
+    }
+
+    /// What the global limits cost so far.
+    pub fn stats(&self) -> GlobalStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        GlobalStats {
+            checks: get(&c.checks),
+            waited: get(&c.waited),
+            home_round_trips: get(&c.home_round_trips),
+            home_failures: get(&c.home_failures),
+            granted: get(&c.granted),
+            leased: get(&c.leased),
+            lost: get(&c.lost),
+        }
+    }
+
+    /// When the oldest refill still to send was asked for (epoch ms), if one is.
+    pub fn refill_due_since(&self) -> Option<u64> {
+        self.ledger().oldest_refill_ms()
+    }
+
+    /// Sends the refills asked for so far: one round trip to the home for their leases, one to
+    /// the region's store to credit them. Off the request path (the Worker's `waitUntil`). A
+    /// refill the home denies is dropped (the pool is nearly empty: a request needing units
+    /// then waits for the home instead).
+    pub async fn refill(&self, now_ms: u64) -> Result<(), StoreError> {
+        let refills = self.ledger().take_refills();
+        if refills.is_empty() {
+            return Ok(());
+        }
+        let asks: Vec<Ask<'_>> = refills
+            .into_iter()
+            .filter_map(
+                |Refill {
+                     limit,
+                     identifier,
+                     want,
+                     ..
+                 }| {
+                    let limit = self.limits.get(&limit)?;
+                    Some(Ask {
+                        limit,
+                        identifier,
+                        need: want,
+                        want,
+                    })
+                },
+            )
+            .collect();
+        let grants = match self.ask_home(&asks, now_ms).await {
+            Ok(grants) => grants,
+            Err(e) => {
+                let mut ledger = self.ledger();
+                for ask in &asks {
+                    ledger.refill_failed((&ask.limit.whole.name, &ask.identifier));
+                }
+                return Err(e);
+            }
+        };
+        let credits: Vec<Check> = grants.iter().map(credit_check).collect();
+        let result = self.region.check(&credits, TimeSource::At(now_ms)).await;
+        self.note_credits(&asks, &grants, result.as_deref().ok());
+        self.ledger().forget_idle(now_ms, 4 * self.horizon_ms());
+        result.map(|_| ())
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How long a refill should last: twice the home's round trip, at least a second.
+    fn horizon_ms(&self) -> u64 {
+        (2 * self.home_rtt_ms.load(Ordering::Relaxed)).max(MIN_REFILL_HORIZON_MS)
+    }
+
+    fn sizing(&self, limit: &RegionalLimit) -> Sizing {
+        Sizing {
+            horizon_ms: self.horizon_ms(),
+            regions: self.regions,
+            pool_capacity: limit.pool.as_ref().map_or(0, |p| p.policy.capacity()),
+        }
+    }
+
+    /// `checks` as the region's store decides them: each global item on its share, spending
+    /// its lease when the limit has a pool.
+    fn regional(&self, checks: &[Check]) -> Vec<Check> {
+        checks
+            .iter()
+            .map(|check| {
+                let mut regional = check.clone();
+                regional.map_items(|item| {
+                    let Some(global) = self.limits.get(&item.limit.name) else {
+                        return;
+                    };
+                    item.limit = global.regional().clone();
+                    // A share-less region holds no state of the limit: every item, whatever
+                    // its charge, is its lease's.
+                    item.spend_lease = match (&global.share, &global.pool) {
+                        (None, _) => LeaseSpending::Only,
+                        (Some(_), Some(_)) => LeaseSpending::AfterPolicy,
+                        (Some(_), None) => LeaseSpending::Never,
+                    };
+                });
+                regional
+            })
+            .collect()
+    }
+
+    /// Whether a denied check is denied only by global items a lease could admit: then it
+    /// waits for the home.
+    fn waits(&self, check: &Check, verdict: &Verdict) -> bool {
+        if verdict.allowed {
+            return false;
+        }
+        let mut denied = check
+            .items()
+            .iter()
+            .zip(&verdict.decisions)
+            .filter(|(_, d)| !d.allowed)
+            .peekable();
+        // A share smaller than the request denies it as too costly; the lease may still hold it,
+        // unless it is beyond the whole limit.
+        denied.peek().is_some()
+            && denied.all(|(item, decision)| {
+                matches!(
+                    decision.reason,
+                    Reason::OverLimit | Reason::CostExceedsCapacity
+                ) && item.charge == Charge::Request
+                    && item.cost > 0
+                    && self.limits.get(&item.limit.name).is_some_and(|g| {
+                        g.pool.is_some() && item.cost as u64 <= g.whole.policy.capacity()
+                    })
+            })
+    }
+
+    /// Asks the home's pools for `asks`, one round trip (two when a pool cannot grant what was
+    /// wanted but holds what is needed); the grants made.
+    async fn ask_home<'a>(
+        &self,
+        asks: &[Ask<'a>],
+        now_ms: u64,
+    ) -> Result<Vec<Grant<'a>>, StoreError> {
+        let pool_check = |ask: &Ask<'_>, units: u64| {
+            let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
+            Check::new().with_item(CheckItem::new(
+                pool.clone(),
+                ask.identifier.clone(),
+                units as i64,
+            ))
+        };
+        let checks: Vec<Check> = asks.iter().map(|a| pool_check(a, a.want)).collect();
+        let answers = self.home_round_trip(&checks, now_ms).await?;
+        let mut grants = Vec::new();
+        let mut smaller = Vec::new();
+        for (ask, answer) in asks.iter().zip(&answers) {
+            let decision = &answer.decisions[0];
+            self.ledger()
+                .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
+            if decision.allowed {
+                grants.push(grant(ask, ask.want, decision, now_ms, self.lease_ms));
+            } else if ask.want > ask.need && decision.remaining >= ask.need {
+                smaller.push(ask);
+            }
+        }
+        if !smaller.is_empty() {
+            let checks: Vec<Check> = smaller.iter().map(|a| pool_check(a, a.need)).collect();
+            let answers = self.home_round_trip(&checks, now_ms).await?;
+            for (ask, answer) in smaller.into_iter().zip(&answers) {
+                let decision = &answer.decisions[0];
+                self.ledger()
+                    .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
+                if decision.allowed {
+                    grants.push(grant(ask, ask.need, decision, now_ms, self.lease_ms));
+                }
+            }
+        }
+        bump(
+            &self.counters.granted,
+            grants.iter().map(|g| g.units).sum::<u64>(),
+        );
+        Ok(grants)
+    }
+
+    async fn home_round_trip(
+        &self,
+        checks: &[Check],
+        now_ms: u64,
+    ) -> Result<Vec<Verdict>, StoreError> {
+        bump(&self.counters.home_round_trips, 1);
+        let stopwatch = self.clock.stopwatch();
+        let answers = self.home.check(checks, TimeSource::At(now_ms)).await;
+        let took = stopwatch.elapsed_ms().round() as u64;
+        if took > 0 {
+            // A moving average: one slow trip does not double the next refills.
+            let before = self.home_rtt_ms.load(Ordering::Relaxed);
+            let after = if before == 0 {
+                took
+            } else {
+                (before * 7 + took).div_ceil(8)
+            };
+            self.home_rtt_ms.store(after, Ordering::Relaxed);
+        }
+        answers.inspect_err(|_| bump(&self.counters.home_failures, 1))
+    }
+
+    /// Waits for the home on behalf of the checks at `waiting` (denied only by leases short of
+    /// units): one ask of the home for every identifier they need, then one round trip to the
+    /// region's store crediting the grants and deciding those checks again. A home that cannot
+    /// be reached, or grants less than a check needs, leaves its denial standing.
+    async fn wait_for_home(
+        &self,
+        regional: &[Check],
+        verdicts: &mut [Verdict],
+        waiting: &[usize],
+        now_ms: u64,
+    ) {
+        bump(&self.counters.waited, waiting.len() as u64);
+        let mut asks: Vec<Ask<'_>> = Vec::new();
+        for &i in waiting {
+            let denied = regional[i]
+                .items()
+                .iter()
+                .zip(&verdicts[i].decisions)
+                .filter(|(_, d)| !d.allowed);
+            for (item, _) in denied {
+                let Some(limit) = self.limits.get(&item.limit.name) else {
+                    continue;
+                };
+                let need = item.cost as u64;
+                match asks.iter_mut().find(|a| {
+                    *a.limit.whole.name == *item.limit.name && a.identifier == item.identifier
+                }) {
+                    Some(ask) => ask.need += need,
+                    None => asks.push(Ask {
+                        limit,
+                        identifier: item.identifier.clone(),
+                        need,
+                        want: need,
+                    }),
+                }
+            }
+        }
+        {
+            let mut ledger = self.ledger();
+            for ask in &mut asks {
+                let key = (&ask.limit.whole.name, &ask.identifier);
+                ask.want = ledger.want_now(key, ask.need, now_ms, &self.sizing(ask.limit));
+            }
+        }
+        let Ok(grants) = self.ask_home(&asks, now_ms).await else {
+            return;
+        };
+        let covered = |check: &Check, verdict: &Verdict| {
+            check
+                .items()
+                .iter()
+                .zip(&verdict.decisions)
+                .filter(|(_, d)| !d.allowed)
+                .all(|(item, _)| {
+                    grants.iter().any(|g| {
+                        *g.limit.whole.name == *item.limit.name && g.identifier == item.identifier
+                    })
+                })
+        };
+        let again: Vec<usize> = waiting
+            .iter()
+            .copied()
+            .filter(|&i| covered(&regional[i], &verdicts[i]))
+            .collect();
+        let mut batch: Vec<Check> = grants.iter().map(credit_check).collect();
+        batch.extend(again.iter().map(|&i| regional[i].clone()));
+        if batch.is_empty() {
+            return;
+        }
+        let answers = self.region.check(&batch, TimeSource::At(now_ms)).await;
+        self.note_credits(&asks, &grants, answers.as_deref().ok());
+        if let Ok(mut answers) = answers {
+            for (&i, verdict) in again.iter().zip(answers.drain(grants.len()..)) {
+                verdicts[i] = verdict;
+            }
+        }
+    }
+
+    /// Notes what the region's store answered to credits (`None`: it failed and the grants are
+    /// lost to the region).
+    fn note_credits(&self, asks: &[Ask<'_>], grants: &[Grant<'_>], answers: Option<&[Verdict]>) {
+        let mut ledger = self.ledger();
+        match answers {
+            Some(answers) => {
+                for (grant, answer) in grants.iter().zip(answers) {
+                    let lease = &answer.decisions[0];
+                    ledger.note_lease(
+                        (&grant.limit.whole.name, &grant.identifier),
+                        lease.remaining,
+                        lease.reset_at_ms,
+                    );
+                }
+            }
+            None => bump(
+                &self.counters.lost,
+                grants.iter().map(|g| g.units).sum::<u64>(),
+            ),
+        }
+        for ask in asks {
+            let key = (&ask.limit.whole.name, &ask.identifier);
+            if !grants
+                .iter()
+                .any(|g| *g.limit.whole.name == **key.0 && g.identifier == *key.1)
+                || answers.is_none()
+            {
+                ledger.refill_failed(key);
+            }
+        }
+    }
+
+    /// Reports each global item's decision as the whole limit's and notes what the region
+    /// admitted.
+    fn report(&self, regional: &[Check], verdicts: &mut [Verdict], now_ms: u64) {
+        let mut ledger = self.ledger();
+        for (check, verdict) in regional.iter().zip(verdicts.iter_mut()) {
+            let mut global = false;
+            for (item, decision) in check.items().iter().zip(verdict.decisions.iter_mut()) {
+                let Some(limit) = self.limits.get(&item.limit.name) else {
+                    continue;
+                };
+                global = true;
+                let counted = verdict.allowed
+                    && decision.allowed
+                    && item.charge == Charge::Request
+                    && item.cost > 0
+                    && matches!(decision.reason, Reason::Admitted | Reason::Leased);
+                if counted && limit.pool.is_some() {
+                    let leased = decision.reason == Reason::Leased;
+                    if leased {
+                        bump(&self.counters.leased, item.cost as u64);
+                    }
+                    ledger.note_admitted(
+                        (&limit.whole.name, &item.identifier),
+                        item.cost as u64,
+                        decision.remaining,
+                        leased,
+                        now_ms,
+                        &self.sizing(limit),
+                    );
+                }
+                *decision = limit.as_whole(*decision);
+            }
+            if global {
+                bump(&self.counters.checks, 1);
+            }
+        }
+    }
+}
+
+/// The grant of `units` the home's `decision` admitted.
+fn grant<'a>(
+    ask: &Ask<'a>,
+    units: u64,
+    decision: &Decision,
+    now_ms: u64,
+    lease_ms: u64,
+) -> Grant<'a> {
+    Grant {
+        limit: ask.limit,
+        identifier: ask.identifier.clone(),
+        units,
+        until_ms: ask.limit.lease_end(decision, now_ms, lease_ms),
+    }
+}
+
+/// The check crediting `grant` to the region's lease: a check of its own, so that it is written
+/// whatever the request it was asked for decides.
+fn credit_check(grant: &Grant<'_>) -> Check {
+    Check::new().with_item(
+        CheckItem::new(
+            grant.limit.regional().clone(),
+            grant.identifier.clone(),
+            grant.units as i64,
+        )
+        .charged(Charge::LeaseCredit {
+            until_ms: grant.until_ms,
+        }),
+    )
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl<R: Store, H: Store> Store for GlobalStore<R, H> {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        if self.limits.is_empty() {
+            return self.region.check(checks, time).await;
+        }
+        let Some(now_ms) = time.at_ms() else {
+            return Err(StoreError::InvalidInput(
+                "global limits decide on the caller's clock (time = \"local\"): a lease ends at \
+                 a time the region and the home must agree on (docs/design.md §9)"
+                    .into(),
+            ));
+        };
+        let regional = self.regional(checks);
+        let mut verdicts = self.region.check(&regional, time).await?;
+        let waiting: Vec<usize> = (0..regional.len())
+            .filter(|&i| self.waits(&regional[i], &verdicts[i]))
+            .collect();
+        if !waiting.is_empty() {
+            self.wait_for_home(&regional, &mut verdicts, &waiting, now_ms)
+                .await;
+        }
+        self.report(&regional, &mut verdicts, now_ms);
+        Ok(verdicts)
+    }
+}

@@ -1,0 +1,335 @@
+//! The bounds of docs/design.md §9, asserted on generated multi-region schedules: regions
+//! bursting at a window's start, refills landing at random, the home lost mid-window. Each
+//! region is a `GlobalStore` over its own `MemoryStore`, the home one `MemoryStore` they share;
+//! a lone `MemoryStore` deciding every request with the whole policy is the exact reference.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::executor::block_on;
+use proptest::prelude::*;
+
+use super::{GlobalStore, RegionalLimits, Split, MILLION};
+use crate::policy::{Algorithm, Policy};
+use crate::store::{Check, Limit, MemoryStore, Store, StoreError, TimeSource, Verdict};
+
+/// The home's store, which a test can take down and bring back.
+#[derive(Debug, Clone)]
+struct Home {
+    store: Arc<MemoryStore>,
+    down: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl Store for Home {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        if self.down.load(Ordering::Relaxed) {
+            return Err(StoreError::Unreachable("the home is down".into()));
+        }
+        self.store.check(checks, time).await
+    }
+}
+
+/// One request of a schedule.
+#[derive(Debug, Clone)]
+struct Request {
+    time_ms: u64,
+    region: usize,
+    identifier: u8,
+    cost: u64,
+    /// Whether the region sends its queued refills right after this request.
+    refill: bool,
+}
+
+/// A deployment under test and what it admitted.
+struct Run {
+    policy: Policy,
+    split: Split,
+    lease_ms: u64,
+    /// Per request: admitted under leases, admitted by the exact single store.
+    admitted: Vec<(bool, bool)>,
+}
+
+fn run(
+    policy: Policy,
+    weights: &[u64],
+    static_share: u64,
+    lease_ms: u64,
+    requests: &[Request],
+    home_down: Option<(u64, u64)>,
+) -> Run {
+    let whole = Limit::new("api", policy);
+    let home = Home {
+        store: Arc::new(MemoryStore::new()),
+        down: Arc::new(AtomicBool::new(false)),
+    };
+    let regions: Vec<_> = (0..weights.len())
+        .map(|r| {
+            let limits = RegionalLimits::new([&whole], weights, static_share, r).unwrap();
+            GlobalStore::new(
+                MemoryStore::new(),
+                home.clone(),
+                limits,
+                weights.len(),
+                lease_ms,
+            )
+        })
+        .collect();
+    let single = MemoryStore::new();
+    let mut admitted = Vec::with_capacity(requests.len());
+    for request in requests {
+        let down = home_down.is_some_and(|(from, to)| (from..to).contains(&request.time_ms));
+        home.down.store(down, Ordering::Relaxed);
+        let check = Check::single(
+            &whole,
+            [b'u', request.identifier].as_slice(),
+            request.cost as i64,
+        );
+        let time = TimeSource::At(request.time_ms);
+        let region = &regions[request.region];
+        let leased = block_on(region.check(std::slice::from_ref(&check), time)).unwrap();
+        let exact = block_on(single.check(std::slice::from_ref(&check), time)).unwrap();
+        admitted.push((leased[0].allowed, exact[0].allowed));
+        if request.refill {
+            // A refill the home cannot answer now is retried at the next chance.
+            let _ = block_on(region.refill(request.time_ms));
+        }
+    }
+    let split = Split::new(&policy, weights, static_share).unwrap();
+    Run {
+        policy,
+        split,
+        lease_ms,
+        admitted,
+    }
+}
+
+/// Schedules whose requests crowd a fixed window's start: a third land in its first 5 ms.
+fn schedule(regions: usize, window_ms: u64, max_cost: u64) -> impl Strategy<Value = Vec<Request>> {
+    let request = (
+        0u64..4,
+        prop_oneof![0u64..5, 0..window_ms],
+        0..regions,
+        0u8..3,
+        1..=max_cost,
+        any::<bool>(),
+    )
+        .prop_map(
+            move |(window, offset, region, identifier, cost, refill)| Request {
+                time_ms: window * window_ms + offset,
+                region,
+                identifier,
+                cost,
+                refill,
+            },
+        );
+    proptest::collection::vec(request, 1..300).prop_map(|mut requests| {
+        requests.sort_by_key(|r| r.time_ms);
+        requests
+    })
+}
+
+fn admitted_cost(run: &Run, requests: &[Request], pick: fn((bool, bool)) -> bool) -> Vec<u64> {
+    requests
+        .iter()
+        .zip(&run.admitted)
+        .map(|(r, &a)| if pick(a) { r.cost } else { 0 })
+        .collect()
+}
+
+fn leased(a: (bool, bool)) -> bool {
+    a.0
+}
+
+fn exact(a: (bool, bool)) -> bool {
+    a.1
+}
+
+/// The leased admissions of each (identifier, window) of a fixed window.
+fn per_window(requests: &[Request], costs: &[u64], window_ms: u64) -> Vec<((u8, u64), u64)> {
+    let mut sums: Vec<((u8, u64), u64)> = Vec::new();
+    for (r, &c) in requests.iter().zip(costs) {
+        let key = (r.identifier, r.time_ms / window_ms);
+        match sums.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, sum)) => *sum += c,
+            None => sums.push((key, c)),
+        }
+    }
+    sums
+}
+
+fn weights() -> impl Strategy<Value = Vec<u64>> {
+    proptest::collection::vec(1u64..4, 1..4)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// No fixed window admits more than the limit across regions, whatever the share, the
+    /// refills and the home's outages.
+    #[test]
+    fn a_fixed_window_never_admits_more_than_its_limit(
+        limit in 1u64..40,
+        weights in weights(),
+        static_share in prop_oneof![Just(0), Just(MILLION / 2), Just(MILLION), 0..=MILLION],
+        requests in weights().prop_flat_map(|w| schedule(w.len(), 1_000, 3)),
+        outage in proptest::option::of((0u64..4_000, 0u64..2_000)),
+    ) {
+        let regions = weights.len();
+        let requests: Vec<Request> = requests
+            .into_iter()
+            .map(|r| Request { region: r.region % regions, ..r })
+            .collect();
+        let policy = Policy::new(Algorithm::FixedWindow, limit, 1_000, None).unwrap();
+        let outage = outage.map(|(from, long)| (from, from + long));
+        let run = run(policy, &weights, static_share, 1_000, &requests, outage);
+        let costs = admitted_cost(&run, &requests, leased);
+        for ((identifier, window), sum) in per_window(&requests, &costs, 1_000) {
+            prop_assert!(
+                sum <= limit,
+                "identifier {identifier} window {window}: {sum} admitted, limit {limit}"
+            );
+        }
+    }
+
+    /// No interval of `Δ` admits more than `B + r·Δ + r₀·τ` of a bucket across regions
+    /// (`r₀` the pool's rate, `τ` the lease's life).
+    #[test]
+    fn a_bucket_never_admits_more_than_burst_rate_and_the_leases_in_flight(
+        gcra in any::<bool>(),
+        limit in 1u64..20,
+        burst in 1u64..40,
+        lease_ms in 1u64..2_000,
+        weights in weights(),
+        static_share in 0..=MILLION,
+        requests in weights().prop_flat_map(|w| schedule(w.len(), 1_000, 3)),
+        outage in proptest::option::of((0u64..4_000, 0u64..2_000)),
+    ) {
+        let regions = weights.len();
+        let requests: Vec<Request> = requests
+            .into_iter()
+            .map(|r| Request { region: r.region % regions, ..r })
+            .collect();
+        let algorithm = if gcra { Algorithm::Gcra } else { Algorithm::TokenBucket };
+        let policy = Policy::new(algorithm, limit, 1_000, Some(burst)).unwrap();
+        let outage = outage.map(|(from, long)| (from, from + long));
+        let run = run(policy, &weights, static_share, lease_ms, &requests, outage);
+        let pool_rate = run.split.pool.map_or(0, |p| p.limit());
+        let costs = admitted_cost(&run, &requests, leased);
+        for id in 0..3u8 {
+            let mine: Vec<(u64, u64)> = requests
+                .iter()
+                .zip(&costs)
+                .filter(|(r, _)| r.identifier == id)
+                .map(|(r, &c)| (r.time_ms, c))
+                .collect();
+            for i in 0..mine.len() {
+                let mut sum = 0;
+                for &(t, c) in &mine[i..] {
+                    sum += c;
+                    let delta = t - mine[i].0;
+                    // In units × window: burst·W + L·Δ + L₀·τ.
+                    let bound = run.policy.burst() * 1_000
+                        + run.policy.limit() * delta
+                        + pool_rate * run.lease_ms;
+                    prop_assert!(
+                        sum * 1_000 <= bound,
+                        "identifier {id}: {sum} admitted in [{}, {t}], bound {}/1000",
+                        mine[i].0,
+                        bound
+                    );
+                }
+            }
+        }
+    }
+
+    /// The cost, with one region taking all the traffic and the home reachable: per window it
+    /// admits what the exact single store admits, short of at most the other regions' static
+    /// shares, what the rounding left out, and three fragments smaller than a request (its
+    /// share, its lease and the pool each holding less than the request that was denied).
+    /// With the home lost for the window, it still admits up to its own share.
+    #[test]
+    fn one_busy_region_is_short_of_the_single_store_by_the_others_shares_at_most(
+        limit in 1u64..60,
+        weights in weights(),
+        static_share in 0..=MILLION,
+        requests in schedule(1, 1_000, 3),
+        home_lost in any::<bool>(),
+    ) {
+        let policy = Policy::new(Algorithm::FixedWindow, limit, 1_000, None).unwrap();
+        let outage = home_lost.then_some((0, u64::MAX));
+        let run = run(policy, &weights, static_share, 1_000, &requests, outage);
+        let part = |p: Option<Policy>| p.map_or(0, |p| p.limit());
+        let own = part(run.split.shares[0]);
+        let others: u64 = run.split.shares[1..].iter().map(|&s| part(s)).sum();
+        let pool = part(run.split.pool);
+        let slack = limit - own - others - pool;
+        let fragments = 3 * (3 - 1);
+        let leased_costs = admitted_cost(&run, &requests, leased);
+        let exact_costs = admitted_cost(&run, &requests, exact);
+        let leased_sums = per_window(&requests, &leased_costs, 1_000);
+        for ((key, exact_sum), (_, leased_sum)) in
+            per_window(&requests, &exact_costs, 1_000).into_iter().zip(leased_sums)
+        {
+            let short = exact_sum.saturating_sub(leased_sum);
+            let allowed = if home_lost {
+                exact_sum.saturating_sub(own.saturating_sub(2))
+            } else {
+                others + slack + fragments
+            };
+            prop_assert!(
+                short <= allowed,
+                "{key:?}: exact {exact_sum}, leased {leased_sum}, own {own}, others {others}, \
+                 pool {pool}, slack {slack}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_region_past_its_share_waits_once_then_spends_the_refill_it_was_granted() {
+    let whole = Limit::new("api", "fixed 100/1m".parse().unwrap());
+    let home = Home {
+        store: Arc::new(MemoryStore::new()),
+        down: Arc::new(AtomicBool::new(false)),
+    };
+    // Two regions hold 25 each; the pool 50.
+    let limits = RegionalLimits::new([&whole], &[1, 1], MILLION / 2, 0).unwrap();
+    let region = GlobalStore::new(MemoryStore::new(), home.clone(), limits, 2, 1_000);
+    let check = Check::single(&whole, "alice", 1);
+    let mut reasons = Vec::new();
+    for t in 0..40 {
+        let verdict = block_on(region.check(std::slice::from_ref(&check), TimeSource::At(t)))
+            .unwrap()
+            .remove(0);
+        assert!(verdict.allowed, "request {t}");
+        assert_eq!(
+            verdict.decisions[0].limit, 100,
+            "reported as the whole limit"
+        );
+        reasons.push(verdict.decisions[0].reason);
+        block_on(region.refill(t)).unwrap();
+    }
+    let stats = region.stats();
+    assert_eq!(stats.checks, 40);
+    assert!(stats.waited <= 1, "{stats:?}");
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|r| **r == crate::decision::Reason::Leased)
+            .count(),
+        15
+    );
+    assert!(stats.granted >= 15 && stats.granted <= 50, "{stats:?}");
+}
+
+#[test]
+fn the_server_clock_is_refused_for_global_limits() {
+    let whole = Limit::new("api", "fixed 10/1m".parse().unwrap());
+    let limits = RegionalLimits::new([&whole], &[1], MILLION / 2, 0).unwrap();
+    let region = GlobalStore::new(MemoryStore::new(), MemoryStore::new(), limits, 1, 1_000);
+    let check = Check::single(&whole, "alice", 1);
+    let e = block_on(region.check(&[check], TimeSource::Server)).unwrap_err();
+    assert!(matches!(e, StoreError::InvalidInput(_)), "{e}");
+}
