@@ -12,12 +12,13 @@ use edgelimit::Policy;
 
 use crate::bench::{self, BenchOptions};
 use crate::bundled;
-use crate::config::{self, outage::Outage, run_config, EdgeRunOptions};
+use crate::config::{self, outage::Outage, run_config, EdgeRunOptions, RegionOptions};
 use crate::generate::{write_csv, Generator, Kind};
 use crate::input::Source;
 use crate::policy::{self, run, RunOptions, StoreChoice};
 use crate::readers::time::LATEST_MS;
 use crate::readers::{Format, Key, ReadOptions, RequestOptions};
+use crate::regions::{AssignSpec, RttSpec};
 
 /// Replay traffic through edgelimit's algorithms and see what each policy admits.
 #[derive(Debug, Parser)]
@@ -107,6 +108,20 @@ pub struct ReplayArgs {
     /// (default: host).
     #[arg(long, value_name = "NAMES", requires = "config", value_delimiter = ',')]
     pub captured_headers: Vec<String>,
+    /// With --config: write every limit's decision here as CSV, one row per request and limit
+    /// decided, in trace order (time_ms,region,rule,limit,identifier,status,reason).
+    #[arg(long, value_name = "FILE", requires = "config")]
+    pub decisions: Option<PathBuf>,
+    /// With a --config that has a `global` section: the region of each request its line places
+    /// nowhere (no region, colo, country or continent), by a hash of its client, in these
+    /// fractions, e.g. eu=0.5,us=0.3,ap=0.2 [default: the first region].
+    #[arg(long, value_name = "REGION=FRACTION,…", requires = "config", value_parser = parse_assign)]
+    pub assign_regions: Option<AssignSpec>,
+    /// With a --config that has a `global` section: one-way latencies in ms, home=MS from every
+    /// region to the home, REGION=MS from one, local=MS from a request to its own region's store
+    /// [default: home=50,local=1].
+    #[arg(long, value_name = "SPEC", requires = "config", value_parser = parse_rtt)]
+    pub rtt: Option<RttSpec>,
     /// Policies and outputs.
     #[command(flatten)]
     pub out: Outputs,
@@ -201,6 +216,14 @@ fn parse_outage(s: &str) -> Result<Outage, String> {
 }
 
 fn parse_store(s: &str) -> Result<StoreChoice, String> {
+    s.parse()
+}
+
+fn parse_assign(s: &str) -> Result<AssignSpec, String> {
+    s.parse()
+}
+
+fn parse_rtt(s: &str) -> Result<RttSpec, String> {
     s.parse()
 }
 
@@ -372,6 +395,11 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
         baseline_overrides: args.baseline_overrides.clone(),
         outages: args.outages.clone(),
         progress: !args.out.quiet,
+        regions: RegionOptions {
+            assign: args.assign_regions.clone(),
+            rtt: args.rtt.clone(),
+        },
+        decisions: args.decisions.clone(),
     };
     let report = run_config(&options)?;
     emit(

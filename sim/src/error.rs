@@ -28,7 +28,8 @@ pub enum SimError {
         /// The underlying failure.
         cause: std::io::Error,
     },
-    /// A line could not be parsed (only returned with `--strict`).
+    /// A line could not be parsed (only returned with `--strict`), or named a region the
+    /// configuration does not have (always).
     #[error("{file}:{line}: {field}: {problem}")]
     BadLine {
         /// The trace's name.

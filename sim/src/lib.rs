@@ -19,8 +19,10 @@
 //! - [`policy`]: `--policy`, bare policies per client beside their exact twins, in memory or
 //!   through a real store (`--store`).
 //! - [`config`]: `--config`, a deployed Worker configuration replayed through the Worker's own
-//!   request path, with per-rule and per-limit reports, what-if, overrides, outages and the
-//!   comparison with the Worker's own log.
+//!   request path, with per-rule and per-limit reports, what-if, overrides, outages, the
+//!   comparison with the Worker's own log and the decisions as CSV (`--decisions`).
+//! - [`regions`]: for a configuration with global limits, the region each request is decided
+//!   in (`--assign-regions`) and each region's latency to the home (`--rtt`).
 //!
 //! What both share:
 //! - [`exact`]: the exact limits decisions are held against (a policy's sliding-log twin, the
@@ -57,6 +59,7 @@ pub mod input;
 pub mod policy;
 mod progress;
 pub mod readers;
+pub mod regions;
 pub mod report;
 
 pub use error::SimError;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use edgelimit::Policy;
 use edgelimit_sim::config::outage::Outages;
 use edgelimit_sim::config::whatif::Answered;
-use edgelimit_sim::config::{run_config, EdgeReplay, EdgeRunOptions};
+use edgelimit_sim::config::{run_config, EdgeReplay, EdgeRunOptions, RegionOptions};
 use edgelimit_sim::input::Source;
 use edgelimit_sim::policy::Replay;
 use edgelimit_sim::policy::StoreChoice;
@@ -300,6 +300,8 @@ fn a_configuration_releases_leases_through_the_workers_settlement() {
         baseline_overrides: None,
         outages: Vec::new(),
         progress: false,
+        regions: RegionOptions::default(),
+        decisions: None,
     })
     .unwrap();
     assert_eq!((report.admitted, report.denied), (6, 4));

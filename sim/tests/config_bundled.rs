@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Read;
 use std::path::PathBuf;
 
-use edgelimit_sim::config::{run_config, ConfigReport, EdgeRunOptions};
+use edgelimit_sim::config::{run_config, ConfigReport, EdgeRunOptions, RegionOptions};
 use edgelimit_sim::input::Source;
 use edgelimit_sim::readers::{ReadOptions, RequestOptions};
 
@@ -250,6 +250,8 @@ fn replay() -> ConfigReport {
         baseline_overrides: None,
         outages: Vec::new(),
         progress: false,
+        regions: RegionOptions::default(),
+        decisions: None,
     })
     .expect("the bundled trace replays")
 }

@@ -217,6 +217,8 @@ struct View {
     url: Url,
     headers: Headers,
     country: Option<String>,
+    /// `request.cf`, read only for a logged line (its colo and continent).
+    cf: Option<JsValue>,
 }
 
 impl View {
@@ -228,8 +230,18 @@ impl View {
             path: url.path().to_string(),
             headers: req.headers().clone(),
             country: req.cf().and_then(|cf| cf.country()),
+            cf: js_sys::Reflect::get(req.inner(), &JsValue::from_str("cf"))
+                .ok()
+                .filter(JsValue::is_object),
             url,
         })
+    }
+
+    /// A text property of `request.cf` (`colo`, `continent`), when set and not empty. Read
+    /// through `Reflect`, which never throws on a missing property (`Cf::colo` unwraps).
+    fn cf_text(&self, name: &str) -> Option<String> {
+        let value = js_sys::Reflect::get(self.cf.as_ref()?, &JsValue::from_str(name)).ok()?;
+        value.as_string().filter(|text| !text.is_empty())
     }
 }
 
@@ -334,7 +346,11 @@ fn report(isolate: &Isolate, env: &Env, handled: &Handled<'_>, view: &View) {
     let edge = &isolate.edge;
     if handled.is_logged(js_sys::Math::random() < edge.config().log_sample) {
         let counters = edge.limiter().metrics();
-        console_log!("{}", handled.log_line(view, Some(&counters)).to_json());
+        let mut line = handled.log_line(view, Some(&counters));
+        // Where it was served: what places the line in a region when `sim` replays it.
+        line.colo = view.cf_text("colo");
+        line.continent = view.cf_text("continent");
+        console_log!("{}", line.to_json());
     }
     let Some(binding_name) = &edge.config().analytics else {
         return;

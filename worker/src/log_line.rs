@@ -76,6 +76,13 @@ pub struct LogLine {
     pub host: String,
     /// The path.
     pub path: String,
+    /// The colo that served the request (`request.cf.colo`), when logged: with `continent`,
+    /// what places a replayed request in a region of a configuration with global limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colo: Option<String>,
+    /// The client's continent (`request.cf.continent`), when logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continent: Option<String>,
     /// The rules that matched.
     #[serde(default)]
     pub rules: Vec<String>,
@@ -159,6 +166,9 @@ impl LogLine {
             method: request.method().to_string(),
             host: request.host().to_string(),
             path: request.path().to_string(),
+            // `request.cf` is read by the Worker's glue (edge.rs), not by the request path.
+            colo: None,
+            continent: None,
             rules: names(&mut plan.rules.iter().map(|r| r.name.as_str())),
             allowed: outcome.allowed(),
             status: outcome.status,
@@ -201,5 +211,32 @@ impl LogLine {
             return None;
         }
         Some(decode_identifier(&logged.identifier))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line without a colo or continent (`request.cf` did not set them).
+    const LINE: &str = r#"{"edgelimit":"decision","time_ms":1700000000100,"local_ms":1700000000100,"method":"GET","host":"api.example.com","path":"/api/items","rules":["api"],"allowed":true,"status":200,"limits":[{"name":"per-ip","identifier":"203.0.113.7","cost":1,"allowed":true,"remaining":1,"reason":"admitted","shadow":false}],"shadow_denied":[],"atomic":true}"#;
+
+    #[test]
+    fn the_colo_and_continent_are_written_only_when_known() {
+        let mut line: LogLine = serde_json::from_str(LINE).unwrap();
+        assert_eq!(
+            (line.colo.as_deref(), line.continent.as_deref()),
+            (None, None)
+        );
+        // Unknown: neither key is written.
+        assert_eq!(line.to_json(), LINE);
+        line.colo = Some("SYD".into());
+        line.continent = Some("OC".into());
+        let json = line.to_json();
+        assert!(
+            json.contains(r#","path":"/api/items","colo":"SYD","continent":"OC","rules":"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<LogLine>(&json).unwrap(), line);
     }
 }

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use edgelimit_sim::config::{run_config, EdgeRunOptions};
+use edgelimit_sim::config::{run_config, EdgeRunOptions, RegionOptions};
 use edgelimit_sim::input::Source;
 use edgelimit_sim::readers::{Format, ReadOptions, RequestOptions};
 use edgelimit_testkit::dir::TempDir;
@@ -203,6 +203,8 @@ async fn sim_replay_predicts_every_decision_of_the_worker() {
         baseline_overrides: None,
         outages: Vec::new(),
         progress: false,
+        regions: RegionOptions::default(),
+        decisions: None,
     })
     .expect("the Worker's log replays");
     let against = report

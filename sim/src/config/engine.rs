@@ -15,6 +15,7 @@ use edgelimit::{Algorithm, ManualClock, Reason};
 use edgelimit_worker::{Config, Edge, Settlement};
 
 use super::against::LogCheck;
+use super::decisions::{DecisionLog, DecisionsReport, RequestRow};
 use super::extract::{Extracted, Replayed};
 use super::outage::Outages;
 use super::overrides::{AppliedOverrides, Assigned, Overrides};
@@ -28,6 +29,7 @@ use super::whatif::Answered;
 use crate::due::Due;
 use crate::error::SimError;
 use crate::readers::Request;
+use crate::regions::Rtt;
 
 /// A configuration under replay.
 #[derive(Debug)]
@@ -52,6 +54,12 @@ pub struct EdgeReplay {
     /// The limits and identifiers `--overrides` gave a tier or an override: left out of the
     /// exact truths, whose reference is the limit's own policy.
     assigned: Assigned,
+    /// `--decisions`: every limit's decision, written as it is tallied.
+    decisions: Option<DecisionLog>,
+    /// The configuration's regions by index (`Request::region`), when it has a global section.
+    region_names: Vec<String>,
+    /// The latencies between the regions and the home (`--rtt`), when it has one.
+    rtt: Option<Rtt>,
 }
 
 /// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
@@ -149,7 +157,37 @@ impl EdgeReplay {
             extracted,
             overrides,
             assigned,
+            decisions: None,
+            region_names: Vec::new(),
+            rtt: None,
         })
+    }
+
+    /// Writes every limit's decision to `log` from the next request on (`--decisions`).
+    pub fn write_decisions(&mut self, log: DecisionLog) {
+        self.decisions = Some(log);
+    }
+
+    /// Flushes the decisions file, if one is written: what it holds.
+    pub fn finish_decisions(&mut self) -> Result<Option<DecisionsReport>, SimError> {
+        self.decisions.take().map(DecisionLog::finish).transpose()
+    }
+
+    /// Names the regions requests are placed in (`Request::region` indexes `names`, the
+    /// configuration's `global.regions` in order) and how far each is from the home.
+    pub fn set_regions(&mut self, names: Vec<String>, rtt: Rtt) {
+        self.region_names = names;
+        self.rtt = Some(rtt);
+    }
+
+    /// The regions' names, by index; empty without a global section.
+    pub fn region_names(&self) -> &[String] {
+        &self.region_names
+    }
+
+    /// The latencies between the regions and the home, with a global section.
+    pub fn rtt(&self) -> Option<&Rtt> {
+        self.rtt.as_ref()
     }
 
     /// What `--overrides` applied, when given.
@@ -257,6 +295,8 @@ impl EdgeReplay {
             landed,
             extracted,
             assigned,
+            decisions,
+            region_names,
             ..
         } = self;
         extracted.next_request(edge.config(), request);
@@ -346,12 +386,21 @@ impl EdgeReplay {
             .as_ref()
             .map(|d| format!("{}: {}", d.list, d.entry));
         let config = edge.config();
+        let row = RequestRow {
+            time_ms: local_ms,
+            region: request
+                .region
+                .and_then(|r| region_names.get(r as usize))
+                .map_or("", String::as_str),
+            status,
+        };
         for rule in &plan.rules {
             let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
                 continue;
             };
             answered.rules.push(index);
-            let denied = tally_rule(&mut rules[index], rule, &handled, &replayed, &mut ids);
+            let rows = decisions.as_mut().map(|log| (log, row));
+            let denied = tally_rule(&mut rules[index], rule, &handled, &replayed, &mut ids, rows);
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
         }
@@ -368,6 +417,9 @@ impl EdgeReplay {
         if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
             // The Worker's own log line, set beside the one it logged.
             log_check.add(logged, &handled.log_line(request, None));
+        }
+        if let Some(log) = decisions.as_mut() {
+            log.check()?;
         }
         Ok(())
     }

@@ -18,12 +18,15 @@
 //! - [`against`]: each request's replayed log line against the Worker's own (`--format
 //!   edgelimit`).
 //! - [`whatif`]: a candidate against a baseline configuration.
+//! - [`decisions`]: `--decisions`, every limit's decision as a CSV row, written as it is
+//!   tallied.
 //! - [`run`]: one replay end to end.
 //! - [`report`]: what it measured, with [`series`] (the charts' data) and [`names`] (identifiers
 //!   as shown), rendered as text by [`table`], as a page by [`html`], as JSON by
 //!   [`ConfigReport::to_json`] — all through the report kit (`crate::report`).
 
 pub mod against;
+pub mod decisions;
 pub mod engine;
 mod extract;
 pub mod html;
@@ -47,5 +50,5 @@ pub mod whatif;
 
 pub use engine::{EdgeReplay, PREPARE_AHEAD};
 pub use report::ConfigReport;
-pub use run::{run_config, EdgeRunOptions};
+pub use run::{run_config, EdgeRunOptions, RegionOptions};
 pub use tally::TotalsReport;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::decisions::DecisionsReport;
 use super::outage::Span;
 use super::overrides::AppliedOverrides;
 use super::series::Series;
@@ -133,6 +134,33 @@ pub struct Settlements {
     pub failed: u64,
 }
 
+/// One region of a configuration with global limits.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RegionReport {
+    /// Its name.
+    pub name: String,
+    /// Requests placed in it.
+    pub requests: u64,
+    /// One-way latency to the home (ms), as `--rtt` gave it or by default.
+    pub home_one_way_ms: u64,
+}
+
+/// Where the requests of a configuration with global limits were placed, and the latencies the
+/// replay carries.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RegionsReport {
+    /// The regions, in configuration order.
+    pub regions: Vec<RegionReport>,
+    /// Requests by how their region was found: `region` (named by the trace), `colo`,
+    /// `continent`, `assigned` (`--assign-regions`), `first` (nothing placed them).
+    pub attributed_by: BTreeMap<&'static str, u64>,
+    /// Requests whose country or continent is not one the table knows (`XX`, `T1`, a typo),
+    /// placed as if the trace gave none.
+    pub unknown_places: u64,
+    /// One-way latency from a request to its own region's store (ms).
+    pub local_one_way_ms: u64,
+}
+
 /// One configuration's replay.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ConfigReport {
@@ -160,6 +188,12 @@ pub struct ConfigReport {
     pub missing_identifiers: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
+    /// With a global section: the requests' regions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regions: Option<RegionsReport>,
+    /// `--decisions`: the file and its rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decisions: Option<DecisionsReport>,
     /// `--overrides`: what the file applied (and when), when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overrides: Option<AppliedOverrides>,

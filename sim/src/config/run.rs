@@ -7,15 +7,17 @@ use std::time::Instant;
 
 use edgelimit_worker::config_file;
 
+use super::decisions::DecisionLog;
 use super::engine::{EdgeReplay, PREPARE_AHEAD};
 use super::outage::{Outage, Outages};
 use super::overrides::Overrides;
-use super::report::{ConfigReport, Settlements};
+use super::report::{ConfigReport, RegionReport, RegionsReport, Settlements};
 use super::whatif::{Answered, WhatIfTally};
 use crate::error::SimError;
 use crate::input::Source;
 use crate::progress::Progress;
 use crate::readers::{Format, ReadOptions, Request, RequestOptions, TraceReader};
+use crate::regions::{AssignSpec, Attribution, Regions, Rtt, RttSpec};
 use crate::report::json::{TOOL, VERSION};
 
 /// What to replay and how.
@@ -40,6 +42,20 @@ pub struct EdgeRunOptions {
     pub outages: Vec<Outage>,
     /// Show a progress bar (only drawn when standard error is a terminal).
     pub progress: bool,
+    /// Where requests are decided and how far from the home, for a configuration with a
+    /// `global` section.
+    pub regions: RegionOptions,
+    /// Write every limit's decision here, as CSV (`--decisions`).
+    pub decisions: Option<PathBuf>,
+}
+
+/// `--assign-regions` and `--rtt`: only for a configuration with a `global` section.
+#[derive(Debug, Clone, Default)]
+pub struct RegionOptions {
+    /// A region for each request the trace places nowhere, by a hash of its client.
+    pub assign: Option<AssignSpec>,
+    /// The latencies between the regions and the home (defaults when `None`).
+    pub rtt: Option<RttSpec>,
 }
 
 /// Replays a trace through a configuration (and its baseline).
@@ -69,6 +85,12 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         }
         _ => None,
     };
+    let placing = regions_of(&config, options)?;
+    let decisions = options
+        .decisions
+        .as_deref()
+        .map(DecisionLog::create)
+        .transpose()?;
     let mut progress = Progress::new(options.progress, &options.source);
     let mut reader = TraceReader::open_requests(
         &options.source,
@@ -76,12 +98,23 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         options.request.clone(),
         progress.counter(),
     )?;
+    let rtt = placing.map(|(regions, rtt)| {
+        reader.set_regions(regions);
+        rtt
+    });
     let mut candidate = EdgeReplay::with_overrides(
         config,
         Outages::new(options.outages.clone()),
         true,
         overrides,
     )?;
+    if let (Some(global), Some(rtt)) = (&candidate.config().global, &rtt) {
+        let names = global.regions.iter().map(|r| r.name.clone()).collect();
+        candidate.set_regions(names, rtt.clone());
+    }
+    if let Some(log) = decisions {
+        candidate.write_decisions(log);
+    }
     let mut whatif = match baseline {
         Some(config) => {
             let names = |c: &edgelimit_worker::Config| -> Vec<String> {
@@ -134,6 +167,11 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         progress.tick();
     }
     progress.finish();
+    let decisions = candidate.finish_decisions()?;
+    let regions = match (reader.regions(), &rtt) {
+        (Some(regions), Some(rtt)) => Some(regions_report(regions, rtt)),
+        _ => None,
+    };
     let totals = candidate.totals();
     let against_log = candidate
         .log_check()
@@ -152,6 +190,8 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         statuses: totals.statuses,
         missing_identifiers: totals.missing_identifiers,
         shadow_would_deny: totals.shadow_would_deny,
+        regions,
+        decisions,
         overrides: candidate.applied_overrides().cloned(),
         settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
             settled: totals.settled,
@@ -167,4 +207,65 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         }),
         series: candidate.series().clone(),
     })
+}
+
+/// The configuration's regions, placing requests as `options` says, and the latencies between
+/// them and the home; `None` without a `global` section, where `--assign-regions` and `--rtt`
+/// have nothing to apply to.
+fn regions_of(
+    config: &edgelimit_worker::Config,
+    options: &EdgeRunOptions,
+) -> Result<Option<(Regions, Rtt)>, SimError> {
+    let Some(global) = &config.global else {
+        for (flag, given) in [
+            ("--assign-regions", options.regions.assign.is_some()),
+            ("--rtt", options.regions.rtt.is_some()),
+        ] {
+            if given {
+                return Err(SimError::Usage(format!(
+                    "{flag} applies to the regions of a configuration's `global` section, and {} \
+                     has none",
+                    options.config.display()
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    let assignment = options
+        .regions
+        .assign
+        .as_ref()
+        .map(|spec| spec.resolve(global))
+        .transpose()
+        .map_err(SimError::Usage)?;
+    let rtt = match &options.regions.rtt {
+        Some(spec) => spec.resolve(global).map_err(SimError::Usage)?,
+        None => Rtt::defaults(global),
+    };
+    Ok(Some((Regions::new(global, assignment), rtt)))
+}
+
+/// What `regions` placed, with the latencies `rtt` carries.
+fn regions_report(regions: &Regions, rtt: &Rtt) -> RegionsReport {
+    let counts = regions.counts();
+    RegionsReport {
+        regions: regions
+            .names()
+            .iter()
+            .zip(&counts.requests)
+            .enumerate()
+            .map(|(at, (name, requests))| RegionReport {
+                name: name.clone(),
+                requests: *requests,
+                home_one_way_ms: rtt.home_one_way_ms(at),
+            })
+            .collect(),
+        attributed_by: Attribution::ALL
+            .iter()
+            .zip(counts.by)
+            .map(|(by, n)| (by.as_str(), n))
+            .collect(),
+        unknown_places: counts.unknown_places,
+        local_one_way_ms: rtt.local_one_way_ms(),
+    }
 }

@@ -6,10 +6,56 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 use super::overrides::AppliedOverrides;
-use super::report::ConfigReport;
+use super::report::{ConfigReport, RegionsReport};
 use crate::readers::time::format_utc;
+use crate::regions::Attribution;
 use crate::report::text::{aligned, trace_header};
 use crate::report::words::fit;
+
+/// The regions' requests, how they were placed, and the latencies carried.
+fn regions_line(r: &RegionsReport) -> String {
+    let requests: Vec<String> = r
+        .regions
+        .iter()
+        .map(|g| format!("{} {}", g.name, g.requests))
+        .collect();
+    // In order of precedence; a region the trace named reads "named".
+    let by: Vec<String> = Attribution::ALL
+        .iter()
+        .filter_map(|by| {
+            let n = r.attributed_by.get(by.as_str()).copied().unwrap_or(0);
+            let word = match by {
+                Attribution::Named => "named",
+                other => other.as_str(),
+            };
+            (n > 0).then(|| format!("{word} {n}"))
+        })
+        .collect();
+    let latencies: Vec<String> = r
+        .regions
+        .iter()
+        .map(|g| format!("{} {} ms", g.name, g.home_one_way_ms))
+        .collect();
+    let mut line = format!(
+        "regions {} (placed by {}",
+        requests.join(", "),
+        by.join(", ")
+    );
+    if r.unknown_places > 0 {
+        let _ = write!(
+            line,
+            "; {} with an unknown country or continent",
+            r.unknown_places
+        );
+    }
+    let _ = write!(
+        line,
+        ")\n        one way to the home: {}; {} ms within a region",
+        latencies.join(", "),
+        r.local_one_way_ms
+    );
+    line
+}
 
 /// The report as text.
 pub fn render(report: &ConfigReport) -> String {
@@ -22,6 +68,12 @@ pub fn render(report: &ConfigReport) -> String {
         report.rules.len(),
         report.elapsed_ms
     );
+    if let Some(r) = &report.regions {
+        let _ = writeln!(out, "{}", regions_line(r));
+    }
+    if let Some(d) = &report.decisions {
+        let _ = writeln!(out, "decisions {}: {} rows", d.file, d.rows);
+    }
     if let Some(o) = &report.overrides {
         let _ = writeln!(out, "{}", overrides_line(o));
     }

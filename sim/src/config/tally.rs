@@ -8,6 +8,7 @@ use edgelimit::{Identifier, Reason};
 use edgelimit_worker::lists;
 use edgelimit_worker::{Handled, Incoming, Missing, Rule, RuleLimit};
 
+use super::decisions::{DecisionLog, RequestRow, MISSING_IDENTIFIER};
 use super::extract::Replayed;
 use super::identifiers::Identifiers;
 use super::names::display_identifier;
@@ -113,7 +114,7 @@ impl LimitTally {
                 ("cached_denial", self.cached_denial),
                 ("failed_closed", self.failed_closed),
                 ("fallback", self.fallback_denied),
-                ("missing_identifier", self.refused),
+                (MISSING_IDENTIFIER, self.refused),
             ]
             .into_iter()
             .collect(),
@@ -189,13 +190,15 @@ fn source_text(applied: &RuleLimit) -> String {
     applied.source.spec()
 }
 
-/// Tallies one matched rule; returns whether one of its limits refused (or would have).
+/// Tallies one matched rule; returns whether one of its limits refused (or would have). With
+/// `rows`, writes each limit's decision there as it is counted.
 pub(super) fn tally_rule(
     tally: &mut RuleTally,
     rule: &Rule,
     handled: &Handled<'_>,
     request: &Replayed<'_>,
     ids: &mut Identifiers,
+    mut rows: Option<(&mut DecisionLog, RequestRow<'_>)>,
 ) -> bool {
     let (plan, ruling) = (handled.plan(), handled.outcome());
     tally.matched += 1;
@@ -229,6 +232,15 @@ pub(super) fn tally_rule(
             t.missing += 1;
             match applied.missing {
                 Missing::Deny => {
+                    if let Some((log, row)) = rows.as_mut() {
+                        log.push(
+                            *row,
+                            &rule.name,
+                            &applied.limit.name,
+                            None,
+                            MISSING_IDENTIFIER,
+                        );
+                    }
                     t.refused += 1;
                     t.denied += 1;
                     denied = true;
@@ -269,6 +281,15 @@ pub(super) fn tally_rule(
         let Some(decision) = verdict.decisions.get(index) else {
             continue;
         };
+        if let Some((log, row)) = rows.as_mut() {
+            log.push(
+                *row,
+                &rule.name,
+                &applied.limit.name,
+                Some(&items[index].identifier),
+                decision.reason.as_str(),
+            );
+        }
         match decision.reason {
             Reason::Skipped => {
                 t.skipped += 1;

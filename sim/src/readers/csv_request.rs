@@ -1,14 +1,16 @@
 //! CSV and NDJSON read as requests (`--config`): besides the timestamp, columns (or NDJSON keys)
 //! named `method`, `host`, `path` (the target, query included), `ip` (or `client`: the client
-//! address, `CF-Connecting-IP`), `header:<name>` and `query:<name>`. CSV needs a header row
-//! naming them; values are split at commas (no quoting: write NDJSON for values with commas).
+//! address, `CF-Connecting-IP`), `header:<name>` and `query:<name>`, and where the request came
+//! from for a configuration's regions: `region`, `colo`, `country`, `continent`. CSV needs a
+//! header row naming them; values are split at commas (no quoting: write NDJSON for values with
+//! commas).
 
 use serde_json::{Map, Value};
 
 use super::csv::{MS_NAMES, TIME_NAMES};
 use super::format::{json_duration, parse_duration, LineProblem, RequestOptions};
 use super::logpush::json_time;
-use super::request::Request;
+use super::request::{PlaceField, Request};
 use super::time::parse_any;
 
 /// The column (or NDJSON key) holding how long a request was in flight, in ms.
@@ -23,6 +25,7 @@ enum Column {
     Path,
     Ip,
     Duration,
+    Place(PlaceField),
     Header(String),
     Query(String),
     Other,
@@ -47,6 +50,10 @@ impl Column {
             "path" | "uri" | "url" => Column::Path,
             "ip" | "client" => Column::Ip,
             DURATION => Column::Duration,
+            "region" => Column::Place(PlaceField::Region),
+            "colo" => Column::Place(PlaceField::Colo),
+            "country" => Column::Place(PlaceField::Country),
+            "continent" => Column::Place(PlaceField::Continent),
             _ => Column::Other,
         }
     }
@@ -111,6 +118,7 @@ impl CsvRequestParser {
                 Column::Duration if !value.is_empty() => {
                     out.duration_ms = Some(parse_duration(value, DURATION)?)
                 }
+                Column::Place(field) => out.set_place(*field, value),
                 Column::Header(name) => out.add_header(name.as_bytes(), value),
                 Column::Path | Column::Duration | Column::Query(_) | Column::Other => {}
             }
@@ -167,6 +175,7 @@ fn parse_json(line: &[u8], out: &mut Request, options: &RequestOptions) -> Resul
             Column::Path if !text.is_empty() => target = text,
             Column::Ip => out.set_client_ip(text.as_bytes()),
             Column::Duration => out.duration_ms = json_duration(value, DURATION)?,
+            Column::Place(field) => out.set_place(field, text.as_bytes()),
             Column::Header(name) => out.add_header(name.as_bytes(), text.as_bytes()),
             Column::Query(name) => queries.push((name, text)),
             Column::Path | Column::Other => {}

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::format::LineProblem;
-use super::request::Request;
+use super::request::{PlaceField, Request};
 
 /// The marker every decision line starts with.
 const MARKER: &[u8] = br#"{"edgelimit":"decision""#;
@@ -109,6 +109,12 @@ fn fill(logged: LogLine, out: &mut Request) {
     out.set_method(logged.method.as_bytes());
     out.set_host(logged.host.as_bytes());
     out.set_path(&logged.path);
+    if let Some(colo) = &logged.colo {
+        out.set_place(PlaceField::Colo, colo.as_bytes());
+    }
+    if let Some(continent) = &logged.continent {
+        out.set_place(PlaceField::Continent, continent.as_bytes());
+    }
     out.logged = Some(Box::new(logged));
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use edgelimit_worker::identify::CLIENT_IP_HEADER;
 
 use super::format::{json_duration, Key, LineProblem, LineResult, Parsed, RequestOptions};
-use super::request::Request;
+use super::request::{PlaceField, Request};
 use super::time::{checked_ms, parse_rfc3339, unix_integer_to_ms, unix_number_to_ms};
 
 /// Parses Logpush lines.
@@ -70,6 +70,13 @@ fn origin_duration(obj: &Map<String, Value>) -> Result<Option<u32>, LineProblem>
         .map_or(Ok(None), |v| json_duration(v, DURATION_FIELD))
 }
 
+/// Logpush fields read as a request's place (`--config` with regions): the colo that served it
+/// and the client's country.
+const PLACE_FIELDS: [(&str, PlaceField); 2] = [
+    ("EdgeColoCode", PlaceField::Colo),
+    ("ClientCountry", PlaceField::Country),
+];
+
 /// Logpush fields read as request headers (`--config`), beside `RequestHeaders`.
 const HEADER_FIELDS: [(&str, &str); 4] = [
     ("ClientIP", CLIENT_IP_HEADER),
@@ -83,8 +90,8 @@ impl LogpushParser {
     /// `ClientRequestMethod`, `ClientRequestHost`, `ClientRequestURI` (or `ClientRequestPath`),
     /// `ClientIP` as `CF-Connecting-IP`, `ClientRequestUserAgent`, `ClientRequestReferer`,
     /// `ClientCountry` as `CF-IPCountry` (the headers Cloudflare sets), and every field of a
-    /// `RequestHeaders` object (the job's custom request-header fields). `Ok(false)` for a
-    /// blank line.
+    /// `RequestHeaders` object (the job's custom request-header fields); `EdgeColoCode` and
+    /// `ClientCountry` as its place. `Ok(false)` for a blank line.
     pub fn parse_request(
         &self,
         line: &[u8],
@@ -129,6 +136,11 @@ impl LogpushParser {
         for (field, header) in HEADER_FIELDS {
             if let Some(value) = text(field) {
                 out.add_header(header.as_bytes(), value.as_bytes());
+            }
+        }
+        for (field, place) in PLACE_FIELDS {
+            if let Some(value) = text(field) {
+                out.set_place(place, value.as_bytes());
             }
         }
         out.duration_ms = origin_duration(&obj)?;

@@ -24,5 +24,5 @@ pub use haproxy::HaproxyParser;
 pub use lines::MAX_LINE_BYTES;
 pub use logpush::LogpushParser;
 pub use reorder::{Reorder, ReorderStats};
-pub use request::Request;
+pub use request::{PlaceField, Request};
 pub use trace::{BadLine, ReadOptions, ReadStats, TraceReader};

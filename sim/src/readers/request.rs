@@ -13,7 +13,22 @@ use url::Url;
 
 use edgelimit_worker::LogLine;
 
+use crate::regions::Place;
+
 type Span = Range<u32>;
+
+/// What a line may say of where a request came from (a [`Place`]'s parts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaceField {
+    /// A region named outright.
+    Region,
+    /// The Cloudflare colo.
+    Colo,
+    /// The client's country.
+    Country,
+    /// The client's continent.
+    Continent,
+}
 
 /// A request read from a trace.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +48,11 @@ pub struct Request {
     headers: Vec<(Span, Span)>,
     /// What the Worker logged for this request (`--format edgelimit` only).
     pub logged: Option<Box<LogLine>>,
+    /// Its place as the line gives it, by [`PlaceField`].
+    places: [Span; 4],
+    /// The region deciding it (an index in the configuration's `global.regions`), set as it is
+    /// read when the configuration has a `global` section; `None` otherwise.
+    pub region: Option<u32>,
 }
 
 fn span(text: &str, from: usize) -> Span {
@@ -77,6 +97,8 @@ impl Request {
         self.query = 0..0;
         self.headers.clear();
         self.logged = None;
+        self.places = Default::default();
+        self.region = None;
     }
 
     /// Sets the method (upper-cased, as the Worker sees it).
@@ -191,6 +213,47 @@ impl Request {
         let at = self.text.len();
         self.text.push_str(&query);
         self.query = span(&self.text, at);
+    }
+
+    /// Sets a part of its place (blanks around trimmed; `-` is none, as for headers).
+    pub fn set_place(&mut self, field: PlaceField, value: &[u8]) {
+        let value = value.trim_ascii();
+        if value == b"-" {
+            return;
+        }
+        let from = self.text.len();
+        push_lossy(&mut self.text, value);
+        self.places[field as usize] = span(&self.text, from);
+    }
+
+    /// Its place as the line gave it (parts it did not give are empty).
+    pub fn place(&self) -> Place<'_> {
+        let [region, colo, country, continent] = &self.places;
+        Place {
+            region: self.get(region),
+            colo: self.get(colo),
+            country: self.get(country),
+            continent: self.get(continent),
+        }
+    }
+
+    /// Who sent it, for `--assign-regions` to hash: the client address, or for the Worker's
+    /// own log lines (which carry none) the first identifier it logged.
+    pub fn client(&self) -> Option<&[u8]> {
+        if let Some(ip) = self.header_ref_bytes(CLIENT_IP_HEADER) {
+            return Some(ip);
+        }
+        self.logged
+            .as_ref()
+            .and_then(|l| l.limits.first())
+            .map(|l| l.identifier.as_bytes())
+    }
+
+    fn header_ref_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| self.get(n) == name)
+            .map(|(_, v)| self.get(v).as_bytes())
     }
 
     fn get(&self, span: &Span) -> &str {

@@ -18,6 +18,7 @@ use super::request::Request;
 use crate::error::SimError;
 use crate::event::{Event, Interner, NO_DURATION};
 use crate::input::Source;
+use crate::regions::Regions;
 
 /// How many bad lines are kept verbatim for the report.
 const BAD_SAMPLES: usize = 5;
@@ -167,6 +168,8 @@ struct Requests {
     free: Vec<u32>,
     /// Emptied requests whose buffers are reused.
     spare: Vec<Request>,
+    /// The configuration's regions, placing each request as it is read.
+    regions: Option<Regions>,
 }
 
 /// Streams a trace as ordered events. Iterate it, then read [`TraceReader::stats`] and
@@ -259,6 +262,21 @@ impl TraceReader {
             ..Requests::default()
         });
         reader
+    }
+
+    /// Places each request in one of `regions` as it is read ([`Regions::place`]): its
+    /// [`Request::region`]. A region name the configuration does not have stops the reading
+    /// with the file, line and field, `--strict` or not: it is a mismatch between trace and
+    /// configuration, not a damaged line. Request mode only.
+    pub fn set_regions(&mut self, regions: Regions) {
+        if let Some(requests) = self.requests.as_mut() {
+            requests.regions = Some(regions);
+        }
+    }
+
+    /// The regions placing requests, with what they placed so far.
+    pub fn regions(&self) -> Option<&Regions> {
+        self.requests.as_ref()?.regions.as_ref()
     }
 
     /// The next request in time order (request mode only; `None` otherwise and at the end).
@@ -359,10 +377,15 @@ impl TraceReader {
         }
         let parser = self.parser.as_mut().expect("set above");
         if let (Parser::Requests(parser), Some(requests)) = (&mut *parser, self.requests.as_mut()) {
-            return Ok(
-                Self::parse_request(parser, requests, line, &mut self.reorder)
-                    .inspect(|&event| self.parsed += u64::from(event)),
-            );
+            let parsed = Self::parse_request(parser, requests, line, &mut self.reorder).map_err(
+                |problem| SimError::BadLine {
+                    file: self.name.clone(),
+                    line: self.stats.lines,
+                    field: problem.field,
+                    problem: problem.problem,
+                },
+            )?;
+            return Ok(parsed.inspect(|&event| self.parsed += u64::from(event)));
         }
         let parsed = match parser.parse(line) {
             Ok(None) => return Ok(Ok(false)),
@@ -385,21 +408,32 @@ impl TraceReader {
         Ok(Ok(true))
     }
 
-    /// Request mode: parses `line` into a spare request parked in a slot, and pushes an event
-    /// naming the slot into the reorder buffer.
+    /// Request mode: parses `line` into a spare request parked in a slot, places it in its
+    /// region, and pushes an event naming the slot into the reorder buffer. The inner error is
+    /// a bad line; the outer one a region the configuration does not have.
     fn parse_request(
         parser: &mut RequestParser,
         requests: &mut Requests,
         line: &[u8],
         reorder: &mut Reorder,
-    ) -> Result<bool, LineProblem> {
+    ) -> Result<Result<bool, LineProblem>, LineProblem> {
         let mut request = requests.spare.pop().unwrap_or_default();
         match parser.parse(line, &mut request, &requests.options) {
             Ok(true) => {}
             other => {
                 request.clear();
                 requests.spare.push(request);
-                return other;
+                return Ok(other);
+            }
+        }
+        if let Some(regions) = requests.regions.as_mut() {
+            match regions.place(request.place(), request.client()) {
+                Ok((region, _)) => request.region = Some(region),
+                Err(problem) => {
+                    request.clear();
+                    requests.spare.push(request);
+                    return Err(LineProblem::new("region", problem));
+                }
             }
         }
         let time_ms = request.time_ms;
@@ -416,7 +450,7 @@ impl TraceReader {
         };
         // The request keeps its own duration; the event only orders it.
         reorder.push(Event::new(time_ms, slot, 1));
-        Ok(true)
+        Ok(Ok(true))
     }
 
     /// Counts a bad line (or, with `--strict`, stops at it).
