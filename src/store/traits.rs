@@ -157,6 +157,25 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
 }
 
+/// A shared store decides as the store it holds: one home's store behind the global stores of
+/// several regions, one store behind several layers.
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        (**self).check(checks, time).await
+    }
+
+    async fn check_into(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<(), StoreError> {
+        (**self).check_into(checks, time, verdicts).await
+    }
+}
+
 /// A boxed store is controlled as the store it holds (`Box<dyn Control>`).
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
