@@ -1039,6 +1039,39 @@ mod tests {
     }
 
     #[test]
+    fn a_region_holds_the_global_limits_once_each_and_not_the_regional_ones() {
+        let mut v = json!({
+            "global": {
+                "home": {"url_var": "H", "token_var": "HT"},
+                "regions": [
+                    {"name": "eu", "url_var": "E", "token_var": "ET"},
+                    {"name": "us", "url_var": "U", "token_var": "UT", "weight": 3}
+                ]
+            },
+            "rules": [
+                {"name": "a", "path_prefix": "/a/", "limits": [
+                    {"name": "per-ip", "policy": "fixed 80/1m", "identifier": "ip"},
+                    {"name": "local", "policy": "fixed 8/1s", "identifier": "ip",
+                     "scope": "region"}
+                ]},
+                {"name": "b", "path_prefix": "/b/", "limits": [
+                    {"name": "per-ip", "policy": "fixed 80/1m", "identifier": "ip"}
+                ]}
+            ]
+        });
+        let c = Config::from_value(v.clone()).unwrap();
+        let us = c.regional_limits(1).unwrap();
+        let held = us.get("per-ip").expect("the global limit");
+        // Half of 80 held by the regions, weighted 1:3; the home the rest.
+        assert_eq!(held.share.as_ref().unwrap().policy.limit(), 30);
+        assert_eq!(held.pool.as_ref().unwrap().policy.limit(), 40);
+        assert!(us.get("local").is_none(), "counted in each region");
+        v.as_object_mut().unwrap().remove("global");
+        let plain = Config::from_value(v).unwrap();
+        assert!(plain.regional_limits(0).unwrap().is_empty());
+    }
+
+    #[test]
     fn global_limits_need_regions_one_clock_and_an_algorithm_leases_bound() {
         let global = json!({
             "home": {"url_var": "HOME_URL", "token_var": "HOME_TOKEN"},

@@ -3,9 +3,10 @@
 
 use serde::Deserialize;
 
-use edgelimit::global::MILLION;
+use edgelimit::global::{GlobalLimitError, RegionalLimits, MILLION};
 
-use crate::config::ConfigError;
+use crate::config::{Config, ConfigError};
+use crate::rules::Scope;
 
 /// Where a store's URL and token are: the names of two secrets (or vars).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,5 +303,22 @@ mod tests {
             global(weightless).unwrap_err().field,
             "global.regions[2].weight"
         );
+    }
+}
+
+impl Config {
+    /// The global limits of every rule (each named once) as region `region` (an index into
+    /// `global.regions`) holds them: empty without a `global` section.
+    pub fn regional_limits(&self, region: usize) -> Result<RegionalLimits, GlobalLimitError> {
+        let Some(global) = &self.global else {
+            return Ok(RegionalLimits::default());
+        };
+        let mut limits: Vec<&edgelimit::Limit> = Vec::new();
+        for limit in self.rules.iter().flat_map(|r| &r.limits) {
+            if limit.scope == Scope::Global && !limits.iter().any(|l| l.name == limit.limit.name) {
+                limits.push(&limit.limit);
+            }
+        }
+        RegionalLimits::new(limits, &global.weights(), global.static_share, region)
     }
 }
