@@ -225,6 +225,23 @@ fn is_region_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+impl Config {
+    /// The global limits of every rule (each named once) as region `region` (an index into
+    /// `global.regions`) holds them: empty without a `global` section.
+    pub fn regional_limits(&self, region: usize) -> Result<RegionalLimits, GlobalLimitError> {
+        let Some(global) = &self.global else {
+            return Ok(RegionalLimits::default());
+        };
+        let mut limits: Vec<&edgelimit::Limit> = Vec::new();
+        for limit in self.rules.iter().flat_map(|r| &r.limits) {
+            if limit.scope == Scope::Global && !limits.iter().any(|l| l.name == limit.limit.name) {
+                limits.push(&limit.limit);
+            }
+        }
+        RegionalLimits::new(limits, &global.weights(), global.static_share, region)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,22 +320,5 @@ mod tests {
             global(weightless).unwrap_err().field,
             "global.regions[2].weight"
         );
-    }
-}
-
-impl Config {
-    /// The global limits of every rule (each named once) as region `region` (an index into
-    /// `global.regions`) holds them: empty without a `global` section.
-    pub fn regional_limits(&self, region: usize) -> Result<RegionalLimits, GlobalLimitError> {
-        let Some(global) = &self.global else {
-            return Ok(RegionalLimits::default());
-        };
-        let mut limits: Vec<&edgelimit::Limit> = Vec::new();
-        for limit in self.rules.iter().flat_map(|r| &r.limits) {
-            if limit.scope == Scope::Global && !limits.iter().any(|l| l.name == limit.limit.name) {
-                limits.push(&limit.limit);
-            }
-        }
-        RegionalLimits::new(limits, &global.weights(), global.static_share, region)
     }
 }
