@@ -497,6 +497,24 @@ impl RawConfig {
                 format!("{objects} is outside 1..={MAX_OBJECTS}"),
             ));
         }
+        if global.is_some() {
+            // Each region decides in its own Redis, and the leases live beside the states there.
+            if store == Some(StoreKind::DurableObject) {
+                return Err(ConfigError::at(
+                    "store",
+                    "global limits keep each region's state in its own Upstash database (the \
+                     `global.regions`): the Durable Object store is one region's, drop `store` \
+                     or the `global` section",
+                ));
+            }
+            if !self.shards.is_empty() {
+                return Err(ConfigError::at(
+                    "shards",
+                    "with a `global` section each region has one store (`global.regions`): \
+                     drop `shards`",
+                ));
+            }
+        }
         if store == Some(StoreKind::DurableObject) && !self.shards.is_empty() {
             return Err(ConfigError::at(
                 "shards",
@@ -1107,6 +1125,14 @@ mod tests {
         let mut nowhere = minimal();
         nowhere["rules"][0]["limits"][0]["scope"] = json!("global");
         assert!(error_of(nowhere).field.ends_with("→ scope"));
+        let mut objects = minimal();
+        objects["global"] = global.clone();
+        objects["store"] = json!("durable-object");
+        assert_eq!(error_of(objects).field, "store");
+        let mut sharded = minimal();
+        sharded["global"] = global.clone();
+        sharded["shards"] = json!([{"name": "a", "url_var": "A", "token_var": "AT"}]);
+        assert_eq!(error_of(sharded).field, "shards");
         let mut bad = minimal();
         bad["global"] = global;
         bad["global"]["lease_ms"] = json!(1);

@@ -5,8 +5,10 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use edgelimit::global::GlobalStore;
 use edgelimit::http::{Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{Check, RestStore, Store, StoreError, TimeSource, Verdict};
@@ -32,12 +34,16 @@ const ORIGIN_VAR: &str = "ORIGIN";
 /// The Durable Objects as one store, shared by the request path and the admin route.
 type Objects = Rc<ShardedStore<ObjectShard>>;
 
-/// The request path's store: one of the two kinds, chosen when the isolate loads. Only the
-/// objects are controlled through the Worker (Redis has edgelimit-admin), so only they are
-/// linked as `Control`.
+/// One region's store for global limits: its own Upstash database, the home's beside it.
+type RegionStore = GlobalStore<RestStore, Arc<RestStore>>;
+
+/// The request path's store, chosen when the isolate loads: Upstash, the Durable Objects, or
+/// (with a `global` section) one region's. Only the objects are controlled through the Worker
+/// (Redis has edgelimit-admin), so only they are linked as `Control`.
 enum WorkerStore {
     Upstash(ShardedStore<RestStore>),
     Objects(Objects),
+    Global(Box<RegionStore>),
 }
 
 #[async_trait(?Send)]
@@ -46,14 +52,16 @@ impl Store for WorkerStore {
         match self {
             WorkerStore::Upstash(store) => store.check(checks, time).await,
             WorkerStore::Objects(store) => store.check(checks, time).await,
+            WorkerStore::Global(store) => store.check(checks, time).await,
         }
     }
 }
 
-/// What an isolate keeps between requests: the request path over its store, the origin, and
-/// the admin route's objects and secret when it is on.
+/// What an isolate keeps between requests: the request path over its store (one per region
+/// with global limits, in `global.regions` order), the origin, and the admin route's objects
+/// and secret when it is on.
 struct Isolate {
-    edge: Edge<WorkerStore>,
+    edges: Vec<Edge<WorkerStore>>,
     origin: Option<String>,
     admin: Option<(Objects, String)>,
 }
@@ -153,9 +161,50 @@ fn upstash_store(env: &Env, config: &Config) -> Result<ShardedStore<RestStore>, 
     ShardedStore::new(shards).map_err(|e| e.to_string())
 }
 
+/// One request path per region, each over the region's store and the home's
+/// (docs/design.md §9).
+fn regional_edges(env: &Env, config: &Config) -> Result<Vec<Edge<WorkerStore>>, String> {
+    let global = config.global.as_ref().expect("a global section");
+    let home = Arc::new(rest_store(
+        env,
+        config,
+        &global.home.url_var,
+        &global.home.token_var,
+    )?);
+    global
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(i, region)| {
+            let own = rest_store(env, config, &region.store.url_var, &region.store.token_var)?;
+            let limits = config
+                .regional_limits(i)
+                .map_err(|e| format!("global.regions[{i}] \"{}\": {e}", region.name))?;
+            let store = GlobalStore::new(
+                own,
+                home.clone(),
+                limits,
+                global.regions.len(),
+                global.lease_ms,
+            );
+            Ok(Edge::new(
+                config.clone(),
+                WorkerStore::Global(Box::new(store)),
+            ))
+        })
+        .collect()
+}
+
 impl Isolate {
     fn load(env: &Env) -> Result<Isolate, String> {
         let config = load_config(env).map_err(|e| e.to_string())?;
+        if config.global.is_some() {
+            return Ok(Isolate {
+                edges: regional_edges(env, &config)?,
+                origin: origin(env)?,
+                admin: None,
+            });
+        }
         let store = match store_kind(env, &config)? {
             StoreKind::Upstash => WorkerStore::Upstash(upstash_store(env, &config)?),
             StoreKind::DurableObject => {
@@ -170,7 +219,7 @@ impl Isolate {
         };
         let admin = match (&config.admin_path, &store) {
             (None, _) => None,
-            (Some(path), WorkerStore::Upstash(_)) => {
+            (Some(path), WorkerStore::Upstash(_) | WorkerStore::Global(_)) => {
                 return Err(format!(
                     "admin_path `{path}`: the admin route controls Durable Objects; Redis is \
                      controlled directly (edgelimit-admin --store upstash+https://…)"
@@ -186,15 +235,23 @@ impl Isolate {
                 Some((objects.clone(), token))
             }
         };
-        let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
-        if let Some(origin) = &origin {
-            Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
-        }
         Ok(Isolate {
-            edge: Edge::new(config, store),
-            origin,
+            edges: vec![Edge::new(config, store)],
+            origin: origin(env)?,
             admin,
         })
+    }
+
+    /// The request path deciding `view`: its region's with global limits (by `request.cf`'s
+    /// colo, else continent, else the first region), else the one.
+    fn edge_for(&self, view: &View) -> usize {
+        match &self.edges[0].config().global {
+            Some(global) if self.edges.len() > 1 => global.region_of(
+                view.cf_text("continent").as_deref(),
+                view.cf_text("colo").as_deref(),
+            ),
+            _ => 0,
+        }
     }
 
     /// This isolate's state, loaded on first use. A configuration error is not cached, so every
@@ -207,6 +264,15 @@ impl Isolate {
         ISOLATE.with(|e| *e.borrow_mut() = Some(isolate.clone()));
         Ok(isolate)
     }
+}
+
+/// The origin admitted requests go to, when set.
+fn origin(env: &Env) -> Result<Option<String>, String> {
+    let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
+    if let Some(origin) = &origin {
+        Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
+    }
+    Ok(origin)
 }
 
 /// The request as the rules see it.
@@ -342,8 +408,7 @@ async fn forward(
 }
 
 /// Logs the request's line when it is to be logged, and writes its analytics data point.
-fn report(isolate: &Isolate, env: &Env, handled: &Handled<'_>, view: &View) {
-    let edge = &isolate.edge;
+fn report(edge: &Edge<WorkerStore>, env: &Env, handled: &Handled<'_>, view: &View) {
     if handled.is_logged(js_sys::Math::random() < edge.config().log_sample) {
         let counters = edge.limiter().metrics();
         let mut line = handled.log_line(view, Some(&counters));
@@ -373,11 +438,34 @@ fn report(isolate: &Isolate, env: &Env, handled: &Handled<'_>, view: &View) {
     }
 }
 
+/// Sends the region's queued lease refills to the home in `waitUntil`, off the request path
+/// (docs/design.md §9): the next requests find their leases credited. Each call sends what was
+/// queued when it runs, so concurrent requests never send one refill twice; a failed refill is
+/// asked for again by the next request that needs it.
+fn refill_after(ctx: &Context, isolate: &Rc<Isolate>, region: usize) {
+    let WorkerStore::Global(store) = isolate.edges[region].limiter().store() else {
+        return;
+    };
+    if store.refill_due_since().is_none() {
+        return;
+    }
+    let isolate = isolate.clone();
+    ctx.wait_until(async move {
+        let WorkerStore::Global(store) = isolate.edges[region].limiter().store() else {
+            return;
+        };
+        if let Err(e) = store.refill(js_sys::Date::now() as u64).await {
+            console_error!("edgelimit: refilling the region's leases from the home: {e}");
+        }
+    });
+}
+
 /// Settles what the request reserved after the response, in `waitUntil`, off the request path
 /// (docs/design.md §4). A failure leaves the estimate charged and the leases to their timeout.
 fn settle_after(
     ctx: &Context,
     isolate: &Rc<Isolate>,
+    region: usize,
     handled: &Handled<'_>,
     response: Option<&Response>,
 ) {
@@ -395,7 +483,7 @@ fn settle_after(
     };
     let isolate = isolate.clone();
     ctx.wait_until(async move {
-        for e in isolate.edge.settle(settlement).await.failed {
+        for e in isolate.edges[region].settle(settlement).await.failed {
             console_error!("edgelimit: settling after the response: {e}");
         }
     });
@@ -410,8 +498,9 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
             return problem_response(&Problem::misconfigured(&message));
         }
     };
-    let edge = &isolate.edge;
     let view = View::of(&req)?;
+    let region = isolate.edge_for(&view);
+    let edge = &isolate.edges[region];
     if let (Some(path), Some((objects, token))) = (&edge.config().admin_path, &isolate.admin) {
         if view.path == *path {
             let authorization = req.headers().get("authorization").ok().flatten();
@@ -444,7 +533,8 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
             .fixed(edge.metrics_text().into_bytes()));
     }
     let handled = edge.handle(&view, js_sys::Date::now() as u64).await;
-    report(&isolate, &env, &handled, &view);
+    report(edge, &env, &handled, &view);
+    refill_after(&ctx, &isolate, region);
     let answer = handled.response(&view);
     match answer.action {
         Action::Respond {
@@ -458,7 +548,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
                 headers.set(name, value)?;
             }
             // A denied request took nothing, but an admitting shadow check holds its leases.
-            settle_after(&ctx, &isolate, &handled, None);
+            settle_after(&ctx, &isolate, region, &handled, None);
             Ok(ResponseBuilder::new()
                 .with_status(status)
                 .with_headers(headers)
@@ -474,7 +564,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
             .await;
             // An origin that failed stated no cost (the estimate stands), but the leases are
             // released all the same.
-            settle_after(&ctx, &isolate, &handled, response.as_ref().ok());
+            settle_after(&ctx, &isolate, region, &handled, response.as_ref().ok());
             response
         }
     }
