@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use edgelimit::script::{control, CheckPlan, Invocation, Reply, Topology};
-use edgelimit::store::{decode_pipeline, run_scripts};
+use edgelimit::store::{decode_pipeline, run_scripts, LoadedScripts};
 use edgelimit::{Check, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
@@ -36,6 +36,8 @@ pub(crate) struct FetchStore {
     keys: InitKeys,
     namespace: String,
     timeout_ms: u64,
+    // Shared by clones: one Redis, one set of scripts it holds.
+    loaded: std::rc::Rc<LoadedScripts>,
 }
 
 /// The field names of a fetch `init`, and its method, as JavaScript strings.
@@ -70,6 +72,7 @@ impl FetchStore {
             },
             namespace: setup.namespace.clone(),
             timeout_ms: setup.timeout.as_millis() as u64,
+            loaded: Default::default(),
         })
     }
 
@@ -145,7 +148,13 @@ impl FetchStore {
         invocations: &[&Invocation],
         idempotent: bool,
     ) -> Result<Vec<Reply>, StoreError> {
-        run_scripts(|body, n| self.post(body, n), invocations, idempotent).await
+        run_scripts(
+            |body, n| self.post(body, n),
+            invocations,
+            idempotent,
+            &self.loaded,
+        )
+        .await
     }
 
     async fn run_one(&self, invocation: &Invocation) -> Result<Reply, StoreError> {

@@ -33,6 +33,9 @@ struct Entry {
     lease_until_ms: u64,
     /// What the pool had left at the home's last answer.
     pool_left: Option<u64>,
+    /// Until when the pool is known to hold less than a request the region needed (epoch ms):
+    /// till then a denied request does not wait for the home.
+    pool_empty_until_ms: u64,
     /// Whether a refill is queued or under way.
     pending: bool,
     seen_ms: u64,
@@ -126,6 +129,28 @@ impl Ledger {
         sizing.want(entry, now_ms, need)
     }
 
+    /// Notes that the pool could not grant a request's need until `until_ms` (the pool's own
+    /// retry time).
+    pub fn note_pool_empty(&mut self, key: (&Arc<str>, &Identifier), until_ms: u64) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.pool_empty_until_ms = entry.pool_empty_until_ms.max(until_ms);
+        }
+    }
+
+    /// Until when the pool is known to be short of a request, if it still is at `now_ms`.
+    pub fn pool_empty_until(&self, key: (&Arc<str>, &Identifier), now_ms: u64) -> Option<u64> {
+        let entry = self.entries.get(&(key.0.clone(), key.1.clone()))?;
+        (entry.pool_empty_until_ms > now_ms).then_some(entry.pool_empty_until_ms)
+    }
+
+    /// The units the region's lease held at its last report, if it is still live at `now_ms`.
+    pub fn lease_balance(&self, key: (&Arc<str>, &Identifier), now_ms: u64) -> u64 {
+        self.entries
+            .get(&(key.0.clone(), key.1.clone()))
+            .filter(|e| e.lease_until_ms > now_ms)
+            .map_or(0, |e| e.balance)
+    }
+
     /// Notes the home's answer for a lease: what the pool has left.
     pub fn note_pool(&mut self, key: (&Arc<str>, &Identifier), pool_left: u64) {
         if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
@@ -164,7 +189,10 @@ impl Ledger {
     /// memory follows its recent traffic.
     pub fn forget_idle(&mut self, now_ms: u64, idle_ms: u64) {
         self.entries.retain(|_, e| {
-            e.pending || e.lease_until_ms > now_ms || now_ms.saturating_sub(e.seen_ms) < idle_ms
+            e.pending
+                || e.lease_until_ms > now_ms
+                || e.pool_empty_until_ms > now_ms
+                || now_ms.saturating_sub(e.seen_ms) < idle_ms
         });
     }
 

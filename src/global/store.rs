@@ -75,8 +75,11 @@ fn bump(counter: &AtomicU64, by: u64) {
 struct Ask<'a> {
     limit: &'a RegionalLimit,
     identifier: Identifier,
+    /// The least grant worth having: a waiting request's cost (a refill's whole want).
     need: u64,
     want: u64,
+    /// Whether requests wait on it: a pool short of `need` then denies them for a while.
+    waiting: bool,
 }
 
 /// Units the home granted: to be credited to the region's lease.
@@ -179,6 +182,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                         identifier,
                         need: want,
                         want,
+                        waiting: false,
                     })
                 },
             )
@@ -242,12 +246,13 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             .collect()
     }
 
-    /// Whether a denied check is denied only by global items a lease could admit: then it
-    /// waits for the home.
-    fn waits(&self, check: &Check, verdict: &Verdict) -> bool {
+    /// Whether a denied check is denied only by global items a lease could admit, none of
+    /// whose pools is known to be short of it: then it waits for the home.
+    fn waits(&self, check: &Check, verdict: &Verdict, now_ms: u64) -> bool {
         if verdict.allowed {
             return false;
         }
+        let ledger = self.ledger();
         let mut denied = check
             .items()
             .iter()
@@ -266,6 +271,9 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                     && self.limits.get(&item.limit.name).is_some_and(|g| {
                         g.pool.is_some() && item.cost as u64 <= g.whole.policy.capacity()
                     })
+                    && ledger
+                        .pool_empty_until((&item.limit.name, &item.identifier), now_ms)
+                        .is_none()
             })
     }
 
@@ -296,6 +304,8 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 grants.push(grant(ask, ask.want, decision, now_ms, self.lease_ms));
             } else if ask.want > ask.need && decision.remaining >= ask.need {
                 smaller.push(ask);
+            } else {
+                self.note_pool_empty(ask, decision, now_ms);
             }
         }
         if !smaller.is_empty() {
@@ -307,6 +317,8 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                     .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
                 if decision.allowed {
                     grants.push(grant(ask, ask.need, decision, now_ms, self.lease_ms));
+                } else {
+                    self.note_pool_empty(ask, decision, now_ms);
                 }
             }
         }
@@ -315,6 +327,19 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             grants.iter().map(|g| g.units).sum::<u64>(),
         );
         Ok(grants)
+    }
+
+    /// Notes that `ask`'s pool could not grant a waiting request's need (or holds nothing at
+    /// all): until the pool's retry time, a request it denies is denied in the region without
+    /// waiting for the home.
+    fn note_pool_empty(&self, ask: &Ask<'_>, decision: &Decision, now_ms: u64) {
+        // A refill the pool cannot fill says nothing of a request's smaller need.
+        if !ask.waiting && decision.remaining > 0 {
+            return;
+        }
+        let until = now_ms.saturating_add(decision.retry_after_ms.max(1));
+        self.ledger()
+            .note_pool_empty((&ask.limit.whole.name, &ask.identifier), until);
     }
 
     async fn home_round_trip(
@@ -372,6 +397,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                         identifier: item.identifier.clone(),
                         need,
                         want: need,
+                        waiting: true,
                     }),
                 }
             }
@@ -384,6 +410,14 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             }
         }
         let Ok(grants) = self.ask_home(&asks, now_ms).await else {
+            // A home that cannot be reached is not asked again for these identifiers for a
+            // horizon: their requests are decided by the region's share meanwhile, without
+            // paying a failed round trip each.
+            let until = now_ms.saturating_add(self.horizon_ms());
+            let mut ledger = self.ledger();
+            for ask in &asks {
+                ledger.note_pool_empty((&ask.limit.whole.name, &ask.identifier), until);
+            }
             return;
         };
         let covered = |check: &Check, verdict: &Verdict| {
@@ -479,11 +513,44 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                         &self.sizing(limit),
                     );
                 }
+                if !decision.allowed && limit.pool.is_some() {
+                    decision.retry_after_ms =
+                        self.retry_after(&ledger, limit, item, decision, now_ms);
+                }
                 *decision = limit.as_whole(*decision);
             }
             if global {
                 bump(&self.counters.checks, 1);
             }
+        }
+    }
+}
+
+impl<R: Store, H: Store> GlobalStore<R, H> {
+    /// When a request a global item denied may be tried again. Only a pool known to be short
+    /// of it, with the region's lease spent as far as the region knows, makes the denial firm:
+    /// then the later of the share's and the pool's retry times (what a denial cache may keep
+    /// it for). Otherwise the home was not reached, or another
+    /// request of the region took the units first: the next request may find a refilled lease,
+    /// so it is worth trying again at once — a retry time of one millisecond, which no denial
+    /// cache keeps and a `Retry-After` header rounds up to a second.
+    fn retry_after(
+        &self,
+        ledger: &Ledger,
+        limit: &RegionalLimit,
+        item: &CheckItem,
+        decision: &Decision,
+        now_ms: u64,
+    ) -> u64 {
+        if decision.reason != Reason::OverLimit {
+            return decision.retry_after_ms;
+        }
+        let key = (&limit.whole.name, &item.identifier);
+        match ledger.pool_empty_until(key, now_ms) {
+            Some(until) if ledger.lease_balance(key, now_ms) == 0 => {
+                decision.retry_after_ms.max(until - now_ms)
+            }
+            _ => decision.retry_after_ms.min(1),
         }
     }
 }
@@ -536,7 +603,7 @@ impl<R: Store, H: Store> Store for GlobalStore<R, H> {
         let regional = self.regional(checks);
         let mut verdicts = self.region.check(&regional, time).await?;
         let waiting: Vec<usize> = (0..regional.len())
-            .filter(|&i| self.waits(&regional[i], &verdicts[i]))
+            .filter(|&i| self.waits(&regional[i], &verdicts[i], now_ms))
             .collect();
         if !waiting.is_empty() {
             self.wait_for_home(&regional, &mut verdicts, &waiting, now_ms)

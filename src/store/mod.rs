@@ -40,5 +40,5 @@ pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{Control, MaybeSendSync, Store};
 pub use upstash::{
     decode_pipeline, eval_pipeline_body, evalsha_pipeline_body, plain_pipeline_body,
-    post_resent_if, run_scripts, REST_TOKEN_VAR, REST_URL_VAR,
+    post_resent_if, run_scripts, LoadedScripts, REST_TOKEN_VAR, REST_URL_VAR,
 };

@@ -25,6 +25,7 @@ use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::{Control, Store};
+use super::upstash::{sent_with_source, LoadedScripts};
 use crate::control::assignment::{assign_command, read_assignments};
 use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
@@ -45,6 +46,8 @@ pub struct RespStore {
     connection: Connection,
     namespace: String,
     timeout: Duration,
+    // The scripts the single node holds (clones share them).
+    loaded: std::sync::Arc<LoadedScripts>,
 }
 
 impl fmt::Debug for RespStore {
@@ -90,6 +93,7 @@ impl RespStore {
             connection: Connection::Single(manager),
             namespace: DEFAULT_NAMESPACE.to_string(),
             timeout,
+            loaded: Default::default(),
         })
     }
 
@@ -116,6 +120,7 @@ impl RespStore {
             connection: Connection::Cluster(connection),
             namespace: DEFAULT_NAMESPACE.to_string(),
             timeout,
+            loaded: Default::default(),
         })
     }
 
@@ -156,7 +161,7 @@ impl RespStore {
         let timeout = self.timeout;
         match &self.connection {
             Connection::Single(manager) => {
-                run_pipeline(invocations, |pipe| {
+                run_pipeline(invocations, Some(&self.loaded), |pipe| {
                     let mut manager = manager.clone();
                     async move { query(pipe, &mut manager, timeout).await }
                 })
@@ -175,7 +180,7 @@ impl RespStore {
                     let cluster = cluster.clone();
                     let group: Vec<&Invocation> = indices.iter().map(|&i| invocations[i]).collect();
                     async move {
-                        let replies = run_pipeline(&group, |pipe| {
+                        let replies = run_pipeline(&group, None, |pipe| {
                             let mut cluster = cluster.clone();
                             async move { query(pipe, &mut cluster, timeout).await }
                         })
@@ -195,10 +200,13 @@ impl RespStore {
     }
 }
 
-/// Sends the invocations as one `EVALSHA` pipeline, then re-sends those that came back
-/// `NOSCRIPT` as one `EVAL` pipeline.
+/// Sends the invocations as one `EVALSHA` pipeline (the first call of a script not known to be
+/// `loaded` with calls after it by `EVAL`, so the batch runs in order: see
+/// [`sent_with_source`]), then re-sends those that came back `NOSCRIPT` as one `EVAL` pipeline.
+/// `loaded` is `None` on a Cluster, whose nodes each hold their own scripts.
 async fn run_pipeline<F, Fut>(
     invocations: &[&Invocation],
+    loaded: Option<&LoadedScripts>,
     send: F,
 ) -> Result<Vec<Reply>, StoreError>
 where
@@ -206,10 +214,18 @@ where
     Fut: std::future::Future<Output = Result<Vec<Value>, StoreError>>,
 {
     let mut pipe = redis::pipe();
-    for invocation in invocations {
-        pipe.add_command(command("EVALSHA", invocation.script.sha1(), invocation));
+    let with_source = sent_with_source(invocations, loaded);
+    for (invocation, source) in invocations.iter().zip(with_source) {
+        pipe.add_command(if source {
+            command("EVAL", invocation.script.source(), invocation)
+        } else {
+            command("EVALSHA", invocation.script.sha1(), invocation)
+        });
     }
     let mut replies: Vec<Reply> = expect_len(send(pipe).await?, invocations.len())?;
+    if let Some(loaded) = loaded {
+        loaded.note(invocations, &replies);
+    }
     let missing: Vec<usize> = replies
         .iter()
         .enumerate()

@@ -17,7 +17,8 @@ use super::error::StoreError;
 use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::{Control, Store};
 use super::upstash::{
-    decode_pipeline, plain_pipeline_body, post_resent_if, run_scripts, REST_TOKEN_VAR, REST_URL_VAR,
+    decode_pipeline, plain_pipeline_body, post_resent_if, run_scripts, LoadedScripts,
+    REST_TOKEN_VAR, REST_URL_VAR,
 };
 use crate::control::assignment::{assign_command, read_assignments};
 use crate::control::list::{self, ListEntry};
@@ -42,6 +43,8 @@ pub struct RestStore {
     authorization: Option<HeaderValue>,
     namespace: String,
     timeout: Duration,
+    // Shared by clones: one Redis, one set of scripts it holds.
+    loaded: std::sync::Arc<LoadedScripts>,
 }
 
 impl std::fmt::Debug for RestStore {
@@ -97,6 +100,7 @@ impl RestStore {
             token,
             namespace: DEFAULT_NAMESPACE.to_string(),
             timeout: RestStore::DEFAULT_TIMEOUT,
+            loaded: Default::default(),
         })
     }
 
@@ -201,7 +205,13 @@ impl RestStore {
         invocations: &[&Invocation],
         idempotent: bool,
     ) -> Result<Vec<Reply>, StoreError> {
-        run_scripts(|body, n| self.pipeline(body, n), invocations, idempotent).await
+        run_scripts(
+            |body, n| self.pipeline(body, n),
+            invocations,
+            idempotent,
+            &self.loaded,
+        )
+        .await
     }
 
     /// Runs one invocation and returns its reply.

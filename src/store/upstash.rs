@@ -65,43 +65,117 @@ pub fn decode_pipeline(status: u16, text: &str, commands: usize) -> Result<Vec<R
 /// The body of the `/pipeline` request that runs `invocations` by `EVALSHA`, as
 /// [`super::RestStore`] sends it first (pure: the Worker's CPU benchmark times it under wasm32).
 pub fn evalsha_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
-    pipeline_body("EVALSHA", invocations, |i| i.script.sha1())
+    pipeline_body(invocations, |_, i| ("EVALSHA", i.script.sha1()))
 }
 
 /// The body of the `/pipeline` request that runs `invocations` by `EVAL` and their sources, as
 /// [`super::RestStore`] resends those a fresh Redis answered `NOSCRIPT`.
 pub fn eval_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
-    pipeline_body("EVAL", invocations, |i| i.script.source())
+    pipeline_body(invocations, |_, i| ("EVAL", i.script.source()))
+}
+
+/// The body of an ordered batch's first `/pipeline`: `EVALSHA`, but `EVAL` and the source for
+/// the calls [`sent_with_source`] picks.
+fn ordered_pipeline_body(
+    invocations: &[&Invocation],
+    loaded: &LoadedScripts,
+) -> Result<Vec<u8>, StoreError> {
+    let with_source = sent_with_source(invocations, Some(loaded));
+    pipeline_body(invocations, |n, i| {
+        if with_source[n] {
+            ("EVAL", i.script.source())
+        } else {
+            ("EVALSHA", i.script.sha1())
+        }
+    })
+}
+
+/// Which calls of an ordered batch go with their script's source (`EVAL`) rather than its SHA:
+/// the first call of each script not known to be `loaded` (`None`: nothing is known) that has
+/// calls after it. A `NOSCRIPT` answer there would leave that call to a second round trip while
+/// the calls after it had already run: a batch whose later checks read what earlier ones wrote
+/// (a lease credited, then spent) would run out of order.
+pub(crate) fn sent_with_source(
+    invocations: &[&Invocation],
+    loaded: Option<&LoadedScripts>,
+) -> Vec<bool> {
+    let known = loaded.map(LoadedScripts::known).unwrap_or_default();
+    let last = invocations.len().saturating_sub(1);
+    let mut sending: Vec<&str> = Vec::new();
+    invocations
+        .iter()
+        .enumerate()
+        .map(|(n, i)| {
+            let sha = i.script.sha1();
+            let send = n < last && !known.iter().any(|k| k == sha) && !sending.contains(&sha);
+            if send {
+                sending.push(sha);
+            }
+            send
+        })
+        .collect()
+}
+
+/// The scripts a store has seen run on its Redis: their first call in a batch is sent by SHA
+/// alone from then on. Forgotten when Redis answers `NOSCRIPT` (restarted or flushed).
+#[derive(Debug, Default)]
+pub struct LoadedScripts(std::sync::Mutex<Vec<String>>);
+
+impl LoadedScripts {
+    pub(crate) fn known(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn note(&self, invocations: &[&Invocation], replies: &[Reply]) {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for (invocation, reply) in invocations.iter().zip(replies) {
+            let sha = invocation.script.sha1();
+            let missing = matches!(reply, Reply::Error(m) if is_noscript(m));
+            let at = known.iter().position(|k| k == sha);
+            match (missing, at) {
+                (true, Some(at)) => {
+                    known.swap_remove(at);
+                }
+                (false, None) => known.push(sha.to_string()),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// `[[verb, script, <number of keys>, "<key>", …, "<arg>", …], …]`: each invocation as the JSON
 /// array the protocol carries, written straight from its keys and arguments into one buffer
 /// sized for them — byte for byte what `serde_json` makes of the same arrays of strings, each
 /// string escaped by `serde_json` itself.
-fn pipeline_body(
-    verb: &'static str,
-    invocations: &[&Invocation],
-    script: impl Fn(&Invocation) -> &str,
+fn pipeline_body<'i>(
+    invocations: &[&'i Invocation],
+    mut verb_and_script: impl FnMut(usize, &'i Invocation) -> (&'static str, &'i str),
 ) -> Result<Vec<u8>, StoreError> {
+    let calls: Vec<(&str, &str)> = invocations
+        .iter()
+        .enumerate()
+        .map(|(n, i)| verb_and_script(n, i))
+        .collect();
     // Every part with its quotes and comma; room for a few escapes besides.
     let room: usize = invocations
         .iter()
-        .map(|i| {
+        .zip(&calls)
+        .map(|(i, (verb, script))| {
             let parts = i.keys().len() + i.args().len();
-            let text = verb.len() + script(i).len() + i.text_len();
+            let text = verb.len() + script.len() + i.text_len();
             8 + 20 + text + text / 8 + 3 * parts
         })
         .sum();
     let mut body = Vec::with_capacity(2 + room);
     body.push(b'[');
-    for (n, &invocation) in invocations.iter().enumerate() {
+    for (n, (&invocation, (verb, script))) in invocations.iter().zip(&calls).enumerate() {
         if n > 0 {
             body.push(b',');
         }
         body.push(b'[');
         json_string(&mut body, verb)?;
         body.push(b',');
-        json_string(&mut body, script(invocation))?;
+        json_string(&mut body, script)?;
         body.push(b',');
         let keys = invocation.keys();
         body.extend_from_slice(itoa::Buffer::new().format(keys.len()).as_bytes());
@@ -244,14 +318,16 @@ pub fn plain_pipeline_body(parts: &[String]) -> Result<Vec<u8>, StoreError> {
 }
 
 /// Runs `invocations` as [`super::RestStore`] does, over any transport: one `/pipeline` by
-/// `EVALSHA`, then those a fresh Redis answered `NOSCRIPT` by `EVAL` in one more, each pipeline
-/// sent once more after a transient failure when `idempotent`. `post(body, commands)` sends one
+/// `EVALSHA` (the first call of a script `loaded` does not know yet, with calls after it, by
+/// `EVAL`: the batch runs in order), then those a fresh Redis answered `NOSCRIPT` by `EVAL` in
+/// one more, each pipeline sent once more after a transient failure when `idempotent`. `post(body, commands)` sends one
 /// `/pipeline` and reads one reply per command (`reqwest` natively, JavaScript's `fetch` in the
 /// npm package). One reply per invocation, in order.
 pub async fn run_scripts<P, F>(
     post: P,
     invocations: &[&Invocation],
     idempotent: bool,
+    loaded: &LoadedScripts,
 ) -> Result<Vec<Reply>, StoreError>
 where
     P: Fn(Vec<u8>, usize) -> F,
@@ -260,8 +336,9 @@ where
     if invocations.is_empty() {
         return Ok(Vec::new());
     }
-    let body = evalsha_pipeline_body(invocations)?;
+    let body = ordered_pipeline_body(invocations, loaded)?;
     let mut replies = post_resent_if(&post, idempotent, body, invocations.len()).await?;
+    loaded.note(invocations, &replies);
     let missing: Vec<usize> = replies
         .iter()
         .enumerate()
@@ -569,10 +646,21 @@ mod sequence_tests {
             ]),
             Ok(vec![Reply::Int(2)]),
         ]);
-        let replies =
-            futures::executor::block_on(run_scripts(|b, n| server.post(b, n), &[&a, &b], false))
-                .unwrap();
+        // A script this store has seen run goes by its SHA alone.
+        let loaded = LoadedScripts::default();
+        loaded.note(&[&a], &[Reply::Int(0)]);
+        let replies = futures::executor::block_on(run_scripts(
+            |b, n| server.post(b, n),
+            &[&a, &b],
+            false,
+            &loaded,
+        ))
+        .unwrap();
         assert_eq!(replies, [Reply::Int(1), Reply::Int(2)]);
+        assert!(
+            loaded.known().is_empty(),
+            "NOSCRIPT: Redis lost its scripts"
+        );
         let sent = server.sent.borrow();
         assert_eq!(sent.len(), 2);
         assert!(
@@ -588,17 +676,60 @@ mod sequence_tests {
     }
 
     #[test]
+    fn a_script_not_known_loaded_goes_with_its_source_where_calls_follow_it() {
+        let (a, b) = (invocation("a"), invocation("b"));
+        let gcra = Invocation::from_parts(Script::single(Algorithm::Gcra), ["c"], ["1"]);
+        let server = Canned::new(vec![Ok(vec![Reply::Int(1); 3]), Ok(vec![Reply::Int(1); 3])]);
+        let loaded = LoadedScripts::default();
+        for _ in 0..2 {
+            futures::executor::block_on(run_scripts(
+                |b, n| server.post(b, n),
+                &[&a, &b, &gcra],
+                false,
+                &loaded,
+            ))
+            .unwrap();
+        }
+        let sent = server.sent.borrow();
+        // The first call of the fixed-window script by EVAL, its second and the last call (no
+        // call after it to run out of order) by SHA.
+        let verbs = |body: &str| -> Vec<String> {
+            let value: serde_json::Value = serde_json::from_str(body).unwrap();
+            value
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c[0].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(verbs(&sent[0]), ["EVAL", "EVALSHA", "EVALSHA"]);
+        assert_eq!(
+            verbs(&sent[1]),
+            ["EVALSHA", "EVALSHA", "EVALSHA"],
+            "both scripts have run"
+        );
+    }
+
+    #[test]
     fn a_lost_answer_is_resent_only_when_idempotent() {
         let a = invocation("a");
         let server = Canned::new(vec![Err(lost()), Ok(vec![Reply::Int(7)])]);
-        let replies =
-            futures::executor::block_on(run_scripts(|b, n| server.post(b, n), &[&a], true));
+        let replies = futures::executor::block_on(run_scripts(
+            |b, n| server.post(b, n),
+            &[&a],
+            true,
+            &LoadedScripts::default(),
+        ));
         assert_eq!(replies.unwrap(), [Reply::Int(7)]);
         assert_eq!(server.sent.borrow().len(), 2);
 
         let server = Canned::new(vec![Err(lost()), Ok(vec![Reply::Int(7)])]);
-        let replies =
-            futures::executor::block_on(run_scripts(|b, n| server.post(b, n), &[&a], false));
+        let replies = futures::executor::block_on(run_scripts(
+            |b, n| server.post(b, n),
+            &[&a],
+            false,
+            &LoadedScripts::default(),
+        ));
         assert_eq!(replies.unwrap_err(), lost());
         assert_eq!(
             server.sent.borrow().len(),
@@ -609,8 +740,12 @@ mod sequence_tests {
         // What retrying cannot help is not retried either.
         let refused = StoreError::Auth("bad token".into());
         let server = Canned::new(vec![Err(refused.clone()), Ok(vec![Reply::Int(7)])]);
-        let replies =
-            futures::executor::block_on(run_scripts(|b, n| server.post(b, n), &[&a], true));
+        let replies = futures::executor::block_on(run_scripts(
+            |b, n| server.post(b, n),
+            &[&a],
+            true,
+            &LoadedScripts::default(),
+        ));
         assert_eq!(replies.unwrap_err(), refused);
         assert_eq!(server.sent.borrow().len(), 1);
     }
@@ -618,7 +753,12 @@ mod sequence_tests {
     #[test]
     fn nothing_to_run_sends_nothing() {
         let server = Canned::new(vec![]);
-        let replies = futures::executor::block_on(run_scripts(|b, n| server.post(b, n), &[], true));
+        let replies = futures::executor::block_on(run_scripts(
+            |b, n| server.post(b, n),
+            &[],
+            true,
+            &LoadedScripts::default(),
+        ));
         assert!(replies.unwrap().is_empty());
         assert!(server.sent.borrow().is_empty());
     }

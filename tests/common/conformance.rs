@@ -38,6 +38,7 @@ macro_rules! conformance_tests {
             capacity_leases_are_spent_after_the_share_and_credits_merge,
             a_denied_check_spends_and_credits_no_lease,
             a_lease_alone_decides_and_the_state_is_never_touched,
+            a_batch_of_several_scripts_runs_in_order_on_a_fresh_store,
             a_concurrency_limit_holds_no_capacity_lease
         ]);
     };
@@ -602,6 +603,46 @@ pub async fn a_lease_alone_decides_and_the_state_is_never_touched<S: Store>(stor
         let d = one(store, plain, T0 + 4).await.decisions[0];
         assert_eq!((d.allowed, d.remaining), (true, 0), "{spec}");
     }
+}
+
+/// A batch whose later check reads what an earlier one wrote, each run by a script of its
+/// own (a single-limit credit, then a gated multi-limit check spending it), runs in order even
+/// when the store has run the later script but not the earlier one yet.
+pub async fn a_batch_of_several_scripts_runs_in_order_on_a_fresh_store<S: Store>(store: &S) {
+    use edgelimit::control::list::{Gate, ListProbe};
+    let share = limit("conf-order-share", "fixed 1/1h");
+    let other = limit("conf-order-other", "gcra 10/1s burst 10");
+    let spend_with_other = || {
+        Check::new()
+            .with_item(CheckItem::new(&share, "o", 1).spending_lease().gated(0))
+            .with_item(CheckItem::new(&other, "o", 1).gated(0))
+            .gated(
+                ListProbe::new().with("ip", "192.0.2.1"),
+                vec![Gate::new(vec!["conf-order-deny".into()], Vec::new())],
+            )
+    };
+    // The multi-limit script has run; the single-limit one has not.
+    let warm = spend_with_other();
+    one(store, warm, T0 - 1).await;
+    let batch = [
+        credit(&share, "o", 2, T0 + 60_000),
+        spend_with_other(),
+        spend_with_other(),
+        spend_with_other(),
+    ];
+    let verdicts = store
+        .check(&batch, TimeSource::At(T0))
+        .await
+        .expect("store answers");
+    let reasons: Vec<Reason> = verdicts[1..]
+        .iter()
+        .map(|v| v.decisions[0].reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        [Reason::Leased, Reason::Leased, Reason::OverLimit],
+        "the lease credited first in the batch, then spent"
+    );
 }
 
 pub async fn a_concurrency_limit_holds_no_capacity_lease<S: Store>(store: &S) {
