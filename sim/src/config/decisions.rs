@@ -25,6 +25,9 @@ pub const COLUMNS: [&str; 7] = [
     "reason",
 ];
 
+/// The column a replay in regions adds: the status the exact reference (one store) answered.
+pub const EXACT_STATUS: &str = "exact_status";
+
 /// The reason of a limit whose identifier the request lacks, under `missing = "deny"`: the
 /// request is refused (400) without asking the store (the report's `denied_by` key).
 pub const MISSING_IDENTIFIER: &str = "missing_identifier";
@@ -38,6 +41,8 @@ pub struct DecisionLog {
     path: PathBuf,
     writer: csv::Writer<File>,
     rows: u64,
+    /// Whether rows carry the reference's status (a replay in regions).
+    exact_status: bool,
     /// The first write that failed: the replay stops at the end of that request.
     failed: Option<csv::Error>,
 }
@@ -54,6 +59,19 @@ struct Row<'a> {
     reason: &'static str,
 }
 
+/// One row of a replay in regions.
+#[derive(serde::Serialize)]
+struct RowInRegions<'a> {
+    time_ms: u64,
+    region: &'a str,
+    rule: &'a str,
+    limit: &'a str,
+    identifier: &'a str,
+    status: u16,
+    reason: &'static str,
+    exact_status: u16,
+}
+
 /// What one request's rows share.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RequestRow<'a> {
@@ -61,25 +79,38 @@ pub(super) struct RequestRow<'a> {
     pub(super) time_ms: u64,
     /// The name of the region it was placed in; empty without regions.
     pub(super) region: &'a str,
-    /// The status the Worker answered it with.
+    /// The status the Worker answered it with (in its region, for a replay in regions).
     pub(super) status: u16,
+    /// For a replay in regions: the status of the exact reference (one store).
+    pub(super) exact_status: Option<u16>,
 }
 
 impl DecisionLog {
     /// Creates `path` (truncating it) and writes the header row.
     pub fn create(path: &Path) -> Result<DecisionLog, SimError> {
+        DecisionLog::create_with(path, false)
+    }
+
+    /// [`DecisionLog::create`], each row with the exact reference's status after the others
+    /// ([`EXACT_STATUS`]) when `exact_status` (a replay in regions).
+    pub fn create_with(path: &Path, exact_status: bool) -> Result<DecisionLog, SimError> {
         let file = File::create(path).map_err(|e| SimError::io(path, e))?;
         let mut writer = csv::WriterBuilder::new()
             .has_headers(false)
             .buffer_capacity(BUFFER)
             .from_writer(file);
+        let mut header = COLUMNS.to_vec();
+        if exact_status {
+            header.push(EXACT_STATUS);
+        }
         writer
-            .write_record(COLUMNS)
+            .write_record(header)
             .map_err(|e| write_error(path, e))?;
         Ok(DecisionLog {
             path: path.to_path_buf(),
             writer,
             rows: 0,
+            exact_status,
             failed: None,
         })
     }
@@ -100,16 +131,29 @@ impl DecisionLog {
         if self.failed.is_some() {
             return;
         }
-        let row = Row {
-            time_ms: request.time_ms,
-            region: request.region,
-            rule,
-            limit,
-            identifier: &identifier.map(encode_identifier).unwrap_or_default(),
-            status: request.status,
-            reason,
+        let identifier = &identifier.map(encode_identifier).unwrap_or_default();
+        let written = match (self.exact_status, request.exact_status) {
+            (true, exact) => self.writer.serialize(RowInRegions {
+                time_ms: request.time_ms,
+                region: request.region,
+                rule,
+                limit,
+                identifier,
+                status: request.status,
+                reason,
+                exact_status: exact.unwrap_or(request.status),
+            }),
+            (false, _) => self.writer.serialize(Row {
+                time_ms: request.time_ms,
+                region: request.region,
+                rule,
+                limit,
+                identifier,
+                status: request.status,
+                reason,
+            }),
         };
-        match self.writer.serialize(row) {
+        match written {
             Ok(()) => self.rows += 1,
             Err(e) => self.failed = Some(e),
         }

@@ -17,10 +17,11 @@ use edgelimit_worker::{Config, Edge, Settlement};
 use super::against::LogCheck;
 use super::decisions::{DecisionLog, DecisionsReport, RequestRow};
 use super::extract::{Extracted, Replayed};
+use super::global::GlobalReplay;
 use super::outage::Outages;
 use super::overrides::{AppliedOverrides, Assigned, Overrides};
 use super::ready::ready;
-use super::report::{OutageReport, RuleReport};
+use super::report::{GlobalReport, OutageReport, RuleReport};
 use super::series::Series;
 use super::store::ReplayStore;
 use super::tally::{status_slot, tally_rule, LimitTally, RuleTally, Totals, TotalsReport};
@@ -60,6 +61,9 @@ pub struct EdgeReplay {
     region_names: Vec<String>,
     /// The latencies between the regions and the home (`--rtt`), when it has one.
     rtt: Option<Rtt>,
+    /// The configuration decided in its regions, beside this replay (the exact reference),
+    /// when it has a global section.
+    global: Option<GlobalReplay>,
 }
 
 /// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
@@ -160,6 +164,7 @@ impl EdgeReplay {
             decisions: None,
             region_names: Vec::new(),
             rtt: None,
+            global: None,
         })
     }
 
@@ -174,10 +179,21 @@ impl EdgeReplay {
     }
 
     /// Names the regions requests are placed in (`Request::region` indexes `names`, the
-    /// configuration's `global.regions` in order) and how far each is from the home.
-    pub fn set_regions(&mut self, names: Vec<String>, rtt: Rtt) {
+    /// configuration's `global.regions` in order) and how far each is from the home; with a
+    /// `global` section, each request is then also decided in its region (`GlobalStore`s over
+    /// one home), compared with this replay's, and `--decisions` writes the regions' rows.
+    pub fn set_regions(&mut self, names: Vec<String>, rtt: Rtt) -> Result<(), SimError> {
+        if self.edge.config().global.is_some() {
+            self.global = Some(GlobalReplay::new(self.edge.config(), &rtt, &self.clock)?);
+        }
         self.region_names = names;
         self.rtt = Some(rtt);
+        Ok(())
+    }
+
+    /// The configuration decided in its regions against this replay, with a global section.
+    pub fn global_report(&self) -> Option<GlobalReport> {
+        self.global.as_ref().map(GlobalReplay::report)
     }
 
     /// The regions' names, by index; empty without a global section.
@@ -297,6 +313,7 @@ impl EdgeReplay {
             assigned,
             decisions,
             region_names,
+            global,
             ..
         } = self;
         extracted.next_request(edge.config(), request);
@@ -393,13 +410,18 @@ impl EdgeReplay {
                 .and_then(|r| region_names.get(r as usize))
                 .map_or("", String::as_str),
             status,
+            exact_status: None,
         };
         for rule in &plan.rules {
             let Some(index) = config.rules.iter().position(|r| std::ptr::eq(r, *rule)) else {
                 continue;
             };
             answered.rules.push(index);
-            let rows = decisions.as_mut().map(|log| (log, row));
+            // In regions, the rows are the regions' decisions.
+            let rows = decisions
+                .as_mut()
+                .filter(|_| global.is_none())
+                .map(|log| (log, row));
             let denied = tally_rule(&mut rules[index], rule, &handled, &replayed, &mut ids, rows);
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
@@ -417,6 +439,11 @@ impl EdgeReplay {
         if let (Some(log_check), Some(logged)) = (log_check.as_mut(), logged) {
             // The Worker's own log line, set beside the one it logged.
             log_check.add(logged, &handled.log_line(request, None));
+        }
+        if let Some(global) = global.as_mut() {
+            let region = request.region.map_or(0, |r| r as usize);
+            let rows = decisions.as_mut().map(|log| (log, row));
+            global.step(&replayed, region, local_ms, &handled, &mut ids, rows)?;
         }
         if let Some(log) = decisions.as_mut() {
             log.check()?;

@@ -20,6 +20,8 @@
 //! - [`whatif`]: a candidate against a baseline configuration.
 //! - [`decisions`]: `--decisions`, every limit's decision as a CSV row, written as it is
 //!   tallied.
+//! - `global`: a configuration with a `global` section decided in its regions (a `GlobalStore`
+//!   per region over one home), compared with the exact reference (the replay itself).
 //! - [`run`]: one replay end to end.
 //! - [`report`]: what it measured, with [`series`] (the charts' data) and [`names`] (identifiers
 //!   as shown), rendered as text by [`table`], as a page by [`html`], as JSON by
@@ -29,6 +31,7 @@ pub mod against;
 pub mod decisions;
 pub mod engine;
 mod extract;
+mod global;
 pub mod html;
 pub mod identifiers;
 pub mod names;

@@ -161,6 +161,126 @@ pub struct RegionsReport {
     pub local_one_way_ms: u64,
 }
 
+/// Added latency per request, from the round trips it waited for (ms).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Latency {
+    /// Requests that asked a store (those refused before it add nothing).
+    pub requests: u64,
+    /// The median.
+    pub p50_ms: u64,
+    /// The 99th percentile (nearest rank).
+    pub p99_ms: u64,
+    /// The most.
+    pub max_ms: u64,
+}
+
+/// One limit of a configuration with a `global` section: decided in the regions against the
+/// exact reference (one store, no regions).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GlobalLimitReport {
+    /// The limit's name (every rule applying it: one row).
+    pub name: String,
+    /// Its policy.
+    pub policy: String,
+    /// `global` (held across the regions by shares and leases) or `region` (counted in each).
+    pub scope: &'static str,
+    /// Requests that decided it (in the regions).
+    pub requests: u64,
+    /// Of those, admitted by it in the regions (it admitted, and so did the request).
+    pub admitted: u64,
+    /// Admitted by it in the exact reference.
+    pub admitted_exact: u64,
+    /// Admitted by the reference, denied by this limit in the regions.
+    pub false_denied: u64,
+    /// Admitted in the regions, denied by this limit in the reference (a denial earlier
+    /// leaves capacity for later: the fixed window's bound is `max_admitted_in_window`).
+    pub over_admitted: u64,
+    /// Requests deciding it that waited for the home (a global limit's).
+    pub waited: u64,
+    /// `waited` over `requests`.
+    pub waited_share: f64,
+    /// A fixed window's limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// A fixed window's most units admitted for one identifier in one window, every region
+    /// together: never above `limit` for a global limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_admitted_in_window: Option<u64>,
+    /// A fixed window's windows (per identifier) that admitted more than `limit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows_over_limit: Option<u64>,
+}
+
+/// One region of a configuration with a `global` section, against the exact reference.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GlobalRegionReport {
+    /// Its name.
+    pub name: String,
+    /// Its round trip to the home (ms): twice `--rtt`'s one way.
+    pub home_round_trip_ms: u64,
+    /// Requests decided in it.
+    pub requests: u64,
+    /// Of those, forwarded (200).
+    pub admitted: u64,
+    /// Forwarded by the exact reference.
+    pub admitted_exact: u64,
+    /// Forwarded by the reference, refused in the region.
+    pub false_denied: u64,
+    /// Forwarded in the region, refused by the reference.
+    pub over_admitted: u64,
+    /// Requests that waited for the home.
+    pub waited: u64,
+    /// `waited` over `requests`.
+    pub waited_share: f64,
+    /// Round trips to the home: waiting requests' and refills'.
+    pub home_round_trips: u64,
+    /// `home_round_trips` over `requests`.
+    pub home_round_trips_per_request: f64,
+    /// Units the home granted it in leases.
+    pub granted: u64,
+    /// Units it admitted from leases.
+    pub leased: u64,
+    /// The latency its requests' round trips add.
+    pub latency: Latency,
+}
+
+/// A configuration with a `global` section, replayed in its regions beside the exact
+/// reference (the same configuration on one store).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GlobalReport {
+    /// The regions' static share of every global limit (parts per million).
+    pub static_share_ppm: u64,
+    /// A bucket's lease life (ms).
+    pub lease_ms: u64,
+    /// A request's round trip to its region's store (ms): twice `--rtt`'s `local`.
+    pub local_round_trip_ms: u64,
+    /// Requests replayed.
+    pub requests: u64,
+    /// Forwarded in the regions.
+    pub admitted: u64,
+    /// Forwarded by the exact reference.
+    pub admitted_exact: u64,
+    /// Forwarded by the reference, refused in the regions.
+    pub false_denied: u64,
+    /// Forwarded in the regions, refused by the reference.
+    pub over_admitted: u64,
+    /// Requests that waited for the home.
+    pub waited: u64,
+    /// `waited` over `requests`.
+    pub waited_share: f64,
+    /// Round trips to the home, every region's.
+    pub home_round_trips: u64,
+    /// `home_round_trips` over `requests`.
+    pub home_round_trips_per_request: f64,
+    /// The latency the round trips add: a local round trip for a request decided in its
+    /// region, plus the home's round trip and a second local one for a request that waited.
+    pub latency: Latency,
+    /// Per limit, in configuration order.
+    pub limits: Vec<GlobalLimitReport>,
+    /// Per region, in configuration order.
+    pub regions: Vec<GlobalRegionReport>,
+}
+
 /// One configuration's replay.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ConfigReport {
@@ -191,6 +311,10 @@ pub struct ConfigReport {
     /// With a global section: the requests' regions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regions: Option<RegionsReport>,
+    /// With a global section: the configuration decided in its regions against the exact
+    /// reference (the rest of the report is the reference's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub global: Option<GlobalReport>,
     /// `--decisions`: the file and its rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decisions: Option<DecisionsReport>,

@@ -89,7 +89,7 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
     let decisions = options
         .decisions
         .as_deref()
-        .map(DecisionLog::create)
+        .map(|path| DecisionLog::create_with(path, placing.is_some()))
         .transpose()?;
     let mut progress = Progress::new(options.progress, &options.source);
     let mut reader = TraceReader::open_requests(
@@ -110,7 +110,7 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
     )?;
     if let (Some(global), Some(rtt)) = (&candidate.config().global, &rtt) {
         let names = global.regions.iter().map(|r| r.name.clone()).collect();
-        candidate.set_regions(names, rtt.clone());
+        candidate.set_regions(names, rtt.clone())?;
     }
     if let Some(log) = decisions {
         candidate.write_decisions(log);
@@ -191,6 +191,7 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         missing_identifiers: totals.missing_identifiers,
         shadow_would_deny: totals.shadow_would_deny,
         regions,
+        global: candidate.global_report(),
         decisions,
         overrides: candidate.applied_overrides().cloned(),
         settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
