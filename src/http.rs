@@ -19,8 +19,6 @@
 //! quota is whole again; for a denied one, the seconds until this request would be admitted — so
 //! `Retry-After` (the longest such wait among the denials) is never earlier than any `t`.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
@@ -108,21 +106,95 @@ fn seconds_ceil(ms: u64) -> u64 {
 
 /// A structured-field string: `"` and `\` escaped; other characters outside printable ASCII are
 /// replaced, since sf-strings cannot carry them (limit names are validated to avoid this).
+#[cfg(test)]
 fn sf_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            _ => out.push('?'),
+    let mut out = FieldText::new();
+    out.sf_string(text);
+    out.into_string()
+}
+
+/// A header field's value, written on the stack and then copied once into a `String` of exactly
+/// its length. Every response through a layer carries these fields, so their cost is per
+/// request: `core::fmt` and a growing `String` cost several times the writing itself, and an
+/// exact-length string becomes an `http::HeaderValue` without another allocation (`bytes` gives
+/// one with spare capacity a shared header of its own).
+struct FieldText {
+    /// The text while it fits, as a few limits' fields do.
+    short: [u8; FieldText::SHORT],
+    len: usize,
+    /// The whole text once it outgrew `short`.
+    long: Vec<u8>,
+}
+
+impl FieldText {
+    const SHORT: usize = 128;
+
+    fn new() -> FieldText {
+        FieldText {
+            short: [0; FieldText::SHORT],
+            len: 0,
+            long: Vec::new(),
         }
     }
-    out.push('"');
-    out
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        if self.long.is_empty() {
+            if let Some(room) = self.short.get_mut(self.len..self.len + bytes.len()) {
+                room.copy_from_slice(bytes);
+                self.len += bytes.len();
+                return;
+            }
+            self.long.extend_from_slice(&self.short[..self.len]);
+        }
+        self.long.extend_from_slice(bytes);
+    }
+
+    fn str(&mut self, text: &str) {
+        self.bytes(text.as_bytes());
+    }
+
+    fn number(&mut self, n: u64) {
+        self.str(itoa::Buffer::new().format(n));
+    }
+
+    /// `text` as a structured-field string: `"` and `\` escaped; other characters outside
+    /// printable ASCII are replaced, since sf-strings cannot carry them (limit names are
+    /// validated to avoid this, so the whole name is usually copied as it is).
+    fn sf_string(&mut self, text: &str) {
+        self.bytes(b"\"");
+        if text
+            .bytes()
+            .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+        {
+            self.str(text);
+        } else {
+            for c in text.chars() {
+                match c {
+                    '"' | '\\' => self.bytes(&[b'\\', c as u8]),
+                    ' '..='~' => self.bytes(&[c as u8]),
+                    _ => self.bytes(b"?"),
+                }
+            }
+        }
+        self.bytes(b"\"");
+    }
+
+    fn into_string(self) -> String {
+        let bytes = if self.long.is_empty() {
+            self.short[..self.len].to_vec()
+        } else {
+            let mut long = self.long;
+            long.shrink_to_fit();
+            long
+        };
+        // Only ASCII is ever written: the checked conversion cannot fail.
+        String::from_utf8(bytes).expect("a field value is ASCII")
+    }
+}
+
+/// `n` in decimal, in a string of exactly its length (see [`FieldText`]).
+fn number_text(n: u64) -> String {
+    String::from(itoa::Buffer::new().format(n))
 }
 
 /// One request's decided limits as the HTTP layer answers them. The binding limit — the one the
@@ -192,37 +264,47 @@ impl<'r, 'a> Answer<'r, 'a> {
         let Some(binding) = self.binding else {
             return Vec::new();
         };
-        let mut policies = String::new();
-        let mut states = String::new();
+        let mut policies = FieldText::new();
+        let mut states = FieldText::new();
         for (i, r) in self.reports.iter().enumerate() {
-            let separator = if i == 0 { "" } else { ", " };
-            let name = sf_string(r.name);
-            let _ = write!(policies, "{separator}{name};q={}", r.quota());
+            if i > 0 {
+                policies.str(", ");
+                states.str(", ");
+            }
+            policies.sf_string(r.name);
+            policies.str(";q=");
+            policies.number(r.quota());
             if r.policy.algorithm() != Algorithm::Concurrency {
-                let _ = write!(policies, ";w={}", r.window_seconds());
+                policies.str(";w=");
+                policies.number(r.window_seconds());
             }
             if let Some(unit) = r.quota_unit() {
-                let _ = write!(policies, ";qu={}", sf_string(unit));
+                policies.str(";qu=");
+                policies.sf_string(unit);
             }
-            let _ = write!(states, "{separator}{name};r={}", r.decision.remaining);
+            states.sf_string(r.name);
+            states.str(";r=");
+            states.number(r.decision.remaining);
             if let Some(t) = r.reset_seconds(now_ms) {
-                let _ = write!(states, ";t={t}");
+                states.str(";t=");
+                states.number(t);
             }
         }
-        let mut headers = vec![
-            ("RateLimit-Policy", policies),
-            ("RateLimit", states),
-            ("X-RateLimit-Limit", binding.quota().to_string()),
+        let mut headers = Vec::with_capacity(6);
+        headers.extend([
+            ("RateLimit-Policy", policies.into_string()),
+            ("RateLimit", states.into_string()),
+            ("X-RateLimit-Limit", number_text(binding.quota())),
             (
                 "X-RateLimit-Remaining",
-                binding.decision.remaining.to_string(),
+                number_text(binding.decision.remaining),
             ),
-        ];
+        ]);
         if let Some(t) = binding.reset_seconds(now_ms) {
-            headers.push(("X-RateLimit-Reset", t.to_string()));
+            headers.push(("X-RateLimit-Reset", number_text(t)));
         }
         if let Some(seconds) = self.retry_after {
-            headers.push(("Retry-After", seconds.to_string()));
+            headers.push(("Retry-After", number_text(seconds)));
         }
         headers
     }
@@ -491,6 +573,24 @@ mod tests {
     fn names_are_escaped_as_structured_field_strings() {
         assert_eq!(sf_string(r#"a"b\c"#), r#""a\"b\\c""#);
         assert_eq!(sf_string("é"), "\"?\"");
+    }
+
+    #[test]
+    fn fields_longer_than_the_stack_buffer_are_written_whole() {
+        // Twelve limits: both lists outgrow `FieldText`'s stack buffer part-way.
+        let p: Policy = "fixed 1000/1m".parse().unwrap();
+        let d = decision(true, 999, 60_000, 0);
+        let names: Vec<String> = (0..12).map(|i| format!("limit-{i}")).collect();
+        let reports: Vec<_> = names.iter().map(|n| report(n, &p, &d)).collect();
+        let headers = Answer::new(&reports).headers(0);
+        let expected = |each: &str| -> String {
+            let all: Vec<String> = names.iter().map(|n| format!("\"{n}\"{each}")).collect();
+            all.join(", ")
+        };
+        assert!(headers[0].1.len() > FieldText::SHORT);
+        assert_eq!(headers[0].1, expected(";q=1000;w=60"));
+        assert_eq!(headers[1].1, expected(";r=999;t=60"));
+        assert_eq!(headers[2].1, "1000");
     }
 
     #[test]

@@ -185,20 +185,27 @@ impl MemoryStore {
                 panic!("{refused}");
             }
         }
+        let mut verdicts = Vec::with_capacity(checks.len());
+        self.check_now_into(checks, now_ms, &mut verdicts);
+        verdicts
+    }
+
+    /// [`MemoryStore::check_now`] into `verdicts`, reusing what it holds ([`Store::check_into`]):
+    /// a check without lists or request ids, a layer's usual one, allocates nothing once the
+    /// caller's buffer has held a verdict. The checks' leases are the caller's to have checked.
+    fn check_now_into(&self, checks: &[Check], now_ms: u64, verdicts: &mut Vec<Verdict>) {
         self.sweep_if_due(now_ms);
-        checks
-            .iter()
-            .map(|check| {
-                let effective = self.effective(check, now_ms);
-                if check.is_gated() {
-                    self.decide_gated(check, &effective, now_ms)
-                } else if remembered::carries_request_id(check) {
-                    self.decide_remembering(check, &effective, now_ms)
-                } else {
-                    self.decide(&effective, now_ms)
-                }
-            })
-            .collect()
+        for (at, check) in checks.iter().enumerate() {
+            let effective = self.effective(check, now_ms);
+            if check.is_gated() {
+                *Verdict::reuse(verdicts, at) = self.decide_gated(check, &effective, now_ms);
+            } else if remembered::carries_request_id(check) {
+                *Verdict::reuse(verdicts, at) = self.decide_remembering(check, &effective, now_ms);
+            } else {
+                self.decide_into(&effective, now_ms, Verdict::reuse(verdicts, at));
+            }
+        }
+        verdicts.truncate(checks.len());
     }
 
     /// A gated check: the lists first (docs/design.md §"Deny and allow lists"), then what no
@@ -615,19 +622,24 @@ impl MemoryStore {
 
     /// A check without request ids.
     fn decide(&self, check: &Check, now_ms: u64) -> Verdict {
+        let mut verdict = Verdict::empty();
+        self.decide_into(check, now_ms, &mut verdict);
+        verdict
+    }
+
+    /// [`Self::decide`] written into `verdict`, as [`Verdict::reuse`] left it (no decision, no
+    /// list match): a single limit's decision goes into its buffer.
+    fn decide_into(&self, check: &Check, now_ms: u64, verdict: &mut Verdict) {
         match check.items() {
             [item] if !item.uses_lease() => {
                 let (limit, id) = (&item.limit, item.identifier.as_bytes());
                 let decision = self.decide_one(limit, id, item.cost, item.charge, now_ms);
-                Verdict {
-                    allowed: decision.allowed,
-                    decisions: vec![decision],
-                    atomic: true,
-                    decided_at_ms: now_ms,
-                    listed: Vec::new(),
-                }
+                verdict.allowed = decision.allowed;
+                verdict.decisions.push(decision);
+                verdict.atomic = true;
+                verdict.decided_at_ms = now_ms;
             }
-            _ => self.decide_all_or_nothing(check, now_ms),
+            _ => *verdict = self.decide_all_or_nothing(check, now_ms),
         }
     }
 
@@ -944,6 +956,25 @@ impl Store for MemoryStore {
             TimeSource::Server => self.clock.now_ms(),
         };
         Ok(self.check_now(checks, now_ms))
+    }
+
+    /// Into the caller's verdicts, in their buffers: a layer deciding request after request
+    /// allocates no verdict.
+    async fn check_into(
+        &self,
+        checks: &[Check],
+        time: TimeSource,
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<(), StoreError> {
+        for check in checks {
+            check.refuse_bad_leases()?;
+        }
+        let now_ms = match time {
+            TimeSource::At(ms) => ms,
+            TimeSource::Server => self.clock.now_ms(),
+        };
+        self.check_now_into(checks, now_ms, verdicts);
+        Ok(())
     }
 }
 

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use edgelimit::Store;
 use edgelimit_worker::{Action, Handled, Incoming};
-use http::header::CONTENT_TYPE;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{
     request, response, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode,
 };
@@ -195,15 +195,40 @@ async fn settle<S: Store>(
 
 /// Adds the request path's header fields to a response, replacing any of the same name.
 fn add_fields(headers: &mut HeaderMap, fields: Vec<(&'static str, String)>) {
+    // Room for all of them at once: the map grows (and rehashes) once, not field by field.
+    headers.reserve(fields.len());
     for (name, value) in fields {
-        // The fields' names and values are the library's own, always valid.
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
+        // The fields' names and values are the library's own, always valid. A value is an
+        // exact-length string, which `Bytes` takes without copying or allocating.
+        if let (Some(name), Ok(value)) = (
+            field_name(name),
             HeaderValue::from_maybe_shared(Bytes::from(value)),
         ) {
             headers.insert(name, value);
         }
     }
+}
+
+/// The request path's field names, known ahead: a static name is neither parsed nor allocated
+/// per request, as one from `HeaderName::from_bytes` is (lower-cased into a new buffer).
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// `name` as a header name: one of the path's own without parsing, any other parsed.
+fn field_name(name: &str) -> Option<HeaderName> {
+    Some(match name {
+        "RateLimit-Policy" => RATELIMIT_POLICY,
+        "RateLimit" => RATELIMIT,
+        "X-RateLimit-Limit" => X_RATELIMIT_LIMIT,
+        "X-RateLimit-Remaining" => X_RATELIMIT_REMAINING,
+        "X-RateLimit-Reset" => X_RATELIMIT_RESET,
+        "Retry-After" => RETRY_AFTER,
+        "Cache-Control" => CACHE_CONTROL,
+        _ => return HeaderName::from_bytes(name.as_bytes()).ok(),
+    })
 }
 
 type Limited<B, E> = Pin<Box<dyn Future<Output = Answer<B, E>> + Send>>;
