@@ -1,6 +1,6 @@
 //! How a global limit's policy is split (docs/design.md §9, "The split"): each region's static
-//! share and the home's pool, every part rounded down so that the parts never add up to more
-//! than the whole.
+//! share, rounded down, and the home's pool, what the shares leave: the parts add up to the
+//! whole.
 
 use crate::policy::{Algorithm, Policy};
 
