@@ -107,7 +107,11 @@ fn replay(dir: &TempDir, static_share: &str) -> (Vec<Row>, serde_json::Value) {
     let config = format!("global-{name}.toml");
     dir.write(&config, &self::config(static_share));
     dir.write("trace.csv", &trace());
-    let (decisions, json) = (format!("d-{name}.csv"), format!("r-{name}.json"));
+    let (decisions, json, html) = (
+        format!("d-{name}.csv"),
+        format!("r-{name}.json"),
+        format!("r-{name}.html"),
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_sim"))
         .args([
             "replay",
@@ -120,6 +124,8 @@ fn replay(dir: &TempDir, static_share: &str) -> (Vec<Row>, serde_json::Value) {
             &decisions,
             "--json",
             &json,
+            "--html",
+            &html,
         ])
         .current_dir(dir.path())
         .output()
@@ -133,6 +139,15 @@ fn replay(dir: &TempDir, static_share: &str) -> (Vec<Row>, serde_json::Value) {
     assert!(text.contains("global limits in 3 regions"), "{text}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(&json)).unwrap()).unwrap();
+    // The HTML report says what the JSON does.
+    let page = std::fs::read_to_string(dir.join(&html)).unwrap();
+    let global = &report["global"];
+    let said = format!(
+        "<b>{}</b> falsely denied, {} over admitted",
+        global["false_denied"], global["over_admitted"]
+    );
+    assert!(page.contains("Global limits in 3 regions"), "{page}");
+    assert!(page.contains(&said), "{said} missing from the HTML report");
     (rows(&dir.join(&decisions)), report)
 }
 

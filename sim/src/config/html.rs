@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::report::{ConfigReport, RuleReport};
+use super::report::{ConfigReport, GlobalReport, RuleReport};
 use super::series::Series;
 use crate::readers::time::format_utc;
 use crate::report::html::{self, escape};
@@ -148,6 +148,98 @@ fn limits_table(rule: &RuleReport) -> String {
     o
 }
 
+/// The global limits decided in their regions against the exact reference: per limit, per
+/// region, and what the round trips add.
+fn global_section(o: &mut String, g: &GlobalReport) {
+    let _ = write!(
+        o,
+        "<h2>Global limits in {} regions</h2><p class=\"meta\">Static share {:.1}%, bucket leases {} ms, local round trip {} ms. {} requests: {} admitted in the regions, {} by the exact reference on one store; <b>{}</b> falsely denied, {} over admitted; {:.1}% waited for the home; {:.3} home round trips per request; added latency p50 {} ms, p99 {} ms.</p>",
+        g.regions.len(),
+        g.static_share_ppm as f64 / 10_000.0,
+        g.lease_ms,
+        g.local_round_trip_ms,
+        g.requests,
+        g.admitted,
+        g.admitted_exact,
+        g.false_denied,
+        g.over_admitted,
+        100.0 * g.waited_share,
+        g.home_round_trips_per_request,
+        g.latency.p50_ms,
+        g.latency.p99_ms
+    );
+    html::table_start(
+        o,
+        &[
+            "limit",
+            "policy",
+            "scope",
+            "requests",
+            "admitted",
+            "exact",
+            "false denied",
+            "over admitted",
+            "max/window",
+            "waited",
+        ],
+    );
+    for l in &g.limits {
+        let window = match (l.max_admitted_in_window, l.limit) {
+            (Some(max), Some(limit)) => format!("{max}/{limit}"),
+            _ => "—".to_string(),
+        };
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+            escape(&l.name),
+            escape(&l.policy),
+            l.scope,
+            l.requests,
+            l.admitted,
+            l.admitted_exact,
+            l.false_denied,
+            l.over_admitted,
+            window,
+            100.0 * l.waited_share
+        );
+    }
+    o.push_str("</table>");
+    html::table_start(
+        o,
+        &[
+            "region",
+            "home round trip ms",
+            "requests",
+            "admitted",
+            "exact",
+            "false denied",
+            "waited",
+            "home trips/req",
+            "leased",
+            "p50 ms",
+            "p99 ms",
+        ],
+    );
+    for r in &g.regions {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&r.name),
+            r.home_round_trip_ms,
+            r.requests,
+            r.admitted,
+            r.admitted_exact,
+            r.false_denied,
+            100.0 * r.waited_share,
+            r.home_round_trips_per_request,
+            r.leased,
+            r.latency.p50_ms,
+            r.latency.p99_ms
+        );
+    }
+    o.push_str("</table><p class=\"note\"><b>false denied</b>: admitted by the exact reference, refused in the regions. <b>over admitted</b>: the reverse — an earlier false denial leaves capacity a later request takes; <b>max/window</b> is the bound: a fixed window's most admitted for one identifier across the regions, never above its limit.</p>");
+}
+
 /// Renders the report as one HTML document.
 pub fn render(report: &ConfigReport) -> String {
     let t = &report.trace;
@@ -255,6 +347,9 @@ pub fn render(report: &ConfigReport) -> String {
             );
         }
         o.push_str("</table>");
+    }
+    if let Some(g) = &report.global {
+        global_section(&mut o, g);
     }
     if let Some(out) = &report.outage {
         let _ = write!(
