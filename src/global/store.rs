@@ -366,8 +366,9 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
 
     /// Waits for the home on behalf of the checks at `waiting` (denied only by leases short of
     /// units): one ask of the home for every identifier they need, then one round trip to the
-    /// region's store crediting the grants and deciding those checks again. A home that cannot
-    /// be reached, or grants less than a check needs, leaves its denial standing.
+    /// region's store crediting the grants and deciding every one of those checks again (a
+    /// concurrent request's grant may cover one the home refused). A home that cannot be
+    /// reached leaves the denials standing.
     async fn wait_for_home(
         &self,
         regional: &[Check],
@@ -420,23 +421,9 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             }
             return;
         };
-        let covered = |check: &Check, verdict: &Verdict| {
-            check
-                .items()
-                .iter()
-                .zip(&verdict.decisions)
-                .filter(|(_, d)| !d.allowed)
-                .all(|(item, _)| {
-                    grants.iter().any(|g| {
-                        *g.limit.whole.name == *item.limit.name && g.identifier == item.identifier
-                    })
-                })
-        };
-        let again: Vec<usize> = waiting
-            .iter()
-            .copied()
-            .filter(|&i| covered(&regional[i], &verdicts[i]))
-            .collect();
+        // Every waiting check is decided again, granted or not: while it waited, another
+        // request of the region may have been granted units its lease now holds.
+        let again = waiting;
         let mut batch: Vec<Check> = grants.iter().map(credit_check).collect();
         batch.extend(again.iter().map(|&i| regional[i].clone()));
         if batch.is_empty() {
