@@ -194,7 +194,7 @@ async fn limits_headers_shadow_and_identifiers_end_to_end() {
         .contains("authorization"));
     let key = [("authorization", "Bearer sk-live-very-secret-0042")];
     assert_eq!(statuses(&stack, "/keys/x", &key, 3).await, [200, 200, 429]);
-    let keys = stack.redis.keys("*").join(" ");
+    let keys = stack.redis().keys("*").join(" ");
     assert!(keys.contains("per-key"), "{keys}");
     assert!(
         !keys.contains("secret"),
@@ -335,7 +335,7 @@ async fn each_limit_follows_its_fail_mode_while_redis_is_down_and_recovers() {
     clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(120)).await;
     let u = [("x-user", "u")];
     assert_eq!(statuses(&stack, "/open/x", &u, 1).await, [200]);
-    stack.redis.stop();
+    stack.redis_mut().stop();
 
     assert_eq!(
         statuses(&stack, "/open/x", &u, 5).await,
@@ -358,7 +358,7 @@ async fn each_limit_follows_its_fail_mode_while_redis_is_down_and_recovers() {
         "fallback decides at its share of the limit"
     );
 
-    stack.redis.restart();
+    stack.redis_mut().restart();
     // The gateway reconnects on its own; wait until a probe gets through.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut probes = 0;

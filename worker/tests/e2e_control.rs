@@ -70,7 +70,7 @@ async fn start(config: &str) -> Stack {
 }
 
 fn redis(stack: &Stack, args: &[&str]) -> Reply {
-    stack.redis.command(args).expect("redis answers")
+    stack.redis().command(args).expect("redis answers")
 }
 
 /// Assigns `identifier` on limit `limit` as the admin CLI would: the contract's text at the
@@ -89,7 +89,7 @@ fn list_add(stack: &Stack, list: &str, entry: &str) {
 }
 
 fn gateway_counts(stack: &Stack) -> Samples {
-    scrape(&stack.gateway.local_addr().to_string(), None).expect("the gateway's /metrics")
+    scrape(&stack.gateway().local_addr().to_string(), None).expect("the gateway's /metrics")
 }
 
 /// (`/pipeline` requests, Redis commands) the gateway served between two scrapes.
