@@ -57,6 +57,35 @@ impl WranglerDev {
         WranglerDev::spawn(port, dir, &[])
     }
 
+    /// Starts `wrangler dev` as [`WranglerDev::start`] does, with more Workers beside it in the
+    /// same process (`wrangler dev -c … -c …`, the built Worker first): each is a directory's
+    /// name and its files, one of them its `wrangler.toml`. A binding of the Worker naming one of
+    /// them (`script_name`) reaches it, as on Cloudflare.
+    pub fn start_beside(vars_toml: &str, others: &[(&str, &[(&str, &str)])]) -> WranglerDev {
+        let shim = built_worker().expect(
+            "worker/build/worker/shim.mjs is missing: run `worker-build --release worker` \
+             (scripts/test.d/worker.sh does)",
+        );
+        let (port, dir) = (free_port(), TempDir::new("edgelimit-wrangler"));
+        let config = format!(
+            "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
+            shim.display()
+        );
+        let mut args = vec![
+            OsString::from("-c"),
+            dir.write("wrangler.toml", &config).into_os_string(),
+        ];
+        for (name, files) in others {
+            std::fs::create_dir_all(dir.join(name)).expect("a directory for the Worker");
+            for (file, contents) in *files {
+                dir.write(&format!("{name}/{file}"), contents);
+            }
+            args.push(OsString::from("-c"));
+            args.push(dir.join(&format!("{name}/wrangler.toml")).into_os_string());
+        }
+        WranglerDev::spawn(port, dir, &args)
+    }
+
     /// Starts `wrangler dev` on another project's configuration — `config` is its
     /// `wrangler.toml` (e.g. a JS Worker whose dependencies `npm ci` installed beside it) — with
     /// `vars` given through an env file (`--env-file`), so they override the file's own `[vars]`,
