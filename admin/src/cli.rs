@@ -5,19 +5,32 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::worker::Token;
+
 /// Live control of an edgelimit deployment: peek and reset an identifier's standing, assign tiers
-/// and overrides, keep deny and allow lists, straight in the deployment's Redis.
+/// and overrides, keep deny and allow lists — straight in the deployment's Redis, or through the
+/// Worker's admin route when the state is in its Durable Objects.
 #[derive(Debug, Parser)]
 #[command(name = "edgelimit-admin", version)]
 pub struct Cli {
     /// The store: redis://host:port[/db], redis+cluster://host:port[,host:port…],
     /// upstash+https://host (token from UPSTASH_REDIS_REST_TOKEN). Default: the REST store in
     /// UPSTASH_REDIS_REST_URL.
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", conflicts_with = "worker")]
     pub store: Option<String>,
     /// Treat a redis:// store (or a comma-separated list of them) as a Redis Cluster.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, conflicts_with = "worker")]
     pub cluster: bool,
+    /// The Worker whose Durable Objects hold the state (store = "durable-object"): its URL,
+    /// e.g. https://edge.example.com. Every command is sent to its admin route, at the
+    /// configuration's admin_path, with --token.
+    #[arg(long, global = true, value_name = "URL")]
+    pub worker: Option<String>,
+    /// The admin route's token: the Worker's EDGELIMIT_ADMIN_TOKEN secret. Default: the
+    /// EDGELIMIT_ADMIN_TOKEN environment variable (better: a command line is visible to other
+    /// users of the machine). Never printed.
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<Token>,
     /// The Worker's configuration: a wrangler.toml ([vars.EDGELIMIT_CONFIG]), a wrangler.json,
     /// or the table alone (TOML or JSON). The namespace, limits, tiers and rules come from it.
     #[arg(

@@ -2,8 +2,9 @@
 //!
 //! Live control of an edgelimit deployment without a redeploy: an identifier's standing
 //! (`peek`), forgetting it (`reset`), tiers and overrides, deny and allow lists — written
-//! straight to the deployment's Redis (`redis://`, a Redis Cluster, or Upstash REST), under the
-//! namespace and with the limits of the very configuration file the Worker runs on.
+//! straight to the deployment's Redis (`redis://`, a Redis Cluster, or Upstash REST), or, when
+//! the Worker keeps its state in Durable Objects, sent to the Worker's admin route (`--worker`),
+//! under the namespace and with the limits of the very configuration file the Worker runs on.
 //!
 //! Every command is validated against that configuration before the store is contacted, so a
 //! mistake writes nothing; bad input exits 2 naming the argument, a store failure exits 1.
@@ -12,7 +13,8 @@
 //!
 //! - [`cli`]: the command line (clap).
 //! - [`command`]: the command checked against the configuration: an [`Operation`].
-//! - [`store`]: `--store` parsed and connected.
+//! - [`store`]: `--store` (or `--worker`) parsed and connected.
+//! - [`worker`]: a Worker's admin route as a store.
 //! - [`run`](mod@run): an operation carried out on a store, at a given time.
 //! - [`report`]: the answers, as JSON (stable field names) and as tables.
 //! - [`time`]: instants and durations for people.
@@ -32,6 +34,7 @@ pub mod report;
 pub mod run;
 pub mod store;
 pub mod time;
+pub mod worker;
 
 use std::time::Duration;
 
@@ -50,7 +53,16 @@ pub fn main(cli: &Cli, env: impl Fn(&str) -> Option<String>) -> Result<Report, A
     let config = edgelimit_worker::config_file::load(&cli.config)
         .map_err(|e| AdminError::input("--config", e.to_string()))?;
     let operation = command::plan(&cli.command, &config, &file, cli.raw_identifier)?;
-    let store = StoreUrl::for_config(cli.store.as_deref(), cli.cluster, &config.shards, env)?;
+    let store =
+        match &cli.worker {
+            Some(worker) => StoreUrl::for_worker(worker, cli.token.as_ref(), &config, &file, env)?,
+            None if cli.token.is_some() => return Err(AdminError::input(
+                "--token",
+                "is the admin route's: it goes with --worker (a Redis store's token comes from \
+                 UPSTASH_REDIS_REST_TOKEN)",
+            )),
+            None => StoreUrl::for_config(cli.store.as_deref(), cli.cluster, &config.shards, env)?,
+        };
     let timeout = Duration::from_millis(command::duration_ms("--timeout", &cli.timeout)?);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

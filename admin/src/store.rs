@@ -1,14 +1,17 @@
-//! `--store`: which Redis, and how it is reached. Parsed (and its token found) before anything
-//! else happens, so a wrong URL is bad input (exit 2), not a store failure.
+//! `--store` (which Redis, and how it is reached) or `--worker` (a Worker's admin route, for
+//! state in its Durable Objects). Parsed (and its token found) before anything else happens, so
+//! a wrong URL is bad input (exit 2), not a store failure.
 
 use std::fmt;
 use std::time::Duration;
 
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{Control, RespStore, RestStore};
-use edgelimit_worker::config::ShardConfig;
+use edgelimit_worker::config::{ShardConfig, StoreKind, ADMIN_TOKEN_VAR};
+use edgelimit_worker::Config;
 
 use crate::error::AdminError;
+use crate::worker::{AdminRoute, Token};
 
 /// A store named on the command line (or in the environment).
 #[derive(Clone, PartialEq, Eq)]
@@ -27,6 +30,13 @@ pub enum StoreUrl {
     /// The configuration's shards (`shards = [...]`), each a REST endpoint: identifiers are
     /// spread over them by the Worker's rendezvous hashing, lists are kept on every one.
     Shards(Vec<RestShard>),
+    /// A Worker's admin route (`--worker`), for state in its Durable Objects.
+    Worker {
+        /// The route: the Worker's URL and the configuration's `admin_path`.
+        url: String,
+        /// The admin token (kept out of `Debug` and `Display`).
+        token: Token,
+    },
 }
 
 /// One shard of a sharded configuration, found through its variables.
@@ -74,6 +84,7 @@ impl fmt::Display for StoreUrl {
                     .collect();
                 write!(f, "shards {}", names.join(", "))
             }
+            StoreUrl::Worker { url, .. } => write!(f, "worker {url}"),
         }
     }
 }
@@ -138,6 +149,75 @@ impl StoreUrl {
             })
             .collect::<Result<Vec<_>, AdminError>>()?;
         Ok(StoreUrl::Shards(shards))
+    }
+
+    /// `--worker URL` (`given`) under `config` (read from `file`): the admin route at the
+    /// configuration's `admin_path` there, with `token` (`--token`, else `EDGELIMIT_ADMIN_TOKEN`
+    /// from `env`). The Worker serves the route only for Durable Objects and only where
+    /// `admin_path` says, so a configuration without it, or keeping its state in Redis, is bad
+    /// input here rather than a request the Worker would answer as any other.
+    pub fn for_worker(
+        given: &str,
+        token: Option<&Token>,
+        config: &Config,
+        file: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<StoreUrl, AdminError> {
+        let bad = |problem: String| AdminError::input("--worker", problem);
+        let given = given.trim();
+        let Some((scheme, rest)) = given.split_once("://") else {
+            return Err(bad(format!(
+                "`{given}` is not a URL: give the Worker's, e.g. https://edge.example.com"
+            )));
+        };
+        if scheme != "http" && scheme != "https" {
+            return Err(bad(format!("`{given}`: expected http:// or https://")));
+        }
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if host.is_empty() {
+            return Err(bad(format!("`{given}` names no host")));
+        }
+        if !path.is_empty() {
+            return Err(bad(format!(
+                "`{given}` has a path: give the Worker's URL alone ({scheme}://{host}); the \
+                 route is the configuration's admin_path"
+            )));
+        }
+        if scheme == "https" && !cfg!(feature = "tls") {
+            return Err(bad(format!(
+                "`{given}` needs TLS: build edgelimit-admin with `--features tls`"
+            )));
+        }
+        if config.store == Some(StoreKind::Upstash) || !config.shards.is_empty() {
+            return Err(bad(format!(
+                "{file} keeps the state in Redis (Upstash): the admin route controls Durable \
+                 Objects only; give --store instead"
+            )));
+        }
+        let Some(admin_path) = &config.admin_path else {
+            return Err(bad(format!(
+                "{file} names no admin_path: the Worker serves its admin route only there (add \
+                 e.g. admin_path = \"/__edgelimit/admin\" and the {ADMIN_TOKEN_VAR} secret, and \
+                 deploy)"
+            )));
+        };
+        let token = match token {
+            Some(token) => token.clone(),
+            None => Token::new(env(ADMIN_TOKEN_VAR).unwrap_or_default()),
+        };
+        if token.is_blank() {
+            return Err(AdminError::input(
+                "--token",
+                format!(
+                    "not given, and {ADMIN_TOKEN_VAR} is not set: the admin route takes the \
+                     Worker's {ADMIN_TOKEN_VAR} secret"
+                ),
+            ));
+        }
+        Ok(StoreUrl::Worker {
+            url: format!("{scheme}://{host}{admin_path}"),
+            token,
+        })
     }
 
     /// Reads `--store` (`given`), `--cluster` and, for REST, the token from `env` (the process
@@ -250,6 +330,9 @@ impl StoreUrl {
                     ShardedStore::new(shards)
                         .map_err(|e| AdminError::input("shards", e.to_string()))?,
                 )
+            }
+            StoreUrl::Worker { url, token } => {
+                Box::new(AdminRoute::new(url.clone(), token.clone(), timeout))
             }
         })
     }

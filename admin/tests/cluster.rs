@@ -4,7 +4,7 @@
 mod common;
 
 use common::suite::Backend;
-use common::{Admin, NAMESPACE};
+use common::{Admin, Stored, NAMESPACE};
 use edgelimit::RespStore;
 use edgelimit_testkit::RedisCluster;
 
@@ -29,7 +29,7 @@ fn with_backend(body: fn(&Backend<'_>)) {
         admin,
         store: Box::new(store),
         rt: &rt,
-        nodes: cluster.nodes().iter().collect(),
+        stored: Stored::Redis(cluster.nodes().iter().collect()),
     });
 }
 

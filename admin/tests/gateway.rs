@@ -4,7 +4,7 @@
 mod common;
 
 use common::suite::Backend;
-use common::{Admin, NAMESPACE};
+use common::{Admin, Stored, NAMESPACE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR};
 use edgelimit::{Check, RestStore, Store, TimeSource};
 use edgelimit_gateway::Gateway;
@@ -23,7 +23,7 @@ fn with_backend(body: fn(&Backend<'_>)) {
         admin: Admin::new(&format!("upstash+{url}")).with_env(REST_TOKEN_VAR, TOKEN),
         store: Box::new(store),
         rt: &rt,
-        nodes: vec![&server],
+        stored: Stored::Redis(vec![&server]),
     });
     drop(gateway);
 }
@@ -46,7 +46,7 @@ fn the_token_comes_from_the_environment_and_a_wrong_one_is_a_store_failure() {
         let run = wrong.run(&["deny", "add", "country CN"]);
         assert_eq!(run.code, 1, "{run:?}");
         assert!(!run.stderr.contains("wrong-token"), "{run:?}");
-        assert_eq!(common::keys(&b.nodes), Vec::<String>::new());
+        assert_eq!(b.stored.keys(), Vec::<String>::new());
         // UPSTASH_REDIS_REST_URL stands in for a missing --store.
         let mut from_env = b.admin.clone();
         let url = from_env.store.trim_start_matches("upstash+").to_string();

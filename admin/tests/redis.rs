@@ -4,7 +4,7 @@
 mod common;
 
 use common::suite::Backend;
-use common::{Admin, NAMESPACE};
+use common::{Admin, Stored, NAMESPACE};
 use edgelimit::RespStore;
 use edgelimit_testkit::RedisServer;
 
@@ -22,7 +22,7 @@ fn with_backend(body: fn(&Backend<'_>)) {
         admin: Admin::new(&server.url()),
         store: Box::new(store),
         rt: &rt,
-        nodes: vec![&server],
+        stored: Stored::Redis(vec![&server]),
     });
 }
 

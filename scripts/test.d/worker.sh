@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Worker's tests beyond `cargo test`: build it as deployed, check its size, run the
-# request → headers path as wasm32 under node, then the end-to-end suite (wrangler dev + gateway +
-# redis-server + an origin, all on free loopback ports) and the replay of its log lines by `sim`
-# (e2e_replay). Run by scripts/test, after the setup hooks (scripts/setup.d/worker-toolchain.sh)
-# put the toolchain on the PATH.
+# request → headers path as wasm32 under node, then the end-to-end suites (wrangler dev + an
+# origin, state in redis-server behind the gateway or in the Worker's own Durable Objects, all on
+# free loopback ports), the objects' own suite (e2e_objects) and the replay of its log lines by
+# `sim` (e2e_replay). Run by scripts/test, after the setup hooks
+# (scripts/setup.d/worker-toolchain.sh) put the toolchain on the PATH.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -39,6 +40,9 @@ cargo test --locked -p edgelimit-worker --test e2e_control -- --ignored --test-t
 
 echo "-- global limits: two regions and a home, never over the limit"
 cargo test --locked -p edgelimit-worker --test e2e_global -- --ignored --test-threads=1 --nocapture
+
+echo "-- the Durable Object store's own: the differential, the admin route, placement, a restart, fail modes"
+cargo test --locked -p edgelimit-worker --test e2e_objects -- --ignored --test-threads=2 --nocapture
 
 echo "-- sim replay predicts the Worker: its log lines replayed, request by request"
 cargo test --locked -p edgelimit-worker --test e2e_replay -- --ignored --nocapture

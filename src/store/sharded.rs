@@ -16,7 +16,10 @@
 //! clamped at what was taken, so it has no exact inverse. An item admitted from its capacity
 //! lease ([`crate::Reason::Leased`], docs/design.md §9) has its cost credited back to the lease
 //! (if still live), not refunded to its state, which it never charged; a lease credit inside a
-//! denied split check stands, as a refund does (credit in a check of its own).
+//! denied split check stands, as a refund does (credit in a check of its own). A refund gives
+//! back cost, not time: a state that admitted and was refunded keeps the latest time it saw.
+//! Each part remembers its own items' request ids, and a repeat's verdict carries the latest of
+//! its parts' times and the caller's.
 
 use async_trait::async_trait;
 use futures_util::future::join_all;

@@ -1,12 +1,15 @@
 //! The edgelimit Worker against the incumbent: a JS Worker using the official
 //! `@upstash/ratelimit` + `@upstash/redis` (`benches/incumbent/`, versions pinned by its
 //! `package-lock.json`), both under `wrangler dev`, both against one gateway (metrics on) and
-//! one redis-server, with one origin, in one run.
+//! one redis-server, with one origin, in one run; and beside them the edgelimit Worker keeping
+//! its state in its own Durable Objects (no Redis).
 //!
 //! Per workload and Worker: p50/p99 latency and the latency added to the origin hit directly;
 //! HTTP round trips to the store and Redis commands per request, **counted from the gateway's
-//! `/metrics`** before and after each block of requests; how many were denied. The Workers take
-//! turns in blocks, so a noisy machine slows both alike. Workloads: 0–3 limits per request, all
+//! `/metrics`** before and after each block of requests; for edgelimit its own count of store
+//! calls (its `/metrics`); the CPU its `workerd` processes spent (the Worker, its objects and the
+//! runtime's proxy, from `/proc`); how many were denied. The Workers take turns in blocks, so a
+//! noisy machine slows them alike. Workloads: 0–3 limits per request, all
 //! admitted; then denied-heavy ones, where the incumbent's `ephemeralCache` and edgelimit's
 //! denial cache answer without the store, and one where a request passes one limit and fails
 //! another (the incumbent still charges the passing limit: counted with a probe request).
@@ -33,7 +36,7 @@ mod native {
 
     use edgelimit_gateway::{Gateway, MetricsPage};
     use edgelimit_testkit::dir::repo_root;
-    use edgelimit_testkit::edge::{worker_vars, TOKEN};
+    use edgelimit_testkit::edge::{durable_vars, worker_vars, TOKEN};
     use edgelimit_testkit::metrics::{scrape, Samples};
     use edgelimit_testkit::origin::start_origin;
     use edgelimit_testkit::wrangler::built_worker;
@@ -174,8 +177,12 @@ mod native {
         }
     }
 
+    /// Where the edgelimit Workers answer their metrics (the store calls they made).
+    const METRICS_PATH: &str = "/__edgelimit/metrics";
+
     fn edgelimit_config(rules: &[Rule]) -> String {
-        let mut toml = String::from("timeout_ms = 1000\nlog_sample = 0.0\n");
+        let mut toml =
+            format!("timeout_ms = 1000\nlog_sample = 0.0\nmetrics_path = \"{METRICS_PATH}\"\n");
         for (i, rule) in rules.iter().filter(|r| !r.sequential).enumerate() {
             toml.push_str(&format!(
                 "[[vars.EDGELIMIT_CONFIG.rules]]\nname = \"r{i}\"\npath_prefix = \"{}\"\nlimits = [\n",
@@ -218,6 +225,10 @@ mod native {
         round_trips: f64,
         commands: f64,
         by_command: Vec<(String, f64)>,
+        /// The Worker's own count of its store calls (edgelimit only).
+        store_calls: Option<f64>,
+        /// CPU seconds its `workerd` processes spent.
+        cpu_s: f64,
     }
 
     impl Tally {
@@ -248,9 +259,19 @@ mod native {
     }
 
     /// A Worker (or the origin) under test.
-    struct Target {
+    struct Target<'a> {
         name: &'static str,
         base: String,
+        /// Its `wrangler dev`, for the CPU its `workerd` spends.
+        worker: Option<&'a WranglerDev>,
+        /// Whether it answers [`METRICS_PATH`] (the edgelimit Workers).
+        metrics: bool,
+    }
+
+    impl Target<'_> {
+        fn cpu_s(&self) -> f64 {
+            self.worker.map_or(0.0, WranglerDev::workerd_cpu_seconds)
+        }
     }
 
     struct Bench {
@@ -282,9 +303,20 @@ mod native {
             scrape(&self.metrics_at, None).expect("the gateway's /metrics")
         }
 
+        /// The Worker's own count of its store calls, if it keeps one.
+        async fn store_calls(&self, target: &Target<'_>) -> Option<f64> {
+            if !target.metrics {
+                return None;
+            }
+            let url = format!("{}{METRICS_PATH}", target.base);
+            let text = self.http.get(&url).send().await.ok()?.text().await.ok()?;
+            let samples = Samples::parse(&text).ok()?;
+            Some(samples.value("edgelimit_store_latency_seconds_count", &[]))
+        }
+
         /// `n` requests to each target at `path` (per target: its own path), in turns of
         /// [`BLOCK`], after `n / 10` of warm-up each.
-        async fn run(&self, targets: &[(&Target, String)], n: usize) -> Vec<Tally> {
+        async fn run(&self, targets: &[(&Target<'_>, String)], n: usize) -> Vec<Tally> {
             let mut tallies: Vec<Tally> = targets.iter().map(|_| Tally::default()).collect();
             for (target, path) in targets {
                 for i in 0..n / 10 {
@@ -298,6 +330,8 @@ mod native {
                 for ((target, path), tally) in targets.iter().zip(&mut tallies) {
                     let url = format!("{}{path}", target.base);
                     let before = self.counts();
+                    let calls_before = self.store_calls(target).await;
+                    let cpu_before = target.cpu_s();
                     for i in done..done + block {
                         let started = Instant::now();
                         let r = self.get(&url, i).await;
@@ -310,6 +344,10 @@ mod native {
                             other => panic!("{} {url}: status {other}", target.name),
                         }
                     }
+                    tally.cpu_s += target.cpu_s() - cpu_before;
+                    if let (Some(b), Some(a)) = (calls_before, self.store_calls(target).await) {
+                        *tally.store_calls.get_or_insert(0.0) += a - b;
+                    }
                     tally.add_counts(&before, &self.counts());
                 }
                 done += block;
@@ -318,7 +356,7 @@ mod native {
         }
 
         /// The `RateLimit` header's `r` for `limit` after one request to `path`.
-        async fn remaining(&self, target: &Target, path: &str, limit: &str) -> Option<u64> {
+        async fn remaining(&self, target: &Target<'_>, path: &str, limit: &str) -> Option<u64> {
             let r = self.get(&format!("{}{path}", target.base), 0).await;
             let header = r.headers().get("ratelimit")?.to_str().ok()?.to_string();
             sf::int_param(&header, limit, "r")
@@ -389,6 +427,7 @@ mod native {
         let store = gateway::url(&gateway);
         let rules = rules();
         let edge_vars = worker_vars(origin, &store, TOKEN, &edgelimit_config(&rules));
+        let objects_vars = durable_vars(origin, &edgelimit_config(&rules));
         let incumbent_vars = [
             ("ORIGIN".to_string(), format!("http://{origin}")),
             ("UPSTASH_REDIS_REST_URL".to_string(), store.clone()),
@@ -404,7 +443,9 @@ mod native {
                 .collect();
             WranglerDev::start_project(&config, &vars)
         });
+        let objects = tokio::task::spawn_blocking(move || WranglerDev::start(&objects_vars));
         let (edge, incumbent) = (edge.await.unwrap(), incumbent.await.unwrap());
+        let objects = objects.await.unwrap();
         let bench = Bench {
             http: Client::builder()
                 .timeout(Duration::from_secs(30))
@@ -415,37 +456,66 @@ mod native {
         let direct = Target {
             name: "origin, direct",
             base: format!("http://{origin}"),
+            worker: None,
+            metrics: false,
         };
         let ours = Target {
             name: "edgelimit",
             base: edge.url(),
+            worker: Some(&edge),
+            metrics: true,
+        };
+        let in_objects = Target {
+            name: "edgelimit, Durable Objects",
+            base: objects.url(),
+            worker: Some(&objects),
+            metrics: true,
         };
         let theirs = Target {
             name: "@upstash/ratelimit",
             base: incumbent.url(),
+            worker: Some(&incumbent),
+            metrics: false,
         };
 
         let workloads: [(&str, &[(&Target, &str)]); 6] = [
             (
                 "no limit (the runtime alone)",
-                &[(&ours, "/none/x"), (&theirs, "/none/x")],
+                &[
+                    (&ours, "/none/x"),
+                    (&in_objects, "/none/x"),
+                    (&theirs, "/none/x"),
+                ],
             ),
-            ("1 limit", &[(&ours, "/l1/x"), (&theirs, "/l1/x")]),
+            (
+                "1 limit",
+                &[(&ours, "/l1/x"), (&in_objects, "/l1/x"), (&theirs, "/l1/x")],
+            ),
             (
                 "2 limits",
-                &[(&ours, "/l2/x"), (&theirs, "/l2/x"), (&theirs, "/s2/x")],
+                &[
+                    (&ours, "/l2/x"),
+                    (&in_objects, "/l2/x"),
+                    (&theirs, "/l2/x"),
+                    (&theirs, "/s2/x"),
+                ],
             ),
             (
                 "3 limits",
-                &[(&ours, "/l3/x"), (&theirs, "/l3/x"), (&theirs, "/s3/x")],
+                &[
+                    (&ours, "/l3/x"),
+                    (&in_objects, "/l3/x"),
+                    (&theirs, "/l3/x"),
+                    (&theirs, "/s3/x"),
+                ],
             ),
             (
                 "denied-heavy, 1 limit (1/h per user)",
-                &[(&ours, "/d1/x"), (&theirs, "/d1/x")],
+                &[(&ours, "/d1/x"), (&in_objects, "/d1/x"), (&theirs, "/d1/x")],
             ),
             (
                 "denied-heavy, 2 limits (1/h per user + per team)",
-                &[(&ours, "/d2/x"), (&theirs, "/d2/x")],
+                &[(&ours, "/d2/x"), (&in_objects, "/d2/x"), (&theirs, "/d2/x")],
             ),
         ];
 
@@ -459,9 +529,10 @@ mod native {
         println!("\norigin, direct: p50 {b50:.2} ms, p99 {b99:.2} ms\n");
         println!(
             "| workload | Worker | p50 ms | p99 ms | added p50 ms | added p99 ms | added p99 ÷ edgelimit's | \
-             store round trips / req | Redis commands / req | commands | denied |"
+             store round trips / req | Redis commands / req | commands | Worker's store calls / req | \
+             workerd CPU ms / req | denied |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for (workload, targets) in workloads {
             let targets: Vec<(&Target, String)> =
                 targets.iter().map(|(t, p)| (*t, p.to_string())).collect();
@@ -481,13 +552,15 @@ mod native {
                     .map(|(c, v)| format!("{c} {:.2}", v / per))
                     .collect();
                 println!(
-                    "| {workload} | {label} | {p50:.2} | {p99:.2} | {:.2} | {:.2} | {:.2}× | {:.2} | {:.2} | {} | {:.1}% |",
+                    "| {workload} | {label} | {p50:.2} | {p99:.2} | {:.2} | {:.2} | {:.2}× | {:.2} | {:.2} | {} | {} | {:.2} | {:.1}% |",
                     p50 - b50,
                     p99 - b99,
                     (p99 - b99) / ours_added_p99,
                     tally.round_trips / per,
                     tally.commands / per,
                     if commands.is_empty() { "—".to_string() } else { commands.join(", ") },
+                    tally.store_calls.map_or("—".to_string(), |c| format!("{:.2}", c / per)),
+                    1000.0 * tally.cpu_s / per,
                     100.0 * tally.denied as f64 / per,
                 );
             }
@@ -501,7 +574,7 @@ mod native {
              per-user limit (one /p2/ request reads it; r = remaining after that request):",
             sent_per_team
         );
-        for target in [&ours, &theirs] {
+        for target in [&ours, &in_objects, &theirs] {
             let left = bench.remaining(target, "/p2/x", "d2-team").await;
             match left {
                 Some(r) => println!(
@@ -512,7 +585,7 @@ mod native {
                 None => println!("- {}: no RateLimit header for d2-team", target.name),
             }
         }
-        drop((edge, incumbent));
+        drop((edge, objects, incumbent));
         gateway.shutdown().await;
         drop(redis);
     }

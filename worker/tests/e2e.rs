@@ -1,5 +1,8 @@
 //! End to end: the built Worker under `wrangler dev`, in front of a tiny origin, deciding against a
-//! real `redis-server` through the gateway (the Upstash REST protocol), all on free loopback ports.
+//! real `redis-server` through the gateway (the Upstash REST protocol) or in its own Durable
+//! Objects, all on free loopback ports. The tests of what any store must do run on both
+//! (`redis::…`, `durable_objects::…`); those of a store's own failures (Redis stopped, a server
+//! that never answers, Upstash shards) are Redis's, and `e2e_objects.rs` has the objects' own.
 //!
 //! These need the built Worker and wrangler, so they are `#[ignore]`d in a plain `cargo test`;
 //! `scripts/test.d/worker.sh` (part of `scripts/test`) builds the Worker and runs them.
@@ -10,13 +13,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use edgelimit_testkit::edge::{statuses, worker_vars, Stack};
+use edgelimit_testkit::edge::{statuses, worker_vars, EdgeStore, Stack};
 use edgelimit_testkit::http::header;
 use edgelimit_testkit::net::SilentServer;
 use edgelimit_testkit::origin::start_origin;
 use edgelimit_testkit::sf::parse_sf_list;
 use edgelimit_testkit::wrangler::wait_for_log;
-use edgelimit_testkit::{edge, gateway, WranglerDev};
+use edgelimit_testkit::{edge, gateway, on_every_store, WranglerDev};
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 
@@ -70,10 +73,13 @@ path_prefix = "/ip/"
 limits = [{ name = "per-ip", policy = "fixed 3/1h", identifier = "ip" }]
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
-async fn limits_headers_shadow_and_identifiers_end_to_end() {
-    let stack = Stack::start(MAIN_CONFIG).await;
+on_every_store!(
+    limits_headers_shadow_and_identifiers_end_to_end,
+    thirty_two_concurrent_connections_never_exceed_the_limit,
+);
+
+async fn limits_headers_shadow_and_identifiers_end_to_end(store: EdgeStore) {
+    let stack = Stack::start_on(store, MAIN_CONFIG).await;
     clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(60)).await;
 
     // Fixed window 5/1h: exactly five 200s, then 429s with consistent headers.
@@ -194,11 +200,11 @@ async fn limits_headers_shadow_and_identifiers_end_to_end() {
         .contains("authorization"));
     let key = [("authorization", "Bearer sk-live-very-secret-0042")];
     assert_eq!(statuses(&stack, "/keys/x", &key, 3).await, [200, 200, 429]);
-    let keys = stack.redis.keys("*").join(" ");
+    let keys = stack.keys("*").join(" ");
     assert!(keys.contains("per-key"), "{keys}");
     assert!(
         !keys.contains("secret"),
-        "API keys reach Redis only hashed: {keys}"
+        "API keys reach the store only hashed: {keys}"
     );
 
     // Path segments, percent-encoded unicode included.
@@ -267,11 +273,10 @@ async fn limits_headers_shadow_and_identifiers_end_to_end() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
-async fn thirty_two_concurrent_connections_never_exceed_the_limit() {
+async fn thirty_two_concurrent_connections_never_exceed_the_limit(store: EdgeStore) {
     let stack = Arc::new(
-        Stack::start(
+        Stack::start_on(
+            store,
             r#"
 timeout_ms = 5000
 [[vars.EDGELIMIT_CONFIG.rules]]
@@ -305,7 +310,7 @@ limits = [{ name = "hot", policy = "fixed 20/1h", identifier = "header:x-user" }
             *count.entry(status).or_insert(0u32) += 1;
         }
     }
-    eprintln!("32 connections × 8 requests: {count:?}");
+    eprintln!("{}: 32 connections × 8 requests: {count:?}", store.as_str());
     assert_eq!(count.get(&200), Some(&20), "{count:?}");
     assert_eq!(count.get(&429), Some(&236), "{count:?}");
 }
@@ -335,7 +340,7 @@ async fn each_limit_follows_its_fail_mode_while_redis_is_down_and_recovers() {
     clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(120)).await;
     let u = [("x-user", "u")];
     assert_eq!(statuses(&stack, "/open/x", &u, 1).await, [200]);
-    stack.redis.stop();
+    stack.redis_mut().stop();
 
     assert_eq!(
         statuses(&stack, "/open/x", &u, 5).await,
@@ -358,7 +363,7 @@ async fn each_limit_follows_its_fail_mode_while_redis_is_down_and_recovers() {
         "fallback decides at its share of the limit"
     );
 
-    stack.redis.restart();
+    stack.redis_mut().restart();
     // The gateway reconnects on its own; wait until a probe gets through.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut probes = 0;
@@ -442,12 +447,39 @@ async fn missing_or_garbled_configuration_is_refused_with_a_clear_message() {
         (
             "[[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
              limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n",
-            "UPSTASH_REDIS_REST_URL is not set",
+            // No store at all: both ways to get one are named.
+            "no store: set UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN",
+        ),
+        // The Durable Object store's own: asked for but not bound; the admin route without its
+        // secret, or over Redis (which edgelimit-admin controls directly).
+        (
+            "[vars.EDGELIMIT_CONFIG]\nstore = \"durable-object\"\n\
+             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
+             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n",
+            "needs the Durable Object binding EDGELIMIT_STATE",
+        ),
+        (
+            "[vars.EDGELIMIT_CONFIG]\nadmin_path = \"/__admin\"\n\
+             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
+             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n\n",
+            "needs the EDGELIMIT_ADMIN_TOKEN secret",
+        ),
+        (
+            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n\
+             EDGELIMIT_ADMIN_TOKEN = \"a\"\n[vars.EDGELIMIT_CONFIG]\nadmin_path = \"/__admin\"\n\
+             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
+             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n",
+            "the admin route controls Durable Objects",
         ),
     ];
     let http = Client::new();
-    for (vars, expected) in cases {
-        let vars = vars.to_string();
+    for (i, (vars, expected)) in cases.into_iter().enumerate() {
+        // The second of the objects' cases has the binding the root wrangler.toml gives.
+        let vars = if i == 5 {
+            format!("{vars}{}", edge::durable_bindings())
+        } else {
+            vars.to_string()
+        };
         let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
             .await
             .unwrap();

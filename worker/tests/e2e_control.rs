@@ -1,7 +1,9 @@
 //! End to end, live control: the built Worker under `wrangler dev`, deciding against a
-//! real `redis-server` through the gateway (whose `/metrics` counts what reached Redis), all on
-//! free loopback ports. What an operator writes to Redis takes effect on the next request, with
-//! no redeploy:
+//! real `redis-server` through the gateway (whose `/metrics` counts what reached Redis) or in its
+//! own Durable Objects (written through the Worker's admin route, as `edgelimit-admin --worker`
+//! writes), all on free loopback ports. Every test runs on both stores (`redis::…`,
+//! `durable_objects::…`). What an operator writes to the store takes effect on the next request,
+//! with no redeploy:
 //!
 //! - tiers: an identifier assigned `pro` gets the pro limit, an unassigned one the limit's own, an
 //!   override its own policy, and an assignment made mid-stream counts from the next request;
@@ -11,7 +13,11 @@
 //!   request's `cf.country`; a static entry in the configuration costs no Redis command at all;
 //! - allow: a partner's header (static) or a listed identifier (dynamic) is forwarded without
 //!   being counted or advertised;
-//! - a request with tiers and lists on costs one `/pipeline` round trip.
+//! - a request with tiers and lists on costs one `/pipeline` round trip (one call to one object).
+//!
+//! What reached the store is counted twice on Redis — the gateway's `/metrics` (round trips,
+//! commands) and the Worker's own count of its store calls — and by the Worker's count alone on
+//! the objects, which nothing outside the Worker sees.
 //!
 //! Like `tests/e2e.rs` these need the built Worker and wrangler, so they are `#[ignore]`d in a
 //! plain `cargo test`; `scripts/test.d/worker.sh` builds the Worker and runs them.
@@ -19,19 +25,20 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use edgelimit::control::list::{ListEntry, NEVER_MS};
 use edgelimit::control::Assignment;
 use edgelimit::store::key::{control_key, list_key};
-use edgelimit::{Identifier, Policy};
+use edgelimit::{Identifier, Limit, Policy};
 use edgelimit_gateway::MetricsPage;
-use edgelimit_testkit::edge::{keys, statuses, Stack};
+use edgelimit_testkit::edge::{keys, statuses, EdgeStore, Stack};
 use edgelimit_testkit::http::header;
 use edgelimit_testkit::metrics::{scrape, Samples};
 use edgelimit_testkit::origin::start_origin;
 use edgelimit_testkit::wrangler::wait_for_log;
-use edgelimit_testkit::Reply;
+use edgelimit_testkit::{on_every_store, Reply};
+use edgelimit_worker::durable::wire::{Answer, Call, WireBytes, WireLimit};
 
 const NAMESPACE: &str = "edgelimit";
 
@@ -59,37 +66,94 @@ path_prefix = "/geo/"
 limits = [{ name = "geo-per-user", policy = "fixed 100/1h", identifier = "header:x-user" }]
 "#;
 
-/// The stack with the gateway's `/metrics` page public, so the test counts what reached Redis.
-async fn start(config: &str) -> Stack {
+/// The stack on `store`, with the gateway's `/metrics` page public (on Redis), so the test counts
+/// what reached Redis.
+async fn start(store: EdgeStore, config: &str) -> Stack {
     let origin = start_origin().await;
-    Stack::start_with(config, origin, |mut gateway| {
+    Stack::start_with_on(store, config, origin, |mut gateway| {
         gateway.metrics = MetricsPage::Public;
         gateway
     })
     .await
 }
 
+on_every_store!(
+    tiers_come_from_the_store_and_change_without_a_redeploy,
+    deny_lists_answer_403_and_a_blocked_client_costs_no_command,
+    allow_lists_forward_uncounted_and_a_request_costs_one_round_trip,
+);
+
 fn redis(stack: &Stack, args: &[&str]) -> Reply {
-    stack.redis.command(args).expect("redis answers")
+    stack.redis().command(args).expect("redis answers")
+}
+
+/// `call` through the admin route; its answer.
+async fn admin(stack: &Stack, call: &Call) -> Answer {
+    let answer = stack.admin(&serde_json::to_string(call).unwrap()).await;
+    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
+}
+
+/// The configured limit named `name` (its policy and tiers, as the admin route takes it).
+fn configured(name: &str) -> Limit {
+    let config =
+        edgelimit_worker::config_file::parse(&format!("[vars.EDGELIMIT_CONFIG]\n{CONFIG}"), "e2e")
+            .expect("CONFIG is valid");
+    let found = config
+        .rules
+        .iter()
+        .flat_map(|r| &r.limits)
+        .find(|l| &*l.limit.name == name)
+        .unwrap_or_else(|| panic!("no limit {name}"));
+    Limit::clone(&found.limit)
 }
 
 /// Assigns `identifier` on limit `limit` as the admin CLI would: the contract's text at the
-/// contract's key.
-fn assign(stack: &Stack, limit: &str, identifier: &str, assignment: &Assignment) {
-    let key = control_key(NAMESPACE, limit, &Identifier::from(identifier));
-    let reply = redis(stack, &["SET", &key, &assignment.encode(None)]);
-    assert!(matches!(reply, Reply::Status(_)), "SET {key}: {reply:?}");
+/// contract's key in Redis, or one call to the Worker's admin route.
+async fn assign(stack: &Stack, limit: &str, identifier: &str, assignment: &Assignment) {
+    match stack.store {
+        EdgeStore::Redis => {
+            let key = control_key(NAMESPACE, limit, &Identifier::from(identifier));
+            let reply = redis(stack, &["SET", &key, &assignment.encode(None)]);
+            assert!(matches!(reply, Reply::Status(_)), "SET {key}: {reply:?}");
+        }
+        EdgeStore::DurableObjects => {
+            let call = Call::Assign {
+                limit: WireLimit::of(&configured(limit)),
+                identifier: WireBytes::of(identifier.as_bytes()),
+                assignment: Some(assignment.encode(None)),
+                until_ms: None,
+            };
+            assert_eq!(admin(stack, &call).await, Answer::Done);
+        }
+    }
 }
 
 /// Adds `entry` to dynamic list `list`, never lapsing.
-fn list_add(stack: &Stack, list: &str, entry: &str) {
+async fn list_add(stack: &Stack, list: &str, entry: &str) {
     let member = entry.parse::<ListEntry>().expect("an entry").member();
-    let key = list_key(NAMESPACE, list);
-    redis(stack, &["ZADD", &key, &NEVER_MS.to_string(), &member]);
+    match stack.store {
+        EdgeStore::Redis => {
+            let key = list_key(NAMESPACE, list);
+            redis(stack, &["ZADD", &key, &NEVER_MS.to_string(), &member]);
+        }
+        EdgeStore::DurableObjects => {
+            let now_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            let call = Call::ListAdd {
+                list: list.to_string(),
+                entry: member,
+                until_ms: None,
+                now_ms,
+            };
+            assert_eq!(admin(stack, &call).await, Answer::Done);
+        }
+    }
 }
 
 fn gateway_counts(stack: &Stack) -> Samples {
-    scrape(&stack.gateway.local_addr().to_string(), None).expect("the gateway's /metrics")
+    scrape(&stack.gateway().local_addr().to_string(), None).expect("the gateway's /metrics")
 }
 
 /// (`/pipeline` requests, Redis commands) the gateway served between two scrapes.
@@ -99,6 +163,34 @@ fn served(before: &Samples, after: &Samples) -> (f64, f64) {
         delta("edgelimit_gateway_http_requests_total"),
         delta("edgelimit_gateway_commands_total"),
     )
+}
+
+/// What reached the store so far: the Worker's own count of its store calls, and on Redis the
+/// gateway's counts.
+struct Reached {
+    store_calls: f64,
+    gateway: Option<Samples>,
+}
+
+async fn reached(stack: &Stack) -> Reached {
+    Reached {
+        store_calls: worker_metrics(stack)
+            .await
+            .value("edgelimit_store_latency_seconds_count", &[]),
+        gateway: (stack.store == EdgeStore::Redis).then(|| gateway_counts(stack)),
+    }
+}
+
+impl Reached {
+    /// Store calls the Worker made since `before`.
+    fn calls_since(&self, before: &Reached) -> f64 {
+        self.store_calls - before.store_calls
+    }
+
+    /// (`/pipeline` requests, Redis commands) since `before`, on Redis.
+    fn served_since(&self, before: &Reached) -> Option<(f64, f64)> {
+        Some(served(before.gateway.as_ref()?, self.gateway.as_ref()?))
+    }
 }
 
 async fn worker_metrics(stack: &Stack) -> Samples {
@@ -111,12 +203,10 @@ async fn worker_metrics(stack: &Stack) -> Samples {
     Samples::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
-async fn tiers_come_from_redis_and_change_without_a_redeploy() {
-    let stack = start(CONFIG).await;
+async fn tiers_come_from_the_store_and_change_without_a_redeploy(store: EdgeStore) {
+    let stack = start(store, CONFIG).await;
     let pro = Assignment::Tier(Arc::from("pro"));
-    assign(&stack, "per-user", "paula", &pro);
+    assign(&stack, "per-user", "paula", &pro).await;
     let paula = [("x-user", "paula")];
     assert_eq!(
         statuses(&stack, "/api/x", &paula, 7).await,
@@ -137,7 +227,7 @@ async fn tiers_come_from_redis_and_change_without_a_redeploy() {
     // Upgraded mid-stream: the next request counts against the pro tier, no redeploy.
     let gina = [("x-user", "gina")];
     assert_eq!(statuses(&stack, "/api/x", &gina, 3).await, [200, 200, 200]);
-    assign(&stack, "per-user", "gina", &pro);
+    assign(&stack, "per-user", "gina", &pro).await;
     assert_eq!(
         statuses(&stack, "/api/x", &gina, 4).await,
         [200, 200, 200, 429],
@@ -145,17 +235,15 @@ async fn tiers_come_from_redis_and_change_without_a_redeploy() {
     );
     // An override: a policy of its own (same algorithm as the limit's).
     let strict: Policy = "fixed 1/1h".parse().unwrap();
-    assign(&stack, "per-user", "oscar", &Assignment::Override(strict));
+    assign(&stack, "per-user", "oscar", &Assignment::Override(strict)).await;
     assert_eq!(
         statuses(&stack, "/api/x", &[("x-user", "oscar")], 2).await,
         [200, 429]
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
-async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
-    let stack = start(CONFIG).await;
+async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command(store: EdgeStore) {
+    let stack = start(store, CONFIG).await;
     let attacker = |ip: &'static str| [("cf-connecting-ip", ip), ("x-user", "mallory")];
     assert_eq!(
         stack
@@ -166,7 +254,7 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     );
 
     // Blocked at runtime: a range, in the configuration-wide list.
-    list_add(&stack, "deny", "ip 198.51.100.0/24");
+    list_add(&stack, "deny", "ip 198.51.100.0/24").await;
     let denied = stack.get("/api/x", &attacker("198.51.100.7")).await;
     assert_eq!(denied.status(), 403);
     assert_eq!(
@@ -197,8 +285,8 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
         stack.worker.logs()
     );
 
-    // The next requests from that range are refused by the isolate: no Redis command.
-    let before = gateway_counts(&stack);
+    // The next requests from that range are refused by the isolate: no store call.
+    let before = reached(&stack).await;
     for ip in ["198.51.100.7", "198.51.100.8", "198.51.100.200"] {
         assert_eq!(
             stack.get("/api/x", &attacker(ip)).await.status(),
@@ -206,9 +294,16 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
             "{ip}"
         );
     }
-    let (round_trips, commands) = served(&before, &gateway_counts(&stack));
-    println!("3 cached denials: {round_trips} round trips, {commands} Redis commands");
-    assert_eq!((round_trips, commands), (0.0, 0.0));
+    let after = reached(&stack).await;
+    if let Some((round_trips, commands)) = after.served_since(&before) {
+        println!("3 cached denials: {round_trips} round trips, {commands} Redis commands");
+        assert_eq!((round_trips, commands), (0.0, 0.0));
+    }
+    assert_eq!(
+        after.calls_since(&before),
+        0.0,
+        "3 cached denials: no store call"
+    );
     // Nothing was charged while denied: mallory used one request of three.
     assert_eq!(
         statuses(&stack, "/api/x", &attacker("203.0.113.9"), 3).await,
@@ -216,7 +311,7 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     );
 
     // A rule's own list, by the request's country (wrangler dev says `US`).
-    list_add(&stack, "deny:geo", "country us");
+    list_add(&stack, "deny:geo", "country us").await;
     let geo = stack.get("/geo/x", &[("x-user", "ursula")]).await;
     assert_eq!(geo.status(), 403);
     let problem: serde_json::Value = geo.json().await.unwrap();
@@ -228,7 +323,7 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     );
 
     // A static entry: refused in the isolate, before any store call.
-    let before = gateway_counts(&stack);
+    let before = reached(&stack).await;
     let static_denied = stack
         .get(
             "/api/x",
@@ -236,9 +331,16 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
         )
         .await;
     assert_eq!(static_denied.status(), 403);
-    let (round_trips, commands) = served(&before, &gateway_counts(&stack));
-    println!("a static denial: {round_trips} round trips, {commands} Redis commands");
-    assert_eq!((round_trips, commands), (0.0, 0.0));
+    let after = reached(&stack).await;
+    if let Some((round_trips, commands)) = after.served_since(&before) {
+        println!("a static denial: {round_trips} round trips, {commands} Redis commands");
+        assert_eq!((round_trips, commands), (0.0, 0.0));
+    }
+    assert_eq!(
+        after.calls_since(&before),
+        0.0,
+        "a static denial: no store call"
+    );
     assert_eq!(keys(&stack, "*sam*"), 0, "nothing was charged");
 
     // Counted, by list and by how the match was found.
@@ -257,10 +359,8 @@ async fn deny_lists_answer_403_and_a_blocked_client_costs_no_command() {
     assert_eq!(denied("deny:geo", "store"), 1.0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
-async fn allow_lists_forward_uncounted_and_a_request_costs_one_round_trip() {
-    let stack = start(CONFIG).await;
+async fn allow_lists_forward_uncounted_and_a_request_costs_one_round_trip(store: EdgeStore) {
+    let stack = start(store, CONFIG).await;
     // A partner's key, allowed in the configuration: never counted, never advertised.
     let partner = [("x-user", "partner"), ("x-partner-key", "s3cret")];
     for _ in 0..5 {
@@ -280,7 +380,7 @@ async fn allow_lists_forward_uncounted_and_a_request_costs_one_round_trip() {
     );
 
     // Allowed at runtime, on one rule's list, by the limit's own identifier.
-    list_add(&stack, "allow:api", "header:x-user vip");
+    list_add(&stack, "allow:api", "header:x-user vip").await;
     let vip = [("x-user", "vip")];
     assert_eq!(statuses(&stack, "/api/x", &vip, 5).await, [200; 5]);
     assert_eq!(keys(&stack, "*per-user:vip*"), 0, "nothing was counted");
@@ -291,9 +391,9 @@ async fn allow_lists_forward_uncounted_and_a_request_costs_one_round_trip() {
     let n = 20;
     for i in (0..n).step_by(2) {
         let pro = Assignment::Tier(Arc::from("pro"));
-        assign(&stack, "per-user", &format!("rt{i}"), &pro);
+        assign(&stack, "per-user", &format!("rt{i}"), &pro).await;
     }
-    let before = gateway_counts(&stack);
+    let before = reached(&stack).await;
     let started = Instant::now();
     for i in 0..n {
         let user = format!("rt{i}");
@@ -304,13 +404,23 @@ async fn allow_lists_forward_uncounted_and_a_request_costs_one_round_trip() {
         assert!(policy.contains(q), "{user}: {policy}");
     }
     let took = started.elapsed();
-    let (round_trips, commands) = served(&before, &gateway_counts(&stack));
+    let after = reached(&stack).await;
+    if let Some((round_trips, commands)) = after.served_since(&before) {
+        println!(
+            "tiers + lists on: {n} requests, {round_trips} /pipeline round trips ({:.2} per \
+             request), {commands} Redis commands ({:.2} per request), {:.1} ms per request",
+            round_trips / n as f64,
+            commands / n as f64,
+            took.as_secs_f64() * 1000.0 / n as f64
+        );
+        assert_eq!(round_trips, n as f64, "one round trip per request");
+    }
+    // One store call per request; with one limit it is one object's.
+    let calls = after.calls_since(&before);
     println!(
-        "tiers + lists on: {n} requests, {round_trips} /pipeline round trips ({:.2} per request), \
-         {commands} Redis commands ({:.2} per request), {:.1} ms per request",
-        round_trips / n as f64,
-        commands / n as f64,
+        "{}: tiers + lists on: {n} requests, {calls} store calls, {:.1} ms per request",
+        stack.store.as_str(),
         took.as_secs_f64() * 1000.0 / n as f64
     );
-    assert_eq!(round_trips, n as f64, "one round trip per request");
+    assert_eq!(calls, n as f64, "one store call per request");
 }

@@ -1,6 +1,9 @@
 //! End to end, limits that settle after the response (docs/design.md §4): the built Worker under
 //! `wrangler dev` in front of an origin that sleeps or states the tokens it used, deciding against
-//! a real `redis-server` through the gateway, all on free loopback ports.
+//! a real `redis-server` through the gateway or in its own Durable Objects, all on free loopback
+//! ports. Each test runs on both stores (`redis::…`, `durable_objects::…`) but the last, which
+//! injects faults into the gateway's `/pipeline` (a resend of an idempotent REST pipeline whose
+//! answer was lost is `RestStore`'s own; the objects' client never resends).
 //!
 //! - concurrency: a third parallel request is refused while two are in flight, and admitted again
 //!   once a response has released a lease (long before the lease's timeout);
@@ -21,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
-use edgelimit_testkit::edge::{keys, remaining, Stack};
+use edgelimit_testkit::edge::{keys, remaining, EdgeStore, Stack};
 use edgelimit_testkit::http::header;
-use edgelimit_testkit::{origin, wait};
+use edgelimit_testkit::{on_every_store, origin, wait};
 
 /// An origin for settling: `/sleep/<ms>` answers after that long, `/tokens/<n>` answers at once
 /// with `X-Tokens-Used: n`; anything else answers at once.
@@ -47,6 +50,12 @@ async fn start_settle_origin() -> SocketAddr {
     origin::serve(axum::Router::new().fallback(handle)).await
 }
 
+on_every_store!(
+    a_third_request_in_flight_is_refused_until_a_response_releases_a_lease,
+    an_aborted_request_holds_its_lease_until_its_timeout,
+    a_token_quota_drains_by_the_tokens_used_and_a_repeat_is_charged_once,
+);
+
 /// Polls until `pattern` matches a key (the commit sent in `waitUntil` has landed), up to 10 s.
 async fn wait_for_key(stack: &Stack, pattern: &str) {
     let found = wait::until_async(Duration::from_secs(10), Duration::from_millis(50), || {
@@ -68,11 +77,9 @@ policy = "concurrency 2 timeout 30s"
 identifier = "header:x-user"
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
-async fn a_third_request_in_flight_is_refused_until_a_response_releases_a_lease() {
+async fn a_third_request_in_flight_is_refused_until_a_response_releases_a_lease(store: EdgeStore) {
     let origin = start_settle_origin().await;
-    let stack = Stack::start_with(INFLIGHT, origin, |g| g).await;
+    let stack = Stack::start_with_on(store, INFLIGHT, origin, |g| g).await;
     let user = [("x-user", "alice")];
     let slow = |stack: &Stack| {
         let request = stack
@@ -113,12 +120,10 @@ async fn a_third_request_in_flight_is_refused_until_a_response_releases_a_lease(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
-async fn an_aborted_request_holds_its_lease_until_its_timeout() {
+async fn an_aborted_request_holds_its_lease_until_its_timeout(store: EdgeStore) {
     let origin = start_settle_origin().await;
     let config = INFLIGHT.replace("concurrency 2 timeout 30s", "concurrency 1 timeout 3s");
-    let stack = Stack::start_with(&config, origin, |g| g).await;
+    let stack = Stack::start_with_on(store, &config, origin, |g| g).await;
     let user = [("x-user", "carol")];
     let started = Instant::now();
     // The client gives up mid-flight; the origin would answer only after the lease's timeout.
@@ -172,11 +177,9 @@ cost = { reserve = 1000, from = "response-header:X-Tokens-Used" }
 idempotent = true
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
-async fn a_token_quota_drains_by_the_tokens_used_and_a_repeat_is_charged_once() {
+async fn a_token_quota_drains_by_the_tokens_used_and_a_repeat_is_charged_once(store: EdgeStore) {
     let origin = start_settle_origin().await;
-    let stack = Stack::start_with(TOKENS, origin, |g| g).await;
+    let stack = Stack::start_with_on(store, TOKENS, origin, |g| g).await;
     let first = stack
         .get(
             "/tokens/2500",

@@ -1,5 +1,6 @@
 //! What the CLI suites share: a configuration file of their own, the real binary run as a child
-//! process, and key listings straight from Redis (to prove what was, and was not, written).
+//! process, and listings of what the store holds — keys straight from Redis, or a Worker's
+//! Durable Object entries named as the same Redis keys — to prove what was, and was not, written.
 
 #![allow(dead_code)] // each suite uses its own share of these helpers
 
@@ -7,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use edgelimit_testkit::{RedisServer, Reply};
+use edgelimit_testkit::{objects, RedisServer, Reply, WranglerDev};
 use edgelimit_worker::Config;
 use serde_json::Value;
 
@@ -104,6 +105,8 @@ impl Run {
 pub struct Admin {
     /// `--store` (empty: not given).
     pub store: String,
+    /// `--worker` (empty: not given).
+    pub worker: String,
     /// `--config`.
     pub config: PathBuf,
     /// Extra environment (the REST token).
@@ -115,7 +118,19 @@ impl Admin {
     pub fn new(store: &str) -> Admin {
         Admin {
             store: store.to_string(),
+            worker: String::new(),
             config: config_file(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The CLI on the Worker at `url` (`--worker`) with the configuration `config` (a bare
+    /// `EDGELIMIT_CONFIG` table, as [`config_file_of`] takes it); no token yet.
+    pub fn worker(url: &str, config: &str) -> Admin {
+        Admin {
+            store: String::new(),
+            worker: url.to_string(),
+            config: config_file_of(config),
             env: Vec::new(),
         }
     }
@@ -132,6 +147,9 @@ impl Admin {
         if !self.store.is_empty() {
             command.arg("--store").arg(&self.store);
         }
+        if !self.worker.is_empty() {
+            command.arg("--worker").arg(&self.worker);
+        }
         command
             .arg("--config")
             .arg(&self.config)
@@ -139,7 +157,8 @@ impl Admin {
             // Nothing from the developer's shell may decide a test.
             .env_remove("UPSTASH_REDIS_REST_URL")
             .env_remove("UPSTASH_REDIS_REST_TOKEN")
-            .env_remove("EDGELIMIT_ADMIN_CONFIG");
+            .env_remove("EDGELIMIT_ADMIN_CONFIG")
+            .env_remove("EDGELIMIT_ADMIN_TOKEN");
         for (name, value) in &self.env {
             command.env(name, value);
         }
@@ -156,6 +175,60 @@ impl Admin {
         let mut all = vec!["--json"];
         all.extend_from_slice(args);
         self.run(&all).json()
+    }
+}
+
+/// Where a backend's state is listed.
+#[derive(Debug)]
+pub enum Stored<'a> {
+    /// One server, or every node of a Cluster.
+    Redis(Vec<&'a RedisServer>),
+    /// The Durable Objects of a Worker under `wrangler dev`.
+    Objects(&'a WranglerDev),
+}
+
+impl Stored<'_> {
+    /// Every key, sorted: Redis's, or each Durable Object entry named as the Redis key of the
+    /// same entry under [`NAMESPACE`] (`edgelimit_testkit::objects`), so one assertion reads
+    /// either.
+    pub fn keys(&self) -> Vec<String> {
+        match self {
+            Stored::Redis(nodes) => keys(nodes),
+            Stored::Objects(worker) => {
+                let mut keys: Vec<String> = objects::entries(&worker.state_dir())
+                    .iter()
+                    .map(|e| e.redis_key(NAMESPACE))
+                    .collect();
+                keys.sort();
+                // A list is kept on every object: one key, as in Redis.
+                keys.dedup();
+                keys
+            }
+        }
+    }
+
+    /// Every key with its value and TTL ([`snapshot`]); a Durable Object entry's value is its
+    /// saved JSON (which carries its own times), its TTL -1 (objects keep no TTL). One object's
+    /// entry per key: an object holds each (limit, identifier) alone, and a list's copies on
+    /// every object are one key here only when they are equal.
+    pub fn snapshot(&self) -> Vec<(String, Reply, i64)> {
+        match self {
+            Stored::Redis(nodes) => snapshot(nodes),
+            Stored::Objects(worker) => {
+                let mut all: Vec<(String, Vec<u8>)> = objects::entries(&worker.state_dir())
+                    .into_iter()
+                    .map(|e| {
+                        let value = serde_json::to_vec(&e.saved).expect("entries serialise");
+                        (e.redis_key(NAMESPACE), value)
+                    })
+                    .collect();
+                all.sort();
+                all.dedup();
+                all.into_iter()
+                    .map(|(key, value)| (key, Reply::Bulk(value), -1))
+                    .collect()
+            }
+        }
     }
 }
 

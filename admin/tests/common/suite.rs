@@ -3,24 +3,28 @@
 
 use edgelimit::control::list::Gate;
 use edgelimit::{Check, CheckItem, Reason, Store, TimeSource, Verdict};
-use edgelimit_testkit::RedisServer;
 use edgelimit_worker::identify::CLIENT_IP_HEADER;
 use edgelimit_worker::lists::probe;
 use edgelimit_worker::{OwnedRequest, RequestView};
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 
-use super::{assert_unchanged, config, keys, limit, refuses_bad_input, snapshot, Admin};
+use super::{assert_unchanged, config, limit, refuses_bad_input, Admin, Stored};
 
 /// The shared behaviours as `#[test]`s, each run on the backend `$with_backend` (a
 /// `fn(fn(&Backend<'_>))` that starts it and hands it over): every backend's suite invokes this
 /// once, so a behaviour added to the list here runs on all of them. Each test is named after the
-/// body in this module that it runs.
+/// body in this module that it runs. An attribute after the backend (`#[ignore = "…"]`) goes on
+/// every test.
 #[macro_export]
 macro_rules! shared_suite {
     ($with_backend:ident) => {
+        // `cfg(all())` always holds: no attribute.
+        $crate::shared_suite!($with_backend, #[cfg(all())]);
+    };
+    ($with_backend:ident, #[$attr:meta]) => {
         $crate::shared_suite!(
-            $with_backend:
+            $with_backend, #[$attr]:
             bad_input_writes_nothing,
             tiers_and_overrides_decide_the_librarys_checks,
             lists_gate_the_librarys_checks,
@@ -28,9 +32,10 @@ macro_rules! shared_suite {
             api_keys_are_keyed_as_the_worker_keys_them,
         );
     };
-    ($with_backend:ident: $($behaviour:ident),+ $(,)?) => {
+    ($with_backend:ident, #[$attr:meta]: $($behaviour:ident),+ $(,)?) => {
         $(
             #[test]
+            #[$attr]
             fn $behaviour() {
                 $with_backend(common::suite::$behaviour);
             }
@@ -38,7 +43,7 @@ macro_rules! shared_suite {
     };
 }
 
-/// A backend: the CLI pointed at it, the library's store on it, and its Redis nodes.
+/// A backend: the CLI pointed at it, the library's store on it, and where its state is listed.
 pub struct Backend<'a> {
     /// The CLI.
     pub admin: Admin,
@@ -46,8 +51,8 @@ pub struct Backend<'a> {
     pub store: Box<dyn Store>,
     /// Drives `store`.
     pub rt: &'a Runtime,
-    /// The Redis servers behind it, to list keys.
-    pub nodes: Vec<&'a RedisServer>,
+    /// Its Redis servers or its Worker's Durable Objects, to list what is stored.
+    pub stored: Stored<'a>,
 }
 
 impl Backend<'_> {
@@ -78,7 +83,7 @@ impl Backend<'_> {
     }
 
     fn keys(&self) -> Vec<String> {
-        keys(&self.nodes)
+        self.stored.keys()
     }
 }
 
@@ -257,7 +262,7 @@ pub fn peek_writes_nothing_and_reset_leaves_no_state_key(b: &Backend<'_>) {
     for _ in 0..3 {
         assert!(b.request(ip).allowed);
     }
-    let before = snapshot(&b.nodes);
+    let before = b.stored.snapshot();
     let peek = admin.json(&["peek", "per-ip", ip]);
     assert_eq!(peek["remaining"], 2);
     assert_eq!(peek["capacity"], 5);
@@ -265,7 +270,7 @@ pub fn peek_writes_nothing_and_reset_leaves_no_state_key(b: &Backend<'_>) {
     assert_eq!(peek["assignments"][0]["tier"], "free");
     let table = admin.run(&["peek", "per-ip", ip]);
     assert!(table.stdout.contains("2 of 5"), "{table:?}");
-    assert_unchanged(&before, &snapshot(&b.nodes));
+    assert_unchanged(&before, &b.stored.snapshot());
 
     let reset = admin.json(&["reset", "per-ip", ip]);
     assert_eq!(reset["existed"], true);

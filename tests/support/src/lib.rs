@@ -23,7 +23,9 @@
 //! - [`gateway`]: the gateway in process in front of a test's Redis ([`GatewayServer`]).
 //! - [`wrangler`]: the built Worker (or another project's) under `wrangler dev`.
 //! - [`origin`]: origins for the Worker: an echo, or any axum app.
-//! - [`edge`]: the Worker's end-to-end stack (Redis, gateway, origin, Worker) and its queries.
+//! - [`edge`]: the Worker's end-to-end stack (origin, Worker, and Redis with the gateway or the
+//!   Worker's own Durable Objects) and its queries.
+//! - [`objects`]: what the Worker's Durable Objects hold under `wrangler dev`.
 //!
 //! Clients and parsers:
 //! - [`resp`]: a minimal RESP client ([`command`], [`Reply`]) for setup and assertions.
@@ -56,6 +58,7 @@ pub mod gateway;
 pub mod http;
 pub mod metrics;
 pub mod net;
+pub mod objects;
 pub mod origin;
 pub mod redis;
 pub mod resp;

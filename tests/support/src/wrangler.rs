@@ -20,6 +20,9 @@ use crate::wait;
 /// How long `wrangler dev` may take to answer (about 1.5 s idle; far more on a loaded CI box).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// Where the output of the runs before a restart is kept.
+const EARLIER_LOG: &str = "wrangler-earlier.log";
+
 /// The built Worker's entry point, if `worker-build` has run.
 pub fn built_worker() -> Option<PathBuf> {
     let shim = repo_root().join("worker/build/worker/shim.mjs");
@@ -31,6 +34,8 @@ pub fn built_worker() -> Option<PathBuf> {
 pub struct WranglerDev {
     port: u16,
     dir: TempDir,
+    /// The arguments beyond the common ones, for a restart.
+    extra: Vec<OsString>,
     child: Option<Child>,
 }
 
@@ -50,6 +55,35 @@ impl WranglerDev {
         );
         dir.write("wrangler.toml", &config);
         WranglerDev::spawn(port, dir, &[])
+    }
+
+    /// Starts `wrangler dev` as [`WranglerDev::start`] does, with more Workers beside it in the
+    /// same process (`wrangler dev -c … -c …`, the built Worker first): each is a directory's
+    /// name and its files, one of them its `wrangler.toml`. A binding of the Worker naming one of
+    /// them (`script_name`) reaches it, as on Cloudflare.
+    pub fn start_beside(vars_toml: &str, others: &[(&str, &[(&str, &str)])]) -> WranglerDev {
+        let shim = built_worker().expect(
+            "worker/build/worker/shim.mjs is missing: run `worker-build --release worker` \
+             (scripts/test.d/worker.sh does)",
+        );
+        let (port, dir) = (free_port(), TempDir::new("edgelimit-wrangler"));
+        let config = format!(
+            "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
+            shim.display()
+        );
+        let mut args = vec![
+            OsString::from("-c"),
+            dir.write("wrangler.toml", &config).into_os_string(),
+        ];
+        for (name, files) in others {
+            std::fs::create_dir_all(dir.join(name)).expect("a directory for the Worker");
+            for (file, contents) in *files {
+                dir.write(&format!("{name}/{file}"), contents);
+            }
+            args.push(OsString::from("-c"));
+            args.push(dir.join(&format!("{name}/wrangler.toml")).into_os_string());
+        }
+        WranglerDev::spawn(port, dir, &args)
     }
 
     /// Starts `wrangler dev` on another project's configuration — `config` is its
@@ -87,6 +121,18 @@ impl WranglerDev {
     /// Runs `wrangler dev` in `dir` (the configuration there, unless `extra` names one) on
     /// `port`, in its own process group, and waits until it answers.
     fn spawn(port: u16, dir: TempDir, extra: &[OsString]) -> WranglerDev {
+        let mut dev = WranglerDev {
+            port,
+            dir,
+            extra: extra.to_vec(),
+            child: None,
+        };
+        dev.launch();
+        dev
+    }
+
+    /// Starts the process group on the port, in the directory, and waits until it answers.
+    fn launch(&mut self) {
         let root = repo_root();
         let wrangler = root.join("node_modules/.bin/wrangler");
         assert!(
@@ -94,7 +140,12 @@ impl WranglerDev {
             "{} is missing: scripts/setup.d/worker-toolchain.sh installs it",
             wrangler.display()
         );
-        let log = std::fs::File::create(dir.join("wrangler.log")).expect("create the log");
+        // Appended to, so a restart's output follows the first run's.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("wrangler.log"))
+            .expect("open the log");
         let path = format!(
             "{}:{}",
             root.join("node_modules/.bin").display(),
@@ -102,7 +153,7 @@ impl WranglerDev {
         );
         let child = Command::new(&wrangler)
             .args(["dev", "--ip", "127.0.0.1", "--port"])
-            .arg(port.to_string())
+            .arg(self.port.to_string())
             .args([
                 "--inspector-port",
                 "0",
@@ -111,15 +162,15 @@ impl WranglerDev {
                 "log",
             ])
             .arg("--persist-to")
-            .arg(dir.join("state"))
-            .args(extra)
-            .current_dir(dir.path())
+            .arg(self.state_dir())
+            .args(&self.extra)
+            .current_dir(self.dir.path())
             .env("PATH", path)
             .env("WRANGLER_SEND_METRICS", "false")
             .env("WRANGLER_SEND_ERROR_REPORTS", "false")
             .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
             .env("DO_NOT_TRACK", "1")
-            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env("XDG_CONFIG_HOME", self.dir.join("xdg"))
             .env("CI", "true")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log"))
@@ -128,13 +179,70 @@ impl WranglerDev {
             .process_group(0)
             .spawn()
             .expect("spawn wrangler dev");
-        let mut dev = WranglerDev {
-            port,
-            dir,
-            child: Some(child),
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// Stops `wrangler dev` and starts it again on the same port, configuration and state
+    /// (`--persist-to`): what a redeploy or an evicted isolate and its objects look like. Waits
+    /// until it answers.
+    pub fn restart(&mut self) {
+        self.stop();
+        let ready = wait::until(START_TIMEOUT, Duration::from_millis(100), || {
+            TcpStream::connect(("127.0.0.1", self.port)).is_err()
+        });
+        assert!(ready, "port {} still answers after the stop", self.port);
+        // Only the new run's "Ready on" may count: the output so far moves to the earlier runs'.
+        let earlier = std::fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default();
+        let mut before = self.earlier_logs();
+        before.push_str(&earlier);
+        self.dir.write(EARLIER_LOG, &before);
+        let _ = std::fs::remove_file(self.dir.join("wrangler.log"));
+        self.launch();
+    }
+
+    /// The directory `--persist-to` names: the Durable Objects' storage among the rest
+    /// ([`crate::objects::entries`] reads it).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// CPU seconds (user and system) every `workerd` process of this `wrangler dev` has spent
+    /// so far — the Worker, its Durable Objects and the runtime's own proxy, without wrangler's
+    /// node process — read from `/proc` (Linux).
+    pub fn workerd_cpu_seconds(&self) -> f64 {
+        let Some(group) = self.child.as_ref().map(|c| c.id() as i64) else {
+            return 0.0;
         };
-        dev.wait_ready();
-        dev
+        // Ticks per second: 100 on every Linux these tests run on (`getconf CLK_TCK`).
+        const TICKS: f64 = 100.0;
+        let mut ticks = 0u64;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid pgrp …`: the name may hold spaces, so split after `)`.
+            let Some((head, rest)) = stat.rsplit_once(") ") else {
+                continue;
+            };
+            if !head.ends_with("(workerd") {
+                continue;
+            }
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // rest[0] is the state; pgrp is field 5 of the line (rest[2]), utime and stime
+            // fields 14 and 15 (rest[11], rest[12]).
+            if fields.get(2).and_then(|g| g.parse::<i64>().ok()) != Some(group) {
+                continue;
+            }
+            let tick = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            ticks += tick(11) + tick(12);
+        }
+        ticks as f64 / TICKS
     }
 
     fn wait_ready(&mut self) {
@@ -145,7 +253,7 @@ impl WranglerDev {
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten());
             exited.is_some()
-                || (self.logs().contains("Ready on")
+                || (self.current_logs().contains("Ready on")
                     && TcpStream::connect(("127.0.0.1", self.port)).is_ok())
         });
         if let Some(status) = exited {
@@ -163,9 +271,21 @@ impl WranglerDev {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Everything wrangler (and the Worker's `console.log`) printed so far.
+    /// Everything wrangler (and the Worker's `console.log`) printed so far, over every run.
     pub fn logs(&self) -> String {
+        let mut logs = self.earlier_logs();
+        logs.push_str(&self.current_logs());
+        logs
+    }
+
+    /// What the current run printed.
+    fn current_logs(&self) -> String {
         std::fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default()
+    }
+
+    /// What the runs before the last restart printed.
+    fn earlier_logs(&self) -> String {
+        std::fs::read_to_string(self.dir.join(EARLIER_LOG)).unwrap_or_default()
     }
 
     /// Stops the process group.

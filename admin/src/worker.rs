@@ -1,0 +1,362 @@
+//! `--worker`: a Worker's admin route as a store, for a deployment whose state only the Worker
+//! can reach (its Durable Objects, `store = "durable-object"`). Every operation is one POST of a
+//! `Call` (the Worker's own wire, `edgelimit_worker::durable::wire`) with the admin token as a
+//! bearer token, answered with an `Answer`; the route decides it on the objects exactly as the
+//! Worker's requests are decided.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use edgelimit::control::list::ListEntry;
+use edgelimit::control::{Assignment, AssignmentKind};
+use edgelimit::{Check, Control, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
+use edgelimit_worker::config::ADMIN_TOKEN_VAR;
+use edgelimit_worker::durable::wire::{
+    assignment_of, assignment_text, check_call, error_of, Answer, Call, WireBytes, WireLimit,
+    WireVerdict,
+};
+
+/// The admin route's bearer token: kept out of `Debug`, so no message or log can show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// The token as given.
+    pub fn new(token: impl Into<String>) -> Token {
+        Token(token.into())
+    }
+
+    /// Whether it is empty or only white space (no Worker accepts that).
+    pub fn is_blank(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl std::str::FromStr for Token {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Token, Self::Err> {
+        Ok(Token(s.to_string()))
+    }
+}
+
+/// One Worker's admin route, as a store: `Store` (checks decided by the objects, for tests and
+/// scripts) and `Control` (everything the commands do).
+#[derive(Clone)]
+pub struct AdminRoute {
+    http: reqwest::Client,
+    url: String,
+    token: Token,
+    timeout: Duration,
+}
+
+impl fmt::Debug for AdminRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdminRoute")
+            .field("url", &self.url)
+            .field("token", &self.token)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl AdminRoute {
+    /// The route at `url` (the Worker's URL and its `admin_path`), each call allowed `timeout`.
+    pub fn new(url: impl Into<String>, token: Token, timeout: Duration) -> AdminRoute {
+        AdminRoute {
+            http: reqwest::Client::new(),
+            url: url.into(),
+            token,
+            timeout,
+        }
+    }
+
+    /// The route's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Posts `call` and reads its answer; a call the store failed is its error.
+    pub async fn call(&self, call: &Call) -> Result<Answer, StoreError> {
+        let body = serde_json::to_string(call)
+            .map_err(|e| StoreError::Protocol(format!("cannot encode a call: {e}")))?;
+        let started = Instant::now();
+        let sent = self
+            .http
+            .post(&self.url)
+            .bearer_auth(self.token.expose())
+            .header("content-type", "application/json")
+            .body(body)
+            .timeout(self.timeout)
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) if e.is_timeout() || started.elapsed() >= self.timeout => {
+                return Err(StoreError::Timeout {
+                    after_ms: self.timeout.as_millis() as u64,
+                })
+            }
+            Err(e) => {
+                return Err(StoreError::Unreachable(format!(
+                    "the Worker at {}: {}",
+                    self.url,
+                    root_cause(&e)
+                )))
+            }
+        };
+        let status = response.status().as_u16();
+        let text = response.text().await.map_err(|e| {
+            StoreError::Unreachable(format!("the Worker at {}: {}", self.url, root_cause(&e)))
+        })?;
+        match status {
+            200 => {}
+            401 => {
+                return Err(StoreError::Auth(format!(
+                    "the Worker at {} refused the admin token: --token (or {ADMIN_TOKEN_VAR}) must \
+                     equal the Worker's {ADMIN_TOKEN_VAR} secret",
+                    self.url
+                )))
+            }
+            _ => {
+                return Err(StoreError::Protocol(format!(
+                    "the Worker at {} answered {status}: {}",
+                    self.url,
+                    what_it_said(&text)
+                )))
+            }
+        }
+        match serde_json::from_str::<Answer>(&text) {
+            Ok(Answer::Failed {
+                message,
+                invalid_input,
+            }) => Err(error_of(message, invalid_input)),
+            Ok(answer) => Ok(answer),
+            Err(_) => Err(StoreError::Protocol(format!(
+                "the Worker at {} answered what is not an admin answer (is admin_path, with \
+                 the {ADMIN_TOKEN_VAR} secret, in the configuration it runs?): {}",
+                self.url,
+                excerpt(&text)
+            ))),
+        }
+    }
+}
+
+/// The innermost cause of a failed request (reqwest's own message is only "error sending
+/// request").
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
+}
+
+/// What a non-200 answer says: a problem body's `detail` (a misconfigured Worker names its
+/// problem there), an admin route's `error`, else the start of the body.
+fn what_it_said(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.get("detail")
+                .or_else(|| v.get("error"))
+                .and_then(|d| d.as_str().map(str::to_string))
+        })
+        .unwrap_or_else(|| excerpt(text))
+}
+
+fn excerpt(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(160) {
+        Some((at, _)) => format!("`{}…`", &text[..at]),
+        None if text.is_empty() => "an empty body".to_string(),
+        None => format!("`{text}`"),
+    }
+}
+
+fn unexpected(answer: Answer) -> StoreError {
+    StoreError::Protocol(format!("an answer to another call: {answer:?}"))
+}
+
+fn wire(limit: &Limit, identifier: &Identifier) -> (WireLimit, WireBytes) {
+    (WireLimit::of(limit), WireBytes::of(identifier.as_bytes()))
+}
+
+#[async_trait]
+impl Store for AdminRoute {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        match self.call(&check_call(checks, time)).await? {
+            Answer::Verdicts { verdicts } if verdicts.len() == checks.len() => {
+                Ok(verdicts.into_iter().map(WireVerdict::verdict).collect())
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+#[async_trait]
+impl Control for AdminRoute {
+    async fn assign(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        assignment: Option<&Assignment>,
+        until_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let (limit, identifier) = wire(limit, identifier);
+        let call = Call::Assign {
+            limit,
+            identifier,
+            assignment: assignment.map(|a| assignment_text(a, until_ms)),
+            until_ms,
+        };
+        match self.call(&call).await? {
+            Answer::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn clear_assignment(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        kind: AssignmentKind,
+    ) -> Result<(), StoreError> {
+        let (limit, identifier) = wire(limit, identifier);
+        let call = Call::ClearAssignment {
+            limit,
+            identifier,
+            kind: kind.letter().to_string(),
+        };
+        match self.call(&call).await? {
+            Answer::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        let (limit, identifier) = wire(limit, identifier);
+        match self.call(&Call::Assignments { limit, identifier }).await? {
+            Answer::Assignments { assignments } => assignments
+                .iter()
+                .map(|(text, _)| assignment_of(text))
+                .collect(),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_add(
+        &self,
+        list: &str,
+        entry: &ListEntry,
+        until_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let call = Call::ListAdd {
+            list: list.to_string(),
+            entry: entry.member(),
+            until_ms,
+            now_ms,
+        };
+        match self.call(&call).await? {
+            Answer::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        let call = Call::ListRemove {
+            list: list.to_string(),
+            entry: entry.member(),
+        };
+        match self.call(&call).await? {
+            Answer::Existed { existed } => Ok(existed),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_entries(
+        &self,
+        list: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        let call = Call::ListEntries {
+            list: list.to_string(),
+            now_ms,
+        };
+        match self.call(&call).await? {
+            Answer::Entries { entries } => Ok(entries),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn peek(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+        time: TimeSource,
+    ) -> Result<Verdict, StoreError> {
+        let (limit, identifier) = wire(limit, identifier);
+        let call = Call::Peek {
+            limit,
+            identifier,
+            at_ms: time.at_ms(),
+        };
+        match self.call(&call).await? {
+            Answer::Verdict { verdict } => Ok(verdict.verdict()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        let (limit, identifier) = wire(limit, identifier);
+        match self.call(&Call::Reset { limit, identifier }).await? {
+            Answer::Existed { existed } => Ok(existed),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_never_shows() {
+        let route = AdminRoute::new(
+            "http://127.0.0.1:1/__admin",
+            Token::new("s3cret-t0ken"),
+            Duration::from_secs(1),
+        );
+        let shown = format!("{route:?} {:?}", Token::new("s3cret-t0ken"));
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn a_non_answer_is_quoted_briefly_and_a_problem_by_its_detail() {
+        assert_eq!(
+            what_it_said(
+                r#"{"type":"about:blank","detail":"admin_path `/a`: the admin route controls Durable Objects"}"#
+            ),
+            "admin_path `/a`: the admin route controls Durable Objects"
+        );
+        assert_eq!(what_it_said(""), "an empty body");
+        let long = "x".repeat(500);
+        assert_eq!(what_it_said(&long).chars().count(), 163);
+    }
+}

@@ -1,0 +1,204 @@
+//! What the Worker's Durable Objects hold under `wrangler dev`: every entry of every
+//! `EdgeLimitState` object, read from the SQLite files `--persist-to` keeps (table `_cf_KV`, one
+//! row per entry, its value the JSON of a library [`Saved`] entry as V8 serialised it). Node 22's
+//! own `node:sqlite` and `v8.deserialize` read them, so the tests need no SQLite crate; reading
+//! is safe while the Worker runs (the files are in WAL mode, and an object's writes are committed
+//! before it answers).
+//!
+//! Each entry is named as the Redis key the same entry has in Redis ([`ObjectEntry::redis_key`]):
+//! a test asking the store "which keys match `*req-1*commit*`" asks both kinds of store alike.
+
+use std::path::Path;
+use std::process::Command;
+
+use edgelimit::store::key::{control_key, lease_key, list_key, request_key, state_key};
+use edgelimit::store::Saved;
+use edgelimit::Identifier;
+
+use crate::dir::repo_root;
+
+/// The class whose objects hold the Worker's state (the root wrangler.toml binds it).
+pub const STATE_CLASS: &str = "EdgeLimitState";
+
+/// One stored entry of one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectEntry {
+    /// The object's name (`edgelimit-<n>`).
+    pub object: String,
+    /// The entry's key in the object's storage.
+    pub key: String,
+    /// The entry.
+    pub saved: Saved,
+}
+
+impl ObjectEntry {
+    /// The key the same entry has in Redis under `namespace` (`edgelimit::store::key`).
+    pub fn redis_key(&self, namespace: &str) -> String {
+        let id = |bytes: &[u8]| Identifier::from(bytes.to_vec());
+        match &self.saved {
+            Saved::State {
+                limit,
+                identifier,
+                state,
+                ..
+            } => state_key(namespace, limit, state.algorithm(), &id(identifier)),
+            Saved::Request {
+                limit,
+                identifier,
+                request_id,
+                ..
+            } => request_key(namespace, limit, &id(identifier), &id(request_id)),
+            Saved::Assignments {
+                limit, identifier, ..
+            } => control_key(namespace, limit, &id(identifier)),
+            Saved::CapacityLease {
+                limit, identifier, ..
+            } => lease_key(namespace, limit, &id(identifier)),
+            Saved::List { name, .. } => list_key(namespace, name),
+        }
+    }
+}
+
+/// Reads every object's entries under `persist_to` (what `wrangler dev --persist-to` was given),
+/// in object then key order. None before an object has been created. Panics when node cannot
+/// read them (the toolchain is missing, or the files are not what this expects).
+pub fn entries(persist_to: &Path) -> Vec<ObjectEntry> {
+    let root = persist_to.join("v3/do");
+    let Ok(dirs) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for dir in dirs.flatten() {
+        let name = dir.file_name().to_string_lossy().into_owned();
+        if name.ends_with(&format!("-{STATE_CLASS}")) {
+            out.extend(read_class_dir(&dir.path()));
+        }
+    }
+    out.sort_by(|a, b| (&a.object, &a.key).cmp(&(&b.object, &b.key)));
+    out
+}
+
+/// The script node runs over one class's directory: one JSON line per entry.
+const READER: &str = r#"
+import { DatabaseSync } from "node:sqlite";
+import { readdirSync } from "node:fs";
+import { deserialize } from "node:v8";
+const dir = process.argv[1];
+for (const file of readdirSync(dir)) {
+  if (!file.endsWith(".sqlite") || file === "metadata.sqlite") continue;
+  const db = new DatabaseSync(`${dir}/${file}`, { readOnly: true });
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((t) => t.name);
+  if (!tables.includes("_cf_KV")) { db.close(); continue; }
+  const named = tables.includes("__miniflare_do_name")
+    ? db.prepare("SELECT name FROM __miniflare_do_name").all() : [];
+  const object = named.length ? named[0].name : file;
+  for (const row of db.prepare("SELECT key, value FROM _cf_KV").all()) {
+    const value = deserialize(Buffer.from(row.value));
+    console.log(JSON.stringify({ object, key: row.key, value }));
+  }
+  db.close();
+}
+"#;
+
+fn read_class_dir(dir: &Path) -> Vec<ObjectEntry> {
+    let node = repo_root().join("node_modules/.bin/node");
+    assert!(
+        node.exists(),
+        "{} is missing: scripts/setup.d/worker-toolchain.sh installs node 22",
+        node.display()
+    );
+    let output = Command::new(&node)
+        .args(["--no-warnings", "--input-type=module", "-e", READER])
+        .arg(dir)
+        .output()
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "reading {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let row: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("node printed `{line}`: {e}"));
+            let text = row["value"]
+                .as_str()
+                .unwrap_or_else(|| panic!("an entry that is not text: {line}"));
+            ObjectEntry {
+                object: row["object"].as_str().unwrap_or_default().to_string(),
+                key: row["key"].as_str().unwrap_or_default().to_string(),
+                saved: serde_json::from_str(text)
+                    .unwrap_or_else(|e| panic!("an entry that is not a saved entry ({e}): {line}")),
+            }
+        })
+        .collect()
+}
+
+/// Whether `text` matches the glob `pattern` as Redis's `KEYS` reads it, for `*` (any run)
+/// and `?` (any one character).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    // The classic two-pointer match with one backtrack point: the last `*` seen.
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_as_redis_keys_does() {
+        for (pattern, text) in [
+            ("*", ""),
+            ("*", "anything"),
+            ("*req-1*commit*", "{el:e2e:tokens:dan}:rq:req-1/commit"),
+            ("*per-user:vip*", "{el:edgelimit:per-user:vip}:fixed"),
+            ("a?c", "abc"),
+            ("*:ctl", "{el:x:l:i}:ctl"),
+        ] {
+            assert!(glob_match(pattern, text), "{pattern} {text}");
+        }
+        for (pattern, text) in [("a*b", "a"), ("*partner*", "{el:e:l:p}"), ("a?c", "ac")] {
+            assert!(!glob_match(pattern, text), "{pattern} {text}");
+        }
+    }
+
+    #[test]
+    fn entries_are_named_as_their_redis_keys() {
+        let entry = |saved: Saved| ObjectEntry {
+            object: "edgelimit-0".into(),
+            key: saved.key(),
+            saved,
+        };
+        let listed = entry(Saved::List {
+            name: "deny".into(),
+            members: vec![],
+        });
+        assert_eq!(listed.redis_key("ns"), "{el:ns:list:deny}");
+        let assigned = entry(Saved::Assignments {
+            limit: "per-user".into(),
+            identifier: b"alice".to_vec(),
+            held: vec![],
+        });
+        assert_eq!(assigned.redis_key("ns"), "{el:ns:per-user:alice}:ctl");
+    }
+}

@@ -1,0 +1,765 @@
+//! End to end, what only the Durable Object store has: the built Worker under `wrangler dev`
+//! keeping its state in its own objects (no Redis, no gateway, no Upstash variable), in front of
+//! an origin, all on free loopback ports.
+//!
+//! - the differential: for every algorithm, 2,000 generated checks (random identifiers, costs
+//!   with zero and refunds, multi-limit checks split over objects, request ids and their
+//!   repeats, settlements, concurrency releases, explicit times) sent through the admin route to
+//!   the real objects give the verdicts one `MemoryStore` gives. The same sequences through 64
+//!   memory stores placed as the objects are run by a plain `cargo test`;
+//! - the admin route: refused without the token (401), absent when not configured (the path is
+//!   then an ordinary request), its peek and reset reaching the next request;
+//! - identifiers spread over the objects by rendezvous hashing, each decided exactly;
+//! - state — spent quota, a deny entry, a tier — surviving a restart with the same storage;
+//! - fail modes: objects that never answer (cut off by the 50 ms default budget) and objects that
+//!   fail, each limit following its `fail`. A tiny `timeout_ms` does not make the local objects
+//!   time out (workerd answers them before its timer fires: 40 of 40 answered at 1 ms), so
+//!   stand-in objects of another Worker beside it do: a class of the same name that hangs, or
+//!   throws.
+//!
+//! Like `e2e.rs` these need the built Worker and wrangler, so they are `#[ignore]`d in a plain
+//! `cargo test`; `scripts/test.d/worker.sh` runs them.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use edgelimit::algorithm::Charge;
+use edgelimit::store::{rendezvous_score, Shard, ShardedStore};
+use edgelimit::{Check, CheckItem, Limit, MemoryStore, Policy, Store, TimeSource, Verdict};
+use edgelimit_testkit::edge::{
+    durable_bindings, durable_vars, statuses, EdgeStore, Stack, ADMIN_PATH, ADMIN_TOKEN,
+};
+use edgelimit_testkit::http::header;
+use edgelimit_testkit::origin::start_origin;
+use edgelimit_testkit::rng::Rng;
+use edgelimit_testkit::wrangler::wait_for_log;
+use edgelimit_testkit::{objects, WranglerDev};
+use edgelimit_worker::durable::wire::{check_call, Answer, Call, WireBytes, WireLimit};
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+
+/// Waits until at least `margin` remains before the next `window`-aligned boundary, so a test
+/// counting admissions in one fixed window does not straddle two.
+async fn clear_of_window_edge(window: Duration, margin: Duration) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let into = Duration::from_millis((now.as_millis() % window.as_millis()) as u64);
+    let left = window - into;
+    if left < margin {
+        tokio::time::sleep(left + Duration::from_millis(200)).await;
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// `call` through the stack's admin route; its answer.
+async fn admin(stack: &Stack, call: &Call) -> Answer {
+    let answer = stack.admin(&serde_json::to_string(call).unwrap()).await;
+    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
+}
+
+fn limit(name: &str, policy: &str) -> Limit {
+    Limit::new(name, policy.parse::<Policy>().unwrap())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The differential.
+
+/// Checks per algorithm.
+const CHECKS: usize = 2_000;
+
+/// Each algorithm's two limits: small quotas and windows of a second or two, so the generated
+/// times (a few hundred ms apart) fill, deny, refill and expire them.
+fn limits_of(algorithm: &str) -> [Limit; 2] {
+    let (a, b) = match algorithm {
+        "fixed" => ("fixed 5/2s", "fixed 3/1s"),
+        "sliding-log" => ("sliding-log 5/2s", "sliding-log 3/1s"),
+        "sliding-counter" => ("sliding-counter 5/2s", "sliding-counter 3/1s"),
+        "token-bucket" => ("token-bucket 5/2s burst 6", "token-bucket 2/1s burst 3"),
+        "gcra" => ("gcra 5/2s burst 6", "gcra 2/1s burst 3"),
+        "concurrency" => ("concurrency 3 timeout 2s", "concurrency 2 timeout 1s"),
+        other => panic!("no algorithm {other}"),
+    };
+    [
+        limit(&format!("{algorithm}-a"), a),
+        limit(&format!("{algorithm}-b"), b),
+    ]
+}
+
+/// Users, teams, and an identifier that is no UTF-8.
+const USERS: &[&[u8]] = &[b"u0", b"u1", b"u2", b"u3", b"u4"];
+const TEAMS: &[&[u8]] = &[b"t0", b"t1", b"t2", b"\xff\x00team"];
+
+/// What one algorithm's run found.
+#[derive(Debug, Default)]
+struct Differential {
+    checks: usize,
+    admitted: usize,
+    split: usize,
+    with_ids: usize,
+    releases: usize,
+    mismatches: usize,
+    samples: Vec<String>,
+}
+
+/// The next generated check at `now` (from `rng`), given the leases admitted so far (limit
+/// index, identifier, lease end) to release some of.
+///
+/// A check over two identifiers (usually two objects) carries no refund and no request id:
+/// there a split check keeps its own documented contract (`edgelimit::store::ShardedStore`: a
+/// refund inside a denied split check stands, each part remembers its own request ids and a
+/// repeat's time is the latest of its parts' and the caller's), which one memory store does not
+/// share. Everything decided in one object gets refunds and ids.
+fn generate(rng: &mut Rng, limits: &[Limit; 2], leases: &[(usize, Vec<u8>, u64)]) -> Check {
+    let user = |rng: &mut Rng| rng.pick(USERS).to_vec();
+    let anyone = |rng: &mut Rng| {
+        if rng.chance(60) {
+            rng.pick(USERS).to_vec()
+        } else {
+            rng.pick(TEAMS).to_vec()
+        }
+    };
+    let cost = |rng: &mut Rng| *rng.pick(&[1i64, 1, 1, 1, 2, 3, 0, -1]);
+    let taken = |rng: &mut Rng| *rng.pick(&[1i64, 1, 1, 1, 2, 3, 0]);
+    let concurrency = limits[0].policy.algorithm().as_str() == "concurrency";
+    if concurrency && !leases.is_empty() && rng.chance(25) {
+        // A release of leases still live, ended, or already released: each frees at most what
+        // is live.
+        let (l, id, lease_ms) = rng.pick(leases).clone();
+        let n = *rng.pick(&[1i64, 1, 2]);
+        let item = CheckItem::new(&limits[l], id, n).charged(Charge::Release { lease_ms });
+        return Check::new().with_item(item);
+    }
+    let roll = rng.range(0, 99);
+    let one_identifier = if roll < 40 {
+        Check::new().with(&limits[rng.range(0, 1) as usize], anyone(rng), cost(rng))
+    } else if roll < 70 {
+        // A user's limit and a team's: two identifiers, usually two objects.
+        return Check::new().with(&limits[0], user(rng), taken(rng)).with(
+            &limits[1],
+            rng.pick(TEAMS).to_vec(),
+            taken(rng),
+        );
+    } else if roll < 80 {
+        // Both limits of one identifier: one object.
+        let who = anyone(rng);
+        Check::new()
+            .with(&limits[0], who.clone(), cost(rng))
+            .with(&limits[1], who, cost(rng))
+    } else if roll < 88 {
+        // One limit, two identifiers (or one twice: merged into one item).
+        let l = &limits[rng.range(0, 1) as usize];
+        return Check::new()
+            .with(l, anyone(rng), taken(rng))
+            .with(l, anyone(rng), taken(rng));
+    } else {
+        // A settlement: charged even past empty (down to empty), or refunded.
+        let item = CheckItem::new(
+            &limits[rng.range(0, 1) as usize],
+            anyone(rng),
+            *rng.pick(&[1i64, 2, 5, -1, -2]),
+        )
+        .charged(Charge::Settle);
+        Check::new().with_item(item)
+    };
+    if rng.chance(25) {
+        // Ids from a small pool: repeats land inside and after their remembered window.
+        return one_identifier.with_request_id(format!("req-{}", rng.range(0, 40)));
+    }
+    one_identifier
+}
+
+/// One generated step: the check, its time, and what one `MemoryStore` decided.
+struct Step {
+    check: Check,
+    at_ms: u64,
+    expected: Verdict,
+}
+
+/// `CHECKS` generated checks of `algorithm` from `start_ms`, each decided by one `MemoryStore`
+/// in order: the sequence every other store must decide the same.
+fn script(algorithm: &str, seed: u64, start_ms: u64) -> Vec<Step> {
+    let limits = limits_of(algorithm);
+    let reference = MemoryStore::new();
+    let mut rng = Rng::new(seed);
+    let mut now = start_ms;
+    let mut leases: Vec<(usize, Vec<u8>, u64)> = Vec::new();
+    let mut steps = Vec::with_capacity(CHECKS);
+    for _ in 0..CHECKS {
+        // Forward by up to 80 ms, or not at all. Never back: a refunded part of a denied split
+        // check keeps the later time it saw (the refund gives back the cost, not the time), so
+        // a clock stepping back behind it decides from a state one memory store never wrote.
+        now += rng.range(0, 80);
+        let check = generate(&mut rng, &limits, &leases);
+        let expected = reference
+            .check_now(std::slice::from_ref(&check), now)
+            .remove(0);
+        if expected.allowed {
+            for (item, decision) in check.items().iter().zip(&expected.decisions) {
+                if item.charge == Charge::Request && item.cost > 0 && concurrency_limit(item) {
+                    let l = usize::from(item.limit.name.ends_with("-b"));
+                    leases.push((l, item.identifier.as_bytes().to_vec(), decision.reset_at_ms));
+                }
+            }
+        }
+        steps.push(Step {
+            check,
+            at_ms: now,
+            expected,
+        });
+    }
+    steps
+}
+
+/// Tallies `got` (a store's verdict for `step`) against the memory store's.
+fn tally(found: &mut Differential, algorithm: &str, index: usize, step: &Step, got: &Verdict) {
+    let expected = &step.expected;
+    let check = &step.check;
+    found.checks += 1;
+    found.admitted += usize::from(expected.allowed);
+    found.split += usize::from(!got.atomic);
+    found.with_ids += usize::from(check.items().iter().any(|i| i.request_id.is_some()));
+    found.releases += usize::from(matches!(check.items()[0].charge, Charge::Release { .. }));
+    // `atomic` says how the store decided (split over objects or not), not what: every other
+    // field must agree.
+    let same = got.allowed == expected.allowed
+        && got.decisions == expected.decisions
+        && got.decided_at_ms == expected.decided_at_ms
+        && got.listed == expected.listed;
+    if !same {
+        found.mismatches += 1;
+        if found.samples.len() < 5 {
+            found.samples.push(format!(
+                "{algorithm} step {index} at {}: {check:?}\n  store:  {got:?}\n  memory: {expected:?}",
+                step.at_ms
+            ));
+        }
+    }
+}
+
+/// The placement of the Worker's objects without the objects: 64 memory stores, each owning the
+/// identifiers rendezvous hashing gives it.
+fn sharded_memory(objects: u32) -> ShardedStore<MemoryStore> {
+    let shards = (0..objects)
+        .map(|i| Shard::new(format!("edgelimit-{i}"), MemoryStore::new()))
+        .collect();
+    ShardedStore::new(shards).unwrap().by_identifier()
+}
+
+/// Runs `steps` through `store`, one check at a time at its own explicit time.
+async fn replay_on(store: &impl Store, algorithm: &str, steps: &[Step]) -> Differential {
+    let mut found = Differential::default();
+    for (index, step) in steps.iter().enumerate() {
+        let got = store
+            .check(
+                std::slice::from_ref(&step.check),
+                TimeSource::At(step.at_ms),
+            )
+            .await
+            .unwrap()
+            .remove(0);
+        tally(&mut found, algorithm, index, step, &got);
+    }
+    found
+}
+
+/// Runs `steps` through the admin route, one call each at its own explicit time.
+async fn replay_through_admin(
+    stack: Arc<Stack>,
+    algorithm: &str,
+    steps: Vec<Step>,
+) -> Differential {
+    let mut found = Differential::default();
+    for (index, step) in steps.iter().enumerate() {
+        let call = check_call(
+            std::slice::from_ref(&step.check),
+            TimeSource::At(step.at_ms),
+        );
+        let got = match admin(&stack, &call).await {
+            Answer::Verdicts { mut verdicts } if verdicts.len() == 1 => {
+                verdicts.remove(0).verdict()
+            }
+            other => panic!("{algorithm} step {index}: {other:?}"),
+        };
+        tally(&mut found, algorithm, index, step, &got);
+    }
+    found
+}
+
+fn concurrency_limit(item: &CheckItem) -> bool {
+    item.limit.policy.algorithm().as_str() == "concurrency"
+}
+
+const ALGORITHMS: [&str; 6] = [
+    "fixed",
+    "sliding-log",
+    "sliding-counter",
+    "token-bucket",
+    "gcra",
+    "concurrency",
+];
+
+fn seed_of(i: usize) -> u64 {
+    0xd0_0000 + i as u64
+}
+
+/// What every run of the differential must show: both verdicts plenty, splits plenty, releases
+/// for concurrency, no mismatch.
+fn print_and_assert(title: &str, runs: &[Differential]) {
+    println!(
+        "{title}\n| algorithm | checks | admitted | split over objects | with request ids | releases | mismatches |\n|---|---|---|---|---|---|---|"
+    );
+    for (algorithm, run) in ALGORITHMS.iter().zip(runs) {
+        println!(
+            "| {algorithm} | {} | {} | {} | {} | {} | {} |",
+            run.checks, run.admitted, run.split, run.with_ids, run.releases, run.mismatches
+        );
+    }
+    for (algorithm, run) in ALGORITHMS.iter().zip(runs) {
+        assert!(
+            run.admitted > CHECKS / 10 && run.admitted < CHECKS * 9 / 10,
+            "{algorithm}: the generator should both admit and deny: {run:?}"
+        );
+        assert!(
+            run.split > CHECKS / 10,
+            "{algorithm}: too few splits: {run:?}"
+        );
+        assert_eq!(
+            run.mismatches,
+            0,
+            "{algorithm}:\n{}",
+            run.samples.join("\n")
+        );
+    }
+    assert!(runs[5].releases > CHECKS / 10, "{:?}", runs[5]);
+}
+
+#[tokio::test]
+async fn the_generated_checks_decide_alike_on_memory_stores_placed_as_the_objects() {
+    // No Worker: the same sequences through the objects' placement over memory stores, so a
+    // change to the generator or the split path is seen by a plain `cargo test`.
+    let store = sharded_memory(64);
+    let mut runs = Vec::new();
+    for (i, algorithm) in ALGORITHMS.iter().enumerate() {
+        let steps = script(algorithm, seed_of(i), now_ms());
+        runs.push(replay_on(&store, algorithm, &steps).await);
+    }
+    print_and_assert("64 memory stores placed as the objects", &runs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn the_objects_decide_as_one_memory_store_for_every_algorithm() {
+    // The default 64 objects: splits are the rule for two identifiers.
+    let stack = Arc::new(
+        Stack::start_on(
+            EdgeStore::DurableObjects,
+            "timeout_ms = 5000\n[[vars.EDGELIMIT_CONFIG.rules]]\nname = \"none\"\npath = \"/none\"\n\
+             limits = [{ name = \"none\", policy = \"fixed 1/1s\", identifier = \"ip\" }]\n",
+        )
+        .await,
+    );
+    let started = Instant::now();
+    // The algorithms at once (their limits, so their states, are distinct), each one call at a
+    // time: a check's order against its own algorithm's checks is the order it was generated.
+    let start = now_ms();
+    let runs =
+        edgelimit_testkit::task::join_all(ALGORITHMS.iter().enumerate().map(|(i, &algorithm)| {
+            replay_through_admin(
+                stack.clone(),
+                algorithm,
+                script(algorithm, seed_of(i), start),
+            )
+        }))
+        .await;
+    print_and_assert(
+        &format!(
+            "{} checks through the objects in {:.1} s",
+            CHECKS * ALGORITHMS.len(),
+            started.elapsed().as_secs_f64()
+        ),
+        &runs,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The admin route, and the objects' spread.
+
+/// Four objects, the admin route on, one limit of 2 an hour.
+const SPREAD: &str = r#"
+timeout_ms = 5000
+objects = 4
+log_sample = 1.0
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "all"
+path_prefix = "/"
+limits = [{ name = "per-user", policy = "fixed 2/1h", identifier = "header:x-user" }]
+"#;
+
+/// The object that owns `identifier` of `objects`: rendezvous hashing by the identifier alone
+/// over `edgelimit-0` … (the Worker's placement).
+fn owner(identifier: &str, objects: u32) -> String {
+    (0..objects)
+        .map(|i| format!("edgelimit-{i}"))
+        .max_by_key(|name| rendezvous_score(name, "", identifier.as_bytes()))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn the_admin_route_takes_only_its_token_and_its_peek_and_reset_reach_requests() {
+    let stack = Stack::start_on(EdgeStore::DurableObjects, SPREAD).await;
+    clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(60)).await;
+    let per_user = limit("per-user", "fixed 2/1h");
+    let peek = Call::Peek {
+        limit: WireLimit::of(&per_user),
+        identifier: WireBytes::of(b"user-0"),
+        at_ms: None,
+    };
+    let body = serde_json::to_string(&peek).unwrap();
+    for token in [None, Some("wrong"), Some("")] {
+        let (status, answer) = stack.admin_with(token, &body).await;
+        assert_eq!(status, 401, "{token:?}: {answer}");
+        assert!(answer.contains("EDGELIMIT_ADMIN_TOKEN"), "{answer}");
+    }
+    let (status, _) = stack.admin_with(Some(ADMIN_TOKEN), "not a call").await;
+    assert_eq!(status, 400);
+    let get = stack
+        .http
+        .get(format!("{}{ADMIN_PATH}", stack.worker.url()))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+
+    // 24 identifiers over 4 objects: each exact, each where rendezvous hashing puts it.
+    let users = 24;
+    for u in 0..users {
+        let user = format!("user-{u}");
+        let got = statuses(&stack, "/x", &[("x-user", user.as_str())], 3).await;
+        assert_eq!(got, [200, 200, 429], "{user}");
+    }
+    let entries = stack.object_entries();
+    let mut per_object = BTreeMap::<String, usize>::new();
+    for u in 0..users {
+        let user = format!("user-{u}");
+        let held: Vec<&objects::ObjectEntry> = entries
+            .iter()
+            .filter(|e| matches!(&e.saved, edgelimit::store::Saved::State { identifier, .. } if identifier == user.as_bytes()))
+            .collect();
+        assert_eq!(held.len(), 1, "one state for {user}: {held:?}");
+        assert_eq!(held[0].object, owner(&user, 4), "{user}");
+        *per_object.entry(held[0].object.clone()).or_default() += 1;
+    }
+    eprintln!("{users} identifiers over 4 objects: {per_object:?}");
+    assert_eq!(per_object.len(), 4, "every object used: {per_object:?}");
+
+    // Peek and reset through the route: the next request is decided on a whole quota (and this
+    // isolate forgets the denial it cached).
+    let Answer::Verdict { verdict } = admin(&stack, &peek).await else {
+        panic!("a peek answers a verdict")
+    };
+    assert_eq!(verdict.decisions[0].remaining, 0);
+    assert_eq!(verdict.decisions[0].limit, 2);
+    let reset = Call::Reset {
+        limit: WireLimit::of(&per_user),
+        identifier: WireBytes::of(b"user-0"),
+    };
+    assert_eq!(
+        admin(&stack, &reset).await,
+        Answer::Existed { existed: true }
+    );
+    assert!(
+        stack.keys("*per-user:user-0}*").is_empty(),
+        "{:?}",
+        stack.keys("*")
+    );
+    assert_eq!(
+        statuses(&stack, "/x", &[("x-user", "user-0")], 3).await,
+        [200, 200, 429]
+    );
+    assert_eq!(
+        admin(&stack, &reset).await,
+        Answer::Existed { existed: true }
+    );
+    assert_eq!(
+        admin(&stack, &reset).await,
+        Answer::Existed { existed: false }
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A restart.
+
+const RESTART: &str = r#"
+timeout_ms = 5000
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "api"
+path_prefix = "/"
+[[vars.EDGELIMIT_CONFIG.rules.limits]]
+name = "per-user"
+policy = "fixed 3/1h"
+identifier = "header:x-user"
+tiers = { pro = "fixed 6/1h" }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn spent_quota_a_deny_entry_and_a_tier_survive_a_restart() {
+    let mut stack = Stack::start_on(EdgeStore::DurableObjects, RESTART).await;
+    // The restart takes seconds: keep the hour's window from turning meanwhile.
+    clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(120)).await;
+    let per_user = Limit::new("per-user", "fixed 3/1h".parse::<Policy>().unwrap())
+        .with_tiers([("pro", "fixed 6/1h".parse::<Policy>().unwrap())])
+        .unwrap();
+    let alice = [("x-user", "alice")];
+    assert_eq!(statuses(&stack, "/x", &alice, 2).await, [200, 200]);
+    let tier = Call::Assign {
+        limit: WireLimit::of(&per_user),
+        identifier: WireBytes::of(b"bob"),
+        assignment: Some("0 t pro".into()),
+        until_ms: None,
+    };
+    assert_eq!(admin(&stack, &tier).await, Answer::Done);
+    let bob = [("x-user", "bob")];
+    assert_eq!(statuses(&stack, "/x", &bob, 4).await, [200; 4]);
+    let deny = Call::ListAdd {
+        list: "deny".into(),
+        entry: "header:x-user mallory".into(),
+        until_ms: None,
+        now_ms: now_ms(),
+    };
+    assert_eq!(admin(&stack, &deny).await, Answer::Done);
+    assert_eq!(
+        stack.get("/x", &[("x-user", "mallory")]).await.status(),
+        403
+    );
+    let before = stack.object_entries();
+    assert!(!before.is_empty());
+
+    let worker = &mut stack.worker;
+    tokio::task::block_in_place(|| worker.restart());
+    assert_eq!(
+        stack.object_entries(),
+        before,
+        "storage is as the first run left it"
+    );
+
+    // The new isolate and objects start from storage: alice has one request left, bob is pro
+    // with two left, mallory is denied.
+    assert_eq!(statuses(&stack, "/x", &alice, 2).await, [200, 429]);
+    let r = stack.get("/x", &bob).await;
+    assert_eq!(r.status(), 200);
+    let policy = header(&r, "ratelimit-policy").unwrap();
+    assert!(policy.contains("\"per-user\";q=6"), "{policy}");
+    assert_eq!(statuses(&stack, "/x", &bob, 2).await, [200, 429]);
+    let denied = stack.get("/x", &[("x-user", "mallory")]).await;
+    assert_eq!(denied.status(), 403);
+    let problem: Value = denied.json().await.unwrap();
+    assert_eq!(problem["list"], "deny");
+    let assignments = Call::Assignments {
+        limit: WireLimit::of(&per_user),
+        identifier: WireBytes::of(b"bob"),
+    };
+    assert_eq!(
+        admin(&stack, &assignments).await,
+        Answer::Assignments {
+            assignments: vec![("0 t pro".into(), None)]
+        }
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fail modes.
+
+const FAIL_CONFIG: &str = r#"
+metrics_path = "/__edgelimit/metrics"
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "open"
+path_prefix = "/open/"
+limits = [{ name = "open", policy = "fixed 3/1h", identifier = "header:x-user", fail = "open" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "closed"
+path_prefix = "/closed/"
+limits = [{ name = "closed", policy = "fixed 3/1h", identifier = "header:x-user", fail = "closed" }]
+
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "fallback"
+path_prefix = "/fallback/"
+limits = [{ name = "fallback", policy = "fixed 10/1h", identifier = "header:x-user", fail = "fallback 20%" }]
+"#;
+
+/// Stand-in objects: a Worker of its own whose `EdgeLimitState` never answers
+/// (`FAULT = "hang"`) or throws on every call.
+const FAULTY_OBJECTS: &str = r#"
+export class EdgeLimitState {
+  constructor(state, env) { this.fault = env.FAULT; }
+  async fetch() {
+    console.log(`edgelimit-faulty: a call (${this.fault})`);
+    if (this.fault === "hang") return new Promise(() => {});
+    throw new Error("edgelimit-faulty: this object fails every call");
+  }
+}
+export default { fetch() { return new Response("the faulty objects' Worker"); } };
+"#;
+
+/// The Worker with `config`, its objects the faulty ones (`fault`), no admin route.
+async fn start_on_faulty_objects(config: &str, fault: &str) -> (WranglerDev, Client) {
+    let origin = start_origin().await;
+    let vars = format!(
+        "[vars]\nORIGIN = \"http://{origin}\"\n\n[vars.EDGELIMIT_CONFIG]\n{config}\n\n{}",
+        durable_bindings().replace(
+            "class_name = \"EdgeLimitState\"\n",
+            "class_name = \"EdgeLimitState\"\nscript_name = \"edgelimit-faulty\"\n",
+        )
+    );
+    let faulty = format!(
+        "name = \"edgelimit-faulty\"\nmain = \"objects.mjs\"\ncompatibility_date = \"2026-11-01\"\n\
+         [vars]\nFAULT = \"{fault}\"\n\n{}",
+        durable_bindings().replace("EDGELIMIT_STATE", "STATE")
+    );
+    let worker = tokio::task::spawn_blocking(move || {
+        WranglerDev::start_beside(
+            &vars,
+            &[(
+                "faulty",
+                &[
+                    ("wrangler.toml", faulty.as_str()),
+                    ("objects.mjs", FAULTY_OBJECTS),
+                ],
+            )],
+        )
+    })
+    .await
+    .unwrap();
+    let http = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    (worker, http)
+}
+
+async fn get_status(
+    http: &Client,
+    worker: &WranglerDev,
+    path: &str,
+    user: &str,
+) -> reqwest::Response {
+    http.get(format!("{}{path}", worker.url()))
+        .header("x-user", user)
+        .send()
+        .await
+        .expect("the worker answers")
+}
+
+/// Open admits, closed answers 503, fallback decides at its share; the store errors are counted.
+async fn each_limit_follows_its_fail_mode(http: &Client, worker: &WranglerDev) {
+    for _ in 0..5 {
+        let r = get_status(http, worker, "/open/x", "u").await;
+        assert_eq!(r.status(), StatusCode::OK, "fail open admits");
+    }
+    let r = get_status(http, worker, "/closed/x", "u").await;
+    assert_eq!(
+        r.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "fail closed denies"
+    );
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    let problem: Value = r.json().await.unwrap();
+    assert_eq!(problem["reason"], "failed_closed");
+    let mut fallback = Vec::new();
+    for _ in 0..3 {
+        fallback.push(
+            get_status(http, worker, "/fallback/x", "u")
+                .await
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(fallback, [200, 200, 429], "fallback decides at 20% of 10");
+    let metrics = http
+        .get(format!("{}/__edgelimit/metrics", worker.url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let errors: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("edgelimit_store_errors_total "))
+        .and_then(|v| v.parse().ok())
+        .expect("store errors are exported");
+    assert!(errors > 0.0, "the store calls failed: {metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn objects_that_never_answer_are_cut_off_by_the_50ms_default_and_each_limit_fails_its_way() {
+    let (worker, http) = start_on_faulty_objects(FAIL_CONFIG, "hang").await;
+    // Warm the isolate first (its first request pays for instantiation).
+    let _ = get_status(&http, &worker, "/open/warm", "w").await;
+    let started = Instant::now();
+    let open = get_status(&http, &worker, "/open/x", "u").await;
+    let took = started.elapsed();
+    assert_eq!(open.status(), StatusCode::OK);
+    eprintln!("fail-open answer with objects that never answer took {took:?} (budget 50 ms)");
+    assert!(
+        took < Duration::from_secs(3),
+        "cut off by the budget: {took:?}"
+    );
+    each_limit_follows_its_fail_mode(&http, &worker).await;
+    assert!(
+        wait_for_log(&worker, "edgelimit-faulty: a call (hang)").await,
+        "the calls reached the objects that never answer:\n{}",
+        worker.logs()
+    );
+
+    // With no admin_path the route is absent: its path is an ordinary request (here no rule's,
+    // so forwarded to the origin), whatever token it carries.
+    let r = http
+        .post(format!("{}{ADMIN_PATH}", worker.url()))
+        .bearer_auth(ADMIN_TOKEN)
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let echoed: Value = r.json().await.unwrap();
+    assert_eq!(echoed["origin"], true, "{echoed}");
+    assert_eq!(echoed["method"], "POST");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn objects_that_fail_every_call_leave_each_limit_to_its_fail_mode() {
+    let config = format!("timeout_ms = 2000\n{FAIL_CONFIG}");
+    let (worker, http) = start_on_faulty_objects(&config, "throw").await;
+    each_limit_follows_its_fail_mode(&http, &worker).await;
+    assert!(
+        wait_for_log(&worker, "edgelimit-faulty: a call (throw)").await,
+        "the calls reached the failing objects:\n{}",
+        worker.logs()
+    );
+}
+
+#[test]
+fn durable_vars_are_what_the_root_wrangler_toml_binds() {
+    // The stack's objects are the deployment's: the same binding, class and migration.
+    let root =
+        std::fs::read_to_string(edgelimit_testkit::dir::repo_root().join("wrangler.toml")).unwrap();
+    for line in durable_bindings().lines().filter(|l| !l.is_empty()) {
+        assert!(root.contains(line), "`{line}` is not in wrangler.toml");
+    }
+    let vars = durable_vars("127.0.0.1:9".parse().unwrap(), "");
+    assert!(!vars.contains("UPSTASH"), "{vars}");
+}
