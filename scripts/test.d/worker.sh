@@ -39,6 +39,7 @@ cargo test --locked -p edgelimit-worker --test e2e_control -- --ignored --test-t
 
 echo "-- global limits: two regions and a home, never over the limit"
 cargo test --locked -p edgelimit-worker --test e2e_global -- --ignored --test-threads=1 --nocapture
+cargo test --locked -p edgelimit-worker --test e2e_global_latency -- --ignored --test-threads=1 --nocapture
 
 echo "-- sim replay predicts the Worker: its log lines replayed, request by request"
 cargo test --locked -p edgelimit-worker --test e2e_replay -- --ignored --nocapture
