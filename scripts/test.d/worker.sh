@@ -40,6 +40,7 @@ cargo test --locked -p edgelimit-worker --test e2e_control -- --ignored --test-t
 
 echo "-- global limits: two regions and a home, never over the limit"
 cargo test --locked -p edgelimit-worker --test e2e_global -- --ignored --test-threads=1 --nocapture
+cargo test --locked -p edgelimit-worker --test e2e_global_latency -- --ignored --test-threads=1 --nocapture
 
 echo "-- the Durable Object store's own: the differential, the admin route, placement, a restart, fail modes"
 cargo test --locked -p edgelimit-worker --test e2e_objects -- --ignored --test-threads=2 --nocapture

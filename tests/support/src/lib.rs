@@ -52,6 +52,7 @@
 )]
 
 pub mod cluster;
+pub mod delay_proxy;
 pub mod dir;
 pub mod edge;
 pub mod gateway;
@@ -69,6 +70,7 @@ pub mod wait;
 pub mod wrangler;
 
 pub use cluster::RedisCluster;
+pub use delay_proxy::DelayProxy;
 pub use gateway::GatewayServer;
 pub use redis::RedisServer;
 pub use resp::{command, Reply};

@@ -1,0 +1,548 @@
+//! End to end, global limits against one store at the home, side by side in one run
+//! (docs/design.md §9): three built Workers under `wrangler dev`, pinned to the regions `eu`,
+//! `us` and `ap`; each region's `redis-server` behind a gateway and a [`DelayProxy`] adding 1 ms
+//! each way, the home's behind one adding 40 ms each way.
+//!
+//! The same load runs twice, from all three Workers at once, on three shared identifiers under
+//! `fixed 40/5s` over four windows: in each window every region bursts at once just after the
+//! window starts (`us` hardest), then trickles. First with **one store** (no `global` section:
+//! every Worker decides at the home, today's single-store deployment), then with **leases**
+//! (the `global` section). Every response is recorded (send and answer time, region,
+//! identifier, status).
+//!
+//! - **The bound**: for every (identifier, window) the regions together admit at most the
+//!   limit. A request is placed in the fixed window (aligned to the epoch, as the library's
+//!   fixed window is) of its send time; the test checks every answer arrived in that same
+//!   window, so the Worker decided it there too.
+//! - **False denials**: what the exact single store admits on the recorded sequence (replayed in
+//!   send order through `edgelimit::MemoryStore` at the send times) less what was admitted,
+//!   summed over (identifier, window).
+//! - **The sim's prediction**: the leases run's requests written as a CSV trace with a `region`
+//!   column and replayed by the simulator (as a library) with the same configuration and
+//!   `--rtt home=40,local=1`; its prediction is the limit's `admitted_exact − admitted`, the same
+//!   count. **Tolerance, stated before running: |sim − measured| ≤ max(5, 50 % of measured).**
+//! - **The table**: per run, the latency the limiter adds (each answer's latency less the median
+//!   latency of requests through the same Worker that no rule limits), p50 and p99; the home's
+//!   script calls (Redis `INFO commandstats`) per request; admitted; false denied; the most
+//!   admitted in one (identifier, window) against the limit.
+//!
+//! Like `tests/e2e.rs` this needs the built Worker and wrangler, so it is `#[ignore]`d in a
+//! plain `cargo test`; `scripts/test.d/worker.sh` builds the Worker and runs it.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use edgelimit::{Check, Limit, Limiter, ManualClock, MemoryStore, Policy};
+use edgelimit_gateway::Gateway;
+use edgelimit_sim::config::{run_config, EdgeRunOptions, RegionOptions};
+use edgelimit_sim::input::Source;
+use edgelimit_sim::readers::{Format, ReadOptions, RequestOptions};
+use edgelimit_testkit::delay_proxy::DelayProxy;
+use edgelimit_testkit::dir::TempDir;
+use edgelimit_testkit::gateway;
+use edgelimit_testkit::origin::start_origin;
+use edgelimit_testkit::redis::RedisServer;
+use edgelimit_testkit::wrangler::WranglerDev;
+use reqwest::Client;
+
+const TOKEN: &str = "e2e-global-latency-token-0123";
+
+const REGIONS: [&str; 3] = ["eu", "us", "ap"];
+/// The regions' stores, then the home's.
+const STORES: [&str; 4] = ["EU", "US", "AP", "HOME"];
+const HOME: usize = 3;
+/// One way, between a Worker and its region's store, and between a Worker and the home.
+const LOCAL_MS: u64 = 1;
+const HOME_MS: u64 = 40;
+
+const LIMIT: u64 = 40;
+const WINDOW_MS: u64 = 5_000;
+const POLICY: &str = "fixed 40/5s";
+const STATIC_SHARE: &str = "50%";
+const IDENTIFIERS: [&str; 3] = ["ada", "bob", "cy"];
+const WINDOWS: u64 = 4;
+/// Each region's burst per identifier at a window's start (`eu`, `us`, `ap`): 36 of the 40.
+const BURST: [usize; 3] = [10, 20, 6];
+/// Then one request per region and identifier at each of these offsets into the window: 45
+/// asked for per identifier and window, more than the limit.
+const TRICKLE_MS: [u64; 3] = [1_500, 2_500, 3_500];
+/// A burst leaves this long after its window starts.
+const BURST_AT_MS: u64 = 100;
+
+/// A Redis, its gateway and the delay proxy in front, per region and for the home.
+struct Backends {
+    redis: Vec<RedisServer>,
+    _gateways: Vec<Gateway>,
+    proxies: Vec<DelayProxy>,
+}
+
+impl Backends {
+    async fn start() -> Backends {
+        let (mut redis, mut gateways, mut proxies) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, _) in STORES.iter().enumerate() {
+            let server = RedisServer::start();
+            let gw = gateway::start(&server, TOKEN).await;
+            let one_way = if i == HOME { HOME_MS } else { LOCAL_MS };
+            proxies.push(DelayProxy::start(gw.local_addr(), Duration::from_millis(one_way)).await);
+            redis.push(server);
+            gateways.push(gw);
+        }
+        Backends {
+            redis,
+            _gateways: gateways,
+            proxies,
+        }
+    }
+
+    /// Calls of the deciding scripts the home's Redis has run.
+    fn home_script_calls(&self) -> u64 {
+        let stats = self.redis[HOME]
+            .info("commandstats")
+            .expect("INFO commandstats");
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+}
+
+/// The rule and its limit, as the Worker's `EDGELIMIT_CONFIG` and the sim's configuration
+/// spell them (`prefix` `vars.EDGELIMIT_CONFIG.` or nothing).
+fn rules(prefix: &str) -> String {
+    format!(
+        r#"
+[[{prefix}rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [{{ name = "per-user", policy = "{POLICY}", identifier = "header:x-user" }}]
+"#
+    )
+}
+
+/// The `global` section (`pinned` to a region for a Worker; none for the sim, whose trace names
+/// each request's region).
+fn global(prefix: &str, pinned: Option<&str>) -> String {
+    let region = pinned
+        .map(|r| format!("region = \"{r}\"\n"))
+        .unwrap_or_default();
+    format!(
+        r#"
+[{prefix}global]
+home = {{ url_var = "HOME_URL", token_var = "HOME_TOKEN" }}
+{region}static_share = "{STATIC_SHARE}"
+regions = [
+  {{ name = "eu", url_var = "EU_URL", token_var = "EU_TOKEN", continents = ["EU"] }},
+  {{ name = "us", url_var = "US_URL", token_var = "US_TOKEN", continents = ["NA"] }},
+  {{ name = "ap", url_var = "AP_URL", token_var = "AP_TOKEN", continents = ["AS"] }},
+]
+"#
+    )
+}
+
+/// A Worker's `[vars]`: with leases, pinned to `region`; else one store, the home.
+fn vars(origin: SocketAddr, backends: &Backends, region: Option<&str>) -> String {
+    let mut vars = format!("[vars]\nORIGIN = \"http://{origin}\"\n");
+    let home = backends.proxies[HOME].url();
+    match region {
+        Some(region) => {
+            for (name, proxy) in STORES.iter().zip(&backends.proxies) {
+                vars.push_str(&format!(
+                    "{name}_URL = \"{}\"\n{name}_TOKEN = \"{TOKEN}\"\n",
+                    proxy.url()
+                ));
+            }
+            vars.push_str(
+                "\n[vars.EDGELIMIT_CONFIG]\nnamespace = \"latency-leases\"\ntimeout_ms = 3000\n",
+            );
+            vars.push_str(&global("vars.EDGELIMIT_CONFIG.", Some(region)));
+        }
+        None => {
+            vars.push_str(&format!(
+                "UPSTASH_REDIS_REST_URL = \"{home}\"\nUPSTASH_REDIS_REST_TOKEN = \"{TOKEN}\"\n"
+            ));
+            vars.push_str(
+                "\n[vars.EDGELIMIT_CONFIG]\nnamespace = \"latency-single\"\ntimeout_ms = 3000\n",
+            );
+        }
+    }
+    vars.push_str(&rules("vars.EDGELIMIT_CONFIG."));
+    vars
+}
+
+async fn start_workers(origin: SocketAddr, backends: &Backends, leases: bool) -> Vec<WranglerDev> {
+    let mut starting = Vec::new();
+    for region in REGIONS {
+        let vars = vars(origin, backends, leases.then_some(region));
+        starting.push(tokio::task::spawn_blocking(move || {
+            WranglerDev::start(&vars)
+        }));
+    }
+    let mut workers = Vec::new();
+    for worker in starting {
+        workers.push(worker.await.expect("wrangler dev starts"));
+    }
+    workers
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as u64
+}
+
+/// One answered request.
+#[derive(Debug, Clone)]
+struct Response {
+    sent_ms: u64,
+    answered_ms: u64,
+    region: usize,
+    identifier: &'static str,
+    status: u16,
+    latency_ms: f64,
+}
+
+impl Response {
+    fn window(&self) -> u64 {
+        self.sent_ms / WINDOW_MS
+    }
+}
+
+async fn send(http: Client, url: String, region: usize, identifier: &'static str) -> Response {
+    let sent_ms = now_ms();
+    let started = Instant::now();
+    let response = http
+        .get(&url)
+        .header("x-user", identifier)
+        .send()
+        .await
+        .expect("the worker answers");
+    let status = response.status().as_u16();
+    let _ = response.bytes().await;
+    Response {
+        sent_ms,
+        answered_ms: now_ms(),
+        region,
+        identifier,
+        status,
+        latency_ms: started.elapsed().as_secs_f64() * 1e3,
+    }
+}
+
+/// The median latency (ms) of `n` sequential requests through `worker` that no rule limits.
+async fn unlimited_median_ms(http: &Client, worker: &WranglerDev, n: usize) -> f64 {
+    let url = format!("{}/free/x", worker.url());
+    let mut latencies = Vec::new();
+    for _ in 0..n {
+        let started = Instant::now();
+        let response = http.get(&url).send().await.expect("the worker answers");
+        assert_eq!(response.status().as_u16(), 200);
+        let _ = response.bytes().await;
+        latencies.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    percentile(&mut latencies, 0.5)
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() as f64 * p).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+/// The load, from the three Workers at once: per window, every region's burst on every
+/// identifier just after the window starts, then the trickle. Starts at a window's start.
+async fn load(http: &Client, workers: &[WranglerDev]) -> Vec<Response> {
+    let first = now_ms() / WINDOW_MS + 1;
+    let mut tasks = Vec::new();
+    for w in 0..WINDOWS {
+        let start = (first + w) * WINDOW_MS;
+        let mut offsets = vec![(BURST_AT_MS, None)];
+        offsets.extend(TRICKLE_MS.iter().map(|&t| (t, Some(1))));
+        for (offset, count) in offsets {
+            let at = start + offset;
+            tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+            for (r, worker) in workers.iter().enumerate() {
+                let url = format!("{}/api/x", worker.url());
+                for identifier in IDENTIFIERS {
+                    for _ in 0..count.unwrap_or(BURST[r]) {
+                        tasks.push(tokio::spawn(send(http.clone(), url.clone(), r, identifier)));
+                    }
+                }
+            }
+        }
+    }
+    let mut responses = Vec::new();
+    for task in tasks {
+        responses.push(task.await.expect("a request"));
+    }
+    responses.sort_by_key(|r| r.sent_ms);
+    responses
+}
+
+/// The exact single store's admissions per (identifier, window) on the recorded sequence: each
+/// request in send order, decided at its send time.
+async fn exact(responses: &[Response]) -> BTreeMap<(&'static str, u64), u64> {
+    let clock = Arc::new(ManualClock::at(0));
+    let limiter = Limiter::new(MemoryStore::new())
+        .with_clock(clock.clone())
+        .without_metrics();
+    let limit = Arc::new(Limit::new(
+        "per-user",
+        POLICY.parse::<Policy>().expect("a policy"),
+    ));
+    let mut admitted = BTreeMap::new();
+    for r in responses {
+        clock.set(r.sent_ms);
+        let verdict = limiter
+            .check(&Check::single(limit.clone(), r.identifier, 1))
+            .await;
+        *admitted.entry((r.identifier, r.window())).or_insert(0) += u64::from(verdict.allowed);
+    }
+    admitted
+}
+
+/// What one run came to.
+struct Run {
+    name: &'static str,
+    requests: usize,
+    added_p50_ms: f64,
+    added_p99_ms: f64,
+    raw_p50_ms: f64,
+    raw_p99_ms: f64,
+    trickle_p50_ms: f64,
+    trickle_p99_ms: f64,
+    home_calls: u64,
+    admitted: u64,
+    false_denied: u64,
+    max_per_window: u64,
+    responses: Vec<Response>,
+}
+
+async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases: bool) -> Run {
+    let workers = start_workers(origin, backends, leases).await;
+    let http = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(64)
+        .build()
+        .expect("an HTTP client");
+    let mut unlimited = Vec::new();
+    for worker in &workers {
+        unlimited.push(unlimited_median_ms(&http, worker, 20).await);
+    }
+    let home_before = backends.home_script_calls();
+    let responses = load(&http, &workers).await;
+    let home_calls = backends.home_script_calls() - home_before;
+    drop(workers);
+
+    assert!(
+        responses.iter().all(|r| r.status == 200 || r.status == 429),
+        "{name}: unexpected statuses: {:?}",
+        responses.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    for r in &responses {
+        assert_eq!(
+            r.answered_ms / WINDOW_MS,
+            r.window(),
+            "{name}: a request sent at {} was answered at {}, in the next window",
+            r.sent_ms,
+            r.answered_ms
+        );
+    }
+    let mut per_window: BTreeMap<(&'static str, u64), u64> = BTreeMap::new();
+    for r in responses.iter().filter(|r| r.status == 200) {
+        *per_window.entry((r.identifier, r.window())).or_insert(0) += 1;
+    }
+    let exact = exact(&responses).await;
+    let false_denied = exact
+        .iter()
+        .map(|(key, &e)| e.saturating_sub(per_window.get(key).copied().unwrap_or(0)))
+        .sum();
+    let mut added: Vec<f64> = responses
+        .iter()
+        .map(|r| r.latency_ms - unlimited[r.region])
+        .collect();
+    let mut raw: Vec<f64> = responses.iter().map(|r| r.latency_ms).collect();
+    let mut trickle: Vec<f64> = responses
+        .iter()
+        .filter(|r| r.sent_ms % WINDOW_MS >= 1_000)
+        .map(|r| r.latency_ms - unlimited[r.region])
+        .collect();
+    Run {
+        name,
+        requests: responses.len(),
+        added_p50_ms: percentile(&mut added, 0.5),
+        added_p99_ms: percentile(&mut added, 0.99),
+        raw_p50_ms: percentile(&mut raw, 0.5),
+        raw_p99_ms: percentile(&mut raw, 0.99),
+        trickle_p50_ms: percentile(&mut trickle, 0.5),
+        trickle_p99_ms: percentile(&mut trickle, 0.99),
+        home_calls,
+        admitted: per_window.values().sum(),
+        false_denied,
+        max_per_window: per_window.values().copied().max().unwrap_or(0),
+        responses,
+    }
+}
+
+/// Per region, admitted of asked, in the bursts and in the trickles.
+fn by_region(responses: &[Response]) -> String {
+    let mut out = Vec::new();
+    for (r, region) in REGIONS.iter().enumerate() {
+        let mine = responses.iter().filter(|x| x.region == r);
+        let (mut burst, mut trickle) = ((0, 0), (0, 0));
+        for x in mine {
+            let slot = if x.sent_ms % WINDOW_MS < 1_000 {
+                &mut burst
+            } else {
+                &mut trickle
+            };
+            slot.1 += 1;
+            slot.0 += u64::from(x.status == 200);
+        }
+        out.push(format!(
+            "{region} burst {}/{}, trickle {}/{}",
+            burst.0, burst.1, trickle.0, trickle.1
+        ));
+    }
+    out.join("; ")
+}
+
+/// The simulator's replay of `responses` (their send times, regions and identifiers) under the
+/// leases configuration with `--rtt home=40,local=1`: the limit's `admitted_exact − admitted`,
+/// and its per-request `false_denied`.
+fn sim_prediction(responses: &[Response]) -> (u64, u64) {
+    let dir = TempDir::new("e2e-global-latency-sim");
+    let mut trace = String::from("timestamp_ms,path,header:x-user,region\n");
+    for r in responses {
+        trace.push_str(&format!(
+            "{},/api/x,{},{}\n",
+            r.sent_ms, r.identifier, REGIONS[r.region]
+        ));
+    }
+    dir.write("trace.csv", &trace);
+    dir.write(
+        "global.toml",
+        &format!(
+            "namespace = \"latency-leases\"\n{}{}",
+            global("", None),
+            rules("")
+        ),
+    );
+    let report = run_config(&EdgeRunOptions {
+        source: Source::File(dir.join("trace.csv")),
+        read: ReadOptions {
+            format: Some(Format::Csv),
+            strict: true,
+            ..ReadOptions::default()
+        },
+        request: RequestOptions::default(),
+        config: dir.join("global.toml"),
+        baseline: None,
+        overrides: None,
+        baseline_overrides: None,
+        outages: Vec::new(),
+        progress: false,
+        regions: RegionOptions {
+            assign: None,
+            rtt: Some(
+                format!("home={HOME_MS},local={LOCAL_MS}")
+                    .parse()
+                    .expect("an rtt spec"),
+            ),
+        },
+        decisions: None,
+    })
+    .expect("the sim replays the trace");
+    let global = report.global.expect("a global report");
+    let limit = &global.limits[0];
+    assert_eq!(limit.requests, responses.len() as u64);
+    (limit.admitted_exact - limit.admitted, limit.false_denied)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
+async fn leases_against_one_store_at_the_home_same_load_one_run() {
+    let started = Instant::now();
+    let backends = Backends::start().await;
+    let origin = start_origin().await;
+
+    let single = run("one store at the home", origin, &backends, false).await;
+    let leases = run("leases", origin, &backends, true).await;
+
+    eprintln!(
+        "\n{} requests per run, {} identifiers, {POLICY}, {WINDOWS} windows; one way: home {HOME_MS} ms, region {LOCAL_MS} ms",
+        leases.requests,
+        IDENTIFIERS.len()
+    );
+    eprintln!(
+        "{:<22} {:>8} {:>8} {:>15} {:>9} {:>13} {:>14}",
+        "run", "p50 ms", "p99 ms", "home trips/req", "admitted", "false denied", "max/window"
+    );
+    for run in [&single, &leases] {
+        eprintln!(
+            "{:<22} {:>8.1} {:>8.1} {:>15.2} {:>9} {:>13} {:>14}",
+            run.name,
+            run.added_p50_ms,
+            run.added_p99_ms,
+            run.home_calls as f64 / run.requests as f64,
+            run.admitted,
+            run.false_denied,
+            format!("{}/{LIMIT}", run.max_per_window),
+        );
+    }
+    eprintln!(
+        "(p50/p99: added latency, each answer's less its Worker's median unlimited request; raw p50/p99: {:.1}/{:.1} ms one store, {:.1}/{:.1} ms leases)",
+        single.raw_p50_ms, single.raw_p99_ms, leases.raw_p50_ms, leases.raw_p99_ms
+    );
+
+    for run in [&single, &leases] {
+        assert!(
+            run.max_per_window <= LIMIT,
+            "{}: {} admitted in one window, over the limit {LIMIT}",
+            run.name,
+            run.max_per_window
+        );
+    }
+    // The single store is the exact reference itself.
+    assert_eq!(
+        single.false_denied, 0,
+        "one store denied what it should admit"
+    );
+
+    eprintln!(
+        "(the trickles alone, 9 requests at a time: added p50/p99 {:.1}/{:.1} ms one store, {:.1}/{:.1} ms leases)",
+        single.trickle_p50_ms, single.trickle_p99_ms, leases.trickle_p50_ms, leases.trickle_p99_ms
+    );
+    for run in [&single, &leases] {
+        eprintln!("{}: {}", run.name, by_region(&run.responses));
+    }
+    let mut cells: BTreeMap<(&str, u64), [u64; 3]> = BTreeMap::new();
+    for r in leases.responses.iter().filter(|r| r.status == 200) {
+        cells.entry((r.identifier, r.window())).or_default()[r.region] += 1;
+    }
+    eprintln!("leases admitted per (identifier, window), eu/us/ap: {cells:?}");
+
+    let (predicted, predicted_per_request) = sim_prediction(&leases.responses);
+    let measured = leases.false_denied;
+    let tolerance = 5.max(measured / 2);
+    eprintln!(
+        "false denied under leases: measured {measured}, sim predicts {predicted} (per request: {predicted_per_request}); tolerance ±{tolerance}"
+    );
+    eprintln!("test ran {:.1} s", started.elapsed().as_secs_f64());
+    assert!(
+        predicted.abs_diff(measured) <= tolerance,
+        "sim predicted {predicted} false denials, measured {measured}: beyond ±{tolerance}"
+    );
+}
