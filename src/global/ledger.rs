@@ -38,6 +38,8 @@ struct Entry {
     pool_empty_until_ms: u64,
     /// Whether a refill is queued or under way.
     pending: bool,
+    /// Asks of the home under way for waiting requests.
+    asking: u32,
     seen_ms: u64,
 }
 
@@ -117,7 +119,11 @@ impl Ledger {
         true
     }
 
-    /// What to ask the home for a request that must have `need` units now.
+    /// What to ask the home for a request that must have `need` units now, counting the ask
+    /// as under way until [`Ledger::asked`]: a refill's worth for the first, only `need` while
+    /// another ask or a refill is under way — a burst of waiting requests must not each take a
+    /// region's fair share of the pool, stranding in one region's lease what other regions'
+    /// requests need.
     pub fn want_now(
         &mut self,
         key: (&Arc<str>, &Identifier),
@@ -126,7 +132,20 @@ impl Ledger {
         sizing: &Sizing,
     ) -> u64 {
         let entry = self.entry(key, now_ms, sizing);
-        sizing.want(entry, now_ms, need)
+        let busy = entry.asking > 0 || entry.pending;
+        entry.asking += 1;
+        if busy {
+            need
+        } else {
+            sizing.want(entry, now_ms, need)
+        }
+    }
+
+    /// Notes that an ask [`Ledger::want_now`] sized has been answered (or failed).
+    pub fn asked(&mut self, key: (&Arc<str>, &Identifier)) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.asking = entry.asking.saturating_sub(1);
+        }
     }
 
     /// Notes that the pool could not grant a request's need until `until_ms` (the pool's own
@@ -190,6 +209,7 @@ impl Ledger {
     pub fn forget_idle(&mut self, now_ms: u64, idle_ms: u64) {
         self.entries.retain(|_, e| {
             e.pending
+                || e.asking > 0
                 || e.lease_until_ms > now_ms
                 || e.pool_empty_until_ms > now_ms
                 || now_ms.saturating_sub(e.seen_ms) < idle_ms
@@ -263,12 +283,44 @@ mod tests {
         for t in 0..50 {
             ledger.note_admitted((&name, &id), 1, 100, false, t, &SIZING);
         }
-        assert_eq!(ledger.want_now((&name, &id), 1, 50, &SIZING), 20);
+        let mut ask = |need| {
+            let want = ledger.want_now((&name, &id), need, 50, &SIZING);
+            ledger.asked((&name, &id));
+            want
+        };
+        assert_eq!(ask(1), 20);
         ledger.note_pool((&name, &id), 9);
-        assert_eq!(ledger.want_now((&name, &id), 1, 50, &SIZING), 3);
-        assert_eq!(ledger.want_now((&name, &id), 5, 50, &SIZING), 5);
+        let mut ask = |need| {
+            let want = ledger.want_now((&name, &id), need, 50, &SIZING);
+            ledger.asked((&name, &id));
+            want
+        };
+        assert_eq!(ask(1), 3);
+        assert_eq!(ask(5), 5);
         ledger.note_pool((&name, &id), 0);
         assert_eq!(ledger.want_now((&name, &id), 1, 50, &SIZING), 1);
+    }
+
+    #[test]
+    fn a_burst_of_waiting_requests_asks_one_refill_then_only_what_each_needs() {
+        let (name, id) = key();
+        let mut ledger = Ledger::default();
+        for t in 0..50 {
+            ledger.note_admitted((&name, &id), 1, 100, false, t, &SIZING);
+        }
+        let first = ledger.want_now((&name, &id), 1, 50, &SIZING);
+        let others: Vec<u64> = (0..3)
+            .map(|_| ledger.want_now((&name, &id), 2, 50, &SIZING))
+            .collect();
+        assert_eq!((first, others), (20, vec![2, 2, 2]));
+        for _ in 0..4 {
+            ledger.asked((&name, &id));
+        }
+        assert_eq!(
+            ledger.want_now((&name, &id), 1, 50, &SIZING),
+            20,
+            "none under way"
+        );
     }
 
     #[test]

@@ -410,7 +410,14 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 ask.want = ledger.want_now(key, ask.need, now_ms, &self.sizing(ask.limit));
             }
         }
-        let Ok(grants) = self.ask_home(&asks, now_ms).await else {
+        let answered = self.ask_home(&asks, now_ms).await;
+        {
+            let mut ledger = self.ledger();
+            for ask in &asks {
+                ledger.asked((&ask.limit.whole.name, &ask.identifier));
+            }
+        }
+        let Ok(grants) = answered else {
             // A home that cannot be reached is not asked again for these identifiers for a
             // horizon: their requests are decided by the region's share meanwhile, without
             // paying a failed round trip each.
