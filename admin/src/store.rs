@@ -11,6 +11,8 @@ use edgelimit_worker::config::{ShardConfig, StoreKind, ADMIN_TOKEN_VAR};
 use edgelimit_worker::Config;
 
 use crate::error::AdminError;
+use edgelimit_worker::durable::calls::Calls;
+
 use crate::worker::{AdminRoute, Token};
 
 /// A store named on the command line (or in the environment).
@@ -332,7 +334,7 @@ impl StoreUrl {
                 )
             }
             StoreUrl::Worker { url, token } => {
-                Box::new(AdminRoute::new(url.clone(), token.clone(), timeout))
+                Box::new(Calls(AdminRoute::new(url.clone(), token.clone(), timeout)))
             }
         })
     }

@@ -8,14 +8,10 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use edgelimit::control::list::ListEntry;
-use edgelimit::control::{Assignment, AssignmentKind};
-use edgelimit::{Check, Control, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
+use edgelimit::StoreError;
 use edgelimit_worker::config::ADMIN_TOKEN_VAR;
-use edgelimit_worker::durable::wire::{
-    assignment_of, assignment_text, check_call, error_of, Answer, Call, WireBytes, WireLimit,
-    WireVerdict,
-};
+use edgelimit_worker::durable::calls::SendCall;
+use edgelimit_worker::durable::wire::{error_of, Answer, Call};
 
 /// The admin route's bearer token: kept out of `Debug`, so no message or log can show it.
 #[derive(Clone, PartialEq, Eq)]
@@ -185,150 +181,10 @@ fn excerpt(text: &str) -> String {
     }
 }
 
-fn unexpected(answer: Answer) -> StoreError {
-    StoreError::Protocol(format!("an answer to another call: {answer:?}"))
-}
-
-fn wire(limit: &Limit, identifier: &Identifier) -> (WireLimit, WireBytes) {
-    (WireLimit::of(limit), WireBytes::of(identifier.as_bytes()))
-}
-
 #[async_trait]
-impl Store for AdminRoute {
-    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        match self.call(&check_call(checks, time)).await? {
-            Answer::Verdicts { verdicts } if verdicts.len() == checks.len() => {
-                Ok(verdicts.into_iter().map(WireVerdict::verdict).collect())
-            }
-            other => Err(unexpected(other)),
-        }
-    }
-}
-
-#[async_trait]
-impl Control for AdminRoute {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let (limit, identifier) = wire(limit, identifier);
-        let call = Call::Assign {
-            limit,
-            identifier,
-            assignment: assignment.map(|a| assignment_text(a, until_ms)),
-            until_ms,
-        };
-        match self.call(&call).await? {
-            Answer::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        let (limit, identifier) = wire(limit, identifier);
-        let call = Call::ClearAssignment {
-            limit,
-            identifier,
-            kind: kind.letter().to_string(),
-        };
-        match self.call(&call).await? {
-            Answer::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        let (limit, identifier) = wire(limit, identifier);
-        match self.call(&Call::Assignments { limit, identifier }).await? {
-            Answer::Assignments { assignments } => assignments
-                .iter()
-                .map(|(text, _)| assignment_of(text))
-                .collect(),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let call = Call::ListAdd {
-            list: list.to_string(),
-            entry: entry.member(),
-            until_ms,
-            now_ms,
-        };
-        match self.call(&call).await? {
-            Answer::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        let call = Call::ListRemove {
-            list: list.to_string(),
-            entry: entry.member(),
-        };
-        match self.call(&call).await? {
-            Answer::Existed { existed } => Ok(existed),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        let call = Call::ListEntries {
-            list: list.to_string(),
-            now_ms,
-        };
-        match self.call(&call).await? {
-            Answer::Entries { entries } => Ok(entries),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let (limit, identifier) = wire(limit, identifier);
-        let call = Call::Peek {
-            limit,
-            identifier,
-            at_ms: time.at_ms(),
-        };
-        match self.call(&call).await? {
-            Answer::Verdict { verdict } => Ok(verdict.verdict()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        let (limit, identifier) = wire(limit, identifier);
-        match self.call(&Call::Reset { limit, identifier }).await? {
-            Answer::Existed { existed } => Ok(existed),
-            other => Err(unexpected(other)),
-        }
+impl SendCall for AdminRoute {
+    async fn call(&self, call: &Call) -> Result<Answer, StoreError> {
+        AdminRoute::call(self, call).await
     }
 }
 

@@ -20,6 +20,7 @@ use edgelimit_testkit::edge::{durable_vars, ADMIN_PATH, ADMIN_TOKEN};
 use edgelimit_testkit::net::{free_port, SilentServer};
 use edgelimit_testkit::origin::start_origin;
 use edgelimit_testkit::{task, WranglerDev};
+use edgelimit_worker::durable::calls::Calls;
 
 const TOKEN_VAR: &str = "EDGELIMIT_ADMIN_TOKEN";
 
@@ -44,11 +45,11 @@ fn with_backend(body: fn(&Backend<'_>)) {
     let origin = rt.block_on(start_origin());
     let config = worker_config();
     let worker = start_worker(&config, origin);
-    let store = AdminRoute::new(
+    let store = Calls(AdminRoute::new(
         format!("{}{ADMIN_PATH}", worker.url()),
         Token::new(ADMIN_TOKEN),
         Duration::from_secs(30),
-    );
+    ));
     body(&Backend {
         admin: Admin::worker(&worker.url(), &config).with_env(TOKEN_VAR, ADMIN_TOKEN),
         store: Box::new(store),

@@ -1,5 +1,5 @@
-//! The Worker's side of its Durable Objects (wasm32 only): [`ObjectShard`], one object as a
-//! `Store` and `Control` (a [`Call`] sent to it, its [`Answer`] read back), and
+//! The Worker's side of its Durable Objects (wasm32 only): [`ObjectStub`], how a [`Call`] reaches
+//! one object and its [`Answer`] comes back ([`ObjectShard`]: the object as a store), and
 //! [`object_store`], the objects of the namespace as one store — identifiers spread over them by
 //! rendezvous hashing, every limit of an identifier in one object, a check split over objects
 //! decided all or nothing with compensating refunds (`ShardedStore`).
@@ -7,17 +7,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use edgelimit::control::list::ListEntry;
-use edgelimit::control::{Assignment, AssignmentKind};
 use edgelimit::store::{Shard, ShardedStore};
-use edgelimit::{Check, Control, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
+use edgelimit::StoreError;
 use futures_util::future::{select, Either};
 use worker::{Delay, Method, ObjectNamespace, Request, RequestInit};
 
-use super::wire::{
-    assignment_of, assignment_text, check_call, error_of, Answer, Call, WireBytes, WireLimit,
-    WireVerdict,
-};
+use super::calls::{Calls, SendCall};
+use super::wire::{error_of, Answer, Call};
 
 /// The objects' names: `edgelimit-0` … `edgelimit-<n-1>`.
 pub fn object_name(index: u32) -> String {
@@ -35,11 +31,11 @@ pub fn object_store(
             let name = object_name(i);
             Shard::new(
                 name.clone(),
-                ObjectShard {
+                Calls(ObjectStub {
                     namespace: namespace.clone(),
                     name,
                     timeout,
-                },
+                }),
             )
         })
         .collect();
@@ -47,14 +43,18 @@ pub fn object_store(
 }
 
 /// One Durable Object as a store.
+pub type ObjectShard = Calls<ObjectStub>;
+
+/// One Durable Object, reached through its stub.
 #[derive(Debug)]
-pub struct ObjectShard {
+pub struct ObjectStub {
     namespace: ObjectNamespace,
     name: String,
     timeout: Duration,
 }
 
-impl ObjectShard {
+#[async_trait(?Send)]
+impl SendCall for ObjectStub {
     /// Sends `call` to the object and reads its answer, within the timeout.
     async fn call(&self, call: &Call) -> Result<Answer, StoreError> {
         let unreachable = |e: worker::Error| StoreError::Unreachable(format!("{}: {e}", self.name));
@@ -91,153 +91,6 @@ impl ObjectShard {
                 invalid_input,
             } => Err(error_of(message, invalid_input)),
             answer => Ok(answer),
-        }
-    }
-}
-
-fn unexpected(answer: Answer) -> StoreError {
-    StoreError::Protocol(format!("unexpected answer {answer:?}"))
-}
-
-fn limit_call(limit: &Limit, identifier: &Identifier) -> (WireLimit, WireBytes) {
-    (WireLimit::of(limit), WireBytes::of(identifier.as_bytes()))
-}
-
-#[async_trait(?Send)]
-impl Store for ObjectShard {
-    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        match self.call(&check_call(checks, time)).await? {
-            Answer::Verdicts { verdicts } if verdicts.len() == checks.len() => {
-                Ok(verdicts.into_iter().map(WireVerdict::verdict).collect())
-            }
-            other => Err(unexpected(other)),
-        }
-    }
-}
-
-#[async_trait(?Send)]
-impl Control for ObjectShard {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let (limit, identifier) = limit_call(limit, identifier);
-        let call = Call::Assign {
-            limit,
-            identifier,
-            assignment: assignment.map(|a| assignment_text(a, until_ms)),
-            until_ms,
-        };
-        match self.call(&call).await? {
-            Answer::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        let (limit, identifier) = limit_call(limit, identifier);
-        let call = Call::ClearAssignment {
-            limit,
-            identifier,
-            kind: kind.letter().to_string(),
-        };
-        match self.call(&call).await? {
-            Answer::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        let (limit, identifier) = limit_call(limit, identifier);
-        match self.call(&Call::Assignments { limit, identifier }).await? {
-            Answer::Assignments { assignments } => assignments
-                .iter()
-                .map(|(text, _)| assignment_of(text))
-                .collect(),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let call = Call::ListAdd {
-            list: list.to_string(),
-            entry: entry.member(),
-            until_ms,
-            now_ms,
-        };
-        match self.call(&call).await? {
-            Answer::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        let call = Call::ListRemove {
-            list: list.to_string(),
-            entry: entry.member(),
-        };
-        match self.call(&call).await? {
-            Answer::Existed { existed } => Ok(existed),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        let call = Call::ListEntries {
-            list: list.to_string(),
-            now_ms,
-        };
-        match self.call(&call).await? {
-            Answer::Entries { entries } => Ok(entries),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let (limit, identifier) = limit_call(limit, identifier);
-        let call = Call::Peek {
-            limit,
-            identifier,
-            at_ms: time.at_ms(),
-        };
-        match self.call(&call).await? {
-            Answer::Verdict { verdict } => Ok(verdict.verdict()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        let (limit, identifier) = limit_call(limit, identifier);
-        match self.call(&Call::Reset { limit, identifier }).await? {
-            Answer::Existed { existed } => Ok(existed),
-            other => Err(unexpected(other)),
         }
     }
 }
