@@ -5,8 +5,8 @@
 //! (`decode_pipeline`) and the EVALSHA/EVAL sequence (`run_scripts`).
 
 use async_trait::async_trait;
-use edgelimit::script::{control, CheckPlan, Invocation, Reply, Topology};
-use edgelimit::store::{decode_pipeline, run_scripts, LoadedScripts};
+use edgelimit::script::{control, Invocation, Reply};
+use edgelimit::store::{check_by_scripts, decode_pipeline, run_scripts, LoadedScripts};
 use edgelimit::{Check, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
@@ -210,19 +210,13 @@ fn describe(e: &JsValue) -> String {
 #[async_trait(?Send)]
 impl Store for FetchStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        let plans = checks
-            .iter()
-            .map(|c| CheckPlan::controlled(c, &self.namespace, time, Topology::SingleNode))
-            .collect::<Result<Vec<_>, _>>()?;
-        let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
-        let idempotent = checks.iter().all(Check::is_idempotent);
-        let mut replies = self.run(&invocations, idempotent).await?.into_iter();
-        plans
-            .iter()
-            .map(|plan| {
-                let mine: Vec<Reply> = replies.by_ref().take(plan.invocations().len()).collect();
-                plan.verdict(&mine)
-            })
-            .collect()
+        check_by_scripts(
+            |body, n| self.post(body, n),
+            checks,
+            time,
+            &self.namespace,
+            &self.loaded,
+        )
+        .await
     }
 }

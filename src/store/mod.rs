@@ -39,6 +39,6 @@ pub use saved::Saved;
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{Control, MaybeSendSync, Store};
 pub use upstash::{
-    decode_pipeline, eval_pipeline_body, evalsha_pipeline_body, plain_pipeline_body,
-    post_resent_if, run_scripts, LoadedScripts, REST_TOKEN_VAR, REST_URL_VAR,
+    check_by_scripts, decode_pipeline, eval_pipeline_body, evalsha_pipeline_body,
+    plain_pipeline_body, post_resent_if, run_scripts, LoadedScripts, REST_TOKEN_VAR, REST_URL_VAR,
 };

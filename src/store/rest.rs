@@ -17,13 +17,13 @@ use super::error::StoreError;
 use super::key::{control_key, DEFAULT_NAMESPACE};
 use super::traits::{Control, Store};
 use super::upstash::{
-    decode_pipeline, plain_pipeline_body, post_resent_if, run_scripts, LoadedScripts,
-    REST_TOKEN_VAR, REST_URL_VAR,
+    check_by_scripts, decode_pipeline, plain_pipeline_body, post_resent_if, run_scripts,
+    LoadedScripts, REST_TOKEN_VAR, REST_URL_VAR,
 };
 use crate::control::assignment::{assign_command, read_assignments};
 use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
-use crate::script::{control, CheckPlan, Invocation, Reply, Topology};
+use crate::script::{control, Invocation, Reply};
 
 /// A [`Store`] speaking the Upstash REST protocol (Upstash, or `edgelimit-gateway` in front of
 /// any Redis). A `/pipeline` whose answer is lost (the connection dropped, the time ran out) is
@@ -231,22 +231,14 @@ impl RestStore {
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl Store for RestStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        let plans = checks
-            .iter()
-            .map(|c| CheckPlan::controlled(c, &self.namespace, time, Topology::SingleNode))
-            .collect::<Result<Vec<_>, _>>()?;
-        let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
-        // A pipeline may have run with its answer lost: it is sent again only when a repeat
-        // charges nothing twice (every item remembered under a request id, or a look).
-        let idempotent = checks.iter().all(Check::is_idempotent);
-        let mut replies = self.run(&invocations, idempotent).await?.into_iter();
-        plans
-            .iter()
-            .map(|plan| {
-                let mine: Vec<Reply> = replies.by_ref().take(plan.invocations().len()).collect();
-                plan.verdict(&mine)
-            })
-            .collect()
+        check_by_scripts(
+            |body, n| self.pipeline(body, n),
+            checks,
+            time,
+            &self.namespace,
+            &self.loaded,
+        )
+        .await
     }
 }
 

@@ -8,8 +8,9 @@ use std::future::Future;
 use base64::Engine as _;
 use serde_json::Value as Json;
 
+use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
-use crate::script::{is_noscript, Invocation, Reply};
+use crate::script::{is_noscript, CheckPlan, Invocation, Reply, Topology};
 
 /// The environment variable holding the REST URL (Upstash's own name).
 pub const REST_URL_VAR: &str = "UPSTASH_REDIS_REST_URL";
@@ -353,6 +354,39 @@ where
         }
     }
     Ok(replies)
+}
+
+/// Decides `checks` as [`super::RestStore`] does, over any transport: each planned for one node
+/// under `namespace` (assignments read by the scripts), their calls run by [`run_scripts`] in one
+/// `/pipeline` (resent after a lost answer only when every check is idempotent: a repeat then
+/// charges nothing twice), one verdict per check.
+pub async fn check_by_scripts<P, F>(
+    post: P,
+    checks: &[Check],
+    time: TimeSource,
+    namespace: &str,
+    loaded: &LoadedScripts,
+) -> Result<Vec<Verdict>, StoreError>
+where
+    P: Fn(Vec<u8>, usize) -> F,
+    F: Future<Output = Result<Vec<Reply>, StoreError>>,
+{
+    let plans = checks
+        .iter()
+        .map(|c| CheckPlan::controlled(c, namespace, time, Topology::SingleNode))
+        .collect::<Result<Vec<_>, _>>()?;
+    let invocations: Vec<&Invocation> = plans.iter().flat_map(|p| p.invocations()).collect();
+    let idempotent = checks.iter().all(Check::is_idempotent);
+    let mut replies = run_scripts(post, &invocations, idempotent, loaded)
+        .await?
+        .into_iter();
+    plans
+        .iter()
+        .map(|plan| {
+            let mine: Vec<Reply> = replies.by_ref().take(plan.invocations().len()).collect();
+            plan.verdict(&mine)
+        })
+        .collect()
 }
 
 /// `post(body, commands)`, sent once more after a transient failure when `idempotent` (a lost
