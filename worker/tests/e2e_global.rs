@@ -57,25 +57,6 @@ impl Backends {
     fn home(&mut self) -> &mut RedisServer {
         &mut self.redis[3]
     }
-
-    /// Calls of the deciding scripts the store at `index` has run.
-    fn script_calls(&self, index: usize) -> u64 {
-        let stats = self.redis[index]
-            .info("commandstats")
-            .expect("INFO commandstats");
-        stats
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
-    }
 }
 
 /// The `[vars]` of a Worker pinned to `region`, the per-user limit `policy` global across
@@ -201,7 +182,7 @@ async fn two_regions_bursting_together_never_admit_more_than_the_limit() {
     assert_eq!(backends.redis[3].keys("*per-user:ada}:fixed").len(), 1);
     // Even a cold burst of 32 concurrent clients past the limit reaches the home less than
     // once a request: refills go ahead of need, and a pool known empty is not asked again.
-    let home_calls = backends.script_calls(3);
+    let home_calls = backends.redis[3].script_calls();
     eprintln!("home: {home_calls} script calls for 120 requests");
     assert!(
         home_calls > 0 && home_calls < 120,

@@ -103,21 +103,7 @@ impl Backends {
 
     /// Calls of the deciding scripts the home's Redis has run.
     fn home_script_calls(&self) -> u64 {
-        let stats = self.redis[HOME]
-            .info("commandstats")
-            .expect("INFO commandstats");
-        stats
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
+        self.redis[HOME].script_calls()
     }
 }
 

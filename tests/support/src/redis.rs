@@ -109,6 +109,24 @@ impl RedisServer {
         self.command(&["INFO", section]).ok()?.text()
     }
 
+    /// How many calls of scripts (`EVALSHA` and `EVAL`) the server has run, by `INFO
+    /// commandstats`. Panics when the server does not answer.
+    pub fn script_calls(&self) -> u64 {
+        let stats = self.info("commandstats").expect("INFO commandstats");
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     /// One `name:value` field of `INFO section`, parsed; `None` when the server does not answer,
     /// or the field is missing or not a `T`.
     pub fn info_field<T: FromStr>(&self, section: &str, name: &str) -> Option<T> {
