@@ -246,11 +246,11 @@ impl Isolate {
     /// colo, else continent, else the first region), else the one.
     fn edge_for(&self, view: &View) -> usize {
         match &self.edges[0].config().global {
-            Some(global) if self.edges.len() > 1 => global.region_of(
+            Some(global) => global.region_of(
                 view.cf_text("continent").as_deref(),
                 view.cf_text("colo").as_deref(),
             ),
-            _ => 0,
+            None => 0,
         }
     }
 
