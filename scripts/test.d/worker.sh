@@ -45,5 +45,8 @@ cargo test --locked -p edgelimit-worker --test e2e_global_latency -- --ignored -
 echo "-- the Durable Object store's own: the differential, the admin route, placement, a restart, fail modes"
 cargo test --locked -p edgelimit-worker --test e2e_objects -- --ignored --test-threads=2 --nocapture
 
+echo "-- edgelimit-admin --worker: every command through the Worker's admin route"
+cargo test --locked -p edgelimit-admin --test worker -- --ignored --test-threads=2
+
 echo "-- sim replay predicts the Worker: its log lines replayed, request by request"
 cargo test --locked -p edgelimit-worker --test e2e_replay -- --ignored --nocapture
