@@ -36,7 +36,7 @@ struct Entry {
     /// Until when the pool is known to hold less than a request the region needed (epoch ms):
     /// till then a denied request does not wait for the home.
     pool_empty_until_ms: u64,
-    /// Whether a refill is queued or under way.
+    /// Whether a refill is queued or under way: only its own answer ends it.
     pending: bool,
     /// Asks of the home under way for waiting requests.
     asking: u32,
@@ -106,7 +106,9 @@ impl Ledger {
             left.saturating_add(lease)
         };
         let want = sizing.want(entry, now_ms, 0);
-        if entry.pending || available.saturating_mul(2) >= want {
+        // One ask of the home ahead of need at a time, and none beside a waiting request's:
+        // a refill sent while others are out strands what they bring in the region's lease.
+        if entry.pending || entry.asking > 0 || available.saturating_mul(2) >= want {
             return false;
         }
         entry.pending = true;
@@ -162,6 +164,13 @@ impl Ledger {
         (entry.pool_empty_until_ms > now_ms).then_some(entry.pool_empty_until_ms)
     }
 
+    /// Whether a refill is queued or under way: what it brings may admit the next request.
+    pub fn refilling(&self, key: (&Arc<str>, &Identifier)) -> bool {
+        self.entries
+            .get(&(key.0.clone(), key.1.clone()))
+            .is_some_and(|e| e.pending)
+    }
+
     /// The units the region's lease held at its last report, if it is still live at `now_ms`.
     pub fn lease_balance(&self, key: (&Arc<str>, &Identifier), now_ms: u64) -> u64 {
         self.entries
@@ -177,18 +186,16 @@ impl Ledger {
         }
     }
 
-    /// Notes a lease the region's store now holds after a credit, and that the refill for it (if
-    /// any) is over.
+    /// Notes a lease the region's store now holds after a credit.
     pub fn note_lease(&mut self, key: (&Arc<str>, &Identifier), balance: u64, until_ms: u64) {
         if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
             entry.balance = balance;
             entry.lease_until_ms = until_ms;
-            entry.pending = false;
         }
     }
 
-    /// Marks the refill of `key` over without a lease (the home denied it or was not reached).
-    pub fn refill_failed(&mut self, key: (&Arc<str>, &Identifier)) {
+    /// Marks the refill of `key` over: the home answered it (granted or not) or was not reached.
+    pub fn refill_done(&mut self, key: (&Arc<str>, &Identifier)) {
         if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
             entry.pending = false;
         }
@@ -270,10 +277,13 @@ mod tests {
         let refills = ledger.take_refills();
         assert_eq!(refills.len(), 1);
         assert_eq!(refills[0].want, 10);
-        // Queued once until the lease lands.
+        // Queued once until the refill is answered, whatever lands in the lease meanwhile.
         assert!(!ledger.note_admitted((&name, &id), 1, 0, false, 10, &SIZING));
+        ledger.note_lease((&name, &id), 1, 1_000);
+        assert!(!ledger.note_admitted((&name, &id), 1, 0, true, 11, &SIZING));
+        ledger.refill_done((&name, &id));
         ledger.note_lease((&name, &id), 10, 1_000);
-        assert!(!ledger.note_admitted((&name, &id), 1, 0, false, 11, &SIZING));
+        assert!(!ledger.note_admitted((&name, &id), 1, 9, true, 12, &SIZING));
     }
 
     #[test]
@@ -313,6 +323,9 @@ mod tests {
             .map(|_| ledger.want_now((&name, &id), 2, 50, &SIZING))
             .collect();
         assert_eq!((first, others), (20, vec![2, 2, 2]));
+        // What the asks bring is spent; no refill goes out beside them.
+        ledger.note_lease((&name, &id), 0, 1_000);
+        assert!(!ledger.note_admitted((&name, &id), 1, 0, true, 51, &SIZING));
         for _ in 0..4 {
             ledger.asked((&name, &id));
         }

@@ -18,4 +18,4 @@ mod tests;
 pub use ledger::Refill;
 pub use limits::{GlobalLimitError, RegionalLimit, RegionalLimits};
 pub use split::{is_global, Split, SplitError, MILLION};
-pub use store::{GlobalStats, GlobalStore, MIN_REFILL_HORIZON_MS};
+pub use store::{GlobalStats, GlobalStore, Granted, MIN_REFILL_HORIZON_MS};

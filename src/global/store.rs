@@ -71,6 +71,17 @@ fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
 }
 
+/// Leases the home granted for refills, not yet credited to the region's store (see
+/// [`GlobalStore::ask_refills`]).
+#[derive(Debug, Default)]
+pub struct Granted {
+    asked_ms: u64,
+    /// Every refill asked for: (limit, identifier).
+    refills: Vec<(Arc<str>, Identifier)>,
+    /// What was granted: (limit, identifier, units, lease end).
+    grants: Vec<(Arc<str>, Identifier, u64, u64)>,
+}
+
 /// One ask of the home: units of a global limit's pool for an identifier.
 struct Ask<'a> {
     limit: &'a RegionalLimit,
@@ -163,10 +174,16 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     /// refill the home denies is dropped (the pool is nearly empty: a request needing units
     /// then waits for the home instead).
     pub async fn refill(&self, now_ms: u64) -> Result<(), StoreError> {
+        let granted = self.ask_refills(now_ms).await?;
+        self.credit_refills(granted).await
+    }
+
+    /// The first half of [`GlobalStore::refill`]: asks the home for the refills queued so far
+    /// (one round trip), returning what it granted, to be credited to the region's store by
+    /// [`GlobalStore::credit_refills`]. Split for a replay, whose home decides a refill when it
+    /// arrives there and whose region holds the lease only a round trip after it was asked for.
+    pub async fn ask_refills(&self, now_ms: u64) -> Result<Granted, StoreError> {
         let refills = self.ledger().take_refills();
-        if refills.is_empty() {
-            return Ok(());
-        }
         let asks: Vec<Ask<'_>> = refills
             .into_iter()
             .filter_map(
@@ -187,20 +204,72 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 },
             )
             .collect();
-        let grants = match self.ask_home(&asks, now_ms).await {
-            Ok(grants) => grants,
+        let keys: Vec<(Arc<str>, Identifier)> = asks
+            .iter()
+            .map(|a| (a.limit.whole.name.clone(), a.identifier.clone()))
+            .collect();
+        if asks.is_empty() {
+            return Ok(Granted {
+                asked_ms: now_ms,
+                ..Granted::default()
+            });
+        }
+        match self.ask_home(&asks, now_ms).await {
+            Ok(grants) => Ok(Granted {
+                asked_ms: now_ms,
+                refills: keys,
+                grants: grants
+                    .into_iter()
+                    .map(|g| {
+                        (
+                            g.limit.whole.name.clone(),
+                            g.identifier,
+                            g.units,
+                            g.until_ms,
+                        )
+                    })
+                    .collect(),
+            }),
             Err(e) => {
                 let mut ledger = self.ledger();
-                for ask in &asks {
-                    ledger.refill_failed((&ask.limit.whole.name, &ask.identifier));
+                for (name, identifier) in &keys {
+                    ledger.refill_done((name, identifier));
                 }
-                return Err(e);
+                Err(e)
             }
+        }
+    }
+
+    /// The second half of [`GlobalStore::refill`]: credits what the home `granted` to the
+    /// region's leases (one round trip), at the time it was asked for.
+    pub async fn credit_refills(&self, granted: Granted) -> Result<(), StoreError> {
+        let now_ms = granted.asked_ms;
+        let grants: Vec<Grant<'_>> = granted
+            .grants
+            .into_iter()
+            .filter_map(|(name, identifier, units, until_ms)| {
+                Some(Grant {
+                    limit: self.limits.get(&name)?,
+                    identifier,
+                    units,
+                    until_ms,
+                })
+            })
+            .collect();
+        let result = if grants.is_empty() {
+            Ok(Vec::new())
+        } else {
+            let credits: Vec<Check> = grants.iter().map(credit_check).collect();
+            self.region.check(&credits, TimeSource::At(now_ms)).await
         };
-        let credits: Vec<Check> = grants.iter().map(credit_check).collect();
-        let result = self.region.check(&credits, TimeSource::At(now_ms)).await;
-        self.note_credits(&asks, &grants, result.as_deref().ok());
-        self.ledger().forget_idle(now_ms, 4 * self.horizon_ms());
+        self.note_credits(&grants, result.as_deref().ok());
+        let mut ledger = self.ledger();
+        // A refill is over once answered and credited, granted or not; a waiting request's
+        // ask never ends one (another refill would then go out beside the one in flight).
+        for (name, identifier) in &granted.refills {
+            ledger.refill_done((name, identifier));
+        }
+        ledger.forget_idle(now_ms, 4 * self.horizon_ms());
         result.map(|_| ())
     }
 
@@ -437,7 +506,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             return;
         }
         let answers = self.region.check(&batch, TimeSource::At(now_ms)).await;
-        self.note_credits(&asks, &grants, answers.as_deref().ok());
+        self.note_credits(&grants, answers.as_deref().ok());
         if let Ok(mut answers) = answers {
             for (&i, verdict) in again.iter().zip(answers.drain(grants.len()..)) {
                 verdicts[i] = verdict;
@@ -447,7 +516,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
 
     /// Notes what the region's store answered to credits (`None`: it failed and the grants are
     /// lost to the region).
-    fn note_credits(&self, asks: &[Ask<'_>], grants: &[Grant<'_>], answers: Option<&[Verdict]>) {
+    fn note_credits(&self, grants: &[Grant<'_>], answers: Option<&[Verdict]>) {
         let mut ledger = self.ledger();
         match answers {
             Some(answers) => {
@@ -464,16 +533,6 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 &self.counters.lost,
                 grants.iter().map(|g| g.units).sum::<u64>(),
             ),
-        }
-        for ask in asks {
-            let key = (&ask.limit.whole.name, &ask.identifier);
-            if !grants
-                .iter()
-                .any(|g| *g.limit.whole.name == **key.0 && g.identifier == *key.1)
-                || answers.is_none()
-            {
-                ledger.refill_failed(key);
-            }
         }
     }
 
@@ -522,12 +581,13 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
 
 impl<R: Store, H: Store> GlobalStore<R, H> {
     /// When a request a global item denied may be tried again. Only a pool known to be short
-    /// of it, with the region's lease spent as far as the region knows, makes the denial firm:
-    /// then the later of the share's and the pool's retry times (what a denial cache may keep
-    /// it for). Otherwise the home was not reached, or another
-    /// request of the region took the units first: the next request may find a refilled lease,
-    /// so it is worth trying again at once — a retry time of one millisecond, which no denial
-    /// cache keeps and a `Retry-After` header rounds up to a second.
+    /// of it, with the region's lease spent as far as the region knows and no refill on its
+    /// way, makes the denial firm: then the later of the share's and the pool's retry times
+    /// (what a denial cache may keep it for). Otherwise the home was not reached, or another
+    /// request of the region took the units first, or a refill is still to land: the next
+    /// request may find units in the lease, so it may be tried again at once — a retry time of
+    /// zero, which no denial cache keeps (not even for requests of the same millisecond) and a
+    /// `Retry-After` header rounds up to a second.
     fn retry_after(
         &self,
         ledger: &Ledger,
@@ -541,10 +601,10 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
         }
         let key = (&limit.whole.name, &item.identifier);
         match ledger.pool_empty_until(key, now_ms) {
-            Some(until) if ledger.lease_balance(key, now_ms) == 0 => {
+            Some(until) if ledger.lease_balance(key, now_ms) == 0 && !ledger.refilling(key) => {
                 decision.retry_after_ms.max(until - now_ms)
             }
-            _ => decision.retry_after_ms.min(1),
+            _ => 0,
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use edgelimit::global::{GlobalStats, GlobalStore};
+use edgelimit::global::{GlobalStats, GlobalStore, Granted};
 use edgelimit::{Algorithm, Identifier, ManualClock, MemoryStore, Reason};
 use edgelimit_worker::{Config, Edge, Handled, Scope};
 use rustc_hash::FxHashMap;
@@ -63,6 +63,31 @@ struct RegionReplay {
     compared: Compared,
     /// Added latency (ms) of each request that asked a store: count by value.
     latency: BTreeMap<u64, u64>,
+    /// Refills the home has granted, each to be credited when it is back (epoch ms), oldest
+    /// first.
+    refilling: Vec<(u64, Granted)>,
+}
+
+/// Sends a region's queued refills at `now_ms`, as the Worker does once the request that
+/// queued them is answered: the home decides them beside the requests that reach it as late (a
+/// waiting request's ask and a refill travel the same way), and the region (`edge`) holds the
+/// lease `home_round_trip_ms` later (in `refilling`).
+fn send_refills(
+    edge: &Edge<RegionStore>,
+    refilling: &mut Vec<(u64, Granted)>,
+    home_round_trip_ms: u64,
+    now_ms: u64,
+) -> Result<(), SimError> {
+    let store = edge.limiter().store();
+    if store.refill_due_since().is_none() {
+        return Ok(());
+    }
+    let granted = ready(store.ask_refills(now_ms))?
+        .map_err(|e| SimError::Usage(format!("a refill failed in memory: {e}")))?;
+    let back = now_ms.saturating_add(home_round_trip_ms);
+    let at = refilling.partition_point(|(at, _)| *at <= back);
+    refilling.insert(at, (back, granted));
+    Ok(())
 }
 
 /// The configuration replayed in its regions, beside the exact reference.
@@ -160,6 +185,7 @@ impl GlobalReplay {
                 home_round_trip_ms,
                 compared: Compared::default(),
                 latency: BTreeMap::new(),
+                refilling: Vec::new(),
             });
         }
         let mut limits: Vec<LimitCount> = Vec::new();
@@ -200,27 +226,16 @@ impl GlobalReplay {
         })
     }
 
-    /// Sends every region's refills due by `now_ms`, oldest first: a refill asked for at `q`
-    /// reaches the home and comes back at `q` plus the region's round trip to the home.
-    fn refill_until(&self, now_ms: u64) -> Result<(), SimError> {
-        loop {
-            let due = self
-                .regions
-                .iter()
-                .filter_map(|r| {
-                    let store = r.edge.limiter().store();
-                    let asked = store.refill_due_since()?;
-                    Some((asked.saturating_add(r.home_round_trip_ms), store))
-                })
-                .min_by_key(|(at, _)| *at);
-            match due {
-                // The home and the regions' stores are in memory: a refill cannot fail.
-                Some((at, store)) if at <= now_ms => {
-                    let _ = ready(store.refill(at))?;
-                }
-                _ => return Ok(()),
+    /// Credits every region's refills back by `now_ms`, oldest first.
+    fn credit_until(&mut self, now_ms: u64) -> Result<(), SimError> {
+        for region in &mut self.regions {
+            let back = region.refilling.partition_point(|(at, _)| *at <= now_ms);
+            for (_, granted) in region.refilling.drain(..back) {
+                // The home and the regions' stores are in memory: a credit cannot fail.
+                let _ = ready(region.edge.limiter().store().credit_refills(granted))?;
             }
         }
+        Ok(())
     }
 
     /// Decides `replayed` at `now_ms` in region `region`, compares it with the reference's
@@ -235,12 +250,13 @@ impl GlobalReplay {
         ids: &mut Identifiers,
         rows: Option<(&mut DecisionLog, RequestRow<'_>)>,
     ) -> Result<(), SimError> {
-        self.refill_until(now_ms)?;
+        self.credit_until(now_ms)?;
         let region = region.min(self.regions.len() - 1);
         let r = &mut self.regions[region];
         let before: GlobalStats = r.edge.limiter().store().stats();
         let handled = ready(r.edge.handle(replayed, now_ms))?;
         let waited = r.edge.limiter().store().stats().waited > before.waited;
+        send_refills(&r.edge, &mut r.refilling, r.home_round_trip_ms, now_ms)?;
         // A request the denial cache answered asked no store: it adds nothing.
         let asked = handled.decided().any(|d| {
             d.verdict
