@@ -25,8 +25,9 @@ pub struct Refill {
 /// What the region knows of one (limit, identifier).
 #[derive(Debug, Clone, Default)]
 struct Entry {
-    /// Units admitted in the region (by its share or its lease) since `since_ms`.
-    admitted: u64,
+    /// Units the region admitted from its leases since `since_ms`: its demand beyond its
+    /// static share, which is what a lease is for.
+    leased: u64,
     since_ms: u64,
     /// The lease balance the store last reported, and when the lease ends.
     balance: u64,
@@ -63,14 +64,16 @@ pub struct Sizing {
 }
 
 impl Sizing {
-    /// The units to ask for: the region's rate over the horizon (at least one unit), at most
-    /// the pool's last remaining over the number of regions — and never less than `need`, what
-    /// a waiting request must have.
+    /// The units to ask for: the region's rate beyond its share (what it admitted from leases)
+    /// over the horizon, at least one unit; at most the pool's last remaining over the number
+    /// of regions — and never less than `need`, what a waiting request must have. A rate
+    /// counting the share's admissions too would size a burst's refill by the burst, and the
+    /// refill would sit in the lease, unspent, while other regions' requests wait for it.
     fn want(&self, entry: &Entry, now_ms: u64, need: u64) -> u64 {
         // Rates are measured over at least one horizon, so a region's first requests do not
         // read as a flood.
         let elapsed = now_ms.saturating_sub(entry.since_ms).max(self.horizon_ms);
-        let rate_target = (u128::from(entry.admitted) * u128::from(self.horizon_ms))
+        let rate_target = (u128::from(entry.leased) * u128::from(self.horizon_ms))
             .div_ceil(u128::from(elapsed.max(1))) as u64;
         let left = entry.pool_left.unwrap_or(self.pool_capacity);
         let fair = left / self.regions.max(1);
@@ -93,7 +96,9 @@ impl Ledger {
         sizing: &Sizing,
     ) -> bool {
         let entry = self.entry(key, now_ms, sizing);
-        entry.admitted = entry.admitted.saturating_add(cost);
+        if leased {
+            entry.leased = entry.leased.saturating_add(cost);
+        }
         let lease = if entry.lease_until_ms > now_ms {
             entry.balance
         } else {
@@ -243,7 +248,7 @@ impl Ledger {
             });
         // The rate is measured over the last one to two horizons: older traffic decays.
         if now_ms.saturating_sub(entry.since_ms) > 2 * sizing.horizon_ms {
-            entry.admitted /= 2;
+            entry.leased /= 2;
             entry.since_ms = now_ms - sizing.horizon_ms;
         }
         entry.seen_ms = now_ms;
@@ -266,24 +271,29 @@ mod tests {
     };
 
     #[test]
-    fn a_region_refills_when_share_and_lease_fall_below_half_a_refill() {
+    fn a_region_refills_by_its_rate_beyond_its_share_when_the_lease_falls_below_half() {
         let (name, id) = key();
         let mut ledger = Ledger::default();
-        // Ten units in the first horizon: a refill of ten; the share still holds 8.
-        for t in 0..9 {
-            assert!(!ledger.note_admitted((&name, &id), 1, 8, false, t, &SIZING));
+        // What its share admits says nothing of what it needs beyond the share: spent, a
+        // refill of one unit.
+        assert!(!ledger.note_admitted((&name, &id), 1, 5, false, 0, &SIZING));
+        assert!(ledger.note_admitted((&name, &id), 1, 0, false, 1, &SIZING));
+        assert_eq!(ledger.take_refills()[0].want, 1);
+        ledger.refill_done((&name, &id));
+        // Ten units landed in the lease; as they are spent, the rate beyond the share grows,
+        // and the seventh leaves 3, less than half of a refill of 7.
+        ledger.note_lease((&name, &id), 10, 1_000);
+        for (n, t) in (1..7).zip(2..) {
+            assert!(!ledger.note_admitted((&name, &id), 1, 10 - n, true, t, &SIZING));
         }
-        assert!(ledger.note_admitted((&name, &id), 1, 4, false, 9, &SIZING));
-        let refills = ledger.take_refills();
-        assert_eq!(refills.len(), 1);
-        assert_eq!(refills[0].want, 10);
+        assert!(ledger.note_admitted((&name, &id), 1, 3, true, 8, &SIZING));
+        assert_eq!(ledger.take_refills()[0].want, 7);
         // Queued once until the refill is answered, whatever lands in the lease meanwhile.
-        assert!(!ledger.note_admitted((&name, &id), 1, 0, false, 10, &SIZING));
         ledger.note_lease((&name, &id), 1, 1_000);
-        assert!(!ledger.note_admitted((&name, &id), 1, 0, true, 11, &SIZING));
+        assert!(!ledger.note_admitted((&name, &id), 1, 0, true, 9, &SIZING));
         ledger.refill_done((&name, &id));
         ledger.note_lease((&name, &id), 10, 1_000);
-        assert!(!ledger.note_admitted((&name, &id), 1, 9, true, 12, &SIZING));
+        assert!(!ledger.note_admitted((&name, &id), 1, 9, true, 10, &SIZING));
     }
 
     #[test]
@@ -291,7 +301,7 @@ mod tests {
         let (name, id) = key();
         let mut ledger = Ledger::default();
         for t in 0..50 {
-            ledger.note_admitted((&name, &id), 1, 100, false, t, &SIZING);
+            ledger.note_admitted((&name, &id), 1, 100, true, t, &SIZING);
         }
         let mut ask = |need| {
             let want = ledger.want_now((&name, &id), need, 50, &SIZING);
@@ -316,7 +326,7 @@ mod tests {
         let (name, id) = key();
         let mut ledger = Ledger::default();
         for t in 0..50 {
-            ledger.note_admitted((&name, &id), 1, 100, false, t, &SIZING);
+            ledger.note_admitted((&name, &id), 1, 100, true, t, &SIZING);
         }
         let first = ledger.want_now((&name, &id), 1, 50, &SIZING);
         let others: Vec<u64> = (0..3)
