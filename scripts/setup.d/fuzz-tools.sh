@@ -6,5 +6,6 @@ CARGO_FUZZ_VERSION=0.13.2
 ensure_apt c++ g++
 if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
   echo "== installing cargo-fuzz $CARGO_FUZZ_VERSION (cargo)"
-  cargo install "cargo-fuzz@$CARGO_FUZZ_VERSION" --locked
+  # A debug build: it only drives cargo (docs/decisions.md, "Tools installed as debug builds").
+  cargo install "cargo-fuzz@$CARGO_FUZZ_VERSION" --locked --debug
 fi
