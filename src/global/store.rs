@@ -78,8 +78,8 @@ pub struct Granted {
     asked_ms: u64,
     /// Every refill asked for: (limit, identifier).
     refills: Vec<(Arc<str>, Identifier)>,
-    /// What was granted: (limit, identifier, units, lease end).
-    grants: Vec<(Arc<str>, Identifier, u64, u64)>,
+    /// What was granted, as the checks crediting it.
+    credits: Vec<Check>,
 }
 
 /// One ask of the home: units of a global limit's pool for an identifier.
@@ -91,14 +91,6 @@ struct Ask<'a> {
     want: u64,
     /// Whether requests wait on it: a pool short of `need` then denies them for a while.
     waiting: bool,
-}
-
-/// Units the home granted: to be credited to the region's lease.
-struct Grant<'a> {
-    limit: &'a RegionalLimit,
-    identifier: Identifier,
-    units: u64,
-    until_ms: u64,
 }
 
 impl<R: Store, H: Store> GlobalStore<R, H> {
@@ -215,20 +207,10 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             });
         }
         match self.ask_home(&asks, now_ms).await {
-            Ok(grants) => Ok(Granted {
+            Ok(credits) => Ok(Granted {
                 asked_ms: now_ms,
                 refills: keys,
-                grants: grants
-                    .into_iter()
-                    .map(|g| {
-                        (
-                            g.limit.whole.name.clone(),
-                            g.identifier,
-                            g.units,
-                            g.until_ms,
-                        )
-                    })
-                    .collect(),
+                credits,
             }),
             Err(e) => {
                 let mut ledger = self.ledger();
@@ -244,25 +226,14 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     /// region's leases (one round trip), at the time it was asked for.
     pub async fn credit_refills(&self, granted: Granted) -> Result<(), StoreError> {
         let now_ms = granted.asked_ms;
-        let grants: Vec<Grant<'_>> = granted
-            .grants
-            .into_iter()
-            .filter_map(|(name, identifier, units, until_ms)| {
-                Some(Grant {
-                    limit: self.limits.get(&name)?,
-                    identifier,
-                    units,
-                    until_ms,
-                })
-            })
-            .collect();
-        let result = if grants.is_empty() {
+        let result = if granted.credits.is_empty() {
             Ok(Vec::new())
         } else {
-            let credits: Vec<Check> = grants.iter().map(credit_check).collect();
-            self.region.check(&credits, TimeSource::At(now_ms)).await
+            self.region
+                .check(&granted.credits, TimeSource::At(now_ms))
+                .await
         };
-        self.note_credits(&grants, result.as_deref().ok());
+        self.note_credits(&granted.credits, result.as_deref().ok());
         let mut ledger = self.ledger();
         // A refill is over once answered and credited, granted or not; a waiting request's
         // ask never ends one (another refill would then go out beside the one in flight).
@@ -347,12 +318,9 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     }
 
     /// Asks the home's pools for `asks`, one round trip (two when a pool cannot grant what was
-    /// wanted but holds what is needed); the grants made.
-    async fn ask_home<'a>(
-        &self,
-        asks: &[Ask<'a>],
-        now_ms: u64,
-    ) -> Result<Vec<Grant<'a>>, StoreError> {
+    /// wanted but holds what is needed); the grants made, as the checks crediting them to the
+    /// region's leases.
+    async fn ask_home(&self, asks: &[Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
         let pool_check = |ask: &Ask<'_>, units: u64| {
             let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
             Check::new().with_item(CheckItem::new(
@@ -370,7 +338,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             self.ledger()
                 .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
             if decision.allowed {
-                grants.push(grant(ask, ask.want, decision, now_ms, self.lease_ms));
+                grants.push(self.credit_check(ask, ask.want, decision, now_ms));
             } else if ask.want > ask.need && decision.remaining >= ask.need {
                 smaller.push(ask);
             } else {
@@ -385,16 +353,13 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 self.ledger()
                     .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
                 if decision.allowed {
-                    grants.push(grant(ask, ask.need, decision, now_ms, self.lease_ms));
+                    grants.push(self.credit_check(ask, ask.need, decision, now_ms));
                 } else {
                     self.note_pool_empty(ask, decision, now_ms);
                 }
             }
         }
-        bump(
-            &self.counters.granted,
-            grants.iter().map(|g| g.units).sum::<u64>(),
-        );
+        bump(&self.counters.granted, units(&grants));
         Ok(grants)
     }
 
@@ -500,39 +465,39 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
         // Every waiting check is decided again, granted or not: while it waited, another
         // request of the region may have been granted units its lease now holds.
         let again = waiting;
-        let mut batch: Vec<Check> = grants.iter().map(credit_check).collect();
+        let credits = grants.len();
+        let mut batch = grants;
         batch.extend(again.iter().map(|&i| regional[i].clone()));
         if batch.is_empty() {
             return;
         }
         let answers = self.region.check(&batch, TimeSource::At(now_ms)).await;
-        self.note_credits(&grants, answers.as_deref().ok());
+        self.note_credits(&batch[..credits], answers.as_deref().ok());
         if let Ok(mut answers) = answers {
-            for (&i, verdict) in again.iter().zip(answers.drain(grants.len()..)) {
+            for (&i, verdict) in again.iter().zip(answers.drain(credits..)) {
                 verdicts[i] = verdict;
             }
         }
     }
 
-    /// Notes what the region's store answered to credits (`None`: it failed and the grants are
-    /// lost to the region).
-    fn note_credits(&self, grants: &[Grant<'_>], answers: Option<&[Verdict]>) {
+    /// Notes what the region's store answered to `credits` (`None`: it failed and the grants
+    /// are lost to the region).
+    fn note_credits(&self, credits: &[Check], answers: Option<&[Verdict]>) {
         let mut ledger = self.ledger();
         match answers {
             Some(answers) => {
-                for (grant, answer) in grants.iter().zip(answers) {
+                for (credit, answer) in credits.iter().zip(answers) {
+                    // A credit's limit is the region's part, named as the whole.
+                    let item = &credit.items()[0];
                     let lease = &answer.decisions[0];
                     ledger.note_lease(
-                        (&grant.limit.whole.name, &grant.identifier),
+                        (&item.limit.name, &item.identifier),
                         lease.remaining,
                         lease.reset_at_ms,
                     );
                 }
             }
-            None => bump(
-                &self.counters.lost,
-                grants.iter().map(|g| g.units).sum::<u64>(),
-            ),
+            None => bump(&self.counters.lost, units(credits)),
         }
     }
 
@@ -580,6 +545,21 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
 }
 
 impl<R: Store, H: Store> GlobalStore<R, H> {
+    /// The check crediting `units` the home's `decision` granted `ask` to the region's lease:
+    /// a check of its own, so that it is written whatever the request it was asked for decides.
+    fn credit_check(&self, ask: &Ask<'_>, units: u64, decision: &Decision, now_ms: u64) -> Check {
+        Check::new().with_item(
+            CheckItem::new(
+                ask.limit.regional().clone(),
+                ask.identifier.clone(),
+                units as i64,
+            )
+            .charged(Charge::LeaseCredit {
+                until_ms: ask.limit.lease_end(decision, now_ms, self.lease_ms),
+            }),
+        )
+    }
+
     /// When a request a global item denied may be tried again. Only a pool known to be short
     /// of it, with the region's lease spent as far as the region knows and no refill on its
     /// way, makes the denial firm: then the later of the share's and the pool's retry times
@@ -609,35 +589,9 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     }
 }
 
-/// The grant of `units` the home's `decision` admitted.
-fn grant<'a>(
-    ask: &Ask<'a>,
-    units: u64,
-    decision: &Decision,
-    now_ms: u64,
-    lease_ms: u64,
-) -> Grant<'a> {
-    Grant {
-        limit: ask.limit,
-        identifier: ask.identifier.clone(),
-        units,
-        until_ms: ask.limit.lease_end(decision, now_ms, lease_ms),
-    }
-}
-
-/// The check crediting `grant` to the region's lease: a check of its own, so that it is written
-/// whatever the request it was asked for decides.
-fn credit_check(grant: &Grant<'_>) -> Check {
-    Check::new().with_item(
-        CheckItem::new(
-            grant.limit.regional().clone(),
-            grant.identifier.clone(),
-            grant.units as i64,
-        )
-        .charged(Charge::LeaseCredit {
-            until_ms: grant.until_ms,
-        }),
-    )
+/// The units `credits` grant.
+fn units(credits: &[Check]) -> u64 {
+    credits.iter().map(|c| c.items()[0].cost as u64).sum()
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]

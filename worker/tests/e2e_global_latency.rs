@@ -321,7 +321,8 @@ async fn load(http: &Client, workers: &[WranglerDev]) -> Vec<Response> {
 }
 
 /// A request as a Worker decided it: when (the time its decision used, epoch ms), in which
-/// region, for whom, and its answer. Read from the Workers' log lines (`log_sample = 1.0`).
+/// region, for whom, and its answer. Read from the Workers' log lines (`log_sample = 1.0`);
+/// the sim's second replay puts the client's send time in `time_ms` instead.
 #[derive(Debug, Clone)]
 struct Decided {
     time_ms: u64,
@@ -526,24 +527,19 @@ fn by_region(responses: &[Response]) -> String {
     out.join("; ")
 }
 
-/// The simulator's replay of `requests` (time, region, identifier; in time order) under the
-/// leases configuration with `--rtt home=40,local=1`: the limit's `admitted_exact − admitted`,
-/// and its per-request `false_denied`. With `E2E_GLOBAL_KEEP_DIR` set, the trace is kept there
-/// as `{name}.csv` (with each request's status as measured in `{name}.status.csv`) for a
-/// closer look with `sim replay --decisions`.
-fn sim_prediction(name: &str, requests: &[(u64, usize, &'static str, u16)]) -> (u64, u64) {
+/// The simulator's replay of `requests` (their times, regions and identifiers, in time order)
+/// under the leases configuration with `--rtt home=40,local=1`: the limit's
+/// `admitted_exact − admitted`, and its per-request `false_denied`. With `E2E_GLOBAL_KEEP_DIR`
+/// set, the trace is kept there as `{name}.csv` (with each request's status as measured in
+/// `{name}.status.csv`) for a closer look with `sim replay --decisions`.
+fn sim_prediction(name: &str, requests: &[Decided]) -> (u64, u64) {
     let dir = TempDir::new("e2e-global-latency-sim");
     let mut trace = String::from("timestamp_ms,path,header:x-user,region\n");
     let mut statuses = String::from("timestamp_ms,region,identifier,status\n");
-    for &(time_ms, region, identifier, status) in requests {
-        trace.push_str(&format!(
-            "{time_ms},/api/x,{identifier},{}\n",
-            REGIONS[region]
-        ));
-        statuses.push_str(&format!(
-            "{time_ms},{},{identifier},{status}\n",
-            REGIONS[region]
-        ));
+    for d in requests {
+        let (time_ms, region, identifier) = (d.time_ms, REGIONS[d.region], d.identifier);
+        trace.push_str(&format!("{time_ms},/api/x,{identifier},{region}\n"));
+        statuses.push_str(&format!("{time_ms},{region},{identifier},{}\n", d.status));
     }
     dir.write("trace.csv", &trace);
     if let Ok(keep) = std::env::var("E2E_GLOBAL_KEEP_DIR") {
@@ -657,20 +653,23 @@ async fn leases_against_one_store_at_the_home_same_load_one_run() {
     // The sim replays the requests twice: at the Workers' own decision times (what a
     // deployment's logs hold, and the order the false denials are counted in), and at the
     // times the client sent them.
-    let at_the_edge: Vec<_> = leases
-        .decided
-        .iter()
-        .map(|d| (d.time_ms, d.region, d.identifier, d.status))
-        .collect();
-    let as_sent: Vec<_> = leases
+    let as_sent: Vec<Decided> = leases
         .responses
         .iter()
-        .map(|r| (r.sent_ms, r.region, r.identifier, r.status))
+        .map(|r| Decided {
+            time_ms: r.sent_ms,
+            region: r.region,
+            identifier: r.identifier,
+            status: r.status,
+        })
         .collect();
     let measured = leases.false_denied;
     let tolerance = 5.max(measured / 2);
     let mut predictions = Vec::new();
-    for (name, requests) in [("decision-times", &at_the_edge), ("send-times", &as_sent)] {
+    for (name, requests) in [
+        ("decision-times", &leases.decided),
+        ("send-times", &as_sent),
+    ] {
         let (predicted, per_request) = sim_prediction(name, requests);
         eprintln!(
             "false denied under leases: measured {measured}, sim on the {name} predicts {predicted} \
