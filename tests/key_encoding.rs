@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use edgelimit::store::key::state_key;
 use edgelimit::{Algorithm, Identifier};
-use edgelimit_worker::{IdentifierSource, OwnedRequest};
+use edgelimit_engine::{IdentifierSource, OwnedRequest};
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 

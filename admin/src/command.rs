@@ -10,9 +10,9 @@ use edgelimit::control::{Assignment, AssignmentKind};
 use edgelimit::policy::parse_window;
 use edgelimit::store::key::encode_identifier;
 use edgelimit::{Identifier, Limit, Policy};
-use edgelimit_worker::identify::CLIENT_IP_HEADER;
-use edgelimit_worker::lists::ProbeSource;
-use edgelimit_worker::{Config, IdentifierSource, OwnedRequest};
+use edgelimit_engine::identify::CLIENT_IP_HEADER;
+use edgelimit_engine::lists::ProbeSource;
+use edgelimit_engine::{Config, IdentifierSource, OwnedRequest};
 
 use crate::cli::{Command, ListCommand, OverrideCommand, Target, TierCommand};
 use crate::error::AdminError;
@@ -185,7 +185,7 @@ fn list_operation(
 
 /// The limit named `target.limit` and the identifier the Worker would key it by.
 fn subject(target: &Target, config: &Config, file: &str, raw: bool) -> Result<Subject, AdminError> {
-    let uses: Vec<(&str, &edgelimit_worker::RuleLimit)> = config
+    let uses: Vec<(&str, &edgelimit_engine::RuleLimit)> = config
         .rules
         .iter()
         .flat_map(|rule| rule.limits.iter().map(move |l| (rule.name.as_str(), l)))

@@ -50,7 +50,7 @@ pub use store::StoreUrl;
 /// connects and carries it out. `env` reads environment variables (the process's in the binary).
 pub fn main(cli: &Cli, env: impl Fn(&str) -> Option<String>) -> Result<Report, AdminError> {
     let file = cli.config.display().to_string();
-    let config = edgelimit_worker::config_file::load(&cli.config)
+    let config = edgelimit_engine::config::file::load(&cli.config)
         .map_err(|e| AdminError::input("--config", e.to_string()))?;
     let operation = command::plan(&cli.command, &config, &file, cli.raw_identifier)?;
     let store =

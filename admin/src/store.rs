@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{Control, RespStore, RestStore};
-use edgelimit_worker::config::{ShardConfig, StoreKind, ADMIN_TOKEN_VAR};
-use edgelimit_worker::Config;
+use edgelimit_engine::config::{ShardConfig, StoreKind, ADMIN_TOKEN_VAR};
+use edgelimit_engine::Config;
 
 use crate::error::AdminError;
-use edgelimit_worker::durable::calls::Calls;
+use edgelimit_engine::wire::calls::Calls;
 
 use crate::worker::{AdminRoute, Token};
 

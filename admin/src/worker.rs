@@ -1,6 +1,6 @@
 //! `--worker`: a Worker's admin route as a store, for a deployment whose state only the Worker
 //! can reach (its Durable Objects, `store = "durable-object"`). Every operation is one POST of a
-//! `Call` (the Worker's own wire, `edgelimit_worker::durable::wire`) with the admin token as a
+//! `Call` (the Worker's own wire, `edgelimit_engine::wire`) with the admin token as a
 //! bearer token, answered with an `Answer`; the route decides it on the objects exactly as the
 //! Worker's requests are decided.
 
@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use edgelimit::StoreError;
-use edgelimit_worker::config::ADMIN_TOKEN_VAR;
-use edgelimit_worker::durable::calls::SendCall;
-use edgelimit_worker::durable::wire::{error_of, Answer, Call};
+use edgelimit_engine::config::ADMIN_TOKEN_VAR;
+use edgelimit_engine::wire::calls::SendCall;
+use edgelimit_engine::wire::{error_of, Answer, Call};
 
 /// The admin route's bearer token: kept out of `Debug`, so no message or log can show it.
 #[derive(Clone, PartialEq, Eq)]

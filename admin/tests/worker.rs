@@ -16,11 +16,11 @@ use std::time::Duration;
 use common::suite::Backend;
 use common::{Admin, Stored, CONFIG};
 use edgelimit_admin::worker::{AdminRoute, Token};
+use edgelimit_engine::wire::calls::Calls;
 use edgelimit_testkit::edge::{durable_vars, ADMIN_PATH, ADMIN_TOKEN};
 use edgelimit_testkit::net::{free_port, SilentServer};
 use edgelimit_testkit::origin::start_origin;
 use edgelimit_testkit::{task, WranglerDev};
-use edgelimit_worker::durable::calls::Calls;
 
 const TOKEN_VAR: &str = "EDGELIMIT_ADMIN_TOKEN";
 

@@ -5,7 +5,7 @@
 //! after the first NUL: host, path, and a header value) without panicking.
 #![no_main]
 
-use edgelimit_worker::{Config, RequestView};
+use edgelimit_engine::{Config, RequestView};
 use libfuzzer_sys::fuzz_target;
 
 struct Request<'a> {
@@ -54,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-fn check(parsed: Result<Config, edgelimit_worker::ConfigError>, request: &Request<'_>) {
+fn check(parsed: Result<Config, edgelimit_engine::ConfigError>, request: &Request<'_>) {
     let config = match parsed {
         Ok(config) => config,
         Err(e) => {

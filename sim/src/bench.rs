@@ -290,7 +290,7 @@ const REQUEST_BLOCK: usize = 1 << 14;
 /// request text would otherwise be counted, and interleaved they miss in cache).
 fn config_rows(events: u64) -> Result<Vec<BenchRow>, SimError> {
     let (n, total) = measure(|| {
-        let config = edgelimit_worker::config_file::parse(BENCH_CONFIG, "bench")?;
+        let config = edgelimit_engine::config::file::parse(BENCH_CONFIG, "bench")?;
         let mut replay = EdgeReplay::new(config, Outages::default(), false)?;
         let mut answered = Answered::default();
         let mut generator = heavy_tailed(events, CONFIG_IDENTIFIERS);

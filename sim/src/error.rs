@@ -86,8 +86,8 @@ impl SimError {
     }
 }
 
-impl From<edgelimit_worker::config_file::ConfigFileError> for SimError {
-    fn from(e: edgelimit_worker::config_file::ConfigFileError) -> SimError {
+impl From<edgelimit_engine::config::file::ConfigFileError> for SimError {
+    fn from(e: edgelimit_engine::config::file::ConfigFileError) -> SimError {
         SimError::Config {
             file: e.file,
             message: e.message,

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use edgelimit::Policy;
+use edgelimit_engine::Config;
 use edgelimit_sim::config::outage::Outages;
 use edgelimit_sim::config::whatif::Answered;
 use edgelimit_sim::config::{run_config, EdgeReplay, EdgeRunOptions, RegionOptions};
@@ -16,7 +17,6 @@ use edgelimit_sim::policy::StoreChoice;
 use edgelimit_sim::policy::{run, RunOptions};
 use edgelimit_sim::readers::{Format, ReadOptions, Request, RequestOptions, TraceReader};
 use edgelimit_sim::{Event, Interner, SimError};
-use edgelimit_worker::Config;
 use proptest::prelude::*;
 
 /// The hand-computed trace: client `a` under `concurrency 2 timeout 30s`. `(ms, duration)`.

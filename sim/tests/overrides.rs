@@ -384,7 +384,7 @@ fn refused(dir: &Dir, line: &str) -> String {
 fn bad_lines_are_refused_with_the_file_line_and_the_admin_clis_message() {
     let dir = Dir::new("sim-overrides-bad");
     // The admin CLI's own validation, against the configuration given to --config.
-    let config = edgelimit_worker::config_file::parse(CONFIG, "config.toml").unwrap();
+    let config = edgelimit_engine::config::file::parse(CONFIG, "config.toml").unwrap();
     let config_name = dir.join("config.toml").display().to_string();
     for (line, argv) in [
         (

@@ -9,7 +9,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use edgelimit_worker::{Config, ConfigError};
+use edgelimit_engine::{Config, ConfigError};
 use serde_json::{json, Map, Value};
 
 /// A configuration in code: the top-level keys, and the rules in order (every matching rule
@@ -253,7 +253,7 @@ fn push(keys: &mut Map<String, Value>, key: &str, value: Value) {
 #[cfg(test)]
 mod tests {
     use edgelimit::{FailMode, Policy};
-    use edgelimit_worker::Missing;
+    use edgelimit_engine::Missing;
 
     use super::*;
 

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use edgelimit_worker::Config;
+use edgelimit_engine::Config;
 use http::{request, response};
 
 use crate::error::BuildError;

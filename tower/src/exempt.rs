@@ -1,7 +1,7 @@
 //! Requests the layer passes through untouched: CORS preflights (unless told otherwise) and the
 //! paths it is told. They are neither counted nor given headers.
 
-use edgelimit_worker::rules::PathMatch;
+use edgelimit_engine::rules::PathMatch;
 use http::header::ACCESS_CONTROL_REQUEST_METHOD;
 use http::request::Parts;
 use http::Method;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use edgelimit::net::ClientAddress;
 use edgelimit::{Algorithm, Clock, Store, SystemClock};
-use edgelimit_worker::rules::PathMatch;
-use edgelimit_worker::{Config, Edge};
+use edgelimit_engine::rules::PathMatch;
+use edgelimit_engine::{Config, Edge};
 use http::{request, response};
 use tower_layer::Layer;
 
@@ -65,7 +65,7 @@ impl ReservationIds {
 }
 
 /// A rate-limiting [`Layer`] for `http` services (axum, tonic, hyper): every request goes down
-/// the one request path (`edgelimit_worker::Edge`) — rules, one all-or-nothing store call, the
+/// the one request path (`edgelimit_engine::Edge`) — rules, one all-or-nothing store call, the
 /// answer — and its response gets the `RateLimit` headers. Cheap to clone: every clone, and
 /// every service it wraps, shares one path over one store. Built by [`Builder`].
 pub struct RateLimitLayer<S> {

@@ -31,7 +31,7 @@
 //! # }
 //! ```
 //!
-//! A request goes down the request path the Cloudflare Worker runs (`edgelimit_worker::Edge`):
+//! A request goes down the request path the Cloudflare Worker runs (`edgelimit_engine::Edge`):
 //! the rules that match it (host, method, path), each limit's identifier, the lists, one store
 //! call deciding every limit all or nothing, each limit's fail mode when the store cannot
 //! answer; then it is forwarded with the IETF `RateLimit-Policy` and `RateLimit` headers, or
@@ -82,8 +82,8 @@ pub mod service;
 
 pub use body::ResponseBody;
 pub use builder::{ConfigBuilder, LimitBuilder, RuleBuilder};
-pub use edgelimit_worker::config_file;
-pub use edgelimit_worker::{Config, ConfigError};
+pub use edgelimit_engine::config::file as config_file;
+pub use edgelimit_engine::{Config, ConfigError};
 pub use error::BuildError;
 pub use layer::{Builder, RateLimitLayer};
 pub use peer::{default_peer, PeerAddr};

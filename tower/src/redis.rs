@@ -2,7 +2,7 @@
 //! its time budget, after which each limit follows its `fail` mode.
 
 use edgelimit::{RespStore, StoreError};
-use edgelimit_worker::Config;
+use edgelimit_engine::Config;
 
 /// Connects to Redis at `url` (`redis://host:port/`) with `config`'s `namespace` and
 /// `timeout_ms`: the store several service instances share, each deciding against one quota.

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use edgelimit::net::{AddressText, ClientAddress, IpPrefix};
-use edgelimit_worker::{Incoming, RequestView};
+use edgelimit_engine::{Incoming, RequestView};
 use http::header::HOST;
 use http::request::Parts;
 

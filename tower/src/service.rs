@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use edgelimit::Store;
-use edgelimit_worker::{Action, Handled, Incoming};
+use edgelimit_engine::{Action, Handled, Incoming};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{
     request, response, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode,

@@ -19,7 +19,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use edgelimit::{ManualClock, MemoryStore};
-use edgelimit_worker::{config_file, Config, Edge, OwnedRequest};
+use edgelimit_engine::config::file as config_file;
+use edgelimit_engine::{Config, Edge, OwnedRequest};
 
 /// `sim bench`'s `--config` row configuration: the same file, so the two benches measure one
 /// configuration.

@@ -39,7 +39,7 @@ mod probe {
     use edgelimit::script::{CheckPlan, Invocation, Topology};
     use edgelimit::store::{decode_pipeline, evalsha_pipeline_body, Shard, ShardedStore};
     use edgelimit::{Check, Clock, Reason, Store, StoreError, SystemClock, TimeSource, Verdict};
-    use edgelimit_worker::{Config, Edge, Incoming, LogLine, Plan, RequestView};
+    use edgelimit_engine::{Config, Edge, Incoming, LogLine, Plan, RequestView};
     use wasm_bindgen::prelude::wasm_bindgen;
 
     /// The system allocator, counting calls and bytes.

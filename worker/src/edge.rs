@@ -1,7 +1,7 @@
 //! The runtime glue (wasm32 only): the `fetch` handler converts the JS request into a
 //! [`RequestView`], calls the pipeline ([`Edge::handle`]), and does the I/O around it — the
 //! origin, the console, Analytics Engine, `waitUntil`. Everything it decides is decided in
-//! [`crate::pipeline`].
+//! [`edgelimit_engine::pipeline`].
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -18,14 +18,14 @@ use worker::{
     Env, Fetch, Headers, Request, Response, ResponseBuilder, Url,
 };
 
-use crate::config::{
+use crate::durable::client::{object_store, ObjectShard};
+use edgelimit_engine::config::{
     Config, ConfigError, FixedResponse, StoreKind, ADMIN_TOKEN_VAR, CONFIG_VAR, STATE_BINDING,
 };
-use crate::durable::client::{object_store, ObjectShard};
-use crate::identify::RequestView;
-use crate::pipeline::{Edge, Handled};
-use crate::plan::Incoming;
-use crate::ruling::{Action, NO_STORE};
+use edgelimit_engine::identify::RequestView;
+use edgelimit_engine::pipeline::{Edge, Handled};
+use edgelimit_engine::plan::Incoming;
+use edgelimit_engine::ruling::{Action, NO_STORE};
 
 /// The var naming the origin admitted requests go to. Unset: the request goes on to its own URL
 /// (the Worker runs on a route in front of the origin), or to `respond` when configured.

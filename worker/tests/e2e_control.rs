@@ -31,6 +31,7 @@ use edgelimit::control::list::{ListEntry, NEVER_MS};
 use edgelimit::control::Assignment;
 use edgelimit::store::key::{control_key, list_key};
 use edgelimit::{Identifier, Limit, Policy};
+use edgelimit_engine::wire::{Answer, Call, WireBytes, WireLimit};
 use edgelimit_gateway::MetricsPage;
 use edgelimit_testkit::edge::{keys, statuses, EdgeStore, Stack};
 use edgelimit_testkit::http::header;
@@ -38,7 +39,6 @@ use edgelimit_testkit::metrics::{scrape, Samples};
 use edgelimit_testkit::origin::start_origin;
 use edgelimit_testkit::wrangler::wait_for_log;
 use edgelimit_testkit::{on_every_store, Reply};
-use edgelimit_worker::durable::wire::{Answer, Call, WireBytes, WireLimit};
 
 const NAMESPACE: &str = "edgelimit";
 
@@ -96,7 +96,7 @@ async fn admin(stack: &Stack, call: &Call) -> Answer {
 /// The configured limit named `name` (its policy and tiers, as the admin route takes it).
 fn configured(name: &str) -> Limit {
     let config =
-        edgelimit_worker::config_file::parse(&format!("[vars.EDGELIMIT_CONFIG]\n{CONFIG}"), "e2e")
+        edgelimit_engine::config::file::parse(&format!("[vars.EDGELIMIT_CONFIG]\n{CONFIG}"), "e2e")
             .expect("CONFIG is valid");
     let found = config
         .rules

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use edgelimit::algorithm::Charge;
 use edgelimit::store::{rendezvous_score, Shard, ShardedStore};
 use edgelimit::{Check, CheckItem, Limit, MemoryStore, Policy, Store, TimeSource, Verdict};
+use edgelimit_engine::wire::{check_call, Answer, Call, WireBytes, WireLimit};
 use edgelimit_testkit::edge::{
     durable_bindings, durable_vars, statuses, EdgeStore, Stack, ADMIN_PATH, ADMIN_TOKEN,
 };
@@ -37,7 +38,6 @@ use edgelimit_testkit::origin::start_origin;
 use edgelimit_testkit::rng::Rng;
 use edgelimit_testkit::wrangler::wait_for_log;
 use edgelimit_testkit::{objects, WranglerDev};
-use edgelimit_worker::durable::wire::{check_call, Answer, Call, WireBytes, WireLimit};
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 

@@ -7,7 +7,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use edgelimit::{Charge, MemoryStore};
-use edgelimit_worker::{Config, OwnedRequest, RequestView};
+use edgelimit_engine::{Config, OwnedRequest, RequestView};
 
 const T: u64 = 1_700_000_000_000;
 

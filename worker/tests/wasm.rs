@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use edgelimit::{ManualClock, MemoryStore};
-use edgelimit_worker::{Action, Config, Edge, OwnedRequest, Response};
+use edgelimit_engine::{Action, Config, Edge, OwnedRequest, Response};
 use wasm_bindgen_test::wasm_bindgen_test;
 
 /// The request path of `config` over a `MemoryStore`, both on `clock`.

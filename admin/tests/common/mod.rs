@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use edgelimit_engine::Config;
 use edgelimit_testkit::{objects, RedisServer, Reply, WranglerDev};
-use edgelimit_worker::Config;
 use serde_json::Value;
 
 pub mod suite;
@@ -65,7 +65,7 @@ pub fn config_file_of(config: &str) -> PathBuf {
 
 /// [`CONFIG`] parsed, as the Worker (and the CLI) read it.
 pub fn config() -> Config {
-    edgelimit_worker::config_file::parse(CONFIG, "config.toml").expect("CONFIG is valid")
+    edgelimit_engine::config::file::parse(CONFIG, "config.toml").expect("CONFIG is valid")
 }
 
 /// The configured limit named `name` (with its tiers).

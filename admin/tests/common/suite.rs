@@ -3,9 +3,9 @@
 
 use edgelimit::control::list::Gate;
 use edgelimit::{Check, CheckItem, Reason, Store, TimeSource, Verdict};
-use edgelimit_worker::identify::CLIENT_IP_HEADER;
-use edgelimit_worker::lists::probe;
-use edgelimit_worker::{OwnedRequest, RequestView};
+use edgelimit_engine::identify::CLIENT_IP_HEADER;
+use edgelimit_engine::lists::probe;
+use edgelimit_engine::{OwnedRequest, RequestView};
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 
@@ -285,7 +285,7 @@ pub fn peek_writes_nothing_and_reset_leaves_no_state_key(b: &Backend<'_>) {
 pub fn api_keys_are_keyed_as_the_worker_keys_them(b: &Backend<'_>) {
     let admin = &b.admin;
     let source = &config().rules[0].limits[1].source;
-    let request = edgelimit_worker::OwnedRequest::get("api.example", "/api/x")
+    let request = edgelimit_engine::OwnedRequest::get("api.example", "/api/x")
         .with_header("authorization", "Bearer sk-live-123");
     let worker_id = source.extract(&request).unwrap();
     b.rt.block_on(b.store.check(

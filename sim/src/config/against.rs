@@ -4,7 +4,7 @@
 //! differences are what the change does.
 
 use super::report::AgainstLog;
-use edgelimit_worker::{LimitLine, LogLine};
+use edgelimit_engine::{LimitLine, LogLine};
 
 /// Differences kept verbatim in the report.
 const SAMPLES: usize = 10;

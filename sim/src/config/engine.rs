@@ -1,5 +1,5 @@
 //! One configuration replayed request by request through the Worker's own request path
-//! (`edgelimit_worker::Edge`: rule matching and identifiers, the lists and the isolate's memory of
+//! (`edgelimit_engine::Edge`: rule matching and identifiers, the lists and the isolate's memory of
 //! their denials, the library's `Limiter` with the Worker's time mode and denial cache deciding
 //! every limit of the matched rules together, all or nothing, the Worker's ruling and its
 //! settlement) — then tallied per rule and per limit.
@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use edgelimit::{Algorithm, ManualClock, Reason};
-use edgelimit_worker::{Config, Edge, Settlement};
+use edgelimit_engine::{Config, Edge, Settlement};
 
 use super::against::LogCheck;
 use super::decisions::{DecisionLog, DecisionsReport, RequestRow};
@@ -521,7 +521,7 @@ mod tests {
         requests: &[Request],
         mut prepare: impl FnMut(usize, &mut EdgeReplay),
     ) -> (Vec<u16>, String) {
-        let config = edgelimit_worker::config_file::parse(
+        let config = edgelimit_engine::config::file::parse(
             r#"
 [[rules]]
 name = "api"
@@ -586,7 +586,7 @@ limits = [{ name = "watch-ip", policy = "token-bucket 4/1s burst 4", identifier 
 
     #[test]
     fn the_most_limited_identifiers_are_counted_per_limit() {
-        let config = edgelimit_worker::config_file::parse(
+        let config = edgelimit_engine::config::file::parse(
             r#"
 [[rules]]
 name = "api"

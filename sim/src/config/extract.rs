@@ -7,8 +7,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use edgelimit::Identifier;
-use edgelimit_worker::plan::MatchedRules;
-use edgelimit_worker::{Config, IdentifierSource, Incoming, LogLine, RequestView, RuleLimit};
+use edgelimit_engine::plan::MatchedRules;
+use edgelimit_engine::{Config, IdentifierSource, Incoming, LogLine, RequestView, RuleLimit};
 use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 
@@ -276,7 +276,7 @@ mod tests {
     /// and each distinct key is hashed once; the other sources are extracted as they are.
     #[test]
     fn hashed_keys_are_remembered_as_the_worker_makes_them() {
-        let config = edgelimit_worker::config_file::parse(
+        let config = edgelimit_engine::config::file::parse(
             r#"
 [[rules]]
 name = "api"

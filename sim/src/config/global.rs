@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use edgelimit::global::{GlobalStats, GlobalStore, Granted};
 use edgelimit::{Algorithm, Identifier, ManualClock, MemoryStore, Reason};
-use edgelimit_worker::{Config, Edge, Handled, Scope};
+use edgelimit_engine::{Config, Edge, Handled, Scope};
 use rustc_hash::FxHashMap;
 
 use super::decisions::{DecisionLog, RequestRow};

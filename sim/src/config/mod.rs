@@ -1,10 +1,10 @@
 //! `--config`: replaying a deployed Worker configuration. Every request of a trace goes through
-//! the Worker's own request path — its rules, identifiers, plan and answers (`edgelimit-worker`,
+//! the Worker's own request path — its rules, identifiers, plan and answers (`edgelimit-engine`,
 //! shared as a dependency, never copied) and the library's `Limiter` with the Worker's time mode
 //! and denial cache — and is tallied per rule and per limit (docs/design.md §4, §6).
 //!
 //! - The configuration file (`wrangler.toml` or the `EDGELIMIT_CONFIG` table alone) is read by
-//!   `edgelimit_worker::config_file`, shared with `edgelimit-admin`, failing with the Worker's
+//!   `edgelimit_engine::config::file`, shared with `edgelimit-admin`, failing with the Worker's
 //!   own messages.
 //! - [`engine`]: one configuration replayed request by request; `extract`: each request's
 //!   identifiers and rules, prepared ahead of its step; `tally`: what is counted per rule and

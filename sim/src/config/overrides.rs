@@ -19,8 +19,8 @@ use edgelimit::{Control, Identifier, TimeSource};
 use edgelimit_admin::cli::{Cli, Command, ListCommand, TierCommand};
 use edgelimit_admin::command::{self, ListKind, Operation};
 use edgelimit_admin::run;
-use edgelimit_worker::lists;
-use edgelimit_worker::Config;
+use edgelimit_engine::lists;
+use edgelimit_engine::Config;
 
 use super::ready::ready;
 use crate::error::SimError;
@@ -312,7 +312,7 @@ mod tests {
     /// list), and the summary names only the kinds present, singular or plural by count.
     #[test]
     fn commands_are_counted_by_kind() {
-        let config = edgelimit_worker::config_file::parse(
+        let config = edgelimit_engine::config::file::parse(
             r#"
 [[rules]]
 name = "api"

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use edgelimit_worker::config_file;
+use edgelimit_engine::config::file as config_file;
 
 use super::decisions::DecisionLog;
 use super::engine::{EdgeReplay, PREPARE_AHEAD};
@@ -117,7 +117,7 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
     }
     let mut whatif = match baseline {
         Some(config) => {
-            let names = |c: &edgelimit_worker::Config| -> Vec<String> {
+            let names = |c: &edgelimit_engine::Config| -> Vec<String> {
                 c.rules.iter().map(|r| r.name.clone()).collect()
             };
             let tally = WhatIfTally::new(
@@ -214,7 +214,7 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
 /// them and the home; `None` without a `global` section, where `--assign-regions` and `--rtt`
 /// have nothing to apply to.
 fn regions_of(
-    config: &edgelimit_worker::Config,
+    config: &edgelimit_engine::Config,
     options: &EdgeRunOptions,
 ) -> Result<Option<(Regions, Rtt)>, SimError> {
     let Some(global) = &config.global else {

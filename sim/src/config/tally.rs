@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use edgelimit::{Identifier, Reason};
-use edgelimit_worker::lists;
-use edgelimit_worker::{Handled, Incoming, Missing, Rule, RuleLimit};
+use edgelimit_engine::lists;
+use edgelimit_engine::{Handled, Incoming, Missing, Rule, RuleLimit};
 
 use super::decisions::{DecisionLog, RequestRow, MISSING_IDENTIFIER};
 use super::extract::Replayed;

@@ -142,7 +142,7 @@ impl CsvRequestParser {
 
 /// Defaults for what a line left out: `GET`, and the configured host.
 fn finish(out: &mut Request, options: &RequestOptions) {
-    use edgelimit_worker::RequestView;
+    use edgelimit_engine::RequestView;
     if out.method().is_empty() {
         out.set_method(b"GET");
     }
@@ -195,7 +195,7 @@ fn parse_json(line: &[u8], out: &mut Request, options: &RequestOptions) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edgelimit_worker::RequestView;
+    use edgelimit_engine::RequestView;
 
     #[test]
     fn named_columns_become_the_request() {

@@ -11,7 +11,7 @@
 //!
 //! Other text (wrangler's own output, events of requests that were not sampled) is skipped.
 
-use edgelimit_worker::LogLine;
+use edgelimit_engine::LogLine;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -122,7 +122,7 @@ fn fill(logged: LogLine, out: &mut Request) {
 mod tests {
     use super::*;
     use edgelimit::Identifier;
-    use edgelimit_worker::RequestView;
+    use edgelimit_engine::RequestView;
 
     const LINE: &str = r#"{"edgelimit":"decision","time_ms":1700000000123,"local_ms":1700000000120,"method":"GET","host":"api.example.com","path":"/api/items","rules":["api"],"allowed":false,"status":429,"limits":[{"name":"per-ip","identifier":"2001%3Adb8%3A%3A7","cost":1,"allowed":false,"remaining":0,"reason":"over_limit","shadow":false}],"shadow_denied":[],"atomic":true,"store_ms":2.0}"#;
 

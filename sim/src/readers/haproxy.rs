@@ -11,7 +11,7 @@ use super::format::{Key, LineProblem, LineResult, Parsed, RequestOptions};
 use super::request::Request;
 use super::time::{lossy, parse_clf_time};
 use crate::error::SimError;
-use edgelimit_worker::RequestView;
+use edgelimit_engine::RequestView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HaKey {

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use edgelimit_worker::identify::CLIENT_IP_HEADER;
+use edgelimit_engine::identify::CLIENT_IP_HEADER;
 
 use super::format::{json_duration, Key, LineProblem, LineResult, Parsed, RequestOptions};
 use super::request::{PlaceField, Request};

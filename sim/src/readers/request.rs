@@ -7,11 +7,11 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use edgelimit_worker::identify::CLIENT_IP_HEADER;
-use edgelimit_worker::RequestView;
+use edgelimit_engine::identify::CLIENT_IP_HEADER;
+use edgelimit_engine::RequestView;
 use url::Url;
 
-use edgelimit_worker::LogLine;
+use edgelimit_engine::LogLine;
 
 use crate::regions::Place;
 

@@ -3,7 +3,7 @@
 
 use std::str::FromStr;
 
-use edgelimit_worker::global_config::Global;
+use edgelimit_engine::config::global::Global;
 use sha2::{Digest, Sha256};
 
 use super::known_regions;

@@ -20,7 +20,7 @@ pub use continents::Continents;
 pub use place::{Attribution, Place, PlaceCounts, Regions};
 pub use rtt::{Rtt, RttSpec};
 
-use edgelimit_worker::global_config::Global;
+use edgelimit_engine::config::global::Global;
 
 /// `global`'s region names, comma-separated, for messages.
 fn known_regions(global: &Global) -> String {

@@ -1,6 +1,6 @@
 //! Where each request of a trace is decided: its region, by what the trace says of its place.
 
-use edgelimit_worker::global_config::Global;
+use edgelimit_engine::config::global::Global;
 
 use super::assign::Assignment;
 use super::continents::{Continents, CONTINENTS};

@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use edgelimit_worker::global_config::Global;
+use edgelimit_engine::config::global::Global;
 
 use super::known_regions;
 

@@ -1,6 +1,6 @@
 //! The regions the tests share.
 
-use edgelimit_worker::global_config::{Global, Region, StoreVars};
+use edgelimit_engine::config::global::{Global, Region, StoreVars};
 
 fn vars(name: &str) -> StoreVars {
     StoreVars {
@@ -25,8 +25,8 @@ pub(crate) fn three_regions() -> Global {
             region("us", &["NA", "SA"], &[]),
             region("ap", &["AS", "OC"], &["SYD"]),
         ],
-        static_share: edgelimit_worker::global_config::DEFAULT_STATIC_SHARE,
-        lease_ms: edgelimit_worker::global_config::DEFAULT_LEASE_MS,
+        static_share: edgelimit_engine::config::global::DEFAULT_STATIC_SHARE,
+        lease_ms: edgelimit_engine::config::global::DEFAULT_LEASE_MS,
         region: None,
     }
 }

@@ -12,8 +12,8 @@ use edgelimit::StoreError;
 use futures_util::future::{select, Either};
 use worker::{Delay, Method, ObjectNamespace, Request, RequestInit};
 
-use super::calls::{Calls, SendCall};
-use super::wire::{error_of, Answer, Call};
+use edgelimit_engine::wire::calls::{Calls, SendCall};
+use edgelimit_engine::wire::{error_of, Answer, Call};
 
 /// The objects' names: `edgelimit-0` … `edgelimit-<n-1>`.
 pub fn object_name(index: u32) -> String {

@@ -16,8 +16,8 @@ use worker::durable::ScheduledTime;
 use worker::{durable_object, js_sys, DurableObject, Env, Request, Response, Result, State};
 
 use super::object_state::{Changes, ObjectState};
-use super::wire::{failed, Call};
 use edgelimit::StoreError;
+use edgelimit_engine::wire::{failed, Call};
 
 /// How soon after an entry's time the alarm collects it, at the earliest: garbage is collected
 /// in batches, not one alarm per entry.

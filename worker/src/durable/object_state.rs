@@ -11,8 +11,8 @@ use std::task::{Context, Poll, Waker};
 use edgelimit::store::Saved;
 use edgelimit::{MemoryStore, StoreError};
 
-use super::serve::serve;
-use super::wire::{checks_of, entry_of, Answer, Call};
+use edgelimit_engine::wire::serve::serve;
+use edgelimit_engine::wire::{checks_of, entry_of, Answer, Call};
 
 /// What a call changed: the entries to write (`Some`) or delete (`None`), by key.
 pub type Changes = Vec<(String, Option<Saved>)>;
@@ -65,7 +65,8 @@ impl ObjectState {
     /// The entries `call` may have changed, as the store holds them now.
     fn changes(&self, call: &Call) -> Changes {
         let store = &self.store;
-        let limit = |wire: &super::wire::WireLimit, id: &super::wire::WireBytes| {
+        let limit = |wire: &edgelimit_engine::wire::WireLimit,
+                     id: &edgelimit_engine::wire::WireBytes| {
             Some((wire.limit().ok()?, id.identifier().ok()?))
         };
         match call {
@@ -116,8 +117,8 @@ fn ready<F: Future>(future: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durable::wire::{check_call, WireBytes, WireLimit};
     use edgelimit::{Check, Limit, TimeSource};
+    use edgelimit_engine::wire::{check_call, WireBytes, WireLimit};
 
     fn kept(store: &mut std::collections::HashMap<String, String>, changes: Changes) {
         for (key, saved) in changes {

@@ -2,6 +2,13 @@
 //! Worker's admin route: one [`Call`] (a batch of checks, or one control operation) and its
 //! [`Answer`], as JSON. The library's types are rebuilt exactly on the other side: a limit by its
 //! name, policy and tiers (each sent once per call), an identifier by its bytes.
+//!
+//! - [`calls`]: any client of the wire (the Worker's Durable Object stub, edgelimit-admin's
+//!   admin-route client) as a `Store` and a `Control`.
+//! - [`serve`]: the store's side — one call answered by any controlled store.
+
+pub mod calls;
+pub mod serve;
 
 use std::sync::Arc;
 

@@ -1,15 +1,15 @@
 //! The admin route (`admin_path`): live control of the Worker's store through the Worker itself,
 //! for a store only the Worker can reach (Durable Objects) — what `edgelimit-admin --worker URL`
 //! drives. A POST of one [`Call`] with `Authorization: Bearer <EDGELIMIT_ADMIN_TOKEN>`, answered
-//! with its [`Answer`](crate::durable::wire::Answer). Off unless configured; the token is compared
+//! with its [`Answer`](crate::wire::Answer). Off unless configured; the token is compared
 //! in constant time and never logged.
 
 use edgelimit::{Control, Store};
 use sha2::{Digest, Sha256};
 
-use crate::durable::serve::serve;
-use crate::durable::wire::{Call, WireBytes, WireLimit};
 use crate::pipeline::Edge;
+use crate::wire::serve::serve;
+use crate::wire::{Call, WireBytes, WireLimit};
 
 /// What the admin route answers: a status and a JSON body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +103,7 @@ fn answer(status: u16, body: &str) -> AdminAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durable::wire::{check_call, Answer};
+    use crate::wire::{check_call, Answer};
     use crate::Config;
     use edgelimit::{Check, MemoryStore, TimeSource};
 

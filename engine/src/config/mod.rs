@@ -3,6 +3,10 @@
 //! isolate. Every error names the field it is about, e.g.
 //! `rules[1] "api" → limits[0] "per-key" → identifier: unknown source `cookie:x` …`.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod file;
+pub mod global;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +17,7 @@ use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
 use serde::Deserialize;
 
-use crate::global_config::{Global, RawGlobal};
+use crate::config::global::{Global, RawGlobal};
 use crate::identify::IdentifierSource;
 use crate::lists::{self, ProbeSource, StaticList};
 use crate::rules::{CostSource, HostPattern, Missing, PathMatch, Rule, RuleLimit, Scope, Settle};

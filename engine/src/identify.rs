@@ -126,9 +126,6 @@ impl OwnedRequest {
     }
 }
 
-/// Plans as the Worker does: identifiers and rules read from the request.
-impl crate::plan::Incoming for OwnedRequest {}
-
 impl RequestView for OwnedRequest {
     fn method(&self) -> &str {
         &self.method

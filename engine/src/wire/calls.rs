@@ -10,7 +10,7 @@ use edgelimit::control::{Assignment, AssignmentKind};
 use edgelimit::store::MaybeSendSync;
 use edgelimit::{Check, Control, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 
-use super::wire::{
+use super::{
     assignment_of, assignment_text, check_call, Answer, Call, WireBytes, WireLimit, WireVerdict,
 };
 

@@ -4,7 +4,7 @@
 
 use edgelimit::{Control, StoreError, TimeSource, Verdict};
 
-use super::wire::{assignment_of, checks_of, entry_of, failed, kind_of, Answer, Call, WireVerdict};
+use super::{assignment_of, checks_of, entry_of, failed, kind_of, Answer, Call, WireVerdict};
 
 /// Answers `call` from `store`. `server_now_ms` is the store's own clock when the caller has
 /// one to give (a Durable Object's, which is its store's); `None` leaves "the store's clock" to

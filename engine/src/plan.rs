@@ -10,7 +10,7 @@ use edgelimit::{Check, CheckItem, Identifier, Verdict};
 use smallvec::SmallVec;
 
 use crate::config::Config;
-use crate::identify::RequestView;
+use crate::identify::{OwnedRequest, RequestView};
 use crate::lists::{self, Denial, Via};
 use crate::rules::{Missing, Rule, RuleLimit};
 
@@ -30,6 +30,9 @@ pub trait Incoming: RequestView {
         config.matching(self)
     }
 }
+
+/// Plans as the Worker does: identifiers and rules read from the request.
+impl Incoming for OwnedRequest {}
 
 /// The rules a request matched, in configuration order.
 pub type MatchedRules<'c> = SmallVec<[&'c Rule; 4]>;

@@ -1,0 +1,71 @@
+//! edgelimit's request path, for any host: the configuration model and the pipeline that the
+//! Cloudflare Worker, the tower layer, `sim replay --config`, `edgelimit-admin` and the npm
+//! package all drive (docs/design.md §4).
+//!
+//! Per request: match the configured rules, take each limit's identifier from the request,
+//! decide every limit in one all-or-nothing call to the store, then either forward with
+//! `RateLimit` headers or answer 429 with a problem body; after the response, settle what it
+//! reserved. The host converts its request into a [`RequestView`], calls [`Edge::handle`], and
+//! does the I/O around it; nothing here touches a network or a runtime.
+//!
+//! ```
+//! use edgelimit::MemoryStore;
+//! use edgelimit_engine::{Action, Config, Edge, OwnedRequest};
+//!
+//! let config = Config::from_json(
+//!     r#"{"rules": [{"name": "api", "limits": [
+//!         {"name": "per-ip", "policy": "fixed 2/1m", "identifier": "ip"}]}]}"#,
+//! )
+//! .unwrap();
+//! let edge = Edge::new(config, MemoryStore::new());
+//! let request = OwnedRequest::get("api.example", "/v1/items").with_header("cf-connecting-ip", "203.0.113.7");
+//! let answers: Vec<_> = (0..3)
+//!     .map(|_| {
+//!         let handled = futures::executor::block_on(edge.handle(&request, 1_000));
+//!         handled.response(&request).action
+//!     })
+//!     .collect();
+//! assert!(matches!(answers[1], Action::Forward));
+//! assert!(matches!(answers[2], Action::Respond { status: 429, .. }));
+//! ```
+//!
+//! # Layout
+//!
+//! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its
+//!   field; [`config::file`] (native): the same from a `wrangler.toml`; [`config::global`]:
+//!   regions and the home of global limits.
+//! - [`rules`]: rules, the limits they apply, and matching by host, method and path.
+//! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
+//! - [`lists`]: deny and allow lists at the edge: static entries, the request's probe, the
+//!   isolate's memory of dynamic denials.
+//! - [`plan`]: request → checks ([`Plan`]).
+//! - [`ruling`]: verdicts → the answer ([`Outcome`]) → header fields and problem body.
+//! - [`settlement`]: what a request settles once its response is known.
+//! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
+//! - [`admin_route`]: live control through a host's admin route (`admin_path`).
+//! - [`wire`]: the calls and answers between a host and its Durable Objects or admin route.
+//! - [`log_line`]: the decision log line, written by the hosts and read by `sim`.
+
+#![warn(missing_docs, rust_2018_idioms)]
+
+pub mod admin_route;
+pub mod config;
+pub mod identify;
+pub mod lists;
+pub mod log_line;
+pub mod pipeline;
+pub mod plan;
+pub mod rules;
+pub mod ruling;
+pub mod settlement;
+pub mod wire;
+
+pub use config::{Config, ConfigError, CustomSource, CONFIG_VAR};
+pub use identify::{IdentifierSource, OwnedRequest, RequestView};
+pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
+pub use log_line::{LimitLine, LogLine};
+pub use pipeline::{AnalyticsPoint, Edge, Handled, Settled};
+pub use plan::{Absent, Decided, Incoming, Plan};
+pub use rules::{CostSource, Missing, Rule, RuleLimit, Scope, Settle};
+pub use ruling::{Action, Binding, Outcome, Response};
+pub use settlement::Settlement;
