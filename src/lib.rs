@@ -44,6 +44,11 @@
     rust_2018_idioms
 )]
 
+// The README's examples compile (and the complete ones run) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod algorithm;
 pub mod clock;
 pub mod control;

@@ -1,6 +1,6 @@
 //! edgelimit's request path, for any host: the configuration model and the pipeline that the
-//! Cloudflare Worker, the tower layer, `sim replay --config`, `edgelimit-admin` and the npm
-//! package all drive (docs/design.md §4).
+//! Cloudflare Worker, the tower layer, `sim replay --config` and `edgelimit-admin` all drive
+//! (docs/design.md §4).
 //!
 //! Per request: match the configured rules, take each limit's identifier from the request,
 //! decide every limit in one all-or-nothing call to the store, then either forward with
@@ -8,26 +8,7 @@
 //! reserved. The host converts its request into a [`RequestView`], calls [`Edge::handle`], and
 //! does the I/O around it; nothing here touches a network or a runtime.
 //!
-//! ```
-//! use edgelimit::MemoryStore;
-//! use edgelimit_engine::{Action, Config, Edge, OwnedRequest};
-//!
-//! let config = Config::from_json(
-//!     r#"{"rules": [{"name": "api", "limits": [
-//!         {"name": "per-ip", "policy": "fixed 2/1m", "identifier": "ip"}]}]}"#,
-//! )
-//! .unwrap();
-//! let edge = Edge::new(config, MemoryStore::new());
-//! let request = OwnedRequest::get("api.example", "/v1/items").with_header("cf-connecting-ip", "203.0.113.7");
-//! let answers: Vec<_> = (0..3)
-//!     .map(|_| {
-//!         let handled = futures::executor::block_on(edge.handle(&request, 1_000));
-//!         handled.response(&request).action
-//!     })
-//!     .collect();
-//! assert!(matches!(answers[1], Action::Forward));
-//! assert!(matches!(answers[2], Action::Respond { status: 429, .. }));
-//! ```
+//! The crate's README shows a request through the pipeline, end to end.
 //!
 //! # Layout
 //!
@@ -47,6 +28,11 @@
 //! - [`log_line`]: the decision log line, written by the hosts and read by `sim`.
 
 #![warn(missing_docs, rust_2018_idioms)]
+
+// The README's example compiles and runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub mod admin_route;
 pub mod config;

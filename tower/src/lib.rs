@@ -68,6 +68,11 @@
     rust_2018_idioms
 )]
 
+// The README's examples compile (and the complete ones run) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod body;
 pub mod builder;
 mod custom;
