@@ -50,7 +50,7 @@ pub use config::{Config, ConfigError, CustomSource, CONFIG_VAR};
 pub use identify::{IdentifierSource, OwnedRequest, RequestView};
 pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
 pub use log_line::{LimitLine, LogLine};
-pub use pipeline::{AnalyticsPoint, Edge, Handled, Settled};
+pub use pipeline::{AnalyticsPoint, Edge, Handled, Route, Settled};
 pub use plan::{Absent, Decided, Incoming, Plan};
 pub use rules::{CostSource, Missing, Rule, RuleLimit, Scope, Settle};
 pub use ruling::{Action, Binding, Outcome, Response};

@@ -103,6 +103,17 @@ impl<S: Store> Edge<S> {
         self.limiter.store_mut()
     }
 
+    /// Which of the host's routes a request with `method` and `path` takes.
+    pub fn route(&self, method: &str, path: &str) -> Route {
+        if self.config.admin_path.as_deref() == Some(path) {
+            Route::Admin
+        } else if method == "GET" && self.config.metrics_path.as_deref() == Some(path) {
+            Route::Metrics
+        } else {
+            Route::Limited
+        }
+    }
+
     /// Takes `request` down the path at `now_ms` (the isolate's clock, what its memory of list
     /// denials uses): the plan, one store call, the ruling. What it answers is in the
     /// [`Handled`] request.
@@ -164,6 +175,21 @@ impl<S: Store> Edge<S> {
             lock(&self.isolate).list_counters.to_prometheus()
         )
     }
+}
+
+/// What a request to a host running the path asks for: one of the limiter's own pages (each
+/// answered by the host with what the [`Edge`] gives it), or the request path itself. Decided
+/// here once for every host, before anything else is read from the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// A `GET` of the configuration's `metrics_path`: [`Edge::metrics_text`], as
+    /// `text/plain; version=0.0.4`.
+    Metrics,
+    /// The configuration's `admin_path` (any method: the route answers a wrong one itself):
+    /// [`Edge::admin`].
+    Admin,
+    /// Everything else: [`Edge::handle`].
+    Limited,
 }
 
 /// What [`Edge::settle`] did.
@@ -265,6 +291,13 @@ impl<'e> Handled<'e> {
                 self.checked.store_ms.unwrap_or(0.0),
             ],
         }
+    }
+
+    /// Whether this request has anything to settle once its response is known (a limit of a
+    /// matched rule settles its cost from the response, or holds a concurrency lease): a host
+    /// skips reading the response for [`Handled::settlement`] when not.
+    pub fn settles(&self) -> bool {
+        self.plan.settles()
     }
 
     /// What this request settles once its response is known: `header` reads the response's

@@ -3,7 +3,7 @@
 //! charged its real cost in place of the estimate. Owned, so it outlives the request: the Worker
 //! sends it in `waitUntil`, `sim` when the request lands.
 
-use edgelimit::{Check, CheckItem, Reservation, Verdict};
+use edgelimit::{Algorithm, Check, CheckItem, Reservation, Verdict};
 
 use crate::plan::Plan;
 
@@ -31,6 +31,15 @@ impl Settlement {
 }
 
 impl Plan<'_> {
+    /// Whether a limit of the rules this request matched settles after the response: its cost
+    /// read from the response, or a concurrency lease to release.
+    pub fn settles(&self) -> bool {
+        self.rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .any(|l| l.settle.is_some() || l.limit.policy.algorithm() == Algorithm::Concurrency)
+    }
+
     /// What to settle after the response, given the verdicts for [`Plan::checks`] and the
     /// response's header fields by lower-case name (`None` for every field when the origin
     /// failed: the estimates stand, the leases are released all the same). `None` when no

@@ -26,6 +26,14 @@ pub enum BuildError {
         /// Whether it is a cost.
         cost: bool,
     },
+    /// A configuration key only the Cloudflare Worker runs.
+    #[error("{field}: {why}")]
+    WorkerOnly {
+        /// The key.
+        field: &'static str,
+        /// Why a tower service has no use for it, and what to do instead.
+        why: &'static str,
+    },
     /// An exempt path that is not a path pattern.
     #[error("exempt path `{path}`: {problem}")]
     ExemptPath {

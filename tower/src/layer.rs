@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use edgelimit::net::ClientAddress;
-use edgelimit::{Algorithm, Clock, Store, SystemClock};
+use edgelimit::{Clock, Store, SystemClock};
 use edgelimit_engine::rules::PathMatch;
 use edgelimit_engine::{Config, Edge};
 use http::{request, response};
@@ -28,9 +28,6 @@ pub(crate) struct Shared<S> {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) reading: Reading,
     pub(crate) exempt: Exemptions,
-    /// Whether any limit settles after the response (a cost read from it, or a concurrency
-    /// lease): otherwise no request ever has a settlement, and none is looked for.
-    pub(crate) settles: bool,
     pub(crate) ids: ReservationIds,
 }
 
@@ -237,10 +234,7 @@ impl Builder {
             return Err(e);
         }
         self.reading.customs.check(&self.config)?;
-        let settles =
-            self.config.rules.iter().flat_map(|r| &r.limits).any(|l| {
-                l.settle.is_some() || l.limit.policy.algorithm() == Algorithm::Concurrency
-            });
+        refuse_worker_only(&self.config)?;
         let edge = Edge::new(self.config, store).with_clock(self.clock.clone());
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
@@ -248,11 +242,33 @@ impl Builder {
                 clock: self.clock,
                 reading: self.reading,
                 exempt: self.exempt,
-                settles,
                 ids: ReservationIds::new(),
             }),
         })
     }
+}
+
+/// Refuses what only the Cloudflare Worker runs: global limits, whose regions are Workers
+/// placed by Cloudflare, each with its own Upstash database (one shared Redis already gives a
+/// tower service one exact quota for every instance), and the admin route (a service's Redis is
+/// controlled directly, by edgelimit-admin).
+fn refuse_worker_only(config: &Config) -> Result<(), BuildError> {
+    if config.global.is_some() {
+        return Err(BuildError::WorkerOnly {
+            field: "global",
+            why: "global limits span Cloudflare regions, each Worker with its own Upstash \
+                  database; a tower service shares one Redis (or Redis Cluster) between its \
+                  instances instead: drop the section and build the layer over that store",
+        });
+    }
+    if config.admin_path.is_some() {
+        return Err(BuildError::WorkerOnly {
+            field: "admin_path",
+            why: "the admin route reaches the Worker's Durable Objects; a tower service's \
+                  Redis is controlled directly (edgelimit-admin --store redis://…)",
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -264,6 +280,29 @@ mod tests {
 
     fn config(limit: serde_json::Value) -> Config {
         Config::from_value(json!({"rules": [{"name": "api", "limits": [limit]}]})).unwrap()
+    }
+
+    #[test]
+    fn what_only_the_worker_runs_is_refused_naming_its_key() {
+        let mut value = json!({"rules": [{"name": "api", "limits": [
+            {"name": "per-ip", "policy": "fixed 5/1m", "identifier": "ip"}]}]});
+        value["admin_path"] = json!("/__edgelimit/admin");
+        let with_admin = Config::from_value(value.clone()).unwrap();
+        let e = Builder::new(with_admin)
+            .build(MemoryStore::new())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("admin_path: "), "{e}");
+        value.as_object_mut().unwrap().remove("admin_path");
+        value["global"] = json!({
+            "home": {"url_var": "HOME_URL", "token_var": "HOME_TOKEN"},
+            "regions": [
+                {"name": "eu", "url_var": "EU_URL", "token_var": "EU_TOKEN", "continents": ["EU"]},
+                {"name": "us", "url_var": "US_URL", "token_var": "US_TOKEN", "continents": ["NA"]}
+            ]
+        });
+        let global = Config::from_value(value).unwrap();
+        let e = Builder::new(global).build(MemoryStore::new()).unwrap_err();
+        assert!(e.to_string().starts_with("global: "), "{e}");
     }
 
     #[test]

@@ -13,11 +13,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use edgelimit::Store;
-use edgelimit_engine::{Action, Handled, Incoming};
+use edgelimit_engine::{Action, Handled, Incoming, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
-use http::{
-    request, response, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode,
-};
+use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -102,8 +100,11 @@ fn metrics_page<S: Store, B>(
     shared: &Shared<S>,
     request: &request::Parts,
 ) -> Option<Response<ResponseBody<B>>> {
-    let path = shared.edge.config().metrics_path.as_deref()?;
-    if request.method != Method::GET || request.uri.path() != path {
+    if shared
+        .edge
+        .route(request.method.as_str(), request.uri.path())
+        != Route::Metrics
+    {
         return None;
     }
     let mut response = Response::new(ResponseBody::answer(shared.edge.metrics_text()));
@@ -171,7 +172,7 @@ async fn settle<S: Store>(
     handled: &Handled<'_>,
     head: Option<&response::Parts>,
 ) {
-    if !shared.settles {
+    if !handled.settles() {
         return;
     }
     let name = shared.ids.next();

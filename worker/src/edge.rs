@@ -23,7 +23,7 @@ use edgelimit_engine::config::{
     Config, ConfigError, FixedResponse, StoreKind, ADMIN_TOKEN_VAR, CONFIG_VAR, STATE_BINDING,
 };
 use edgelimit_engine::identify::RequestView;
-use edgelimit_engine::pipeline::{Edge, Handled};
+use edgelimit_engine::pipeline::{Edge, Handled, Route};
 use edgelimit_engine::plan::Incoming;
 use edgelimit_engine::ruling::{Action, NO_STORE};
 
@@ -501,8 +501,13 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
     let view = View::of(&req)?;
     let region = isolate.edge_for(&view);
     let edge = &isolate.edges[region];
-    if let (Some(path), Some((objects, token))) = (&edge.config().admin_path, &isolate.admin) {
-        if view.path == *path {
+    match edge.route(&view.method, &view.path) {
+        Route::Admin => {
+            // An isolate whose configuration has an admin path has its objects and token (or
+            // refuses every request, Isolate::get).
+            let Some((objects, token)) = &isolate.admin else {
+                return problem_response(&Problem::misconfigured("the admin route is not set up"));
+            };
             let authorization = req.headers().get("authorization").ok().flatten();
             let body = req.text().await.unwrap_or_default();
             let answer = edge
@@ -522,15 +527,14 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
                 .with_headers(headers)
                 .fixed(answer.body.into_bytes()));
         }
-    }
-    if req.method() == worker::Method::Get
-        && edge.config().metrics_path.as_deref() == Some(view.path.as_str())
-    {
-        let headers = Headers::new();
-        headers.set("content-type", "text/plain; version=0.0.4")?;
-        return Ok(ResponseBuilder::new()
-            .with_headers(headers)
-            .fixed(edge.metrics_text().into_bytes()));
+        Route::Metrics => {
+            let headers = Headers::new();
+            headers.set("content-type", "text/plain; version=0.0.4")?;
+            return Ok(ResponseBuilder::new()
+                .with_headers(headers)
+                .fixed(edge.metrics_text().into_bytes()));
+        }
+        Route::Limited => {}
     }
     let handled = edge.handle(&view, js_sys::Date::now() as u64).await;
     report(edge, &env, &handled, &view);
