@@ -25,12 +25,6 @@ use tokio_rustls::TlsConnector;
 
 use common::TOKEN;
 
-/// The pair written where the gateway reads it.
-fn write_pair(dir: &TempDir, pair: &ServerPair) -> TlsFiles {
-    let (cert, key) = pair.write(dir);
-    TlsFiles { cert, key }
-}
-
 /// A reqwest client trusting `authority` only (no system roots).
 fn client(authority: &Authority) -> reqwest::Client {
     let ca = reqwest::Certificate::from_pem(authority.pem().as_bytes()).unwrap();
@@ -64,7 +58,7 @@ async fn tls_gateway(files: TlsFiles) -> GatewayServer {
 async fn commands_run_over_https_on_http1_and_http2() {
     let dir = TempDir::new("gateway-tls");
     let authority = Authority::new("a");
-    let server = tls_gateway(write_pair(&dir, &authority.server_pair())).await;
+    let server = tls_gateway(authority.server_pair().gateway_files(&dir)).await;
     assert_eq!(server.gateway.scheme(), "https");
 
     assert_eq!(set(&client(&authority), &server, "h1").await.unwrap(), 200);
@@ -100,7 +94,7 @@ async fn commands_run_over_https_on_http1_and_http2() {
 async fn cleartext_and_untrusting_clients_get_nothing() {
     let dir = TempDir::new("gateway-tls");
     let authority = Authority::new("a");
-    let server = tls_gateway(write_pair(&dir, &authority.server_pair())).await;
+    let server = tls_gateway(authority.server_pair().gateway_files(&dir)).await;
 
     let plain = reqwest::Client::new()
         .post(format!("http://{}/", server.addr()))
@@ -188,12 +182,12 @@ async fn a_reload_serves_the_new_certificate_and_keeps_open_connections() {
     let dir = TempDir::new("gateway-tls");
     let old = Authority::new("old");
     let new = Authority::new("new");
-    let server = tls_gateway(write_pair(&dir, &old.server_pair())).await;
+    let server = tls_gateway(old.server_pair().gateway_files(&dir)).await;
 
     let mut open = Connection::open(&server, &old).await.unwrap();
     assert_eq!(open.set("before").await.0, 200);
 
-    write_pair(&dir, &new.server_pair());
+    new.server_pair().write(&dir);
     assert!(server.gateway.reload_tls().unwrap());
 
     // The open connection goes on with the session it negotiated.
@@ -213,14 +207,14 @@ async fn a_reload_serves_the_new_certificate_and_keeps_open_connections() {
 async fn a_failed_reload_keeps_the_pair_in_use() {
     let dir = TempDir::new("gateway-tls");
     let authority = Authority::new("a");
-    let server = tls_gateway(write_pair(&dir, &authority.server_pair())).await;
+    let server = tls_gateway(authority.server_pair().gateway_files(&dir)).await;
 
     // A certificate with another certificate's key: rustls sees they do not match.
     let mismatched = ServerPair {
         key: authority.server_pair().key,
         ..authority.server_pair()
     };
-    write_pair(&dir, &mismatched);
+    mismatched.write(&dir);
     let error = server.gateway.reload_tls().unwrap_err().to_string();
     assert!(error.contains("key.pem"), "{error}");
     assert!(error.contains("not the certificate's"), "{error}");
@@ -255,7 +249,7 @@ async fn a_bad_pair_stops_the_start_with_the_file_named() {
 async fn a_stalled_handshake_is_cut_off_at_the_header_read_timeout() {
     let dir = TempDir::new("gateway-tls");
     let authority = Authority::new("a");
-    let server = tls_gateway(write_pair(&dir, &authority.server_pair())).await;
+    let server = tls_gateway(authority.server_pair().gateway_files(&dir)).await;
     let mut silent = TcpStream::connect(server.addr()).await.unwrap();
     // Half a ClientHello record header, then nothing.
     silent.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
@@ -296,7 +290,7 @@ async fn the_binary_serves_https_and_reloads_on_sighup() {
     let dir = TempDir::new("gateway-tls-bin");
     let old = Authority::new("old");
     let new = Authority::new("new");
-    let files = write_pair(&dir, &old.server_pair());
+    let files = old.server_pair().gateway_files(&dir);
     let mut child = Stopped(
         Command::new(env!("CARGO_BIN_EXE_gateway"))
             .args(["--listen", "127.0.0.1:0", "--redis-url", &redis.url()])
@@ -328,7 +322,7 @@ async fn the_binary_serves_https_and_reloads_on_sighup() {
     };
     assert_eq!(post(&old, "before").await.unwrap(), 200);
 
-    write_pair(&dir, &new.server_pair());
+    new.server_pair().write(&dir);
     let hup = Command::new("kill")
         .args(["-HUP", &child.0.id().to_string()])
         .status()

@@ -75,4 +75,10 @@ impl ServerPair {
             dir.write("key.pem", &self.key),
         )
     }
+
+    /// [`ServerPair::write`] as the gateway's configuration takes it (`Config::tls`).
+    pub fn gateway_files(&self, dir: &TempDir) -> edgelimit_gateway::TlsFiles {
+        let (cert, key) = self.write(dir);
+        edgelimit_gateway::TlsFiles { cert, key }
+    }
 }
