@@ -186,9 +186,7 @@ impl StoreUrl {
             )));
         }
         if scheme == "https" && !cfg!(feature = "tls") {
-            return Err(bad(format!(
-                "`{given}` needs TLS: build edgelimit-admin with `--features tls`"
-            )));
+            return Err(bad(format!("`{given}` needs TLS: {NO_TLS}")));
         }
         if config.store == Some(StoreKind::Upstash) || !config.shards.is_empty() {
             return Err(bad(format!(
@@ -245,7 +243,7 @@ impl StoreUrl {
             return Err(bad(format!(
                 "`{}`: TLS to Redis over RESP is not built in (the workspace's redis crate has no \
                  TLS feature); use a TLS tunnel to a local redis:// port, or the REST endpoint \
-                 (upstash+https://, built with the `tls` feature)",
+                 (upstash+https://)",
                 redact(&text)
             )));
         }
@@ -340,6 +338,10 @@ impl StoreUrl {
     }
 }
 
+/// Why a build without the `tls` feature refuses https, and how to get one that takes it.
+const NO_TLS: &str = "this edgelimit-admin was built without its default `tls` feature; \
+                      reinstall it without --no-default-features";
+
 /// A REST store at `url`. A URL the library refuses (https without TLS) is the caller's to fix:
 /// bad input naming `argument`, not a store failure.
 fn rest_store(
@@ -352,10 +354,7 @@ fn rest_store(
     if url.trim().starts_with("https://") && !cfg!(feature = "tls") {
         return Err(AdminError::input(
             argument,
-            format!(
-                "`{}` needs TLS: build edgelimit-admin with `--features tls`",
-                url.trim()
-            ),
+            format!("`{}` needs TLS: {NO_TLS}", url.trim()),
         ));
     }
     Ok(RestStore::new(url, token)

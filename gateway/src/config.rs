@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use crate::tls::TlsFiles;
+
 /// The commands allowed by default: what the limiter's scripts, the official Upstash clients'
 /// basic use and every documented feature of `@upstash/ratelimit` 2.2 send, directly or from its
 /// scripts (deny lists: `SMISMEMBER`, `SDIFFSTORE`, `SUNIONSTORE`; analytics: `ZINCRBY`,
@@ -236,6 +238,8 @@ pub struct Config {
     pub max_connections: usize,
     /// How scripts are held to the allow-list.
     pub redis_acl: RedisAcl,
+    /// Serve HTTPS with this certificate and key instead of cleartext HTTP.
+    pub tls: Option<TlsFiles>,
     /// For tests of clients' retries only: every N-th `/pipeline` runs on Redis, then its
     /// connection is closed without an answer, so the client loses a response whose effect
     /// happened. Never set in production.
@@ -262,6 +266,7 @@ impl std::fmt::Debug for Config {
             .field("idle_timeout", &self.idle_timeout)
             .field("max_connections", &self.max_connections)
             .field("redis_acl", &self.redis_acl)
+            .field("tls", &self.tls)
             .field("drop_responses_every", &self.drop_responses_every)
             .finish()
     }
@@ -280,8 +285,8 @@ pub fn redact_url(url: &str) -> String {
 impl Config {
     /// A configuration with the defaults: loopback on `listen`, the default allow-list, 1 MiB
     /// bodies, 1000 commands per pipeline, [`DEFAULT_CONNECTIONS`] connections, no metrics page,
-    /// the default timeouts and connection cap, and scripts held to the allow-list by the ACL
-    /// user [`DEFAULT_ACL_USER`].
+    /// the default timeouts and connection cap, scripts held to the allow-list by the ACL user
+    /// [`DEFAULT_ACL_USER`], and cleartext HTTP.
     pub fn new(
         listen: SocketAddr,
         redis_url: impl Into<String>,
@@ -301,6 +306,7 @@ impl Config {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             redis_acl: RedisAcl::default(),
+            tls: None,
             drop_responses_every: None,
         }
     }

@@ -1,10 +1,11 @@
-//! Why the gateway could not start. Its own module so that what fails at start — binding
-//! (`gateway`), Redis and its ACL user (`redis_exec`), the router (`app`) — shares the error
-//! without importing one another.
+//! Why the gateway could not start. Its own module so that what fails at start — the TLS
+//! certificate and binding (`gateway`), Redis and its ACL user (`redis_exec`), the router
+//! (`app`) — shares the error without importing one another.
 
 use std::net::SocketAddr;
 
 use crate::acl::AclError;
+use crate::tls::TlsError;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -29,4 +30,7 @@ pub enum GatewayError {
     /// The ACL user that holds scripts to the allow-list could not be made.
     #[error(transparent)]
     Acl(#[from] AclError),
+    /// The TLS certificate or key could not be used.
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
 }

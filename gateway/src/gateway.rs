@@ -1,26 +1,32 @@
 //! A running gateway: bound, connected, serving until shut down.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
 use crate::app::router;
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::listener::{serve, ConnectionLimits};
+use crate::listener::{serve, serve_tls, ConnectionLimits};
+use crate::tls::{Certificates, TlsError};
 
 /// A running gateway.
 #[derive(Debug)]
 pub struct Gateway {
     addr: SocketAddr,
+    certificates: Option<Arc<Certificates>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Gateway {
-    /// Binds `config.listen`, connects to Redis, and serves until [`Gateway::shutdown`].
+    /// Reads the TLS certificate if one is configured, binds `config.listen`, connects to
+    /// Redis, and serves until [`Gateway::shutdown`].
     pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         tracing::info!(?config, "starting");
+        // Before binding: a bad certificate is the operator's mistake to hear about first.
+        let certificates = config.tls.clone().map(Certificates::load).transpose()?;
         let bind_error = |source| GatewayError::Bind {
             addr: config.listen,
             source,
@@ -30,17 +36,23 @@ impl Gateway {
         let limits = ConnectionLimits::from(&config);
         let router = router(config).await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let acceptor = certificates.as_ref().map(Certificates::acceptor);
         let task = tokio::spawn(async move {
             let stopped = async {
                 let _ = rx.await;
             };
-            if let Err(e) = serve(listener, router, limits, stopped).await {
+            let served = match acceptor {
+                Some(tls) => serve_tls(listener, router, limits, tls, stopped).await,
+                None => serve(listener, router, limits, stopped).await,
+            };
+            if let Err(e) = served {
                 tracing::warn!(error = %e, "the listener failed");
             }
         });
-        tracing::info!(%addr, "listening");
+        tracing::info!(%addr, tls = certificates.is_some(), "listening");
         Ok(Gateway {
             addr,
+            certificates,
             shutdown: Some(tx),
             task,
         })
@@ -49,6 +61,24 @@ impl Gateway {
     /// The address it listens on (the real port when `listen` asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        match self.certificates {
+            Some(_) => "https",
+            None => "http",
+        }
+    }
+
+    /// Reads the TLS certificate and key files again and serves the new pair to every
+    /// connection from now on; established connections keep theirs. `Ok(false)` when the
+    /// gateway serves cleartext HTTP. On an error the pair in use stays.
+    pub fn reload_tls(&self) -> Result<bool, TlsError> {
+        match &self.certificates {
+            Some(certificates) => certificates.reload().map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// Stops accepting, finishes requests in flight, and returns.

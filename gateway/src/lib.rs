@@ -10,7 +10,8 @@
 //! Its boundary: a token may run the commands on the allow-list and nothing else, scripts
 //! included — every command runs as a Redis ACL user allowed exactly that list ([`acl`]). Clients
 //! that stall are cut off: a header-read timeout, an idle keep-alive timeout and a cap on open
-//! connections ([`listener`]).
+//! connections ([`listener`]). It serves HTTPS from a certificate and key ([`tls`]), so it can face
+//! the internet without a proxy in front.
 //!
 //! # Layout
 //!
@@ -18,6 +19,7 @@
 //! - [`gateway`]: [`Gateway`], started and shut down.
 //! - [`error`]: [`GatewayError`], why it could not start.
 //! - [`listener`]: the accept loop — timeouts, connection cap, graceful shutdown.
+//! - [`tls`]: HTTPS from a certificate and key, reloaded while serving.
 //! - `app`: the router — routes, the 405 fallback, the two middleware layers.
 //! - `middleware`: around every request — the token check; counting, logging, sync token.
 //! - `routes`: one module per route — `single` (`POST /` and the path form), `pipeline`,
@@ -49,9 +51,11 @@ pub mod reply;
 mod respond;
 mod routes;
 mod state;
+pub mod tls;
 
 pub use app::router;
 pub use config::{Config, MetricsPage, RedisAcl};
 pub use error::GatewayError;
 pub use gateway::Gateway;
-pub use listener::serve;
+pub use listener::{serve, serve_tls};
+pub use tls::{Certificates, TlsError, TlsFiles};

@@ -21,6 +21,10 @@
 //! answer, whatever it sends meanwhile, and a request head begun then is bounded by that time.
 //! At most [`MAX_CONCURRENT_STREAMS`] requests run at once on one HTTP/2 connection.
 //!
+//! Over TLS ([`serve_tls`]) the handshake is part of the first *head* phase: a client must
+//! finish it and send its first request's headers within `header_read_timeout` of connecting.
+//! The phases watch the bytes on the socket, under the encryption.
+//!
 //! Beyond `max_connections` the accept loop stops accepting, so new connections wait in the
 //! kernel's listen queue until one closes. On HTTP/2 a handler's [`DropConnection`] closes the
 //! whole connection, and with it the other requests in flight on it.
@@ -44,6 +48,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
 use crate::config::Config;
@@ -88,6 +93,28 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, router, limits, None, shutdown).await
+}
+
+/// [`serve`] over TLS: each connection's handshake by `tls` (see the module's documentation for
+/// how it is timed).
+pub async fn serve_tls(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    tls: TlsAcceptor,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with(listener, router, limits, Some(tls), shutdown).await
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (stop, stopped) = watch::channel(false);
     let mut http = auto::Builder::new(TokioExecutor::new());
@@ -104,6 +131,7 @@ pub async fn serve(
         let (stream, permit) = accepted;
         let connection = connection(
             stream,
+            tls.clone(),
             router.clone(),
             http.clone(),
             limits,
@@ -150,6 +178,7 @@ async fn accept(
 
 async fn connection(
     stream: TcpStream,
+    tls: Option<TlsAcceptor>,
     router: Router,
     http: auto::Builder<TokioExecutor>,
     limits: ConnectionLimits,
@@ -157,10 +186,47 @@ async fn connection(
     _permit: OwnedSemaphorePermit,
 ) {
     let phase = Arc::new(Phase::new());
-    let io = TokioIo::new(Watched {
+    let watched = Watched {
         inner: stream,
         phase: phase.clone(),
-    });
+    };
+    let Some(tls) = tls else {
+        return drive(watched, phase, router, http, limits, stopped).await;
+    };
+    let deadline = phase
+        .deadline(&limits)
+        .expect("a new connection is reading its head");
+    let handshake = tokio::time::timeout_at(deadline, tls.accept(watched));
+    let encrypted = tokio::select! {
+        done = handshake => match done {
+            Ok(Ok(encrypted)) => encrypted,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(phase = "TLS handshake", "closing a connection that timed out");
+                return;
+            }
+        },
+        // A stop (or the accept loop gone) before the handshake ends: nothing is in flight.
+        _ = stopped.changed() => return,
+    };
+    drive(encrypted, phase, router, http, limits, stopped).await;
+}
+
+/// Serves one connection's requests over `io`, whose reads tell `phase` when bytes arrive.
+async fn drive<I>(
+    io: I,
+    phase: Arc<Phase>,
+    router: Router,
+    http: auto::Builder<TokioExecutor>,
+    limits: ConnectionLimits,
+    mut stopped: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
     let service = Service {
         router,
         phase: phase.clone(),

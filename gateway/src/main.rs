@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use edgelimit_gateway::config::{
     parse_duration, DEFAULT_ACL_USER, DEFAULT_COMMANDS, DEFAULT_CONNECTIONS,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
-use edgelimit_gateway::{Config, Gateway, MetricsPage, RedisAcl};
+use edgelimit_gateway::{Config, Gateway, MetricsPage, RedisAcl, TlsFiles};
 
 /// Serves the Upstash REST protocol (single command, path form, /pipeline, /multi-exec, base64
 /// results) in front of a real Redis, so the edgelimit Worker and the official Upstash clients
@@ -27,6 +28,27 @@ struct Args {
     /// Address to listen on. Loopback by default: exposing the gateway is a deliberate choice.
     #[arg(long, env = "GATEWAY_LISTEN", default_value = "127.0.0.1:8079")]
     listen: SocketAddr,
+
+    /// Serve HTTPS with this PEM certificate chain (the server's certificate first, as in an
+    /// ACME client's fullchain.pem) instead of cleartext HTTP. Needs --tls-key. On SIGHUP both
+    /// files are read again and new connections get the new pair; open connections keep
+    /// theirs, and a pair that fails to load leaves the old one serving.
+    #[arg(
+        long,
+        env = "GATEWAY_TLS_CERT",
+        requires = "tls_key",
+        value_name = "PEM"
+    )]
+    tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1). Needs --tls-cert.
+    #[arg(
+        long,
+        env = "GATEWAY_TLS_KEY",
+        requires = "tls_cert",
+        value_name = "PEM"
+    )]
+    tls_key: Option<PathBuf>,
 
     /// The Redis to serve (also spelled --redis).
     #[arg(
@@ -195,6 +217,10 @@ async fn main() -> ExitCode {
             RedisAcl::Off
         }
     };
+    config.tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        _ => None,
+    };
     config.drop_responses_every = args.test_drop_response;
     if let Some(n) = config.drop_responses_every {
         tracing::warn!(
@@ -223,11 +249,41 @@ async fn main() -> ExitCode {
         }
     };
     // The first line on stdout is the address, so a parent process can find a port-0 gateway.
-    println!("listening on http://{}", gateway.local_addr());
-    shutdown_signal().await;
+    println!(
+        "listening on {}://{}",
+        gateway.scheme(),
+        gateway.local_addr()
+    );
+    tokio::select! {
+        () = shutdown_signal() => {}
+        () = reload_on_hangup(&gateway) => {}
+    }
     tracing::info!("shutting down: finishing requests in flight");
     gateway.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// Reloads the TLS certificate on every SIGHUP (`systemctl reload`, an ACME client's deploy
+/// hook); never returns unless the signal cannot be listened for.
+async fn reload_on_hangup(gateway: &Gateway) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: the certificate cannot be reloaded");
+            return std::future::pending().await;
+        };
+        while hangup.recv().await.is_some() {
+            match gateway.reload_tls() {
+                Ok(true) => tracing::info!("SIGHUP: TLS certificate and key reloaded"),
+                Ok(false) => tracing::info!("SIGHUP: no TLS certificate to reload"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: TLS reload failed, the old certificate stays")
+                }
+            }
+        }
+    }
+    std::future::pending().await
 }
 
 async fn shutdown_signal() {
@@ -279,6 +335,28 @@ mod tests {
     }
 
     #[test]
+    fn tls_cert_and_key_come_together() {
+        let args = Args::try_parse_from([
+            "gateway",
+            "--token",
+            "t",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+        ])
+        .unwrap();
+        assert_eq!(args.tls_cert, Some(PathBuf::from("c.pem")));
+        assert_eq!(args.tls_key, Some(PathBuf::from("k.pem")));
+        for lone in ["--tls-cert", "--tls-key"] {
+            let error = Args::try_parse_from(["gateway", "--token", "t", lone, "x.pem"])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("--tls-"), "{lone} alone: {error}");
+        }
+    }
+
+    #[test]
     fn the_flags_defaults_are_the_configs() {
         let args = Args::try_parse_from(["gateway", "--token", "t"]).unwrap();
         let config = Config::new(args.listen, args.redis_url, args.token);
@@ -293,5 +371,6 @@ mod tests {
             config.redis_acl
         );
         assert_eq!(args.test_drop_response, None);
+        assert_eq!((args.tls_cert, config.tls), (None, None));
     }
 }

@@ -1,7 +1,9 @@
-# Installs the Worker toolchain, each piece only when missing or at the wrong version (see
-# ../shared/TOOLCHAIN.md for why these versions): worker-build and wasm-bindgen-cli (cargo),
-# wrangler, node 22 and binaryen's wasm-opt (npm, pinned by package-lock.json). Then exports what
-# worker-build and wrangler need to run offline. Sourced by scripts/test and scripts/worker.
+# Installs the Worker toolchain, each piece only when missing or at the wrong version:
+# worker-build (the version of the `worker` crate worker/Cargo.toml pins) and wasm-bindgen-cli (it
+# must equal the pinned `wasm-bindgen`) from cargo; wrangler, node 22 (wrangler 4.164 needs Node
+# 22.12 or later) and binaryen's wasm-opt (Debian's is too old for this wasm) from npm, pinned by
+# package-lock.json. Then exports what worker-build and wrangler need to run offline. Sourced by
+# scripts/test, scripts/build-worker, scripts/build-js and scripts/worker-dev.
 WORKER_BUILD_VERSION=0.8.7
 WASM_BINDGEN_VERSION=0.2.130
 

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// The replay's allocator: faster than the system's for the small, short-lived buffers a replay
-/// makes on every request (sim/Cargo.toml says why; docs/sim.md, stop 29, what it measured).
+/// makes on every request (sim/Cargo.toml says why; docs/decisions.md, "Crates", what it
+/// measured).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

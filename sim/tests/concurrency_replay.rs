@@ -1,4 +1,4 @@
-//! Concurrency limits replayed with request durations (issue 13, item 5): a hand-computed trace
+//! Concurrency limits replayed with request durations: a hand-computed trace
 //! through `--policy 'concurrency 2 timeout 30s'` and through a configuration, bad `duration_ms`
 //! values, and a property — never more than N in flight per identifier, computed here from the
 //! admitted requests' `[ts, ts + duration)` intervals, independently of the simulator.

@@ -448,6 +448,11 @@ fn read_only_commands_and_store_flags_are_refused() {
             "tier set per-ip 192.0.2.2 pro --config other.toml",
             "--config",
         ),
+        (
+            "--worker https://edge.example.com deny add ip 192.0.2.9",
+            "--worker",
+        ),
+        ("deny add ip 192.0.2.9 --token s3cret", "--token"),
     ] {
         let message = refused(&dir, line);
         assert!(message.starts_with(named), "{line}: {message}");

@@ -28,9 +28,11 @@ use crate::error::SimError;
 /// The global flags of `edgelimit-admin` that choose a store or a configuration: meaningless in a
 /// file replayed on the sim's own store against `--config`, so refused rather than ignored (a
 /// line naming another configuration would otherwise be checked against the wrong one).
-const STORE_FLAGS: [(&str, &str); 4] = [
+const STORE_FLAGS: [(&str, &str); 6] = [
     ("store", "--store"),
     ("cluster", "--cluster"),
+    ("worker", "--worker"),
+    ("token", "--token"),
     ("timeout", "--timeout"),
     ("config", "--config"),
 ];

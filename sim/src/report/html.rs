@@ -3,16 +3,24 @@
 
 use std::fmt::Write;
 
-/// The one style sheet, inlined in every page.
+/// The one style sheet, inlined in every page. It fits any width from a phone's 390 px up: the
+/// charts' grid holds two 560 px columns where they fit and one otherwise, a chart shrinks to its
+/// column (its viewBox keeps the proportions), and a table wider than the page scrolls inside
+/// itself rather than widening the page (scripts/test.d/browser.sh checks all three in Chromium).
 const STYLE: &str =
-    "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}\
+    "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px;\
+overflow-wrap:anywhere}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px}\
-p.meta{color:#555;margin:2px 0}table{border-collapse:collapse;font-size:13px}\
-th,td{padding:4px 7px;border-bottom:1px solid #ddd;text-align:right}td{white-space:nowrap}\
+p.meta{color:#555;margin:2px 0}\
+table{border-collapse:collapse;font-size:13px;display:block;max-width:100%;overflow-x:auto}\
+th,td{padding:4px 7px;border-bottom:1px solid #ddd;text-align:right;overflow-wrap:normal}\
+td{white-space:nowrap}\
 th:first-child,td:first-child{text-align:left;white-space:nowrap}th{background:#f4f4f4}\
-.grid{display:grid;grid-template-columns:repeat(2,560px);gap:16px 24px}\
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,440px),560px));\
+gap:16px 24px}.grid>div{min-width:0}svg{max-width:100%;height:auto}\
 .swatch{display:inline-block;width:10px;height:10px;margin-right:6px}\
-.note{color:#555;font-size:12px;max-width:1140px}";
+.note{color:#555;font-size:12px;max-width:1140px}\
+@media (max-width:600px){body{margin:12px}}";
 
 /// Escapes text for HTML and SVG.
 pub fn escape(s: &str) -> String {
@@ -22,12 +30,12 @@ pub fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Starts a page: its head (the `title`, the style sheet) and its heading, `h1` (HTML: escaped
+/// Starts a page: its head (the viewport, the `title`, the style sheet) and its heading, `h1` (HTML: escaped
 /// by the caller).
 pub fn open(o: &mut String, title: &str, h1: &str) {
     let _ = write!(
         o,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title><style>{STYLE}</style></head><body><h1>{h1}</h1>"
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{title}</title><style>{STYLE}</style></head><body><h1>{h1}</h1>"
     );
 }
 

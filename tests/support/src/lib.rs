@@ -32,6 +32,7 @@
 //! - [`http`]: a response header as text; raw HTTP/1.1 on a socket.
 //! - [`metrics`]: a Prometheus/OpenMetrics page, scraped and parsed.
 //! - [`sf`]: structured-field lists (`RateLimit`, `RateLimit-Policy`).
+//! - [`tls`]: a certificate authority and server certificates made at test time.
 //!
 //! Plumbing:
 //! - [`net`]: free loopback ports; a listener that never answers.
@@ -66,6 +67,7 @@ pub mod resp;
 pub mod rng;
 pub mod sf;
 pub mod task;
+pub mod tls;
 pub mod wait;
 pub mod wrangler;
 
