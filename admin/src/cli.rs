@@ -1,5 +1,7 @@
 //! The command line, as clap parses it. Nothing here is validated beyond its shape: the
 //! [`crate::command`] module turns it into a checked [`crate::command::Operation`] first.
+// These doc comments are `--help`'s text, where a URL is written as a user types it.
+#![allow(rustdoc::bare_urls)]
 
 use std::path::PathBuf;
 

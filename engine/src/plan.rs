@@ -299,7 +299,7 @@ impl<'c> Plan<'c> {
     }
 
     /// The refusal by a deny list found before the store (a static entry, or one
-    /// [`Plan::deny_remembered`] set), if any: the request is answered 403 with no store call.
+    /// `Plan::deny_remembered` set), if any: the request is answered 403 with no store call.
     pub fn denied(&self) -> Option<&Denial> {
         self.denied.as_ref()
     }

@@ -252,7 +252,7 @@ pub fn check_allowed(
 /// The Upstash-only script flag plain Redis rejects in a shebang.
 const UPSTASH_ONLY_FLAG: &str = "allow-key-locking";
 
-/// Script rewrites: scripts whose `#!lua` shebang carries [`UPSTASH_ONLY_FLAG`] run without it,
+/// Script rewrites: scripts whose `#!lua` shebang carries `UPSTASH_ONLY_FLAG` run without it,
 /// and the client's SHA (of the script it sent) maps to the SHA Redis knows it by.
 #[derive(Debug, Default)]
 pub struct Scripts {

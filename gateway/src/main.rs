@@ -65,7 +65,7 @@ struct Args {
     /// Redis then refuses inside EVAL what the gateway refuses outside. The --redis-url user needs
     /// the right to run ACL SETUSER (the default user has it). `off`: run as the --redis-url user;
     /// scripts may then call anything that user may, so only with a user you restricted yourself
-    /// (ACL SETUSER … -@all +<each allowed command>), or when every token holder may do anything
+    /// (ACL SETUSER … -@all +COMMAND for each allowed one), or when every token holder may do anything
     /// to this Redis.
     #[arg(long, env = "GATEWAY_REDIS_ACL", value_enum, default_value_t = AclMode::Create)]
     redis_acl: AclMode,

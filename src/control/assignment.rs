@@ -304,9 +304,9 @@ pub fn effective_policy<'a>(
 /// Only garbage collection: whether an assignment holds is decided by comparing `until` with now.
 pub const ASSIGNMENT_GRACE_MS: u64 = 24 * 60 * 60 * 1000;
 
-/// The script that changes a control key (sent with `EVAL`: assignments change rarely). KEYS[1]
-/// the control key; ARGV[1] the kind replaced (`t`, `o`, or empty for both), ARGV[2] its new line
-/// (empty: none), ARGV[3] the grace. One line per kind is kept; the key is deleted when none is
+/// The script that changes a control key (sent with `EVAL`: assignments change rarely). KEYS\[1\]
+/// the control key; ARGV\[1\] the kind replaced (`t`, `o`, or empty for both), ARGV\[2\] its new line
+/// (empty: none), ARGV\[3\] the grace. One line per kind is kept; the key is deleted when none is
 /// left, else written with a TTL a grace past the latest `until` on Redis's clock (none while a
 /// line never lapses). A read-modify-write in one script, so two writers cannot lose a line.
 // Public with the commands below: the Redis stores' transport-neutral contract, for any client.

@@ -576,7 +576,7 @@ pub fn lapse_score(until_ms: Option<u64>, now_ms: u64) -> Result<u64, String> {
     }
 }
 
-/// What every store checks before [`crate::Store::list_add`] writes: the list's name, then the
+/// What every store checks before [`crate::Control::list_add`] writes: the list's name, then the
 /// stored lapse time of the entry ([`lapse_score`]), as the store's error.
 pub fn checked_addition(list: &str, until_ms: Option<u64>, now_ms: u64) -> Result<u64, StoreError> {
     validate_list_name(list).map_err(StoreError::InvalidInput)?;

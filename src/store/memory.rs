@@ -246,7 +246,7 @@ impl MemoryStore {
         }
     }
 
-    /// [`Store::peek`] at `now_ms`: a zero-cost look at the held state under the identifier's
+    /// [`Control::peek`](crate::Control::peek) at `now_ms`: a zero-cost look at the held state under the identifier's
     /// effective policy, changing nothing (not even the purge of expired states a check makes).
     /// A capacity lease is not looked at: the answer is the state's, as a zero-cost look at a
     /// spending item's is.
@@ -467,7 +467,7 @@ impl MemoryStore {
         })
     }
 
-    /// [`Store::reset`]: drops the identifier's state on the limit under every algorithm.
+    /// [`Control::reset`](crate::Control::reset): drops the identifier's state on the limit under every algorithm.
     pub fn reset_now(&self, limit: &Limit, identifier: &[u8]) -> bool {
         let mut existed = false;
         for algorithm in Algorithm::EVERY {
@@ -479,7 +479,7 @@ impl MemoryStore {
         existed
     }
 
-    /// [`Store::list_add`], synchronously.
+    /// [`Control::list_add`](crate::Control::list_add), synchronously.
     pub fn list_add_now(
         &self,
         list: &str,
@@ -496,7 +496,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// [`Store::list_remove`], synchronously.
+    /// [`Control::list_remove`](crate::Control::list_remove), synchronously.
     pub fn list_remove_now(&self, list: &str, entry: &ListEntry) -> bool {
         let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
         let Some(members) = lists.get_mut(list) else {
@@ -509,7 +509,7 @@ impl MemoryStore {
         removed
     }
 
-    /// [`Store::list_entries`], synchronously.
+    /// [`Control::list_entries`](crate::Control::list_entries), synchronously.
     pub fn list_entries_now(&self, list: &str, now_ms: u64) -> Vec<(String, Option<u64>)> {
         let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
         let mut live: Vec<(u64, &String)> = lists
@@ -540,7 +540,7 @@ impl MemoryStore {
         self.decide_one(limit, identifier, cost, Charge::Request, now_ms)
     }
 
-    /// What [`Store::assign`] does, synchronously: `assignment` replaces the identifier's
+    /// What [`Control::assign`](crate::Control::assign) does, synchronously: `assignment` replaces the identifier's
     /// assignment of its kind until `until_ms`; `None` clears both kinds.
     pub fn assign_now(
         &self,
@@ -559,7 +559,7 @@ impl MemoryStore {
         }
     }
 
-    /// What [`Store::clear_assignment`] does, synchronously.
+    /// What [`Control::clear_assignment`](crate::Control::clear_assignment) does, synchronously.
     pub fn clear_assignment_now(
         &self,
         limit: &Limit,
@@ -588,7 +588,7 @@ impl MemoryStore {
         self.assigned.store(map.len(), Ordering::Relaxed);
     }
 
-    /// What [`Store::assignments`] answers, synchronously: the override first.
+    /// What [`Control::assignments`](crate::Control::assignments) answers, synchronously: the override first.
     pub fn assignments_now(
         &self,
         limit: &Limit,
