@@ -9,6 +9,7 @@ mod expiry_index;
 pub mod key;
 mod key_hasher;
 mod memory;
+mod redis_control;
 mod remembered;
 mod reservation;
 #[cfg(all(feature = "resp", not(target_arch = "wasm32")))]

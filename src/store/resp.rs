@@ -21,14 +21,13 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
 
 use super::batch::{self, Gated};
-use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
+use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
-use super::key::{control_key, DEFAULT_NAMESPACE};
-use super::traits::{Control, Store};
+use super::key::DEFAULT_NAMESPACE;
+use super::redis_control::{redis_control, RedisCalls};
+use super::traits::Store;
 use super::upstash::{sent_with_source, LoadedScripts};
-use crate::control::assignment::{assign_command, read_assignments};
-use crate::control::list::{self, ListEntry};
-use crate::control::{Assignment, AssignmentKind};
+use crate::control::list;
 use crate::script::{control, is_noscript, CheckPlan, Invocation, Reply, Topology};
 
 #[derive(Clone)]
@@ -488,90 +487,19 @@ impl Store for RespStore {
     }
 }
 
-#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
-#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl Control for RespStore {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let key = control_key(&self.namespace, &limit.name, identifier);
-        self.change_assignments(assign_command(key, assignment, until_ms, None))
-            .await
+#[async_trait]
+impl RedisCalls for RespStore {
+    fn namespace(&self) -> &str {
+        &self.namespace
     }
 
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        let key = control_key(&self.namespace, &limit.name, identifier);
-        self.change_assignments(assign_command(key, None, None, Some(kind)))
-            .await
+    async fn plain(&self, command: &[String]) -> Result<Reply, StoreError> {
+        self.command(command).await
     }
 
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        let key = control_key(&self.namespace, &limit.name, identifier);
-        let reply = self.command(&["GET".to_string(), key.clone()]).await?;
-        read_assignments(reply, &key)
-    }
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let lapse = list::checked_addition(list, until_ms, now_ms)?;
-        let call = control::list_add(&self.namespace, list, entry, lapse, now_ms)?;
-        control::read_added(&self.run_one(&call).await?)
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        let call = control::list_remove(&self.namespace, list, entry);
-        control::read_removed(&self.run_one(&call).await?)
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        let call = control::list_entries(&self.namespace, list, now_ms)?;
-        control::read_entries(&self.run_one(&call).await?)
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let call = control::peek(&self.namespace, limit, identifier, time)?;
-        control::read_peek(&self.run_one(&call).await?)
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        let call = control::reset(&self.namespace, limit, identifier);
-        control::read_reset(&self.run_one(&call).await?)
+    async fn script(&self, invocation: &Invocation) -> Result<Reply, StoreError> {
+        self.run_one(invocation).await
     }
 }
 
-impl RespStore {
-    /// Runs the control key's `EVAL` of [`assign_command`].
-    async fn change_assignments(&self, command: Vec<String>) -> Result<(), StoreError> {
-        match self.command(&command).await? {
-            Reply::Error(e) => Err(StoreError::Script(e)),
-            _ => Ok(()),
-        }
-    }
-}
+redis_control!(RespStore);

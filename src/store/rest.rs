@@ -12,18 +12,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 
-use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
+use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
-use super::key::{control_key, DEFAULT_NAMESPACE};
-use super::traits::{Control, Store};
+use super::key::DEFAULT_NAMESPACE;
+use super::redis_control::{redis_control, RedisCalls};
+use super::traits::Store;
 use super::upstash::{
     check_by_scripts, decode_pipeline, plain_pipeline_body, post_resent_if, run_scripts,
     LoadedScripts, REST_TOKEN_VAR, REST_URL_VAR,
 };
-use crate::control::assignment::{assign_command, read_assignments};
-use crate::control::list::{self, ListEntry};
-use crate::control::{Assignment, AssignmentKind};
-use crate::script::{control, Invocation, Reply};
+use crate::script::{Invocation, Reply};
 
 /// A [`Store`] speaking the Upstash REST protocol (Upstash, or `edgelimit-gateway` in front of
 /// any Redis). A `/pipeline` whose answer is lost (the connection dropped, the time ran out) is
@@ -244,94 +242,21 @@ impl Store for RestStore {
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl Control for RestStore {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let key = control_key(&self.namespace, &limit.name, identifier);
-        self.change_assignments(assign_command(key, assignment, until_ms, None))
-            .await
+impl RedisCalls for RestStore {
+    fn namespace(&self) -> &str {
+        &self.namespace
     }
 
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        let key = control_key(&self.namespace, &limit.name, identifier);
-        self.change_assignments(assign_command(key, None, None, Some(kind)))
-            .await
+    // Every control command is idempotent: each is resent once when its answer is lost.
+
+    async fn plain(&self, command: &[String]) -> Result<Reply, StoreError> {
+        let body = plain_pipeline_body(command)?;
+        Ok(self.pipeline_resent_if(true, body, 1).await?.remove(0))
     }
 
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        let key = control_key(&self.namespace, &limit.name, identifier);
-        let body = plain_pipeline_body(&["GET".to_string(), key.clone()])?;
-        let reply = self.pipeline_resent_if(true, body, 1).await?.remove(0);
-        read_assignments(reply, &key)
-    }
-
-    // Adding, removing and reading a list are idempotent (an add sets the same lapse time
-    // again), as are a peek and a reset: each is resent once when its answer is lost.
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let lapse = list::checked_addition(list, until_ms, now_ms)?;
-        let call = control::list_add(&self.namespace, list, entry, lapse, now_ms)?;
-        control::read_added(&self.run_one(&call, true).await?)
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        let call = control::list_remove(&self.namespace, list, entry);
-        control::read_removed(&self.run_one(&call, true).await?)
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        let call = control::list_entries(&self.namespace, list, now_ms)?;
-        control::read_entries(&self.run_one(&call, true).await?)
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let call = control::peek(&self.namespace, limit, identifier, time)?;
-        control::read_peek(&self.run_one(&call, true).await?)
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        let call = control::reset(&self.namespace, limit, identifier);
-        control::read_reset(&self.run_one(&call, true).await?)
+    async fn script(&self, invocation: &Invocation) -> Result<Reply, StoreError> {
+        self.run_one(invocation, true).await
     }
 }
 
-impl RestStore {
-    /// Runs the control key's `EVAL` of [`assign_command`]: one `/pipeline`, resent once if its
-    /// answer is lost (writing the same line again is harmless).
-    async fn change_assignments(&self, command: Vec<String>) -> Result<(), StoreError> {
-        let body = plain_pipeline_body(&command)?;
-        match self.pipeline_resent_if(true, body, 1).await?.remove(0) {
-            Reply::Error(e) => Err(StoreError::Script(e)),
-            _ => Ok(()),
-        }
-    }
-}
+redis_control!(RestStore);
