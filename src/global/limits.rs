@@ -21,6 +21,10 @@ pub struct RegionalLimit {
     /// What the home decides a lease with: the pool, its tiers split likewise; `None` when the
     /// static shares take the whole limit (no leases, no home).
     pub pool: Option<Arc<Limit>>,
+    /// The other regions' static shares, by region index (none where a share rounds down to
+    /// nothing): what the region may borrow, unused, from their stores (docs/design.md §9,
+    /// "Capacity follows demand").
+    pub peers: Vec<(usize, Arc<Limit>)>,
     /// Each share policy's capacity beside the whole's, the default first then each tier: how a
     /// regional decision is reported as the whole limit's.
     capacities: Vec<(u64, u64)>,
@@ -117,6 +121,15 @@ impl RegionalLimits {
                 })))
             };
             let share = part(&|s: &Split| s.shares.get(region).copied().flatten());
+            let peers = (0..weights.len())
+                .filter(|&other| other != region)
+                .filter_map(|other| {
+                    Some((
+                        other,
+                        part(&|s: &Split| s.shares.get(other).copied().flatten())?,
+                    ))
+                })
+                .collect();
             let pool = part(&|s: &Split| s.pool);
             let mut capacities = Vec::new();
             if let Some(share) = &share {
@@ -133,6 +146,7 @@ impl RegionalLimits {
                     whole: Arc::new(limit.clone()),
                     share,
                     pool,
+                    peers,
                     capacities,
                 },
             );

@@ -8,25 +8,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use futures_util::future::join_all;
 
 use super::ledger::{Ledger, Refill, Sizing};
 use super::limits::{RegionalLimit, RegionalLimits};
 use crate::algorithm::{Charge, LeaseSpending};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
+use crate::policy::Algorithm;
 use crate::store::{Check, CheckItem, Identifier, Store, StoreError, TimeSource, Verdict};
 
 /// The shortest horizon a refill is sized for (ms): a second of the region's traffic.
 pub const MIN_REFILL_HORIZON_MS: u64 = 1_000;
 
-/// A region's store for global limits: `R` the region's own store, `H` the home's.
+/// A region's store for global limits: `R` the region's own store, `H` the home's, `P` the
+/// other regions' (whose unused static shares it may borrow, [`GlobalStore::with_peers`]).
 ///
 /// Decides on the caller's clock only ([`TimeSource::At`]): leases end at times the region and
 /// the home must agree on. Items of limits that are not global pass through untouched.
 #[derive(Debug)]
-pub struct GlobalStore<R, H> {
+pub struct GlobalStore<R, H, P = R> {
     region: R,
     home: H,
+    peers: Vec<(usize, P)>,
     limits: RegionalLimits,
     regions: u64,
     lease_ms: u64,
@@ -47,6 +51,10 @@ pub struct GlobalStats {
     pub home_round_trips: u64,
     /// Round trips to the home that failed.
     pub home_failures: u64,
+    /// Round trips to other regions' stores, borrowing their unused static shares.
+    pub peer_round_trips: u64,
+    /// Units borrowed from other regions' static shares.
+    pub borrowed: u64,
     /// Units the home granted in leases.
     pub granted: u64,
     /// Units admitted from leases.
@@ -62,6 +70,8 @@ struct Counters {
     waited: AtomicU64,
     home_round_trips: AtomicU64,
     home_failures: AtomicU64,
+    peer_round_trips: AtomicU64,
+    borrowed: AtomicU64,
     granted: AtomicU64,
     leased: AtomicU64,
     lost: AtomicU64,
@@ -86,7 +96,7 @@ pub struct Granted {
 struct Ask<'a> {
     limit: &'a RegionalLimit,
     identifier: Identifier,
-    /// The least grant worth having: a waiting request's cost (a refill's whole want).
+    /// What the waiting requests must have (a refill: one unit).
     need: u64,
     want: u64,
     /// Whether requests wait on it: a pool short of `need` then denies them for a while.
@@ -107,6 +117,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
         GlobalStore {
             region,
             home,
+            peers: Vec::new(),
             limits,
             regions: regions.max(1) as u64,
             lease_ms: lease_ms.max(1),
@@ -117,16 +128,37 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
         }
     }
 
+    /// The same store borrowing, when a request's share, lease and the home's pool all fall
+    /// short, the unused static shares of the other regions from their stores: `peers` as
+    /// (region index, store), the indexes those of [`RegionalLimits::new`]'s weights
+    /// (docs/design.md §9, "Capacity follows demand").
+    pub fn with_peers<P: Store>(self, peers: Vec<(usize, P)>) -> GlobalStore<R, H, P> {
+        GlobalStore {
+            region: self.region,
+            home: self.home,
+            peers,
+            limits: self.limits,
+            regions: self.regions,
+            lease_ms: self.lease_ms,
+            clock: self.clock,
+            home_rtt_ms: self.home_rtt_ms,
+            ledger: self.ledger,
+            counters: self.counters,
+        }
+    }
+}
+
+impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// The same store timing the home's round trips with `clock` (a clock that does not move
     /// during a call, as a replay's, times none: give the round trip with
     /// [`GlobalStore::with_home_rtt_ms`]).
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> GlobalStore<R, H> {
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> GlobalStore<R, H, P> {
         self.clock = clock;
         self
     }
 
     /// The same store assuming the home's round trip takes `ms` until one is timed.
-    pub fn with_home_rtt_ms(self, ms: u64) -> GlobalStore<R, H> {
+    pub fn with_home_rtt_ms(self, ms: u64) -> GlobalStore<R, H, P> {
         self.home_rtt_ms.store(ms, Ordering::Relaxed);
         self
     }
@@ -150,6 +182,8 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             waited: get(&c.waited),
             home_round_trips: get(&c.home_round_trips),
             home_failures: get(&c.home_failures),
+            peer_round_trips: get(&c.peer_round_trips),
+            borrowed: get(&c.borrowed),
             granted: get(&c.granted),
             leased: get(&c.leased),
             lost: get(&c.lost),
@@ -189,7 +223,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                     Some(Ask {
                         limit,
                         identifier,
-                        need: want,
+                        need: 1,
                         want,
                         waiting: false,
                     })
@@ -254,10 +288,13 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     }
 
     fn sizing(&self, limit: &RegionalLimit) -> Sizing {
+        let policy = &limit.whole.policy;
         Sizing {
             horizon_ms: self.horizon_ms(),
             regions: self.regions,
             pool_capacity: limit.pool.as_ref().map_or(0, |p| p.policy.capacity()),
+            fixed_window: policy.algorithm() == Algorithm::FixedWindow,
+            alone_ms: policy.window_ms().max(self.horizon_ms()),
         }
     }
 
@@ -317,44 +354,61 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             })
     }
 
-    /// Asks the home's pools for `asks`, one round trip (two when a pool cannot grant what was
-    /// wanted but holds what is needed); the grants made, as the checks crediting them to the
-    /// region's leases.
+    /// Asks the home's pools for `asks`, one round trip: each for up to its `want` (a batch of
+    /// checks the pool admits as far as it holds them, [`up_to`]); the grants made, as the
+    /// checks crediting them to the region's leases.
     async fn ask_home(&self, asks: &[Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
-        let pool_check = |ask: &Ask<'_>, units: u64| {
+        let mut checks = Vec::new();
+        let mut ranges = Vec::with_capacity(asks.len());
+        for ask in asks {
             let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
-            Check::new().with_item(CheckItem::new(
-                pool.clone(),
-                ask.identifier.clone(),
-                units as i64,
-            ))
-        };
-        let checks: Vec<Check> = asks.iter().map(|a| pool_check(a, a.want)).collect();
+            let from = checks.len();
+            checks.extend(up_to(ask.want.max(ask.need)).map(|units| {
+                Check::new().with_item(CheckItem::new(
+                    pool.clone(),
+                    ask.identifier.clone(),
+                    units as i64,
+                ))
+            }));
+            ranges.push(from..checks.len());
+        }
         let answers = self.home_round_trip(&checks, now_ms).await?;
         let mut grants = Vec::new();
-        let mut smaller = Vec::new();
-        for (ask, answer) in asks.iter().zip(&answers) {
-            let decision = &answer.decisions[0];
-            self.ledger()
-                .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
-            if decision.allowed {
-                grants.push(self.credit_check(ask, ask.want, decision, now_ms));
-            } else if ask.want > ask.need && decision.remaining >= ask.need {
-                smaller.push(ask);
-            } else {
-                self.note_pool_empty(ask, decision, now_ms);
+        for (ask, range) in asks.iter().zip(ranges) {
+            let decided: Vec<(u64, &Decision)> = range
+                .map(|i| (checks[i].items()[0].cost as u64, &answers[i].decisions[0]))
+                .collect();
+            let granted: u64 = decided
+                .iter()
+                .filter(|(_, d)| d.allowed)
+                .map(|(units, _)| units)
+                .sum();
+            let Some(&(_, last)) = decided.last() else {
+                continue;
+            };
+            self.ledger().note_pool(
+                (&ask.limit.whole.name, &ask.identifier),
+                granted,
+                last.remaining,
+                last.reset_at_ms,
+                now_ms,
+                &self.sizing(ask.limit),
+            );
+            if let Some(&(_, admitted)) = decided.iter().find(|(_, d)| d.allowed) {
+                grants.push(self.credit_check(ask, granted, admitted, now_ms));
             }
-        }
-        if !smaller.is_empty() {
-            let checks: Vec<Check> = smaller.iter().map(|a| pool_check(a, a.need)).collect();
-            let answers = self.home_round_trip(&checks, now_ms).await?;
-            for (ask, answer) in smaller.into_iter().zip(&answers) {
-                let decision = &answer.decisions[0];
-                self.ledger()
-                    .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
-                if decision.allowed {
-                    grants.push(self.credit_check(ask, ask.need, decision, now_ms));
-                } else {
+            if granted < ask.need {
+                // The retry of the smallest part the pool refused that would have covered the
+                // shortfall, else of the largest it refused.
+                let short = ask.need - granted;
+                let refused = decided.iter().filter(|(_, d)| !d.allowed);
+                let retry = refused
+                    .clone()
+                    .filter(|(units, _)| *units >= short)
+                    .min_by_key(|(units, _)| *units)
+                    .or_else(|| refused.max_by_key(|(units, _)| *units))
+                    .map(|&(_, d)| d);
+                if let Some(decision) = retry {
                     self.note_pool_empty(ask, decision, now_ms);
                 }
             }
@@ -462,11 +516,13 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             }
             return;
         };
+        let borrowed = self.borrow(&asks, &grants, now_ms).await;
         // Every waiting check is decided again, granted or not: while it waited, another
         // request of the region may have been granted units its lease now holds.
         let again = waiting;
-        let credits = grants.len();
         let mut batch = grants;
+        batch.extend(borrowed);
+        let credits = batch.len();
         batch.extend(again.iter().map(|&i| regional[i].clone()));
         if batch.is_empty() {
             return;
@@ -478,6 +534,95 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 verdicts[i] = verdict;
             }
         }
+    }
+
+    /// Borrows from the other regions' stores what the home's pool could not grant `asks`
+    /// (`grants` is what it did): the unused part of their static shares, charged to those
+    /// shares exactly as a request there would be, so that they admit that much less — the
+    /// sum of the parts is still the whole. A region alone on the identifier's pool takes all
+    /// its peers' shares hold (they are not serving it); otherwise each peer is asked for the
+    /// shortfall. One round trip to each peer holding a share, all at once; a peer that cannot
+    /// be reached lends nothing. The grants made, as the checks crediting them.
+    async fn borrow(&self, asks: &[Ask<'_>], grants: &[Check], now_ms: u64) -> Vec<Check> {
+        if self.peers.is_empty() {
+            return Vec::new();
+        }
+        let granted = |ask: &Ask<'_>| -> u64 {
+            grants
+                .iter()
+                .map(|c| &c.items()[0])
+                .filter(|i| {
+                    *i.limit.name == *ask.limit.whole.name && i.identifier == ask.identifier
+                })
+                .map(|i| i.cost as u64)
+                .sum()
+        };
+        // (ask, shortfall, alone) of every ask the pool left short.
+        let short: Vec<(&Ask<'_>, u64, bool)> = {
+            let ledger = self.ledger();
+            asks.iter()
+                .filter(|a| !a.limit.peers.is_empty())
+                .filter_map(|a| {
+                    let short = a.need.saturating_sub(granted(a));
+                    let key = (&a.limit.whole.name, &a.identifier);
+                    (short > 0)
+                        .then(|| (a, short, ledger.alone(key, now_ms, &self.sizing(a.limit))))
+                })
+                .collect()
+        };
+        if short.is_empty() {
+            return Vec::new();
+        }
+        let calls = self.peers.iter().filter_map(|(index, store)| {
+            let mut checks = Vec::new();
+            let mut parts = Vec::new();
+            for (at, &(ask, shortfall, alone)) in short.iter().enumerate() {
+                let Some((_, share)) = ask.limit.peers.iter().find(|(i, _)| i == index) else {
+                    continue;
+                };
+                let units = if alone {
+                    share.policy.capacity()
+                } else {
+                    shortfall
+                };
+                for part in up_to(units) {
+                    checks.push(Check::new().with_item(CheckItem::new(
+                        share.clone(),
+                        ask.identifier.clone(),
+                        part as i64,
+                    )));
+                    parts.push(at);
+                }
+            }
+            (!checks.is_empty()).then(|| async move {
+                bump(&self.counters.peer_round_trips, 1);
+                let answers = store.check(&checks, TimeSource::At(now_ms)).await;
+                (checks, parts, answers)
+            })
+        });
+        let mut credits = Vec::new();
+        for (checks, parts, answers) in join_all(calls).await {
+            let Ok(answers) = answers else {
+                continue;
+            };
+            // Per ask: units lent by this peer, and one of its admitting decisions (a fixed
+            // window's lease ends with the window the peer's share charged them in).
+            let mut lent: Vec<(u64, Option<Decision>)> = vec![(0, None); short.len()];
+            for ((check, at), answer) in checks.iter().zip(parts).zip(&answers) {
+                let decision = answer.decisions[0];
+                if decision.allowed {
+                    lent[at].0 += check.items()[0].cost as u64;
+                    lent[at].1 = Some(decision);
+                }
+            }
+            for (&(ask, _, _), (units, decision)) in short.iter().zip(lent) {
+                if let Some(decision) = decision {
+                    bump(&self.counters.borrowed, units);
+                    credits.push(self.credit_check(ask, units, &decision, now_ms));
+                }
+            }
+        }
+        credits
     }
 
     /// Notes what the region's store answered to `credits` (`None`: it failed and the grants
@@ -544,7 +689,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     }
 }
 
-impl<R: Store, H: Store> GlobalStore<R, H> {
+impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// The check crediting `units` the home's `decision` granted `ask` to the region's lease:
     /// a check of its own, so that it is written whatever the request it was asked for decides.
     fn credit_check(&self, ask: &Ask<'_>, units: u64, decision: &Decision, now_ms: u64) -> Check {
@@ -589,6 +734,19 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     }
 }
 
+/// The parts of an ask for up to `units`, largest first: the pool admits each part that fits in
+/// what it still holds, so together they take exactly `min(units, held)` in one round trip —
+/// the remainder `r` above `2^(m+1) − 1 ≤ units`, then `2^m, …, 2, 1`: when `r` does not fit,
+/// what is held is below `r < 2^(m+1)` and the powers of two take all of it.
+fn up_to(units: u64) -> impl Iterator<Item = u64> {
+    // The largest m with 2^(m+1) − 1 ≤ units (none for 0).
+    let powers = u128::BITS - (u128::from(units) + 1).leading_zeros() - 1;
+    let remainder = units - ((1u64 << powers) - 1);
+    std::iter::once(remainder)
+        .filter(|&r| r > 0)
+        .chain((0..powers).rev().map(|k| 1u64 << k))
+}
+
 /// The units `credits` grant.
 fn units(credits: &[Check]) -> u64 {
     credits.iter().map(|c| c.items()[0].cost as u64).sum()
@@ -596,7 +754,7 @@ fn units(credits: &[Check]) -> u64 {
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl<R: Store, H: Store> Store for GlobalStore<R, H> {
+impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         if self.limits.is_empty() {
             return self.region.check(checks, time).await;
@@ -619,5 +777,32 @@ impl<R: Store, H: Store> Store for GlobalStore<R, H> {
         }
         self.report(&regional, &mut verdicts, now_ms);
         Ok(verdicts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::up_to;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A pool holding `held` admits the parts that fit, largest first, and takes exactly
+        /// `min(units, held)`.
+        #[test]
+        fn an_ask_for_up_to_units_takes_all_it_can_in_one_round_trip(
+            units in prop_oneof![0u64..300, any::<u64>()],
+            held in prop_oneof![0u64..300, any::<u64>()],
+        ) {
+            let parts: Vec<u64> = up_to(units).collect();
+            prop_assert!(parts.len() <= 65);
+            prop_assert_eq!(parts.iter().map(|&p| u128::from(p)).sum::<u128>(), u128::from(units));
+            let mut left = held;
+            for part in parts {
+                if part <= left {
+                    left -= part;
+                }
+            }
+            prop_assert_eq!(held - left, units.min(held));
+        }
     }
 }

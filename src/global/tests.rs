@@ -64,16 +64,26 @@ fn run(
         store: Arc::new(MemoryStore::new()),
         down: Arc::new(AtomicBool::new(false)),
     };
+    // Each region's own store, which the others may borrow unused shares from.
+    let own: Vec<Arc<MemoryStore>> = weights
+        .iter()
+        .map(|_| Arc::new(MemoryStore::new()))
+        .collect();
     let regions: Vec<_> = (0..weights.len())
         .map(|r| {
             let limits = RegionalLimits::new([&whole], weights, static_share, r).unwrap();
+            let peers = (0..own.len())
+                .filter(|&p| p != r)
+                .map(|p| (p, own[p].clone()))
+                .collect();
             GlobalStore::new(
-                MemoryStore::new(),
+                own[r].clone(),
                 home.clone(),
                 limits,
                 weights.len(),
                 lease_ms,
             )
+            .with_peers(peers)
         })
         .collect();
     let single = MemoryStore::new();
@@ -193,8 +203,9 @@ proptest! {
         }
     }
 
-    /// No interval of `Δ` admits more than `B + r·Δ + r₀·τ` of a bucket across regions
-    /// (`r₀` the pool's rate, `τ` the lease's life).
+    /// No interval of `Δ` admits more than `B + r·(Δ + τ)` of a bucket across regions (`τ` the
+    /// lease's life): every unit admitted in it was issued by the pool or a share within
+    /// `[t − τ, t + Δ]`.
     #[test]
     fn a_bucket_never_admits_more_than_burst_rate_and_the_leases_in_flight(
         gcra in any::<bool>(),
@@ -215,7 +226,6 @@ proptest! {
         let policy = Policy::new(algorithm, limit, 1_000, Some(burst)).unwrap();
         let outage = outage.map(|(from, long)| (from, from + long));
         let run = run(policy, &weights, static_share, lease_ms, &requests, outage);
-        let pool_rate = run.split.pool.map_or(0, |p| p.limit());
         let costs = admitted_cost(&run, &requests, leased);
         for id in 0..3u8 {
             let mine: Vec<(u64, u64)> = requests
@@ -229,10 +239,9 @@ proptest! {
                 for &(t, c) in &mine[i..] {
                     sum += c;
                     let delta = t - mine[i].0;
-                    // In units × window: burst·W + L·Δ + L₀·τ.
+                    // In units × window: burst·W + L·(Δ + τ).
                     let bound = run.policy.burst() * 1_000
-                        + run.policy.limit() * delta
-                        + pool_rate * run.lease_ms;
+                        + run.policy.limit() * (delta + run.lease_ms);
                     prop_assert!(
                         sum * 1_000 <= bound,
                         "identifier {id}: {sum} admitted in [{}, {t}], bound {}/1000",
@@ -245,10 +254,11 @@ proptest! {
     }
 
     /// The cost, with one region taking all the traffic and the home reachable: per window it
-    /// admits what the exact single store admits, short of at most the other regions' static
-    /// shares, what the rounding left out, and three fragments smaller than a request (its
-    /// share, its lease and the pool each holding less than the request that was denied).
-    /// With the home lost for the window, it still admits up to its own share.
+    /// admits what the exact single store admits — the pool and the other regions' unused
+    /// shares follow its demand — short of at most what the rounding left out and fragments
+    /// smaller than a request (its share, its lease, the pool and each other region's share
+    /// holding less than the request that was denied). With the home lost for the window, it
+    /// still admits up to its own share.
     #[test]
     fn one_busy_region_is_short_of_the_single_store_by_the_others_shares_at_most(
         limit in 1u64..60,
@@ -265,7 +275,7 @@ proptest! {
         let others: u64 = run.split.shares[1..].iter().map(|&s| part(s)).sum();
         let pool = part(run.split.pool);
         let slack = limit - own - others - pool;
-        let fragments = 3 * (3 - 1);
+        let fragments = (3 + weights.len() as u64) * (3 - 1);
         let leased_costs = admitted_cost(&run, &requests, leased);
         let exact_costs = admitted_cost(&run, &requests, exact);
         let leased_sums = per_window(&requests, &leased_costs, 1_000);
@@ -276,7 +286,7 @@ proptest! {
             let allowed = if home_lost {
                 exact_sum.saturating_sub(own.saturating_sub(2))
             } else {
-                others + slack + fragments
+                slack + fragments
             };
             prop_assert!(
                 short <= allowed,
