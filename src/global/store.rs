@@ -16,7 +16,7 @@ use crate::algorithm::{Charge, LeaseSpending};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
 use crate::policy::Algorithm;
-use crate::store::{Check, CheckItem, Identifier, Store, StoreError, TimeSource, Verdict};
+use crate::store::{Check, CheckItem, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 
 /// The shortest horizon a refill is sized for (ms): a second of the region's traffic.
 pub const MIN_REFILL_HORIZON_MS: u64 = 1_000;
@@ -363,13 +363,16 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         for ask in asks {
             let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
             let from = checks.len();
-            checks.extend(up_to(ask.want.max(ask.need)).map(|units| {
-                Check::new().with_item(CheckItem::new(
-                    pool.clone(),
-                    ask.identifier.clone(),
-                    units as i64,
-                ))
-            }));
+            // No part beyond what the pool can ever hold: it would be refused for good.
+            checks.extend(
+                up_to(ask.want.max(ask.need).min(largest(pool))).map(|units| {
+                    Check::new().with_item(CheckItem::new(
+                        pool.clone(),
+                        ask.identifier.clone(),
+                        units as i64,
+                    ))
+                }),
+            );
             ranges.push(from..checks.len());
         }
         let answers = self.home_round_trip(&checks, now_ms).await?;
@@ -401,7 +404,9 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                 // The retry of the smallest part the pool refused that would have covered the
                 // shortfall, else of the largest it refused.
                 let short = ask.need - granted;
-                let refused = decided.iter().filter(|(_, d)| !d.allowed);
+                let refused = decided
+                    .iter()
+                    .filter(|(_, d)| !d.allowed && d.reason == Reason::OverLimit);
                 let retry = refused
                     .clone()
                     .filter(|(units, _)| *units >= short)
@@ -455,8 +460,8 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// Waits for the home on behalf of the checks at `waiting` (denied only by leases short of
     /// units): one ask of the home for every identifier they need, then one round trip to the
     /// region's store crediting the grants and deciding every one of those checks again (a
-    /// concurrent request's grant may cover one the home refused). A home that cannot be
-    /// reached leaves the denials standing.
+    /// concurrent request's grant may cover one the home refused). What the home does not
+    /// grant (or, unreachable, cannot) is borrowed from the other regions' unused shares.
     async fn wait_for_home(
         &self,
         regional: &[Check],
@@ -505,17 +510,17 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                 ledger.asked((&ask.limit.whole.name, &ask.identifier));
             }
         }
-        let Ok(grants) = answered else {
+        let grants = answered.unwrap_or_else(|_| {
             // A home that cannot be reached is not asked again for these identifiers for a
             // horizon: their requests are decided by the region's share meanwhile, without
-            // paying a failed round trip each.
+            // paying a failed round trip each. The other regions may still lend.
             let until = now_ms.saturating_add(self.horizon_ms());
             let mut ledger = self.ledger();
             for ask in &asks {
                 ledger.note_pool_empty((&ask.limit.whole.name, &ask.identifier), until);
             }
-            return;
-        };
+            Vec::new()
+        });
         let borrowed = self.borrow(&asks, &grants, now_ms).await;
         // Every waiting check is decided again, granted or not: while it waited, another
         // request of the region may have been granted units its lease now holds.
@@ -581,9 +586,9 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     continue;
                 };
                 let units = if alone {
-                    share.policy.capacity()
+                    largest(share)
                 } else {
-                    shortfall
+                    shortfall.min(largest(share))
                 };
                 for part in up_to(units) {
                     checks.push(Check::new().with_item(CheckItem::new(
@@ -594,7 +599,7 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     parts.push(at);
                 }
             }
-            (!checks.is_empty()).then(|| async move {
+            (!checks.is_empty()).then_some(async move {
                 bump(&self.counters.peer_round_trips, 1);
                 let answers = store.check(&checks, TimeSource::At(now_ms)).await;
                 (checks, parts, answers)
@@ -745,6 +750,15 @@ fn up_to(units: u64) -> impl Iterator<Item = u64> {
     std::iter::once(remainder)
         .filter(|&r| r > 0)
         .chain((0..powers).rev().map(|k| 1u64 << k))
+}
+
+/// The most a part of `limit` can ever hold: its policy's capacity or a tier's, the larger.
+fn largest(limit: &Limit) -> u64 {
+    limit
+        .tiers
+        .iter()
+        .map(|(_, p)| p.capacity())
+        .fold(limit.policy.capacity(), u64::max)
 }
 
 /// The units `credits` grant.

@@ -275,7 +275,7 @@ proptest! {
         let others: u64 = run.split.shares[1..].iter().map(|&s| part(s)).sum();
         let pool = part(run.split.pool);
         let slack = limit - own - others - pool;
-        let fragments = (3 + weights.len() as u64) * (3 - 1);
+        let fragments = (2 + weights.len() as u64) * (3 - 1);
         let leased_costs = admitted_cost(&run, &requests, leased);
         let exact_costs = admitted_cost(&run, &requests, exact);
         let leased_sums = per_window(&requests, &leased_costs, 1_000);
@@ -468,4 +468,71 @@ async fn burst(
         answer
     });
     futures::future::join_all(requests).await
+}
+
+/// Three regions of `fixed 60/1m` (shares of 15, 9 and 6 by weights 5:3:2, a pool of 30), each
+/// the others' peer; the home and every store in memory.
+fn three_regions() -> Vec<GlobalStore<Arc<MemoryStore>, Arc<MemoryStore>>> {
+    let whole = Limit::new("api", "fixed 60/1m".parse().unwrap());
+    let weights = [5, 3, 2];
+    let home = Arc::new(MemoryStore::new());
+    let own: Vec<Arc<MemoryStore>> = (0..3).map(|_| Arc::new(MemoryStore::new())).collect();
+    (0..3)
+        .map(|r| {
+            let limits = RegionalLimits::new([&whole], &weights, MILLION / 2, r).unwrap();
+            let peers = (0..3)
+                .filter(|&p| p != r)
+                .map(|p| (p, own[p].clone()))
+                .collect();
+            GlobalStore::new(own[r].clone(), home.clone(), limits, 3, 1_000).with_peers(peers)
+        })
+        .collect()
+}
+
+fn admitted_of(region: &GlobalStore<Arc<MemoryStore>, Arc<MemoryStore>>, n: u64, at: u64) -> u64 {
+    let whole = Limit::new("api", "fixed 60/1m".parse().unwrap());
+    let check = Check::single(&whole, "alice", 1);
+    (0..n)
+        .filter(|i| {
+            block_on(region.check(std::slice::from_ref(&check), TimeSource::At(at + i))).unwrap()[0]
+                .allowed
+        })
+        .count() as u64
+}
+
+/// An identifier only one region serves gets its whole limit there, as one store would give it:
+/// its share, then the whole pool at one wait, then the other regions' unused shares at one
+/// more round trip; the regions it took them from then admit none of it in that window.
+#[test]
+fn one_region_serving_an_identifier_gets_its_whole_limit_there() {
+    let regions = three_regions();
+    assert_eq!(admitted_of(&regions[0], 70, 0), 60);
+    let stats = regions[0].stats();
+    // One wait for the pool, one more for the peers (a round trip to each, at once).
+    assert_eq!(
+        (stats.waited, stats.home_round_trips, stats.peer_round_trips),
+        (2, 2, 2),
+        "{stats:?}"
+    );
+    assert_eq!((stats.granted, stats.borrowed), (30, 15), "{stats:?}");
+    assert_eq!(admitted_of(&regions[1], 5, 100), 0, "its share was lent");
+    assert_eq!(admitted_of(&regions[2], 5, 100), 0, "its share was lent");
+    // The next window starts whole, and the region that served it is still alone.
+    assert_eq!(admitted_of(&regions[0], 70, 60_000), 60);
+}
+
+/// A region that sees another draw on the pool is not alone: it borrows only what its request
+/// lacks, and is short of one store by at most what the others hold unspent.
+#[test]
+fn a_region_sharing_an_identifier_borrows_only_its_shortfall() {
+    let regions = three_regions();
+    // `us` spends its share and takes the whole pool; `eu` then spends its share, finds the
+    // pool empty (another region drew on it) and borrows what one request lacks.
+    assert_eq!(admitted_of(&regions[1], 39, 0), 39);
+    let eu = admitted_of(&regions[0], 30, 100);
+    let stats = regions[0].stats();
+    assert_eq!((stats.granted, stats.borrowed), (0, 1), "{stats:?}");
+    // One store would admit 21 more; `ap`'s share, unused, holds the 5 it did not.
+    assert_eq!(eu, 16);
+    assert_eq!(admitted_of(&regions[2], 10, 200), 5);
 }
