@@ -35,11 +35,16 @@ struct Entry {
     /// What the pool had left at the home's last answer.
     pool: Option<PoolSeen>,
     /// When another region was last seen drawing on the pool (its left falling by more than
-    /// this region took).
+    /// this region took), or borrowing from this region's share.
     others_ms: Option<u64>,
+    /// A fixed window's share as the region's last admission by it left it: what remained,
+    /// and the window's end.
+    share: Option<(u64, u64)>,
     /// Until when the pool is known to hold less than a request the region needed (epoch ms):
     /// till then a denied request does not wait for the home.
     pool_empty_until_ms: u64,
+    /// Until when the other regions are known to have nothing to lend a request (epoch ms).
+    peers_short_until_ms: u64,
     /// Whether a refill is queued or under way: only its own answer ends it.
     pending: bool,
     /// Asks of the home under way for waiting requests.
@@ -191,6 +196,36 @@ impl Ledger {
         true
     }
 
+    /// Notes that another region serves `key` too, as the home's count of what other regions
+    /// asked for shows at `now_ms`.
+    pub fn note_others(&mut self, key: (&Arc<str>, &Identifier), now_ms: u64) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.others_ms = Some(now_ms);
+        }
+    }
+
+    /// Notes that a fixed window's static share admitted `cost` units at `now_ms`, leaving
+    /// `left` in the window ending at `window_end_ms`. A share that fell by more than the
+    /// region took since its last admission was lent to another region: one that serves the
+    /// identifier too.
+    pub fn note_share(
+        &mut self,
+        key: (&Arc<str>, &Identifier),
+        cost: u64,
+        left: u64,
+        window_end_ms: u64,
+        now_ms: u64,
+        sizing: &Sizing,
+    ) {
+        let entry = self.entry(key, now_ms, sizing);
+        if let Some((before, end)) = entry.share {
+            if end == window_end_ms && before.saturating_sub(cost) > left {
+                entry.others_ms = Some(now_ms);
+            }
+        }
+        entry.share = Some((left, window_end_ms));
+    }
+
     /// What to ask the home for a request that must have `need` units now, counting the ask
     /// as under way until [`Ledger::asked`]: a refill's worth for the first, only `need` while
     /// another ask or a refill is under way — a burst of waiting requests must not each take a
@@ -234,6 +269,20 @@ impl Ledger {
         self.entries
             .get(&(key.0.clone(), key.1.clone()))
             .map_or(sizing.alone_ms > 0, |e| sizing.alone(e, now_ms))
+    }
+
+    /// Notes that the other regions could not lend a request what it lacked, until `until_ms`.
+    pub fn note_peers_short(&mut self, key: (&Arc<str>, &Identifier), until_ms: u64) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.peers_short_until_ms = entry.peers_short_until_ms.max(until_ms);
+        }
+    }
+
+    /// Whether the other regions are known, at `now_ms`, to have nothing to lend.
+    pub fn peers_short(&self, key: (&Arc<str>, &Identifier), now_ms: u64) -> bool {
+        self.entries
+            .get(&(key.0.clone(), key.1.clone()))
+            .is_some_and(|e| e.peers_short_until_ms > now_ms)
     }
 
     /// Until when the pool is known to be short of a request, if it still is at `now_ms`.
@@ -317,6 +366,7 @@ impl Ledger {
                 || e.asking > 0
                 || e.lease_until_ms > now_ms
                 || e.pool_empty_until_ms > now_ms
+                || e.peers_short_until_ms > now_ms
                 || now_ms.saturating_sub(e.seen_ms) < idle_ms
         });
     }
@@ -397,6 +447,13 @@ mod tests {
         // A window's length without seeing another region, and it is alone again.
         assert!(ledger.alone((&name, &id), 120_000, &FIXED));
         assert_eq!(ledger.want_now((&name, &id), 1, 120_000, &FIXED), 60);
+        ledger.asked((&name, &id));
+        // Until its share falls by more than it admitted: another region borrowed from it.
+        ledger.note_share((&name, &id), 1, 9, 180_000, 120_001, &FIXED);
+        ledger.note_share((&name, &id), 1, 8, 180_000, 120_002, &FIXED);
+        assert!(ledger.alone((&name, &id), 120_002, &FIXED));
+        ledger.note_share((&name, &id), 1, 2, 180_000, 120_003, &FIXED);
+        assert!(!ledger.alone((&name, &id), 120_003, &FIXED));
     }
 
     #[test]

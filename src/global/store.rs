@@ -240,6 +240,7 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                 ..Granted::default()
             });
         }
+        let asks: Vec<&Ask<'_>> = asks.iter().collect();
         match self.ask_home(&asks, now_ms).await {
             Ok(credits) => Ok(Granted {
                 asked_ms: now_ms,
@@ -348,18 +349,24 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     && self.limits.get(&item.limit.name).is_some_and(|g| {
                         g.pool.is_some() && item.cost as u64 <= g.whole.policy.capacity()
                     })
-                    && ledger
-                        .pool_empty_until((&item.limit.name, &item.identifier), now_ms)
-                        .is_none()
+                    && self.may_grant(&ledger, (&item.limit.name, &item.identifier), now_ms)
             })
+    }
+
+    /// Whether the home's pool or the other regions may still have units for `key`: neither is
+    /// known, at `now_ms`, to be short of them.
+    fn may_grant(&self, ledger: &Ledger, key: (&Arc<str>, &Identifier), now_ms: u64) -> bool {
+        ledger.pool_empty_until(key, now_ms).is_none()
+            || (!self.peers.is_empty() && !ledger.peers_short(key, now_ms))
     }
 
     /// Asks the home's pools for `asks`, one round trip: each for up to its `want` (a batch of
     /// checks the pool admits as far as it holds them, [`up_to`]); the grants made, as the
     /// checks crediting them to the region's leases.
-    async fn ask_home(&self, asks: &[Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
+    async fn ask_home(&self, asks: &[&Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
         let mut checks = Vec::new();
         let mut ranges = Vec::with_capacity(asks.len());
+        let mut demands = Vec::with_capacity(asks.len());
         for ask in asks {
             let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
             let from = checks.len();
@@ -374,10 +381,32 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                 }),
             );
             ranges.push(from..checks.len());
+            // A region sharing the identifier counts what it asks for where a region alone on
+            // it looks: a region that takes all the pool holds learns that others want it,
+            // though it never finds the pool drawn before its own grant.
+            let alone = self.ledger().alone(
+                (&ask.limit.whole.name, &ask.identifier),
+                now_ms,
+                &self.sizing(ask.limit),
+            );
+            demands.push(ask.limit.demand.as_ref().map(|demand| {
+                checks.push(Check::new().with_item(CheckItem::new(
+                    demand.clone(),
+                    ask.identifier.clone(),
+                    if alone { 0 } else { ask.want as i64 },
+                )));
+                (checks.len() - 1, alone)
+            }));
         }
         let answers = self.home_round_trip(&checks, now_ms).await?;
         let mut grants = Vec::new();
-        for (ask, range) in asks.iter().zip(ranges) {
+        for ((ask, range), demand) in asks.iter().zip(ranges).zip(demands) {
+            if let (Some((at, true)), Some(count)) = (demand, &ask.limit.demand) {
+                if answers[at].decisions[0].remaining < count.policy.capacity() {
+                    self.ledger()
+                        .note_others((&ask.limit.whole.name, &ask.identifier), now_ms);
+                }
+            }
             let decided: Vec<(u64, &Decision)> = range
                 .map(|i| (checks[i].items()[0].cost as u64, &answers[i].decisions[0]))
                 .collect();
@@ -503,7 +532,22 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                 ask.want = ledger.want_now(key, ask.need, now_ms, &self.sizing(ask.limit));
             }
         }
-        let answered = self.ask_home(&asks, now_ms).await;
+        // A pool known to be short is not asked: only the other regions may lend.
+        let to_home: Vec<&Ask<'_>> = {
+            let ledger = self.ledger();
+            asks.iter()
+                .filter(|a| {
+                    ledger
+                        .pool_empty_until((&a.limit.whole.name, &a.identifier), now_ms)
+                        .is_none()
+                })
+                .collect()
+        };
+        let answered = if to_home.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.ask_home(&to_home, now_ms).await
+        };
         {
             let mut ledger = self.ledger();
             for ask in &asks {
@@ -566,7 +610,6 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         let short: Vec<(&Ask<'_>, u64, bool)> = {
             let ledger = self.ledger();
             asks.iter()
-                .filter(|a| !a.limit.peers.is_empty())
                 .filter_map(|a| {
                     let short = a.need.saturating_sub(granted(a));
                     let key = (&a.limit.whole.name, &a.identifier);
@@ -580,23 +623,38 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         }
         let calls = self.peers.iter().filter_map(|(index, store)| {
             let mut checks = Vec::new();
+            // Per check: which ask, and whether it spends the lender's lease.
             let mut parts = Vec::new();
             for (at, &(ask, shortfall, alone)) in short.iter().enumerate() {
-                let Some((_, share)) = ask.limit.peers.iter().find(|(i, _)| i == index) else {
-                    continue;
-                };
-                let units = if alone {
-                    largest(share)
-                } else {
-                    shortfall.min(largest(share))
-                };
-                for part in up_to(units) {
-                    checks.push(Check::new().with_item(CheckItem::new(
-                        share.clone(),
-                        ask.identifier.clone(),
-                        part as i64,
-                    )));
-                    parts.push(at);
+                if let Some((_, share)) = ask.limit.peers.iter().find(|(i, _)| i == index) {
+                    let units = if alone {
+                        largest(share)
+                    } else {
+                        shortfall.min(largest(share))
+                    };
+                    for part in up_to(units) {
+                        checks.push(Check::new().with_item(CheckItem::new(
+                            share.clone(),
+                            ask.identifier.clone(),
+                            part as i64,
+                        )));
+                        parts.push((at, false));
+                    }
+                }
+                // A region sharing the identifier may find what it lacks in another's lease:
+                // units the home granted there, not yet spent (the lease's key is the limit's
+                // name and the identifier's, whatever the part).
+                if !alone {
+                    for part in up_to(shortfall.min(largest(&ask.limit.whole))) {
+                        let mut item = CheckItem::new(
+                            ask.limit.whole.clone(),
+                            ask.identifier.clone(),
+                            part as i64,
+                        );
+                        item.spend_lease = LeaseSpending::Only;
+                        checks.push(Check::new().with_item(item));
+                        parts.push((at, true));
+                    }
                 }
             }
             (!checks.is_empty()).then_some(async move {
@@ -606,25 +664,42 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             })
         });
         let mut credits = Vec::new();
+        let mut lent_in_all = vec![0u64; short.len()];
         for (checks, parts, answers) in join_all(calls).await {
             let Ok(answers) = answers else {
                 continue;
             };
-            // Per ask: units lent by this peer, and one of its admitting decisions (a fixed
-            // window's lease ends with the window the peer's share charged them in).
-            let mut lent: Vec<(u64, Option<Decision>)> = vec![(0, None); short.len()];
-            for ((check, at), answer) in checks.iter().zip(parts).zip(&answers) {
+            // Per ask, from this lender's share and from its lease: units lent, and one of the
+            // admitting decisions (a share's says which window its units were charged in, a
+            // lease's when the lease ends: a loan ends no later).
+            let mut lent: Vec<[(u64, Option<Decision>); 2]> = vec![[(0, None); 2]; short.len()];
+            for ((check, (at, lease)), answer) in checks.iter().zip(parts).zip(&answers) {
                 let decision = answer.decisions[0];
                 if decision.allowed {
-                    lent[at].0 += check.items()[0].cost as u64;
-                    lent[at].1 = Some(decision);
+                    let slot = &mut lent[at][usize::from(lease)];
+                    slot.0 += check.items()[0].cost as u64;
+                    slot.1 = Some(decision);
                 }
             }
-            for (&(ask, _, _), (units, decision)) in short.iter().zip(lent) {
-                if let Some(decision) = decision {
-                    bump(&self.counters.borrowed, units);
+            for (at, (&(ask, _, _), [share, lease])) in short.iter().zip(lent).enumerate() {
+                if let (units, Some(decision)) = share {
                     credits.push(self.credit_check(ask, units, &decision, now_ms));
+                    lent_in_all[at] += units;
                 }
+                if let (units, Some(decision)) = lease {
+                    credits.push(self.credit_until(ask, units, decision.reset_at_ms));
+                    lent_in_all[at] += units;
+                }
+            }
+        }
+        bump(&self.counters.borrowed, lent_in_all.iter().sum());
+        // Lenders that could not cover a request are not asked again for a horizon: a request
+        // beyond the whole limit must not cost a round trip to every region.
+        let until = now_ms.saturating_add(self.horizon_ms());
+        let mut ledger = self.ledger();
+        for (&(ask, shortfall, _), lent) in short.iter().zip(lent_in_all) {
+            if lent < shortfall {
+                ledger.note_peers_short((&ask.limit.whole.name, &ask.identifier), until);
             }
         }
         credits
@@ -669,6 +744,17 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     && matches!(decision.reason, Reason::Admitted | Reason::Leased);
                 if counted && limit.pool.is_some() {
                     let leased = decision.reason == Reason::Leased;
+                    let sizing = self.sizing(limit);
+                    if !leased && sizing.fixed_window {
+                        ledger.note_share(
+                            (&limit.whole.name, &item.identifier),
+                            item.cost as u64,
+                            decision.remaining,
+                            decision.reset_at_ms,
+                            now_ms,
+                            &sizing,
+                        );
+                    }
                     if leased {
                         bump(&self.counters.leased, item.cost as u64);
                     }
@@ -698,15 +784,22 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// The check crediting `units` the home's `decision` granted `ask` to the region's lease:
     /// a check of its own, so that it is written whatever the request it was asked for decides.
     fn credit_check(&self, ask: &Ask<'_>, units: u64, decision: &Decision, now_ms: u64) -> Check {
+        self.credit_until(
+            ask,
+            units,
+            ask.limit.lease_end(decision, now_ms, self.lease_ms),
+        )
+    }
+
+    /// The check crediting `units` to `ask`'s lease, ending at `until_ms`.
+    fn credit_until(&self, ask: &Ask<'_>, units: u64, until_ms: u64) -> Check {
         Check::new().with_item(
             CheckItem::new(
                 ask.limit.regional().clone(),
                 ask.identifier.clone(),
                 units as i64,
             )
-            .charged(Charge::LeaseCredit {
-                until_ms: ask.limit.lease_end(decision, now_ms, self.lease_ms),
-            }),
+            .charged(Charge::LeaseCredit { until_ms }),
         )
     }
 
@@ -730,8 +823,13 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             return decision.retry_after_ms;
         }
         let key = (&limit.whole.name, &item.identifier);
+        let lenders_short = self.peers.is_empty() || ledger.peers_short(key, now_ms);
         match ledger.pool_empty_until(key, now_ms) {
-            Some(until) if ledger.lease_balance(key, now_ms) == 0 && !ledger.refilling(key) => {
+            Some(until)
+                if lenders_short
+                    && ledger.lease_balance(key, now_ms) == 0
+                    && !ledger.refilling(key) =>
+            {
                 decision.retry_after_ms.max(until - now_ms)
             }
             _ => 0,

@@ -508,10 +508,11 @@ fn one_region_serving_an_identifier_gets_its_whole_limit_there() {
     let regions = three_regions();
     assert_eq!(admitted_of(&regions[0], 70, 0), 60);
     let stats = regions[0].stats();
-    // One wait for the pool, one more for the peers (a round trip to each, at once).
+    // One wait for the pool, one more for the peers (a round trip to each, at once), and one
+    // to learn that they have nothing left: beyond the limit, no round trip.
     assert_eq!(
         (stats.waited, stats.home_round_trips, stats.peer_round_trips),
-        (2, 2, 2),
+        (3, 2, 4),
         "{stats:?}"
     );
     assert_eq!((stats.granted, stats.borrowed), (30, 15), "{stats:?}");
@@ -521,18 +522,36 @@ fn one_region_serving_an_identifier_gets_its_whole_limit_there() {
     assert_eq!(admitted_of(&regions[0], 70, 60_000), 60);
 }
 
-/// A region that sees another draw on the pool is not alone: it borrows only what its request
-/// lacks, and is short of one store by at most what the others hold unspent.
+/// A region that sees another draw on the pool is not alone: it borrows only what each request
+/// lacks, from the others' shares and leases, and admits what one store would.
 #[test]
 fn a_region_sharing_an_identifier_borrows_only_its_shortfall() {
     let regions = three_regions();
     // `us` spends its share and takes the whole pool; `eu` then spends its share, finds the
-    // pool empty (another region drew on it) and borrows what one request lacks.
+    // pool empty (another region drew on it) and borrows, request by request, what `ap`'s
+    // share holds: the 21 one store would still admit.
     assert_eq!(admitted_of(&regions[1], 39, 0), 39);
     let eu = admitted_of(&regions[0], 30, 100);
     let stats = regions[0].stats();
-    assert_eq!((stats.granted, stats.borrowed), (0, 1), "{stats:?}");
-    // One store would admit 21 more; `ap`'s share, unused, holds the 5 it did not.
-    assert_eq!(eu, 16);
-    assert_eq!(admitted_of(&regions[2], 10, 200), 5);
+    assert_eq!(eu, 21, "{stats:?}");
+    assert_eq!(
+        (stats.granted, stats.borrowed, stats.home_round_trips),
+        (0, 6, 1),
+        "{stats:?}"
+    );
+    assert_eq!(admitted_of(&regions[2], 10, 200), 0, "`ap` lent its share");
+}
+
+/// Units a region holds in its lease, unspent, are lent to another region that needs them: a
+/// lease holds no capacity away from demand.
+#[test]
+fn a_lease_left_unspent_in_one_region_is_lent_to_another_that_needs_it() {
+    let regions = three_regions();
+    // `us`, alone, spends its share and takes the whole pool for one more request: 29 units
+    // sit in its lease. `eu` then spends its share and borrows the rest of the limit.
+    assert_eq!(admitted_of(&regions[1], 10, 0), 10);
+    assert_eq!(admitted_of(&regions[0], 60, 100), 50);
+    let stats = regions[0].stats();
+    assert!(stats.borrowed >= 29, "{stats:?}");
+    assert_eq!(admitted_of(&regions[1], 10, 200), 0, "`us` lent its lease");
 }
