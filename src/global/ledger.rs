@@ -1,7 +1,8 @@
-//! A region's bookkeeping of its leases (docs/design.md §9, "A request in a region"): what it
-//! admitted of each global (limit, identifier) lately, the lease balance its store last
-//! reported, what the pool last had left — and from those, when to refill and by how much.
-//! Pure: time is passed in.
+//! A region's bookkeeping of its leases (docs/design.md §9, "A request in a region" and
+//! "Capacity follows demand"): what it admitted of each global (limit, identifier) lately, the
+//! lease balance its store last reported, what the pool last had left, when another region was
+//! last seen serving the identifier — and from those, when to refill and by how much. Pure:
+//! time is passed in.
 
 use std::collections::HashMap;
 use std::sync::Arc;

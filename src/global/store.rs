@@ -1,8 +1,9 @@
 //! [`GlobalStore`]: one region's store for a configuration with global limits (docs/design.md
 //! §9). Every check is decided in the region's own store in one round trip, global items by
 //! their static share and then their lease; only a request whose share and lease both fall
-//! short waits for the home. Refills are asked for ahead of need and sent by
-//! [`GlobalStore::refill`], off the request path.
+//! short waits for the home, and for the other regions' stores when the pool falls short too
+//! ([`GlobalStore::with_peers`]: capacity follows demand). Refills are asked for ahead of need
+//! and sent by [`GlobalStore::refill`], off the request path.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
