@@ -1,7 +1,8 @@
-//! A region's bookkeeping of its leases (docs/design.md §9, "A request in a region"): what it
-//! admitted of each global (limit, identifier) lately, the lease balance its store last
-//! reported, what the pool last had left — and from those, when to refill and by how much.
-//! Pure: time is passed in.
+//! A region's bookkeeping of its leases (docs/design.md §9, "A request in a region" and
+//! "Capacity follows demand"): what it admitted of each global (limit, identifier) lately, the
+//! lease balance its store last reported, what the pool last had left, when another region was
+//! last seen serving the identifier — and from those, when to refill and by how much. Pure:
+//! time is passed in.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,15 +34,32 @@ struct Entry {
     balance: u64,
     lease_until_ms: u64,
     /// What the pool had left at the home's last answer.
-    pool_left: Option<u64>,
+    pool: Option<PoolSeen>,
+    /// When another region was last seen drawing on the pool (its left falling by more than
+    /// this region took), or borrowing from this region's share.
+    others_ms: Option<u64>,
+    /// A fixed window's share as the region's last admission by it left it: what remained,
+    /// and the window's end.
+    share: Option<(u64, u64)>,
     /// Until when the pool is known to hold less than a request the region needed (epoch ms):
     /// till then a denied request does not wait for the home.
     pool_empty_until_ms: u64,
+    /// Until when the other regions are known to have nothing to lend a request (epoch ms).
+    peers_short_until_ms: u64,
     /// Whether a refill is queued or under way: only its own answer ends it.
     pending: bool,
     /// Asks of the home under way for waiting requests.
     asking: u32,
     seen_ms: u64,
+}
+
+/// The pool as the home's last answer showed it.
+#[derive(Debug, Clone, Copy)]
+struct PoolSeen {
+    left: u64,
+    at_ms: u64,
+    /// When the pool is whole again if nothing more is taken (the answer's `reset_at_ms`).
+    whole_at_ms: u64,
 }
 
 /// A region's leases, as far as its decisions tell.
@@ -52,7 +70,8 @@ pub struct Ledger {
 }
 
 /// How the ledger sizes refills: the horizon a refill should last, the number of regions
-/// sharing the pool, and the pool's capacity (what is left before the home has answered).
+/// sharing the pool, the pool's capacity (what is left before the home has answered), and how
+/// long the region must have drawn on the pool alone to take all of it.
 #[derive(Debug, Clone, Copy)]
 pub struct Sizing {
     /// How long a refill should last at the region's rate (ms).
@@ -61,6 +80,12 @@ pub struct Sizing {
     pub regions: u64,
     /// The pool's capacity.
     pub pool_capacity: u64,
+    /// Whether the pool is a fixed window: what it has left holds until its window ends (a
+    /// bucket's grows back steadily until it is whole).
+    pub fixed_window: bool,
+    /// How long no other region must have been seen drawing on the pool for this one to ask
+    /// for all it has left (ms); 0: never.
+    pub alone_ms: u64,
 }
 
 impl Sizing {
@@ -70,14 +95,54 @@ impl Sizing {
     /// counting the share's admissions too would size a burst's refill by the burst, and the
     /// refill would sit in the lease, unspent, while other regions' requests wait for it.
     fn want(&self, entry: &Entry, now_ms: u64, need: u64) -> u64 {
+        let left = self.pool_left(entry, now_ms);
+        let alone = self.alone(entry, now_ms);
+        if alone && self.fixed_window {
+            // Capacity follows demand (docs/design.md §9): no other region draws on this
+            // identifier's pool, so all it holds until its window ends is this region's.
+            return left.max(need).max(1);
+        }
         // Rates are measured over at least one horizon, so a region's first requests do not
         // read as a flood.
         let elapsed = now_ms.saturating_sub(entry.since_ms).max(self.horizon_ms);
         let rate_target = (u128::from(entry.leased) * u128::from(self.horizon_ms))
             .div_ceil(u128::from(elapsed.max(1))) as u64;
-        let left = entry.pool_left.unwrap_or(self.pool_capacity);
-        let fair = left / self.regions.max(1);
+        // Alone, a bucket's region may take all the pool holds, at the pace its rate asks:
+        // what a lease holds past its end is lost, so it is not taken far ahead.
+        let fair = if alone {
+            left
+        } else {
+            left / self.regions.max(1)
+        };
         rate_target.max(1).min(fair.max(1)).max(need)
+    }
+
+    /// Whether the region has drawn on the pool alone lately: no other region seen taking
+    /// from it for `alone_ms`.
+    fn alone(&self, entry: &Entry, now_ms: u64) -> bool {
+        self.alone_ms > 0
+            && entry
+                .others_ms
+                .is_none_or(|seen| now_ms.saturating_sub(seen) >= self.alone_ms)
+    }
+
+    /// What the pool holds at `now_ms`, as far as the home's last answer tells: a fixed
+    /// window's left until its window ends, a bucket's growing back in a straight line until
+    /// it is whole; the capacity when nothing is known.
+    fn pool_left(&self, entry: &Entry, now_ms: u64) -> u64 {
+        let Some(seen) = entry.pool else {
+            return self.pool_capacity;
+        };
+        if now_ms >= seen.whole_at_ms {
+            return self.pool_capacity;
+        }
+        if self.fixed_window || now_ms <= seen.at_ms {
+            return seen.left.min(self.pool_capacity);
+        }
+        let missing = self.pool_capacity.saturating_sub(seen.left);
+        let back = u128::from(missing) * u128::from(now_ms - seen.at_ms)
+            / u128::from(seen.whole_at_ms - seen.at_ms);
+        (u128::from(seen.left) + back).min(u128::from(self.pool_capacity)) as u64
     }
 }
 
@@ -110,6 +175,12 @@ impl Ledger {
         } else {
             left.saturating_add(lease)
         };
+        // A fixed window's region alone on its pool takes all of it when its share and lease
+        // fall short: one wait per window, and nothing sent ahead that a waiting request of
+        // the same moment would then find taken.
+        if sizing.fixed_window && sizing.alone(entry, now_ms) {
+            return false;
+        }
         let want = sizing.want(entry, now_ms, 0);
         // One ask of the home ahead of need at a time, and none beside a waiting request's:
         // a refill sent while others are out strands what they bring in the region's lease.
@@ -124,6 +195,36 @@ impl Ledger {
             queued_ms: now_ms,
         });
         true
+    }
+
+    /// Notes that another region serves `key` too, as the home's count of what other regions
+    /// asked for shows at `now_ms`.
+    pub fn note_others(&mut self, key: (&Arc<str>, &Identifier), now_ms: u64) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.others_ms = Some(now_ms);
+        }
+    }
+
+    /// Notes that a fixed window's static share admitted `cost` units at `now_ms`, leaving
+    /// `left` in the window ending at `window_end_ms`. A share that fell by more than the
+    /// region took since its last admission was lent to another region: one that serves the
+    /// identifier too.
+    pub fn note_share(
+        &mut self,
+        key: (&Arc<str>, &Identifier),
+        cost: u64,
+        left: u64,
+        window_end_ms: u64,
+        now_ms: u64,
+        sizing: &Sizing,
+    ) {
+        let entry = self.entry(key, now_ms, sizing);
+        if let Some((before, end)) = entry.share {
+            if end == window_end_ms && before.saturating_sub(cost) > left {
+                entry.others_ms = Some(now_ms);
+            }
+        }
+        entry.share = Some((left, window_end_ms));
     }
 
     /// What to ask the home for a request that must have `need` units now, counting the ask
@@ -163,6 +264,28 @@ impl Ledger {
         }
     }
 
+    /// Whether the region has drawn on this (limit, identifier)'s pool alone lately (see
+    /// [`Sizing::alone_ms`]).
+    pub fn alone(&self, key: (&Arc<str>, &Identifier), now_ms: u64, sizing: &Sizing) -> bool {
+        self.entries
+            .get(&(key.0.clone(), key.1.clone()))
+            .map_or(sizing.alone_ms > 0, |e| sizing.alone(e, now_ms))
+    }
+
+    /// Notes that the other regions could not lend a request what it lacked, until `until_ms`.
+    pub fn note_peers_short(&mut self, key: (&Arc<str>, &Identifier), until_ms: u64) {
+        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
+            entry.peers_short_until_ms = entry.peers_short_until_ms.max(until_ms);
+        }
+    }
+
+    /// Whether the other regions are known, at `now_ms`, to have nothing to lend.
+    pub fn peers_short(&self, key: (&Arc<str>, &Identifier), now_ms: u64) -> bool {
+        self.entries
+            .get(&(key.0.clone(), key.1.clone()))
+            .is_some_and(|e| e.peers_short_until_ms > now_ms)
+    }
+
     /// Until when the pool is known to be short of a request, if it still is at `now_ms`.
     pub fn pool_empty_until(&self, key: (&Arc<str>, &Identifier), now_ms: u64) -> Option<u64> {
         let entry = self.entries.get(&(key.0.clone(), key.1.clone()))?;
@@ -184,11 +307,31 @@ impl Ledger {
             .map_or(0, |e| e.balance)
     }
 
-    /// Notes the home's answer for a lease: what the pool has left.
-    pub fn note_pool(&mut self, key: (&Arc<str>, &Identifier), pool_left: u64) {
-        if let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) {
-            entry.pool_left = Some(pool_left);
+    /// Notes the home's answer to an ask at `now_ms`: it granted `granted` units and the pool
+    /// has `left` after them, whole again at `whole_at_ms`. A pool that held less before the
+    /// grant than the region's last answer left it is one another region draws on.
+    pub fn note_pool(
+        &mut self,
+        key: (&Arc<str>, &Identifier),
+        granted: u64,
+        left: u64,
+        whole_at_ms: u64,
+        now_ms: u64,
+        sizing: &Sizing,
+    ) {
+        let entry = self.entry(key, now_ms, sizing);
+        let expected = sizing.pool_left(entry, now_ms);
+        // A bucket's growing back is estimated, and rounded down by the home: one unit of
+        // slack.
+        let slack = u64::from(!sizing.fixed_window);
+        if left.saturating_add(granted).saturating_add(slack) < expected {
+            entry.others_ms = Some(now_ms);
         }
+        entry.pool = Some(PoolSeen {
+            left,
+            at_ms: now_ms,
+            whole_at_ms,
+        });
     }
 
     /// Notes a lease the region's store now holds after a credit.
@@ -224,6 +367,7 @@ impl Ledger {
                 || e.asking > 0
                 || e.lease_until_ms > now_ms
                 || e.pool_empty_until_ms > now_ms
+                || e.peers_short_until_ms > now_ms
                 || now_ms.saturating_sub(e.seen_ms) < idle_ms
         });
     }
@@ -264,11 +408,54 @@ mod tests {
         (Arc::from("api"), Identifier::from("alice"))
     }
 
+    /// A bucket's pool shared by regions never alone on it: refills follow the rate.
     const SIZING: Sizing = Sizing {
         horizon_ms: 1_000,
         regions: 3,
         pool_capacity: 60,
+        fixed_window: false,
+        alone_ms: 0,
     };
+
+    /// A fixed window's pool of 60 a minute.
+    const FIXED: Sizing = Sizing {
+        horizon_ms: 1_000,
+        regions: 3,
+        pool_capacity: 60,
+        fixed_window: true,
+        alone_ms: 60_000,
+    };
+
+    #[test]
+    fn a_region_alone_on_a_fixed_window_asks_all_the_pool_holds_until_another_draws_on_it() {
+        let (name, id) = key();
+        let mut ledger = Ledger::default();
+        // Alone: no refill ahead (one wait per window), and that wait asks for the whole pool.
+        assert!(!ledger.note_admitted((&name, &id), 1, 0, false, 0, &FIXED));
+        assert!(ledger.alone((&name, &id), 0, &FIXED));
+        assert_eq!(ledger.want_now((&name, &id), 1, 0, &FIXED), 60);
+        ledger.asked((&name, &id));
+        // It took 60 of 60: nobody else drew. Next window, 40 was left before it took 10:
+        // another region took 20.
+        ledger.note_pool((&name, &id), 60, 0, 60_000, 0, &FIXED);
+        assert!(ledger.alone((&name, &id), 1, &FIXED));
+        ledger.note_pool((&name, &id), 10, 30, 120_000, 60_000, &FIXED);
+        assert!(!ledger.alone((&name, &id), 60_001, &FIXED));
+        // Then it asks by its rate beyond its share (none yet: what the request needs), as
+        // regions sharing a pool do.
+        assert_eq!(ledger.want_now((&name, &id), 1, 60_001, &FIXED), 1);
+        ledger.asked((&name, &id));
+        // A window's length without seeing another region, and it is alone again.
+        assert!(ledger.alone((&name, &id), 120_000, &FIXED));
+        assert_eq!(ledger.want_now((&name, &id), 1, 120_000, &FIXED), 60);
+        ledger.asked((&name, &id));
+        // Until its share falls by more than it admitted: another region borrowed from it.
+        ledger.note_share((&name, &id), 1, 9, 180_000, 120_001, &FIXED);
+        ledger.note_share((&name, &id), 1, 8, 180_000, 120_002, &FIXED);
+        assert!(ledger.alone((&name, &id), 120_002, &FIXED));
+        ledger.note_share((&name, &id), 1, 2, 180_000, 120_003, &FIXED);
+        assert!(!ledger.alone((&name, &id), 120_003, &FIXED));
+    }
 
     #[test]
     fn a_region_refills_by_its_rate_beyond_its_share_when_the_lease_falls_below_half() {
@@ -309,7 +496,7 @@ mod tests {
             want
         };
         assert_eq!(ask(1), 20);
-        ledger.note_pool((&name, &id), 9);
+        ledger.note_pool((&name, &id), 0, 9, 1_000_000, 50, &SIZING);
         let mut ask = |need| {
             let want = ledger.want_now((&name, &id), need, 50, &SIZING);
             ledger.asked((&name, &id));
@@ -317,7 +504,7 @@ mod tests {
         };
         assert_eq!(ask(1), 3);
         assert_eq!(ask(5), 5);
-        ledger.note_pool((&name, &id), 0);
+        ledger.note_pool((&name, &id), 0, 0, 1_000_000, 50, &SIZING);
         assert_eq!(ledger.want_now((&name, &id), 1, 50, &SIZING), 1);
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::split::{Split, SplitError};
 use crate::decision::Decision;
-use crate::policy::{Algorithm, Policy};
+use crate::policy::{Algorithm, Policy, MAX_SCALED};
 use crate::store::Limit;
 
 /// One global limit as a region holds it.
@@ -21,6 +21,14 @@ pub struct RegionalLimit {
     /// What the home decides a lease with: the pool, its tiers split likewise; `None` when the
     /// static shares take the whole limit (no leases, no home).
     pub pool: Option<Arc<Limit>>,
+    /// The other regions' static shares, by region index (none where a share rounds down to
+    /// nothing): what the region may borrow, unused, from their stores (docs/design.md §9,
+    /// "Capacity follows demand").
+    pub peers: Vec<(usize, Arc<Limit>)>,
+    /// Where the regions that share the identifier's pool say so at the home: a count, per
+    /// window of the policy, of what they asked for (docs/design.md §9, "Capacity follows
+    /// demand"); `None` without a pool.
+    pub demand: Option<Arc<Limit>>,
     /// Each share policy's capacity beside the whole's, the default first then each tier: how a
     /// regional decision is reported as the whole limit's.
     capacities: Vec<(u64, u64)>,
@@ -117,7 +125,17 @@ impl RegionalLimits {
                 })))
             };
             let share = part(&|s: &Split| s.shares.get(region).copied().flatten());
+            let peers = (0..weights.len())
+                .filter(|&other| other != region)
+                .filter_map(|other| {
+                    Some((
+                        other,
+                        part(&|s: &Split| s.shares.get(other).copied().flatten())?,
+                    ))
+                })
+                .collect();
             let pool = part(&|s: &Split| s.pool);
+            let demand = pool.as_ref().map(|_| Arc::new(demand_limit(limit)));
             let mut capacities = Vec::new();
             if let Some(share) = &share {
                 capacities.push((share.policy.capacity(), limit.policy.capacity()));
@@ -133,6 +151,8 @@ impl RegionalLimits {
                     whole: Arc::new(limit.clone()),
                     share,
                     pool,
+                    peers,
+                    demand,
                     capacities,
                 },
             );
@@ -149,6 +169,21 @@ impl RegionalLimits {
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
+}
+
+/// The count of what the regions sharing `limit`'s pool asked for, per window of its policy
+/// (`#` is no configured name's: it never meets a limit of the configuration). Its capacity is
+/// the largest a window allows; should the count reach it, a look still reads it as counted.
+fn demand_limit(limit: &Limit) -> Limit {
+    let window_ms = limit.policy.window_ms().max(1);
+    let policy = Policy::new(
+        Algorithm::FixedWindow,
+        (MAX_SCALED / window_ms).max(1),
+        window_ms,
+        None,
+    )
+    .expect("a fixed window no larger than the scaled bound");
+    Limit::new(format!("{}#demand", limit.name), policy)
 }
 
 #[cfg(test)]

@@ -2,10 +2,12 @@
 //! regions together never over the limit.
 //!
 //! - [`split`]: a global policy's static shares and the home's pool.
-//! - [`limits`]: what one region decides a global limit with (share, pool, lease ends).
+//! - [`limits`]: what one region decides a global limit with (share, pool, lease ends, the
+//!   other regions' shares it may borrow, the home's demand count).
 //! - [`ledger`]: what a region knows of its leases, and when it asks the home for more.
 //! - [`store`]: [`GlobalStore`], a region's store deciding global limits in one local round
-//!   trip, waiting for the home only when its share and lease both fall short.
+//!   trip, waiting for the home only when its share and lease both fall short, and borrowing
+//!   from the other regions when the pool does too.
 
 pub mod ledger;
 pub mod limits;

@@ -1,32 +1,37 @@
 //! [`GlobalStore`]: one region's store for a configuration with global limits (docs/design.md
 //! §9). Every check is decided in the region's own store in one round trip, global items by
 //! their static share and then their lease; only a request whose share and lease both fall
-//! short waits for the home. Refills are asked for ahead of need and sent by
-//! [`GlobalStore::refill`], off the request path.
+//! short waits for the home, and for the other regions' stores when the pool falls short too
+//! ([`GlobalStore::with_peers`]: capacity follows demand). Refills are asked for ahead of need
+//! and sent by [`GlobalStore::refill`], off the request path.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use futures_util::future::join_all;
 
 use super::ledger::{Ledger, Refill, Sizing};
 use super::limits::{RegionalLimit, RegionalLimits};
 use crate::algorithm::{Charge, LeaseSpending};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
-use crate::store::{Check, CheckItem, Identifier, Store, StoreError, TimeSource, Verdict};
+use crate::policy::Algorithm;
+use crate::store::{Check, CheckItem, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 
 /// The shortest horizon a refill is sized for (ms): a second of the region's traffic.
 pub const MIN_REFILL_HORIZON_MS: u64 = 1_000;
 
-/// A region's store for global limits: `R` the region's own store, `H` the home's.
+/// A region's store for global limits: `R` the region's own store, `H` the home's, `P` the
+/// other regions' (whose unused static shares it may borrow, [`GlobalStore::with_peers`]).
 ///
 /// Decides on the caller's clock only ([`TimeSource::At`]): leases end at times the region and
 /// the home must agree on. Items of limits that are not global pass through untouched.
 #[derive(Debug)]
-pub struct GlobalStore<R, H> {
+pub struct GlobalStore<R, H, P = R> {
     region: R,
     home: H,
+    peers: Vec<(usize, P)>,
     limits: RegionalLimits,
     regions: u64,
     lease_ms: u64,
@@ -47,6 +52,10 @@ pub struct GlobalStats {
     pub home_round_trips: u64,
     /// Round trips to the home that failed.
     pub home_failures: u64,
+    /// Round trips to other regions' stores, borrowing their unused static shares.
+    pub peer_round_trips: u64,
+    /// Units borrowed from other regions' static shares.
+    pub borrowed: u64,
     /// Units the home granted in leases.
     pub granted: u64,
     /// Units admitted from leases.
@@ -62,6 +71,8 @@ struct Counters {
     waited: AtomicU64,
     home_round_trips: AtomicU64,
     home_failures: AtomicU64,
+    peer_round_trips: AtomicU64,
+    borrowed: AtomicU64,
     granted: AtomicU64,
     leased: AtomicU64,
     lost: AtomicU64,
@@ -86,7 +97,7 @@ pub struct Granted {
 struct Ask<'a> {
     limit: &'a RegionalLimit,
     identifier: Identifier,
-    /// The least grant worth having: a waiting request's cost (a refill's whole want).
+    /// What the waiting requests must have (a refill: one unit).
     need: u64,
     want: u64,
     /// Whether requests wait on it: a pool short of `need` then denies them for a while.
@@ -107,6 +118,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
         GlobalStore {
             region,
             home,
+            peers: Vec::new(),
             limits,
             regions: regions.max(1) as u64,
             lease_ms: lease_ms.max(1),
@@ -117,16 +129,37 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
         }
     }
 
+    /// The same store borrowing, when a request's share, lease and the home's pool all fall
+    /// short, the unused static shares of the other regions from their stores: `peers` as
+    /// (region index, store), the indexes those of [`RegionalLimits::new`]'s weights
+    /// (docs/design.md §9, "Capacity follows demand").
+    pub fn with_peers<P: Store>(self, peers: Vec<(usize, P)>) -> GlobalStore<R, H, P> {
+        GlobalStore {
+            region: self.region,
+            home: self.home,
+            peers,
+            limits: self.limits,
+            regions: self.regions,
+            lease_ms: self.lease_ms,
+            clock: self.clock,
+            home_rtt_ms: self.home_rtt_ms,
+            ledger: self.ledger,
+            counters: self.counters,
+        }
+    }
+}
+
+impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// The same store timing the home's round trips with `clock` (a clock that does not move
     /// during a call, as a replay's, times none: give the round trip with
     /// [`GlobalStore::with_home_rtt_ms`]).
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> GlobalStore<R, H> {
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> GlobalStore<R, H, P> {
         self.clock = clock;
         self
     }
 
     /// The same store assuming the home's round trip takes `ms` until one is timed.
-    pub fn with_home_rtt_ms(self, ms: u64) -> GlobalStore<R, H> {
+    pub fn with_home_rtt_ms(self, ms: u64) -> GlobalStore<R, H, P> {
         self.home_rtt_ms.store(ms, Ordering::Relaxed);
         self
     }
@@ -150,6 +183,8 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             waited: get(&c.waited),
             home_round_trips: get(&c.home_round_trips),
             home_failures: get(&c.home_failures),
+            peer_round_trips: get(&c.peer_round_trips),
+            borrowed: get(&c.borrowed),
             granted: get(&c.granted),
             leased: get(&c.leased),
             lost: get(&c.lost),
@@ -189,7 +224,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                     Some(Ask {
                         limit,
                         identifier,
-                        need: want,
+                        need: 1,
                         want,
                         waiting: false,
                     })
@@ -206,6 +241,7 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 ..Granted::default()
             });
         }
+        let asks: Vec<&Ask<'_>> = asks.iter().collect();
         match self.ask_home(&asks, now_ms).await {
             Ok(credits) => Ok(Granted {
                 asked_ms: now_ms,
@@ -254,10 +290,13 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     }
 
     fn sizing(&self, limit: &RegionalLimit) -> Sizing {
+        let policy = &limit.whole.policy;
         Sizing {
             horizon_ms: self.horizon_ms(),
             regions: self.regions,
             pool_capacity: limit.pool.as_ref().map_or(0, |p| p.policy.capacity()),
+            fixed_window: policy.algorithm() == Algorithm::FixedWindow,
+            alone_ms: policy.window_ms().max(self.horizon_ms()),
         }
     }
 
@@ -311,50 +350,100 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                     && self.limits.get(&item.limit.name).is_some_and(|g| {
                         g.pool.is_some() && item.cost as u64 <= g.whole.policy.capacity()
                     })
-                    && ledger
-                        .pool_empty_until((&item.limit.name, &item.identifier), now_ms)
-                        .is_none()
+                    && self.may_grant(&ledger, (&item.limit.name, &item.identifier), now_ms)
             })
     }
 
-    /// Asks the home's pools for `asks`, one round trip (two when a pool cannot grant what was
-    /// wanted but holds what is needed); the grants made, as the checks crediting them to the
-    /// region's leases.
-    async fn ask_home(&self, asks: &[Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
-        let pool_check = |ask: &Ask<'_>, units: u64| {
+    /// Whether the home's pool or the other regions may still have units for `key`: neither is
+    /// known, at `now_ms`, to be short of them.
+    fn may_grant(&self, ledger: &Ledger, key: (&Arc<str>, &Identifier), now_ms: u64) -> bool {
+        ledger.pool_empty_until(key, now_ms).is_none()
+            || (!self.peers.is_empty() && !ledger.peers_short(key, now_ms))
+    }
+
+    /// Asks the home's pools for `asks`, one round trip: each for up to its `want` (a batch of
+    /// checks the pool admits as far as it holds them, [`up_to`]); the grants made, as the
+    /// checks crediting them to the region's leases.
+    async fn ask_home(&self, asks: &[&Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
+        let mut checks = Vec::new();
+        let mut ranges = Vec::with_capacity(asks.len());
+        let mut demands = Vec::with_capacity(asks.len());
+        for ask in asks {
             let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
-            Check::new().with_item(CheckItem::new(
-                pool.clone(),
-                ask.identifier.clone(),
-                units as i64,
-            ))
-        };
-        let checks: Vec<Check> = asks.iter().map(|a| pool_check(a, a.want)).collect();
+            let from = checks.len();
+            // No part beyond what the pool can ever hold: it would be refused for good.
+            checks.extend(
+                up_to(ask.want.max(ask.need).min(largest(pool))).map(|units| {
+                    Check::new().with_item(CheckItem::new(
+                        pool.clone(),
+                        ask.identifier.clone(),
+                        units as i64,
+                    ))
+                }),
+            );
+            ranges.push(from..checks.len());
+            // A region sharing the identifier counts what it asks for where a region alone on
+            // it looks: a region that takes all the pool holds learns that others want it,
+            // though it never finds the pool drawn before its own grant.
+            let alone = self.ledger().alone(
+                (&ask.limit.whole.name, &ask.identifier),
+                now_ms,
+                &self.sizing(ask.limit),
+            );
+            demands.push(ask.limit.demand.as_ref().map(|demand| {
+                checks.push(Check::new().with_item(CheckItem::new(
+                    demand.clone(),
+                    ask.identifier.clone(),
+                    if alone { 0 } else { ask.want as i64 },
+                )));
+                (checks.len() - 1, alone)
+            }));
+        }
         let answers = self.home_round_trip(&checks, now_ms).await?;
         let mut grants = Vec::new();
-        let mut smaller = Vec::new();
-        for (ask, answer) in asks.iter().zip(&answers) {
-            let decision = &answer.decisions[0];
-            self.ledger()
-                .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
-            if decision.allowed {
-                grants.push(self.credit_check(ask, ask.want, decision, now_ms));
-            } else if ask.want > ask.need && decision.remaining >= ask.need {
-                smaller.push(ask);
-            } else {
-                self.note_pool_empty(ask, decision, now_ms);
+        for ((ask, range), demand) in asks.iter().zip(ranges).zip(demands) {
+            if let (Some((at, true)), Some(count)) = (demand, &ask.limit.demand) {
+                if answers[at].decisions[0].remaining < count.policy.capacity() {
+                    self.ledger()
+                        .note_others((&ask.limit.whole.name, &ask.identifier), now_ms);
+                }
             }
-        }
-        if !smaller.is_empty() {
-            let checks: Vec<Check> = smaller.iter().map(|a| pool_check(a, a.need)).collect();
-            let answers = self.home_round_trip(&checks, now_ms).await?;
-            for (ask, answer) in smaller.into_iter().zip(&answers) {
-                let decision = &answer.decisions[0];
-                self.ledger()
-                    .note_pool((&ask.limit.whole.name, &ask.identifier), decision.remaining);
-                if decision.allowed {
-                    grants.push(self.credit_check(ask, ask.need, decision, now_ms));
-                } else {
+            let decided: Vec<(u64, &Decision)> = range
+                .map(|i| (checks[i].items()[0].cost as u64, &answers[i].decisions[0]))
+                .collect();
+            let granted: u64 = decided
+                .iter()
+                .filter(|(_, d)| d.allowed)
+                .map(|(units, _)| units)
+                .sum();
+            let Some(&(_, last)) = decided.last() else {
+                continue;
+            };
+            self.ledger().note_pool(
+                (&ask.limit.whole.name, &ask.identifier),
+                granted,
+                last.remaining,
+                last.reset_at_ms,
+                now_ms,
+                &self.sizing(ask.limit),
+            );
+            if let Some(&(_, admitted)) = decided.iter().find(|(_, d)| d.allowed) {
+                grants.push(self.credit_check(ask, granted, admitted, now_ms));
+            }
+            if granted < ask.need {
+                // The retry of the smallest part the pool refused that would have covered the
+                // shortfall, else of the largest it refused.
+                let short = ask.need - granted;
+                let refused = decided
+                    .iter()
+                    .filter(|(_, d)| !d.allowed && d.reason == Reason::OverLimit);
+                let retry = refused
+                    .clone()
+                    .filter(|(units, _)| *units >= short)
+                    .min_by_key(|(units, _)| *units)
+                    .or_else(|| refused.max_by_key(|(units, _)| *units))
+                    .map(|&(_, d)| d);
+                if let Some(decision) = retry {
                     self.note_pool_empty(ask, decision, now_ms);
                 }
             }
@@ -401,8 +490,8 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     /// Waits for the home on behalf of the checks at `waiting` (denied only by leases short of
     /// units): one ask of the home for every identifier they need, then one round trip to the
     /// region's store crediting the grants and deciding every one of those checks again (a
-    /// concurrent request's grant may cover one the home refused). A home that cannot be
-    /// reached leaves the denials standing.
+    /// concurrent request's grant may cover one the home refused). What the home does not
+    /// grant (or, unreachable, cannot) is borrowed from the other regions' unused shares.
     async fn wait_for_home(
         &self,
         regional: &[Check],
@@ -444,29 +533,46 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 ask.want = ledger.want_now(key, ask.need, now_ms, &self.sizing(ask.limit));
             }
         }
-        let answered = self.ask_home(&asks, now_ms).await;
+        // A pool known to be short is not asked: only the other regions may lend.
+        let to_home: Vec<&Ask<'_>> = {
+            let ledger = self.ledger();
+            asks.iter()
+                .filter(|a| {
+                    ledger
+                        .pool_empty_until((&a.limit.whole.name, &a.identifier), now_ms)
+                        .is_none()
+                })
+                .collect()
+        };
+        let answered = if to_home.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.ask_home(&to_home, now_ms).await
+        };
         {
             let mut ledger = self.ledger();
             for ask in &asks {
                 ledger.asked((&ask.limit.whole.name, &ask.identifier));
             }
         }
-        let Ok(grants) = answered else {
+        let grants = answered.unwrap_or_else(|_| {
             // A home that cannot be reached is not asked again for these identifiers for a
             // horizon: their requests are decided by the region's share meanwhile, without
-            // paying a failed round trip each.
+            // paying a failed round trip each. The other regions may still lend.
             let until = now_ms.saturating_add(self.horizon_ms());
             let mut ledger = self.ledger();
             for ask in &asks {
                 ledger.note_pool_empty((&ask.limit.whole.name, &ask.identifier), until);
             }
-            return;
-        };
+            Vec::new()
+        });
+        let borrowed = self.borrow(&asks, &grants, now_ms).await;
         // Every waiting check is decided again, granted or not: while it waited, another
         // request of the region may have been granted units its lease now holds.
         let again = waiting;
-        let credits = grants.len();
         let mut batch = grants;
+        batch.extend(borrowed);
+        let credits = batch.len();
         batch.extend(again.iter().map(|&i| regional[i].clone()));
         if batch.is_empty() {
             return;
@@ -478,6 +584,126 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                 verdicts[i] = verdict;
             }
         }
+    }
+
+    /// Borrows from the other regions' stores what the home's pool could not grant `asks`
+    /// (`grants` is what it did): the unused part of their static shares, charged to those
+    /// shares exactly as a request there would be, so that they admit that much less — the
+    /// sum of the parts is still the whole. A region alone on the identifier's pool takes all
+    /// its peers' shares hold (they are not serving it); otherwise each peer is asked for the
+    /// shortfall. One round trip to each peer holding a share, all at once; a peer that cannot
+    /// be reached lends nothing. The grants made, as the checks crediting them.
+    async fn borrow(&self, asks: &[Ask<'_>], grants: &[Check], now_ms: u64) -> Vec<Check> {
+        if self.peers.is_empty() {
+            return Vec::new();
+        }
+        let granted = |ask: &Ask<'_>| -> u64 {
+            grants
+                .iter()
+                .map(|c| &c.items()[0])
+                .filter(|i| {
+                    *i.limit.name == *ask.limit.whole.name && i.identifier == ask.identifier
+                })
+                .map(|i| i.cost as u64)
+                .sum()
+        };
+        // (ask, shortfall, alone) of every ask the pool left short.
+        let short: Vec<(&Ask<'_>, u64, bool)> = {
+            let ledger = self.ledger();
+            asks.iter()
+                .filter_map(|a| {
+                    let short = a.need.saturating_sub(granted(a));
+                    let key = (&a.limit.whole.name, &a.identifier);
+                    (short > 0)
+                        .then(|| (a, short, ledger.alone(key, now_ms, &self.sizing(a.limit))))
+                })
+                .collect()
+        };
+        if short.is_empty() {
+            return Vec::new();
+        }
+        let calls = self.peers.iter().filter_map(|(index, store)| {
+            let mut checks = Vec::new();
+            // Per check: which ask, and whether it spends the lender's lease.
+            let mut parts = Vec::new();
+            for (at, &(ask, shortfall, alone)) in short.iter().enumerate() {
+                if let Some((_, share)) = ask.limit.peers.iter().find(|(i, _)| i == index) {
+                    let units = if alone {
+                        largest(share)
+                    } else {
+                        shortfall.min(largest(share))
+                    };
+                    for part in up_to(units) {
+                        checks.push(Check::new().with_item(CheckItem::new(
+                            share.clone(),
+                            ask.identifier.clone(),
+                            part as i64,
+                        )));
+                        parts.push((at, false));
+                    }
+                }
+                // A region sharing the identifier may find what it lacks in another's lease:
+                // units the home granted there, not yet spent (the lease's key is the limit's
+                // name and the identifier's, whatever the part).
+                if !alone {
+                    for part in up_to(shortfall.min(largest(&ask.limit.whole))) {
+                        let mut item = CheckItem::new(
+                            ask.limit.whole.clone(),
+                            ask.identifier.clone(),
+                            part as i64,
+                        );
+                        item.spend_lease = LeaseSpending::Only;
+                        checks.push(Check::new().with_item(item));
+                        parts.push((at, true));
+                    }
+                }
+            }
+            (!checks.is_empty()).then_some(async move {
+                bump(&self.counters.peer_round_trips, 1);
+                let answers = store.check(&checks, TimeSource::At(now_ms)).await;
+                (checks, parts, answers)
+            })
+        });
+        let mut credits = Vec::new();
+        let mut lent_in_all = vec![0u64; short.len()];
+        for (checks, parts, answers) in join_all(calls).await {
+            let Ok(answers) = answers else {
+                continue;
+            };
+            // Per ask, from this lender's share and from its lease: units lent, and one of the
+            // admitting decisions (a share's says which window its units were charged in, a
+            // lease's when the lease ends: a loan ends no later).
+            let mut lent: Vec<[(u64, Option<Decision>); 2]> = vec![[(0, None); 2]; short.len()];
+            for ((check, (at, lease)), answer) in checks.iter().zip(parts).zip(&answers) {
+                let decision = answer.decisions[0];
+                if decision.allowed {
+                    let slot = &mut lent[at][usize::from(lease)];
+                    slot.0 += check.items()[0].cost as u64;
+                    slot.1 = Some(decision);
+                }
+            }
+            for (at, (&(ask, _, _), [share, lease])) in short.iter().zip(lent).enumerate() {
+                if let (units, Some(decision)) = share {
+                    credits.push(self.credit_check(ask, units, &decision, now_ms));
+                    lent_in_all[at] += units;
+                }
+                if let (units, Some(decision)) = lease {
+                    credits.push(self.credit_until(ask, units, decision.reset_at_ms));
+                    lent_in_all[at] += units;
+                }
+            }
+        }
+        bump(&self.counters.borrowed, lent_in_all.iter().sum());
+        // Lenders that could not cover a request are not asked again for a horizon: a request
+        // beyond the whole limit must not cost a round trip to every region.
+        let until = now_ms.saturating_add(self.horizon_ms());
+        let mut ledger = self.ledger();
+        for (&(ask, shortfall, _), lent) in short.iter().zip(lent_in_all) {
+            if lent < shortfall {
+                ledger.note_peers_short((&ask.limit.whole.name, &ask.identifier), until);
+            }
+        }
+        credits
     }
 
     /// Notes what the region's store answered to `credits` (`None`: it failed and the grants
@@ -519,6 +745,17 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
                     && matches!(decision.reason, Reason::Admitted | Reason::Leased);
                 if counted && limit.pool.is_some() {
                     let leased = decision.reason == Reason::Leased;
+                    let sizing = self.sizing(limit);
+                    if !leased && sizing.fixed_window {
+                        ledger.note_share(
+                            (&limit.whole.name, &item.identifier),
+                            item.cost as u64,
+                            decision.remaining,
+                            decision.reset_at_ms,
+                            now_ms,
+                            &sizing,
+                        );
+                    }
                     if leased {
                         bump(&self.counters.leased, item.cost as u64);
                     }
@@ -544,19 +781,26 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
     }
 }
 
-impl<R: Store, H: Store> GlobalStore<R, H> {
+impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// The check crediting `units` the home's `decision` granted `ask` to the region's lease:
     /// a check of its own, so that it is written whatever the request it was asked for decides.
     fn credit_check(&self, ask: &Ask<'_>, units: u64, decision: &Decision, now_ms: u64) -> Check {
+        self.credit_until(
+            ask,
+            units,
+            ask.limit.lease_end(decision, now_ms, self.lease_ms),
+        )
+    }
+
+    /// The check crediting `units` to `ask`'s lease, ending at `until_ms`.
+    fn credit_until(&self, ask: &Ask<'_>, units: u64, until_ms: u64) -> Check {
         Check::new().with_item(
             CheckItem::new(
                 ask.limit.regional().clone(),
                 ask.identifier.clone(),
                 units as i64,
             )
-            .charged(Charge::LeaseCredit {
-                until_ms: ask.limit.lease_end(decision, now_ms, self.lease_ms),
-            }),
+            .charged(Charge::LeaseCredit { until_ms }),
         )
     }
 
@@ -580,13 +824,40 @@ impl<R: Store, H: Store> GlobalStore<R, H> {
             return decision.retry_after_ms;
         }
         let key = (&limit.whole.name, &item.identifier);
+        let lenders_short = self.peers.is_empty() || ledger.peers_short(key, now_ms);
         match ledger.pool_empty_until(key, now_ms) {
-            Some(until) if ledger.lease_balance(key, now_ms) == 0 && !ledger.refilling(key) => {
+            Some(until)
+                if lenders_short
+                    && ledger.lease_balance(key, now_ms) == 0
+                    && !ledger.refilling(key) =>
+            {
                 decision.retry_after_ms.max(until - now_ms)
             }
             _ => 0,
         }
     }
+}
+
+/// The parts of an ask for up to `units`, largest first: the pool admits each part that fits in
+/// what it still holds, so together they take exactly `min(units, held)` in one round trip —
+/// the remainder `r` above `2^(m+1) − 1 ≤ units`, then `2^m, …, 2, 1`: when `r` does not fit,
+/// what is held is below `r < 2^(m+1)` and the powers of two take all of it.
+fn up_to(units: u64) -> impl Iterator<Item = u64> {
+    // The largest m with 2^(m+1) − 1 ≤ units (none for 0).
+    let powers = u128::BITS - (u128::from(units) + 1).leading_zeros() - 1;
+    let remainder = units - ((1u64 << powers) - 1);
+    std::iter::once(remainder)
+        .filter(|&r| r > 0)
+        .chain((0..powers).rev().map(|k| 1u64 << k))
+}
+
+/// The most a part of `limit` can ever hold: its policy's capacity or a tier's, the larger.
+fn largest(limit: &Limit) -> u64 {
+    limit
+        .tiers
+        .iter()
+        .map(|(_, p)| p.capacity())
+        .fold(limit.policy.capacity(), u64::max)
 }
 
 /// The units `credits` grant.
@@ -596,7 +867,7 @@ fn units(credits: &[Check]) -> u64 {
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl<R: Store, H: Store> Store for GlobalStore<R, H> {
+impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         if self.limits.is_empty() {
             return self.region.check(checks, time).await;
@@ -619,5 +890,32 @@ impl<R: Store, H: Store> Store for GlobalStore<R, H> {
         }
         self.report(&regional, &mut verdicts, now_ms);
         Ok(verdicts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::up_to;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A pool holding `held` admits the parts that fit, largest first, and takes exactly
+        /// `min(units, held)`.
+        #[test]
+        fn an_ask_for_up_to_units_takes_all_it_can_in_one_round_trip(
+            units in prop_oneof![0u64..300, any::<u64>()],
+            held in prop_oneof![0u64..300, any::<u64>()],
+        ) {
+            let parts: Vec<u64> = up_to(units).collect();
+            prop_assert!(parts.len() <= 65);
+            prop_assert_eq!(parts.iter().map(|&p| u128::from(p)).sum::<u128>(), u128::from(units));
+            let mut left = held;
+            for part in parts {
+                if part <= left {
+                    left -= part;
+                }
+            }
+            prop_assert_eq!(held - left, units.min(held));
+        }
     }
 }

@@ -64,16 +64,26 @@ fn run(
         store: Arc::new(MemoryStore::new()),
         down: Arc::new(AtomicBool::new(false)),
     };
+    // Each region's own store, which the others may borrow unused shares from.
+    let own: Vec<Arc<MemoryStore>> = weights
+        .iter()
+        .map(|_| Arc::new(MemoryStore::new()))
+        .collect();
     let regions: Vec<_> = (0..weights.len())
         .map(|r| {
             let limits = RegionalLimits::new([&whole], weights, static_share, r).unwrap();
+            let peers = (0..own.len())
+                .filter(|&p| p != r)
+                .map(|p| (p, own[p].clone()))
+                .collect();
             GlobalStore::new(
-                MemoryStore::new(),
+                own[r].clone(),
                 home.clone(),
                 limits,
                 weights.len(),
                 lease_ms,
             )
+            .with_peers(peers)
         })
         .collect();
     let single = MemoryStore::new();
@@ -193,8 +203,9 @@ proptest! {
         }
     }
 
-    /// No interval of `Δ` admits more than `B + r·Δ + r₀·τ` of a bucket across regions
-    /// (`r₀` the pool's rate, `τ` the lease's life).
+    /// No interval of `Δ` admits more than `B + r·(Δ + τ)` of a bucket across regions (`τ` the
+    /// lease's life): every unit admitted in it was issued by the pool or a share within
+    /// `[t − τ, t + Δ]`.
     #[test]
     fn a_bucket_never_admits_more_than_burst_rate_and_the_leases_in_flight(
         gcra in any::<bool>(),
@@ -215,7 +226,6 @@ proptest! {
         let policy = Policy::new(algorithm, limit, 1_000, Some(burst)).unwrap();
         let outage = outage.map(|(from, long)| (from, from + long));
         let run = run(policy, &weights, static_share, lease_ms, &requests, outage);
-        let pool_rate = run.split.pool.map_or(0, |p| p.limit());
         let costs = admitted_cost(&run, &requests, leased);
         for id in 0..3u8 {
             let mine: Vec<(u64, u64)> = requests
@@ -229,10 +239,9 @@ proptest! {
                 for &(t, c) in &mine[i..] {
                     sum += c;
                     let delta = t - mine[i].0;
-                    // In units × window: burst·W + L·Δ + L₀·τ.
+                    // In units × window: burst·W + L·(Δ + τ).
                     let bound = run.policy.burst() * 1_000
-                        + run.policy.limit() * delta
-                        + pool_rate * run.lease_ms;
+                        + run.policy.limit() * (delta + run.lease_ms);
                     prop_assert!(
                         sum * 1_000 <= bound,
                         "identifier {id}: {sum} admitted in [{}, {t}], bound {}/1000",
@@ -245,10 +254,11 @@ proptest! {
     }
 
     /// The cost, with one region taking all the traffic and the home reachable: per window it
-    /// admits what the exact single store admits, short of at most the other regions' static
-    /// shares, what the rounding left out, and three fragments smaller than a request (its
-    /// share, its lease and the pool each holding less than the request that was denied).
-    /// With the home lost for the window, it still admits up to its own share.
+    /// admits what the exact single store admits — the pool and the other regions' unused
+    /// shares follow its demand — short of at most what the rounding left out and fragments
+    /// smaller than a request (its share, its lease, the pool and each other region's share
+    /// holding less than the request that was denied). With the home lost for the window, it
+    /// still admits up to its own share.
     #[test]
     fn one_busy_region_is_short_of_the_single_store_by_the_others_shares_at_most(
         limit in 1u64..60,
@@ -265,7 +275,7 @@ proptest! {
         let others: u64 = run.split.shares[1..].iter().map(|&s| part(s)).sum();
         let pool = part(run.split.pool);
         let slack = limit - own - others - pool;
-        let fragments = 3 * (3 - 1);
+        let fragments = (2 + weights.len() as u64) * (3 - 1);
         let leased_costs = admitted_cost(&run, &requests, leased);
         let exact_costs = admitted_cost(&run, &requests, exact);
         let leased_sums = per_window(&requests, &leased_costs, 1_000);
@@ -276,7 +286,7 @@ proptest! {
             let allowed = if home_lost {
                 exact_sum.saturating_sub(own.saturating_sub(2))
             } else {
-                others + slack + fragments
+                slack + fragments
             };
             prop_assert!(
                 short <= allowed,
@@ -458,4 +468,90 @@ async fn burst(
         answer
     });
     futures::future::join_all(requests).await
+}
+
+/// Three regions of `fixed 60/1m` (shares of 15, 9 and 6 by weights 5:3:2, a pool of 30), each
+/// the others' peer; the home and every store in memory.
+fn three_regions() -> Vec<GlobalStore<Arc<MemoryStore>, Arc<MemoryStore>>> {
+    let whole = Limit::new("api", "fixed 60/1m".parse().unwrap());
+    let weights = [5, 3, 2];
+    let home = Arc::new(MemoryStore::new());
+    let own: Vec<Arc<MemoryStore>> = (0..3).map(|_| Arc::new(MemoryStore::new())).collect();
+    (0..3)
+        .map(|r| {
+            let limits = RegionalLimits::new([&whole], &weights, MILLION / 2, r).unwrap();
+            let peers = (0..3)
+                .filter(|&p| p != r)
+                .map(|p| (p, own[p].clone()))
+                .collect();
+            GlobalStore::new(own[r].clone(), home.clone(), limits, 3, 1_000).with_peers(peers)
+        })
+        .collect()
+}
+
+fn admitted_of(region: &GlobalStore<Arc<MemoryStore>, Arc<MemoryStore>>, n: u64, at: u64) -> u64 {
+    let whole = Limit::new("api", "fixed 60/1m".parse().unwrap());
+    let check = Check::single(&whole, "alice", 1);
+    (0..n)
+        .filter(|i| {
+            block_on(region.check(std::slice::from_ref(&check), TimeSource::At(at + i))).unwrap()[0]
+                .allowed
+        })
+        .count() as u64
+}
+
+/// An identifier only one region serves gets its whole limit there, as one store would give it:
+/// its share, then the whole pool at one wait, then the other regions' unused shares at one
+/// more round trip; the regions it took them from then admit none of it in that window.
+#[test]
+fn one_region_serving_an_identifier_gets_its_whole_limit_there() {
+    let regions = three_regions();
+    assert_eq!(admitted_of(&regions[0], 70, 0), 60);
+    let stats = regions[0].stats();
+    // One wait for the pool, one more for the peers (a round trip to each, at once), and one
+    // to learn that they have nothing left: beyond the limit, no round trip.
+    assert_eq!(
+        (stats.waited, stats.home_round_trips, stats.peer_round_trips),
+        (3, 2, 4),
+        "{stats:?}"
+    );
+    assert_eq!((stats.granted, stats.borrowed), (30, 15), "{stats:?}");
+    assert_eq!(admitted_of(&regions[1], 5, 100), 0, "its share was lent");
+    assert_eq!(admitted_of(&regions[2], 5, 100), 0, "its share was lent");
+    // The next window starts whole, and the region that served it is still alone.
+    assert_eq!(admitted_of(&regions[0], 70, 60_000), 60);
+}
+
+/// A region that sees another draw on the pool is not alone: it borrows only what each request
+/// lacks, from the others' shares and leases, and admits what one store would.
+#[test]
+fn a_region_sharing_an_identifier_borrows_only_its_shortfall() {
+    let regions = three_regions();
+    // `us` spends its share and takes the whole pool; `eu` then spends its share, finds the
+    // pool empty (another region drew on it) and borrows, request by request, what `ap`'s
+    // share holds: the 21 one store would still admit.
+    assert_eq!(admitted_of(&regions[1], 39, 0), 39);
+    let eu = admitted_of(&regions[0], 30, 100);
+    let stats = regions[0].stats();
+    assert_eq!(eu, 21, "{stats:?}");
+    assert_eq!(
+        (stats.granted, stats.borrowed, stats.home_round_trips),
+        (0, 6, 1),
+        "{stats:?}"
+    );
+    assert_eq!(admitted_of(&regions[2], 10, 200), 0, "`ap` lent its share");
+}
+
+/// Units a region holds in its lease, unspent, are lent to another region that needs them: a
+/// lease holds no capacity away from demand.
+#[test]
+fn a_lease_left_unspent_in_one_region_is_lent_to_another_that_needs_it() {
+    let regions = three_regions();
+    // `us`, alone, spends its share and takes the whole pool for one more request: 29 units
+    // sit in its lease. `eu` then spends its share and borrows the rest of the limit.
+    assert_eq!(admitted_of(&regions[1], 10, 0), 10);
+    assert_eq!(admitted_of(&regions[0], 60, 100), 50);
+    let stats = regions[0].stats();
+    assert!(stats.borrowed >= 29, "{stats:?}");
+    assert_eq!(admitted_of(&regions[1], 10, 200), 0, "`us` lent its lease");
 }

@@ -24,8 +24,9 @@ use super::tally::{tally_rule, LimitTally, RuleTally};
 use crate::error::SimError;
 use crate::regions::Rtt;
 
-/// A region's store: its own states, and the home's pools through the shared home store.
-type RegionStore = GlobalStore<MemoryStore, Arc<MemoryStore>>;
+/// A region's store: its own states, the home's pools through the shared home store, and the
+/// other regions' stores, whose unused static shares it may borrow.
+type RegionStore = GlobalStore<Arc<MemoryStore>, Arc<MemoryStore>>;
 
 /// What is compared for one limit, one region, or every request.
 #[derive(Debug, Default, Clone)]
@@ -162,19 +163,29 @@ impl GlobalReplay {
             .as_ref()
             .ok_or_else(|| SimError::Usage("the configuration has no `global` section".into()))?;
         let home = Arc::new(MemoryStore::with_capacity(usize::MAX >> 1));
+        let own: Vec<Arc<MemoryStore>> = global
+            .regions
+            .iter()
+            .map(|_| Arc::new(MemoryStore::with_capacity(usize::MAX >> 1)))
+            .collect();
         let mut regions = Vec::with_capacity(global.regions.len());
         for (index, region) in global.regions.iter().enumerate() {
             let limits = config
                 .regional_limits(index)
                 .map_err(|e| SimError::Usage(e.to_string()))?;
             let home_round_trip_ms = rtt.home_round_trip_ms(index);
+            let peers = (0..own.len())
+                .filter(|&other| other != index)
+                .map(|other| (other, own[other].clone()))
+                .collect();
             let store = GlobalStore::new(
-                MemoryStore::with_capacity(usize::MAX >> 1),
+                own[index].clone(),
                 home.clone(),
                 limits,
                 global.regions.len(),
                 global.lease_ms,
             )
+            .with_peers(peers)
             .with_clock(clock.clone())
             .with_home_rtt_ms(home_round_trip_ms);
             regions.push(RegionReplay {
@@ -255,7 +266,11 @@ impl GlobalReplay {
         let r = &mut self.regions[region];
         let before: GlobalStats = r.edge.limiter().store().stats();
         let handled = ready(r.edge.handle(replayed, now_ms))?;
-        let waited = r.edge.limiter().store().stats().waited > before.waited;
+        let after: GlobalStats = r.edge.limiter().store().stats();
+        let waited = after.waited > before.waited;
+        // Borrowing from other regions' shares is one more round trip, taken here to be as far
+        // as the home's.
+        let borrowed = after.peer_round_trips > before.peer_round_trips;
         send_refills(&r.edge, &mut r.refilling, r.home_round_trip_ms, now_ms)?;
         // A request the denial cache answered asked no store: it adds nothing.
         let asked = handled.decided().any(|d| {
@@ -279,6 +294,9 @@ impl GlobalReplay {
             let mut added = self.local_round_trip_ms;
             if waited {
                 added += r.home_round_trip_ms + self.local_round_trip_ms;
+            }
+            if borrowed {
+                added += r.home_round_trip_ms;
             }
             *r.latency.entry(added).or_default() += 1;
             *self.latency.entry(added).or_default() += 1;
@@ -357,7 +375,9 @@ impl GlobalReplay {
             .iter()
             .map(|r| r.edge.limiter().store().stats())
             .collect();
-        let trips: u64 = stats.iter().map(|s| s.home_round_trips).sum();
+        // Round trips beyond the region: to the home, and to other regions' stores to borrow.
+        let beyond = |s: &GlobalStats| s.home_round_trips + s.peer_round_trips;
+        let trips: u64 = stats.iter().map(beyond).sum();
         GlobalReport {
             static_share_ppm: self.static_share,
             lease_ms: self.lease_ms,
@@ -405,8 +425,8 @@ impl GlobalReplay {
                     over_admitted: r.compared.over_admitted,
                     waited: r.compared.waited,
                     waited_share: share(r.compared.waited, r.compared.requests),
-                    home_round_trips: s.home_round_trips,
-                    home_round_trips_per_request: share(s.home_round_trips, r.compared.requests),
+                    home_round_trips: beyond(s),
+                    home_round_trips_per_request: share(beyond(s), r.compared.requests),
                     granted: s.granted,
                     leased: s.leased,
                     latency: latency(&r.latency),
