@@ -34,8 +34,9 @@ const ORIGIN_VAR: &str = "ORIGIN";
 /// The Durable Objects as one store, shared by the request path and the admin route.
 type Objects = Rc<ShardedStore<ObjectShard>>;
 
-/// One region's store for global limits: its own Upstash database, the home's beside it.
-type RegionStore = GlobalStore<RestStore, Arc<RestStore>>;
+/// One region's store for global limits: its own Upstash database, the home's beside it, and
+/// the other regions' (lenders of unused capacity).
+type RegionStore = GlobalStore<Arc<RestStore>, Arc<RestStore>, Arc<RestStore>>;
 
 /// The request path's store, chosen when the isolate loads: Upstash, the Durable Objects, or
 /// (with a `global` section) one region's. Only the objects are controlled through the Worker
@@ -171,22 +172,35 @@ fn regional_edges(env: &Env, config: &Config) -> Result<Vec<Edge<WorkerStore>>, 
         &global.home.url_var,
         &global.home.token_var,
     )?);
+    let stores = global
+        .regions
+        .iter()
+        .map(|region| {
+            rest_store(env, config, &region.store.url_var, &region.store.token_var).map(Arc::new)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     global
         .regions
         .iter()
         .enumerate()
         .map(|(i, region)| {
-            let own = rest_store(env, config, &region.store.url_var, &region.store.token_var)?;
             let limits = config
                 .regional_limits(i)
                 .map_err(|e| format!("global.regions[{i}] \"{}\": {e}", region.name))?;
+            // The other regions' stores, which lend this region their unused shares and
+            // leases when the pool falls short (docs/design.md §9, "Capacity follows demand").
+            let peers = (0..stores.len())
+                .filter(|&j| j != i)
+                .map(|j| (j, stores[j].clone()))
+                .collect();
             let store = GlobalStore::new(
-                own,
+                stores[i].clone(),
                 home.clone(),
                 limits,
                 global.regions.len(),
                 global.lease_ms,
-            );
+            )
+            .with_peers(peers);
             Ok(Edge::new(
                 config.clone(),
                 WorkerStore::Global(Box::new(store)),

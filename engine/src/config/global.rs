@@ -53,7 +53,7 @@ pub struct Global {
 /// The default share of a global limit held by the regions: half.
 pub const DEFAULT_STATIC_SHARE: u64 = MILLION / 2;
 /// The default life of a bucket's lease.
-pub const DEFAULT_LEASE_MS: u64 = 1_000;
+pub const DEFAULT_LEASE_MS: u64 = 3_000;
 
 /// The section as written.
 #[derive(Deserialize)]
