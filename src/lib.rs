@@ -10,7 +10,7 @@
 //!
 //! let store = MemoryStore::new();
 //! let per_ip = Limit::new("per-ip", "gcra 10/1s burst 20".parse::<Policy>().unwrap());
-//! let verdicts = store.check_now(&[Check::single(&per_ip, "203.0.113.7", 1)], 1_700_000_000_000);
+//! let verdicts = store.direct().check(&[Check::single(&per_ip, "203.0.113.7", 1)], 1_700_000_000_000);
 //! assert!(verdicts[0].allowed);
 //! assert_eq!(verdicts[0].decisions[0].remaining, 19);
 //! ```

@@ -328,17 +328,22 @@ fn bucket_debts_are_rescaled_or_capped_on_a_policy_change() {
             .unwrap();
         let store = MemoryStore::new();
         let at = |cost: i64, t: u64| {
-            store.check_now(&[Check::single(&limit, id.clone(), cost)], t)[0].decisions[0]
+            store
+                .direct()
+                .check(&[Check::single(&limit, id.clone(), cost)], t)[0]
+                .decisions[0]
         };
         assert!(at(5, t).allowed);
         // Half the bucket used. Upgraded: the bucket owes half its new capacity (100 of 200);
         // GCRA owes the same 500 ms, 50 requests at the new rate.
-        store.assign_now(&limit, &id, Some(&Assignment::Tier("pro".into())), None);
+        store
+            .direct()
+            .assign(&limit, &id, Some(&Assignment::Tier("pro".into())), None);
         let look = at(0, t);
         assert_eq!((look.limit, look.remaining), (200, upgraded), "{algorithm}");
         assert_eq!(at(100, t).remaining, after, "{algorithm}");
         // Downgraded: the debt is at most a full bucket, never more.
-        store.assign_now(&limit, &id, None, None);
+        store.direct().assign(&limit, &id, None, None);
         let look = at(0, t);
         assert_eq!((look.limit, look.remaining), (10, 0), "{algorithm}");
         assert_eq!(
@@ -361,10 +366,15 @@ fn windows_keep_their_count_and_realign_and_leases_outlive_a_lower_limit() {
         .unwrap();
     let store = MemoryStore::new();
     let at = |cost: i64, t: u64| {
-        store.check_now(&[Check::single(&limit, id.clone(), cost)], t)[0].decisions[0]
+        store
+            .direct()
+            .check(&[Check::single(&limit, id.clone(), cost)], t)[0]
+            .decisions[0]
     };
     assert!(at(6, 60_500).allowed);
-    store.assign_now(&limit, &id, Some(&Assignment::Tier("fast".into())), None);
+    store
+        .direct()
+        .assign(&limit, &id, Some(&Assignment::Tier("fast".into())), None);
     assert_eq!(at(0, 60_900).remaining, 4, "the used quota carries over");
     assert_eq!(at(0, 61_000).remaining, 10, "a new second starts fresh");
 
@@ -374,10 +384,15 @@ fn windows_keep_their_count_and_realign_and_leases_outlive_a_lower_limit() {
         .unwrap();
     let store = MemoryStore::new();
     let at = |cost: i64, t: u64| {
-        store.check_now(&[Check::single(&limit, id.clone(), cost)], t)[0].decisions[0]
+        store
+            .direct()
+            .check(&[Check::single(&limit, id.clone(), cost)], t)[0]
+            .decisions[0]
     };
     assert!(at(1, 0).allowed && at(1, 1).allowed && at(1, 2).allowed);
-    store.assign_now(&limit, &id, Some(&Assignment::Tier("one".into())), None);
+    store
+        .direct()
+        .assign(&limit, &id, Some(&Assignment::Tier("one".into())), None);
     let denied = at(1, 5);
     assert!(!denied.allowed);
     assert_eq!(
@@ -407,12 +422,12 @@ proptest! {
         let tier = Assignment::Tier(if known { "pro" } else { "nope" }.into());
         let over = Assignment::Override(policy("sliding-log 2/100ms"));
         let store = MemoryStore::new();
-        store.assign_now(&limit, &id, Some(&tier), None);
-        store.assign_now(&limit, &id, Some(&over), Some(until));
+        store.direct().assign(&limit, &id, Some(&tier), None);
+        store.direct().assign(&limit, &id, Some(&over), Some(until));
         let mut times = times;
         times.sort_unstable();
         for (t, cost) in times.into_iter().zip(costs) {
-            let d = store.check_now(&[Check::single(&limit, id.clone(), cost)], t)[0].decisions[0];
+            let d = store.direct().check(&[Check::single(&limit, id.clone(), cost)], t)[0].decisions[0];
             let expected = if t < until { 2 } else if known { 50 } else { 5 };
             prop_assert_eq!(d.limit, expected, "at {} (until {})", t, until);
         }
@@ -426,13 +441,13 @@ proptest! {
         let limit = Limit::new("p", policy("gcra 5/100ms burst 8"));
         let id = Identifier::from("c");
         let with = MemoryStore::new();
-        with.assign_now(&limit, &id, Some(&Assignment::Override(policy("fixed 50/1s"))), None);
+        with.direct().assign(&limit, &id, Some(&Assignment::Override(policy("fixed 50/1s"))), None);
         let without = MemoryStore::new();
         let mut t = 0;
         for (dt, cost) in ops {
             t += dt;
             let check = [Check::single(&limit, id.clone(), cost)];
-            prop_assert_eq!(with.check_now(&check, t), without.check_now(&check, t));
+            prop_assert_eq!(with.direct().check(&check, t), without.direct().check(&check, t));
         }
     }
 }

@@ -28,7 +28,9 @@ fn a_denial_by_one_limit_consumes_nothing_from_the_others() {
     let burst = limit("burst", "fixed 5/1s");
     let daily = limit("daily", "sliding-log 2/day");
     let check = Check::new().with(&burst, "ip", 1).with(&daily, "ip", 1);
-    let verdicts = store.check_now(&[check.clone(), check.clone(), check.clone()], 1_000);
+    let verdicts = store
+        .direct()
+        .check(&[check.clone(), check.clone(), check.clone()], 1_000);
     assert_eq!(
         verdicts.iter().map(|v| v.allowed).collect::<Vec<_>>(),
         [true, true, false]
@@ -39,7 +41,9 @@ fn a_denial_by_one_limit_consumes_nothing_from_the_others() {
     assert!(denied.decisions[0].allowed);
     assert_eq!(denied.decisions[0].remaining, 3);
     assert_eq!(denied.denial(), Some(&denied.decisions[1]));
-    let look = store.check_now(&[Check::single(&burst, "ip", 0)], 1_000);
+    let look = store
+        .direct()
+        .check(&[Check::single(&burst, "ip", 0)], 1_000);
     assert_eq!(look[0].decisions[0].remaining, 3);
 }
 
@@ -54,7 +58,7 @@ fn identifiers_and_limit_names_never_share_state() {
         Check::single(&b, "x", 1),
         Check::single(&a, "x", 1),
     ];
-    let verdicts = store.check_now(&checks, 0);
+    let verdicts = store.direct().check(&checks, 0);
     assert_eq!(
         verdicts.iter().map(|v| v.allowed).collect::<Vec<_>>(),
         [true, true, true, false]
@@ -66,14 +70,18 @@ fn memory_is_bounded_and_expired_state_is_dropped() {
     let store = MemoryStore::with_capacity(100);
     let l = limit("l", "gcra 1/1s");
     for i in 0..1_000 {
-        store.check_now(&[Check::single(&l, format!("id-{i}"), 1)], i);
+        store
+            .direct()
+            .check(&[Check::single(&l, format!("id-{i}"), 1)], i);
         assert!(store.len() <= 100);
     }
     // A peek or a denial at a fresh key stores nothing.
-    store.check_now(&[Check::single(&l, "looker", 0)], 1_000);
+    store
+        .direct()
+        .check(&[Check::single(&l, "looker", 0)], 1_000);
     assert!(store.len() <= 100);
     // Long after every state stopped mattering (plus the GC grace), all are gone.
-    store.check_now(&[], 10_000_000);
+    store.direct().check(&[], 10_000_000);
     assert_eq!(store.len(), 0);
 }
 
@@ -82,10 +90,12 @@ fn when_full_the_soonest_expiring_state_is_evicted() {
     let store = MemoryStore::with_capacity(2);
     let short = limit("short", "fixed 1/1s");
     let long = limit("long", "fixed 1/1h");
-    store.check_now(&[Check::single(&long, "keep", 1)], 0);
-    store.check_now(&[Check::single(&short, "evict", 1)], 0);
-    store.check_now(&[Check::single(&long, "new", 1)], 0);
-    let v = store.check_now(
+    store.direct().check(&[Check::single(&long, "keep", 1)], 0);
+    store
+        .direct()
+        .check(&[Check::single(&short, "evict", 1)], 0);
+    store.direct().check(&[Check::single(&long, "new", 1)], 0);
+    let v = store.direct().check(
         &[
             Check::single(&long, "keep", 1),
             Check::single(&short, "evict", 1),
@@ -128,7 +138,7 @@ proptest! {
             for &(l, id, cost) in &items {
                 check = check.with(&limits[l], format!("id{id}"), cost);
             }
-            let verdict = store.check_now(std::slice::from_ref(&check), now).remove(0);
+            let verdict = store.direct().check(std::slice::from_ref(&check), now).remove(0);
             // Reference: try every item on copies; commit only if all admit.
             let mut trial: Vec<((usize, usize), State)> = Vec::new();
             let mut all = true;
@@ -407,13 +417,13 @@ fn the_fallback_keeps_the_tier_or_override_the_store_last_decided_with() {
         .unwrap()
         .with_fail_mode(FailMode::Fallback { per_mille: 500 });
     let inner = &limiter.store().inner;
-    inner.assign_now(
+    inner.direct().assign(
         &local,
         &"pro-client".into(),
         Some(&Assignment::Tier("pro".into())),
         None,
     );
-    inner.assign_now(
+    inner.direct().assign(
         &local,
         &"overridden".into(),
         Some(&Assignment::Override("fixed 6/1s".parse().unwrap())),
@@ -443,7 +453,9 @@ fn the_fallback_keeps_the_tier_or_override_the_store_last_decided_with() {
     // Once the store decides the client with the limit's own policy again (the tier lapsed),
     // the fallback does too.
     limiter.store().down.store(false, Ordering::SeqCst);
-    inner.assign_now(&local, &"pro-client".into(), None, None);
+    inner
+        .direct()
+        .assign(&local, &"pro-client".into(), None, None);
     clock.advance(1_000);
     let v = block_on(limiter.check(&Check::single(&local, "pro-client", 1)));
     assert_eq!(v.decisions[0].limit, 10);
@@ -562,7 +574,7 @@ fn a_forgotten_identifier_is_asked_of_the_store_again() {
     }
     // Both reset in the store; only `u` forgotten by the process.
     for who in ["u", "v"] {
-        assert!(limiter.store().reset_now(&tight, who.as_bytes()));
+        assert!(limiter.store().direct().reset(&tight, who.as_bytes()));
     }
     limiter.forget(&tight, &edgelimit::Identifier::from("u"));
     assert!(block_on(limiter.check(&check("u"))).allowed, "asked again");

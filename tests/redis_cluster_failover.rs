@@ -86,7 +86,8 @@ async fn checks_continue_across_a_manual_failover() {
                 Ok(mut verdicts) => {
                     ok += 1;
                     let expected = reference
-                        .check_now(std::slice::from_ref(&check), now)
+                        .direct()
+                        .check(std::slice::from_ref(&check), now)
                         .remove(0);
                     if !tainted.contains(&user) {
                         assert_eq!(verdicts.remove(0), expected, "user{user} round {round}");

@@ -104,7 +104,8 @@ async fn keys_that_outlive_their_window_decide_as_if_expired() {
                 assert_eq!(
                     decide(&redis, &check, at).await,
                     reference
-                        .check_now(std::slice::from_ref(&check), at)
+                        .direct()
+                        .check(std::slice::from_ref(&check), at)
                         .remove(0),
                     "{} burst {burst}",
                     SPECS[i]

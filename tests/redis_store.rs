@@ -105,7 +105,8 @@ async fn thirty_two_clients_on_one_key_never_exceed_the_limit() {
                 .map(|_| Check::single(&limit, "hot", 1))
                 .collect();
             let expected = memory
-                .check_now(&checks, t)
+                .direct()
+                .check(&checks, t)
                 .iter()
                 .filter(|v| v.allowed)
                 .count();
@@ -166,7 +167,7 @@ async fn a_script_flush_mid_run_is_survived() {
                 .with(&limits[1], "a", 2)
                 .with(&limits[2], "a", 1),
         ];
-        let expected = memory.check_now(&checks, t);
+        let expected = memory.direct().check(&checks, t);
         let actual = store.check(&checks, TimeSource::At(t)).await;
         assert_eq!(actual, Ok(expected), "round {round}");
     }
@@ -218,7 +219,7 @@ async fn times_beyond_exact_lua_arithmetic_are_refused() {
     let checks = [Check::single(&limit, "a", 1)];
     assert_eq!(
         store.check(&checks, TimeSource::At(t)).await,
-        Ok(MemoryStore::new().check_now(&checks, t))
+        Ok(MemoryStore::new().direct().check(&checks, t))
     );
     // A state the scripts did not write is an error, not a decision.
     let key =

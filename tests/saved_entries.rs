@@ -90,7 +90,7 @@ fn a_store_restored_from_its_saved_entries_decides_as_the_one_that_never_stopped
                     let tier = Assignment::Tier("pro".into());
                     let until = (rng.range(0, 1) == 0).then(|| now + rng.range(1, 3_000));
                     for store in [&original, &restored] {
-                        store.assign_now(limit, &id, Some(&tier), until);
+                        store.direct().assign(limit, &id, Some(&tier), until);
                     }
                     kept.update(vec![original.saved_assignments(limit, &id)]);
                 }
@@ -99,14 +99,14 @@ fn a_store_restored_from_its_saved_entries_decides_as_the_one_that_never_stopped
                     let list = ["deny", "allow"][rng.range(0, 1) as usize];
                     let until = Some(now + rng.range(1, 2_000));
                     for store in [&original, &restored] {
-                        store.list_add_now(list, &entry, until, now).unwrap();
+                        store.direct().list_add(list, &entry, until, now).unwrap();
                     }
                     kept.update(vec![original.saved_list(list)]);
                 }
                 2 => {
                     let limit = &limits[rng.range(0, limits.len() as u64 - 1) as usize];
-                    let existed = original.reset_now(limit, id.as_bytes());
-                    assert_eq!(restored.reset_now(limit, id.as_bytes()), existed);
+                    let existed = original.direct().reset(limit, id.as_bytes());
+                    assert_eq!(restored.direct().reset(limit, id.as_bytes()), existed);
                     kept.update(original.saved_states(limit, id.as_bytes()));
                 }
                 _ => {
@@ -146,8 +146,8 @@ fn a_store_restored_from_its_saved_entries_decides_as_the_one_that_never_stopped
                         check = check.gated(probe, vec![gate.clone()]);
                     }
                     let checks = [check];
-                    let expected = original.check_now(&checks, now);
-                    let got = restored.check_now(&checks, now);
+                    let expected = original.direct().check(&checks, now);
+                    let got = restored.direct().check(&checks, now);
                     assert_eq!(got, expected, "seed {seed} step {step}");
                     leased += expected[0]
                         .decisions
@@ -173,7 +173,7 @@ fn saved_entries_say_when_they_may_be_dropped() {
     let limits = limits();
     let store = MemoryStore::new();
     let check = Check::single(&limits[0], "a", 1);
-    store.check_now(std::slice::from_ref(&check), 1_000);
+    store.direct().check(std::slice::from_ref(&check), 1_000);
     let saved = store.saved_for(std::slice::from_ref(&check));
     let (_, Some(state)) = &saved[0] else {
         panic!("the charged state is held")
@@ -185,7 +185,7 @@ fn saved_entries_say_when_they_may_be_dropped() {
     );
     // A look at a fresh key writes nothing: nothing to keep.
     let look = Check::single(&limits[1], "fresh", 0);
-    store.check_now(std::slice::from_ref(&look), 1_000);
+    store.direct().check(std::slice::from_ref(&look), 1_000);
     assert_eq!(store.saved_for(std::slice::from_ref(&look))[0].1, None);
     // An assignment in an unknown form does not read back.
     let bad = Saved::Assignments {
@@ -199,7 +199,7 @@ fn saved_entries_say_when_they_may_be_dropped() {
     let credit = Check::new().with_item(
         CheckItem::new(&limits[0], "a", 3).charged(Charge::LeaseCredit { until_ms: 5_000 }),
     );
-    store.check_now(std::slice::from_ref(&credit), 1_000);
+    store.direct().check(std::slice::from_ref(&credit), 1_000);
     let saved = store.saved_for(std::slice::from_ref(&credit));
     let lease = saved
         .iter()

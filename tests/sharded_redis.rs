@@ -65,7 +65,8 @@ async fn three_redis_shards_decide_exactly_as_one_memory_store() {
                 check = check.with(&limits[l], format!("seq{seq}-id{id}"), cost);
             }
             let expected = reference
-                .check_now(std::slice::from_ref(&check), now)
+                .direct()
+                .check(std::slice::from_ref(&check), now)
                 .remove(0);
             let got = store
                 .check(std::slice::from_ref(&check), TimeSource::At(now))

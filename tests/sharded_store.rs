@@ -90,7 +90,7 @@ proptest! {
             for (l, id, cost) in items {
                 check = check.with(&limits[l], format!("id{id}"), cost);
             }
-            let one = single.check_now(std::slice::from_ref(&check), now).remove(0);
+            let one = single.direct().check(std::slice::from_ref(&check), now).remove(0);
             let many = block_on(shards.check(std::slice::from_ref(&check), TimeSource::At(now))).unwrap().remove(0);
             prop_assert_eq!(one.allowed, many.allowed);
             prop_assert_eq!(&one.decisions, &many.decisions, "{:?}", check);
@@ -133,7 +133,7 @@ proptest! {
                     break;
                 }
             }
-            let one = single.check_now(std::slice::from_ref(&check), now).remove(0);
+            let one = single.direct().check(std::slice::from_ref(&check), now).remove(0);
             let many = block_on(shards.check(std::slice::from_ref(&check), TimeSource::At(now))).unwrap().remove(0);
             prop_assert_eq!(one.allowed, many.allowed);
             prop_assert_eq!(&one.decisions, &many.decisions, "{:?}", check);

@@ -217,7 +217,7 @@ mod tests {
     /// Decides `call` in memory at `T0 + at`, as the limiter would.
     fn decide(store: &MemoryStore, call: &Call, at: u64) -> Checked {
         Checked {
-            verdicts: store.check_now(&call.checks, T0 + at),
+            verdicts: store.direct().check(&call.checks, T0 + at),
             local_ms: T0 + at,
             store_ms: Some(0.0),
         }

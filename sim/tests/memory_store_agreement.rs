@@ -34,7 +34,7 @@ fn replay_counts_equal_memory_store_counts() {
         replay.step(ev);
         for (i, limit) in limits.iter().enumerate() {
             let check = Check::single(limit, format!("c{}", ev.client), ev.cost);
-            if store.check_now(&[check], ev.time_ms)[0].allowed {
+            if store.direct().check(&[check], ev.time_ms)[0].allowed {
                 store_admitted[i] += 1;
             }
         }

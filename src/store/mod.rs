@@ -30,7 +30,7 @@ pub use error::StoreError;
 pub use expiring_map::ExpiringMap;
 pub use key::DEFAULT_NAMESPACE;
 pub(crate) use key_hasher::KeyHasher;
-pub use memory::{MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
+pub use memory::{Direct, MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
 pub use reservation::{Reservation, Reserved};
 #[cfg(all(feature = "resp", not(target_arch = "wasm32")))]
 pub use resp::RespStore;

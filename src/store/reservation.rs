@@ -141,21 +141,26 @@ mod tests {
             .with(&tokens, "k", 1000)
             .with(&inflight, "k", 1);
         let t = 1_700_000_000_000;
-        let verdict = store.check_now(std::slice::from_ref(&check), t).remove(0);
+        let verdict = store
+            .direct()
+            .check(std::slice::from_ref(&check), t)
+            .remove(0);
         let reservation = Reservation::new(&check, &verdict, "ray-1").unwrap();
         assert_eq!(reservation.items()[1].lease_ms, Some(t + 30_000));
         let commit =
             reservation.commit_with(|item| (&*item.limit.name == "tokens").then_some(4000));
         let settled = store
-            .check_now(std::slice::from_ref(&commit), t + 5)
+            .direct()
+            .check(std::slice::from_ref(&commit), t + 5)
             .remove(0);
         // 4,000 used: 3,000 more than reserved, charged; the lease is free again.
         assert_eq!(settled.decisions[0].remaining, 6000);
         assert_eq!(settled.decisions[1].remaining, 1);
         // Sent twice, charged once: the repeat answers the first commit's decisions.
-        assert_eq!(store.check_now(&[commit], t + 9).remove(0), settled);
+        assert_eq!(store.direct().check(&[commit], t + 9).remove(0), settled);
         let after = store
-            .check_now(&[Check::single(&tokens, "k", 0)], t + 10)
+            .direct()
+            .check(&[Check::single(&tokens, "k", 0)], t + 10)
             .remove(0);
         assert_eq!(after.decisions[0].remaining, 6000);
     }
@@ -165,8 +170,11 @@ mod tests {
         let l = limit("one", "fixed 1/1m");
         let store = MemoryStore::new();
         let check = Check::single(&l, "k", 1);
-        store.check_now(std::slice::from_ref(&check), 0);
-        let denied = store.check_now(std::slice::from_ref(&check), 1).remove(0);
+        store.direct().check(std::slice::from_ref(&check), 0);
+        let denied = store
+            .direct()
+            .check(std::slice::from_ref(&check), 1)
+            .remove(0);
         assert!(Reservation::new(&check, &denied, "r").is_none());
     }
 }

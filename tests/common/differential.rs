@@ -588,7 +588,8 @@ fn reference(
                 .is_atomic();
             if atomic {
                 return memory
-                    .check_now(std::slice::from_ref(check), call.time)
+                    .direct()
+                    .check(std::slice::from_ref(check), call.time)
                     .remove(0);
             }
             let parts: Vec<Verdict> = check
@@ -596,7 +597,7 @@ fn reference(
                 .iter()
                 .map(|item| {
                     let single = Check::new().with_item(item.clone());
-                    memory.check_now(&[single], call.time).remove(0)
+                    memory.direct().check(&[single], call.time).remove(0)
                 })
                 .collect();
             // As the store joins the parts: the latest time any part decided at (a repeated
@@ -634,11 +635,13 @@ async fn run_one<S: Control>(
             let (limit, id) = (&a.limit, &a.identifier);
             let done = match (&a.assignment, a.clear) {
                 (None, Some(kind)) => {
-                    memory.clear_assignment_now(limit, id, kind);
+                    memory.direct().clear_assignment(limit, id, kind);
                     store.clear_assignment(limit, id, kind).await
                 }
                 (assignment, _) => {
-                    memory.assign_now(limit, id, assignment.as_ref(), a.until_ms);
+                    memory
+                        .direct()
+                        .assign(limit, id, assignment.as_ref(), a.until_ms);
                     store
                         .assign(limit, id, assignment.as_ref(), a.until_ms)
                         .await
@@ -651,10 +654,10 @@ async fn run_one<S: Control>(
                 continue;
             }
             if let (Ok(()), Ok(held)) = (&assigned, store.assignments(limit, id).await) {
-                if held != memory.assignments_now(limit, id) {
+                if held != memory.direct().assignments(limit, id) {
                     assigned = Err(edgelimit::StoreError::Protocol(format!(
                         "assignments read back {held:?}, memory holds {:?}",
-                        memory.assignments_now(limit, id)
+                        memory.direct().assignments(limit, id)
                     )));
                 }
             }

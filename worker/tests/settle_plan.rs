@@ -63,7 +63,7 @@ fn the_estimate_is_reserved_then_the_real_cost_committed_once_and_the_lease_rele
     );
     assert_eq!(items[1].request_id, None);
 
-    let verdicts = store.check_now(plan.checks(), T);
+    let verdicts = store.direct().check(plan.checks(), T);
     let outcome = plan.rule(&verdicts);
     assert!(outcome.allowed());
     let response = plan.response(&verdicts, &outcome, req.path());
@@ -97,13 +97,13 @@ fn the_estimate_is_reserved_then_the_real_cost_committed_once_and_the_lease_rele
         .iter()
         .all(|i| i.request_id.as_ref().map(|i| i.as_bytes()) == Some(&b"8f2a-AMS/commit"[..])));
 
-    let settled = store.check_now(commits, T + 50).remove(0);
+    let settled = store.direct().check(commits, T + 50).remove(0);
     assert_eq!(settled.decisions[0].remaining, 6000);
     assert_eq!(settled.decisions[1].remaining, 2);
     // The same commit again (a duplicated waitUntil, a retried pipeline) is charged once.
-    assert_eq!(store.check_now(commits, T + 60).remove(0), settled);
+    assert_eq!(store.direct().check(commits, T + 60).remove(0), settled);
     let next = config.plan(&request(Some("9c31-AMS")));
-    let verdict = store.check_now(next.checks(), T + 70).remove(0);
+    let verdict = store.direct().check(next.checks(), T + 70).remove(0);
     assert_eq!(verdict.decisions[0].remaining, 5000);
     assert_eq!(verdict.decisions[1].remaining, 1);
 }
@@ -113,7 +113,7 @@ fn without_a_stated_cost_the_estimate_stands_and_the_lease_is_still_released() {
     let config = config();
     let store = MemoryStore::new();
     let plan = config.plan(&request(None));
-    let verdicts = store.check_now(plan.checks(), T);
+    let verdicts = store.direct().check(plan.checks(), T);
     for garbled in [None, Some("lots")] {
         let settlement = plan
             .settlement(&verdicts, "edge-1", |name| {
@@ -144,11 +144,11 @@ fn a_denied_request_reserves_nothing_and_a_released_lease_admits_again() {
     let config = config();
     let store = MemoryStore::new();
     let first = config.plan(&request(Some("r1")));
-    let v1 = store.check_now(first.checks(), T);
+    let v1 = store.direct().check(first.checks(), T);
     let second = config.plan(&request(Some("r2")));
-    store.check_now(second.checks(), T + 1);
+    store.direct().check(second.checks(), T + 1);
     let third = config.plan(&request(Some("r3")));
-    let denied = store.check_now(third.checks(), T + 2);
+    let denied = store.direct().check(third.checks(), T + 2);
     let outcome = third.rule(&denied);
     assert_eq!(outcome.status, 429);
     assert!(third
@@ -156,7 +156,7 @@ fn a_denied_request_reserves_nothing_and_a_released_lease_admits_again() {
         .is_none());
     // The first response comes back: its lease is released, so the third is admitted on retry.
     let settlement = first.settlement(&v1, "x", tokens_used("1000")).unwrap();
-    store.check_now(settlement.commits(), T + 3);
-    let again = store.check_now(third.checks(), T + 4);
+    store.direct().check(settlement.commits(), T + 3);
+    let again = store.direct().check(third.checks(), T + 4);
     assert!(again[0].allowed);
 }

@@ -391,7 +391,7 @@ fn the_log_line_carries_what_a_replay_needs() {
         .with_header("cf-connecting-ip", "2001:db8::7")
         .with_header("x-api-key", "secret");
     let plan = c.plan(&req);
-    let verdicts = store.check_now(plan.checks(), 1_700_000_000_123);
+    let verdicts = store.direct().check(plan.checks(), 1_700_000_000_123);
     let outcome = plan.rule(&verdicts);
     let metrics = edgelimit::metrics::Metrics::default().snapshot();
     let checked = Checked {
@@ -479,7 +479,7 @@ fn buffers_kept_between_requests_change_no_answer() {
             }
             let now = i * 50;
             let fresh = c.plan(&request);
-            let verdicts = reference.check_now(fresh.checks(), now);
+            let verdicts = reference.direct().check(fresh.checks(), now);
             let outcome = fresh.rule(&verdicts);
             path.clock.set(now);
             let handled = ready(path.edge.handle(&request, now));

@@ -610,8 +610,8 @@ mod tests {
         }
         let store = MemoryStore::new();
         let (back, _) = round_trip(&checks, TimeSource::At(0));
-        let here = store.check_now(&checks, 5);
-        let there = MemoryStore::new().check_now(&back, 5);
+        let here = store.direct().check(&checks, 5);
+        let there = MemoryStore::new().direct().check(&back, 5);
         assert_eq!(here, there);
         assert_eq!(here[4].decisions[0].reason, edgelimit::Reason::Leased);
         assert_eq!(here[4].decisions[0].remaining, 28);

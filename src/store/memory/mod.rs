@@ -30,6 +30,12 @@ use crate::control::{Assignment, AssignmentKind};
 use crate::decision::Decision;
 use crate::policy::{Algorithm, Policy};
 
+mod control;
+mod direct;
+mod persist;
+
+pub use direct::Direct;
+
 /// How long after its state stops mattering a key is kept anyway, in every store: a caller whose
 /// clock lags a little still finds the state it wrote (Redis TTLs use the same margin).
 pub const GC_GRACE_MS: u64 = 60_000;
@@ -179,7 +185,7 @@ impl MemoryStore {
     /// On a check every store refuses as bad input: an item on a concurrency limit spending or
     /// crediting a capacity lease (docs/design.md §9), which [`Store::check`] answers with
     /// [`StoreError::InvalidInput`].
-    pub fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
+    pub(super) fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
         for check in checks {
             if let Err(refused) = check.refuse_bad_leases() {
                 panic!("{refused}");
@@ -246,290 +252,16 @@ impl MemoryStore {
         }
     }
 
-    /// [`Control::peek`](crate::Control::peek) at `now_ms`: a zero-cost look at the held state under the identifier's
-    /// effective policy, changing nothing (not even the purge of expired states a check makes).
-    /// A capacity lease is not looked at: the answer is the state's, as a zero-cost look at a
-    /// spending item's is.
-    pub fn peek_now(&self, limit: &Limit, identifier: &[u8], now_ms: u64) -> Verdict {
-        // As `check_one`: assignments are looked up only while the store holds any.
-        let policy = if self.assigned.load(Ordering::Relaxed) > 0 {
-            self.effective_policy(limit, &Identifier::from(identifier), now_ms)
-        } else {
-            limit.policy
-        };
-        let key = KeyRef::new(&limit.name, policy.algorithm(), identifier);
-        let hash = key.hash(&self.hasher);
-        let state = {
-            let mut map = lock(self.shard(hash));
-            map.find_mut(hash, &key).map(|held| held.state())
-        };
-        let mut state = state.unwrap_or_else(|| State::fresh(policy.algorithm()));
-        let decision = state.apply(&policy, now_ms, 0).decision;
-        Verdict {
-            allowed: decision.allowed,
-            decisions: vec![decision],
-            atomic: true,
-            decided_at_ms: now_ms,
-            listed: Vec::new(),
-        }
-    }
-
-    /// The entries `checks` could have changed, as this store holds them now — each item's
-    /// state under its limit's algorithm, each request id it carries, and the capacity lease of
-    /// each item spending or crediting one — keyed by
-    /// [`Saved::key`], `None` for an entry not held (to drop wherever it was kept). Called after
-    /// the checks were decided, it is what keeps a copy of the store elsewhere up to date.
-    pub fn saved_for(&self, checks: &[Check]) -> Vec<(String, Option<Saved>)> {
-        let mut out: Vec<(String, Option<Saved>)> = Vec::new();
-        let mut push = |key: String, saved: Option<Saved>| {
-            if !out.iter().any(|(k, _)| *k == key) {
-                out.push((key, saved));
-            }
-        };
-        for item in checks.iter().flat_map(Check::items) {
-            let (name, id) = (&item.limit.name, item.identifier.as_bytes());
-            let algorithm = item.limit.policy.algorithm();
-            push(
-                saved::state_key(name, algorithm, id),
-                self.saved_state(name, algorithm, id),
-            );
-            if let Some(request_id) = &item.request_id {
-                let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
-                push(
-                    saved::request_key(name, id, request_id.as_bytes()),
-                    remembered::saved(&requests, name, &item.identifier, request_id),
-                );
-            }
-            if item.uses_lease() {
-                let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-                let held = leases.get(&(name.clone(), item.identifier.clone()));
-                push(
-                    saved::lease_key(name, id),
-                    held.map(|(lease, keep_until_ms)| Saved::CapacityLease {
-                        limit: name.to_string(),
-                        identifier: id.to_vec(),
-                        balance: lease.balance(),
-                        until_ms: lease.until_ms(),
-                        keep_until_ms,
-                    }),
-                );
-            }
-        }
-        out
-    }
-
-    /// The state of (limit, identifier) under every algorithm, as [`MemoryStore::saved_for`]
-    /// gives it: what a [`Control::reset`] changed.
-    pub fn saved_states(&self, limit: &Limit, identifier: &[u8]) -> Vec<(String, Option<Saved>)> {
-        Algorithm::EVERY
-            .into_iter()
-            .map(|algorithm| {
-                (
-                    saved::state_key(&limit.name, algorithm, identifier),
-                    self.saved_state(&limit.name, algorithm, identifier),
-                )
-            })
-            .collect()
-    }
-
-    /// The assignments of (limit, identifier), as [`MemoryStore::saved_for`] gives entries.
-    pub fn saved_assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> (String, Option<Saved>) {
-        let key = saved::assignments_key(&limit.name, identifier.as_bytes());
-        let held = self.assignments_now(limit, identifier);
-        let saved = (!held.is_empty()).then(|| Saved::Assignments {
-            limit: limit.name.to_string(),
-            identifier: identifier.as_bytes().to_vec(),
-            held: held.iter().map(|(a, until)| a.encode(*until)).collect(),
-        });
-        (key, saved)
-    }
-
-    /// The list `name`, as [`MemoryStore::saved_for`] gives entries.
-    pub fn saved_list(&self, name: &str) -> (String, Option<Saved>) {
-        let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
-        let saved = lists.get(name).filter(|m| !m.is_empty()).map(|members| {
-            let mut members: Vec<(String, u64)> =
-                members.iter().map(|(m, l)| (m.clone(), *l)).collect();
-            members.sort();
-            Saved::List {
-                name: name.to_string(),
-                members,
-            }
-        });
-        (saved::list_key(name), saved)
-    }
-
-    /// Puts back an entry saved by [`MemoryStore::saved_for`] and friends, replacing what the
-    /// store holds under its key. An entry whose time has passed is dropped at the next purge,
-    /// as any; one that does not read back (an assignment in an unknown form, a lease beyond its
-    /// bounds) is an error.
-    pub fn restore(&self, saved: Saved) -> Result<(), StoreError> {
-        match saved {
-            Saved::State {
-                limit,
-                identifier,
-                state,
-                keep_until_ms,
-            } => {
-                let name: Arc<str> = limit.into();
-                let key = KeyRef::new(&name, state.algorithm(), &identifier);
-                let hash = key.hash(&self.hasher);
-                let mut map = lock(self.shard(hash));
-                match map.find_mut(hash, &key) {
-                    Some(mut held) => {
-                        held.set(state);
-                        held.set_expiry(keep_until_ms);
-                    }
-                    None => map.insert_absent(hash, &key, &name, state, keep_until_ms),
-                }
-            }
-            Saved::Request {
-                limit,
-                identifier,
-                request_id,
-                until_ms,
-                decided_at_ms,
-                decision,
-                keep_until_ms,
-            } => {
-                let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
-                remembered::restore(
-                    &mut requests,
-                    limit.into(),
-                    identifier.into(),
-                    request_id.into(),
-                    until_ms,
-                    decided_at_ms,
-                    decision,
-                    keep_until_ms,
-                );
-            }
-            Saved::Assignments {
-                limit,
-                identifier,
-                held,
-            } => {
-                let held = held
-                    .iter()
-                    .map(|text| Assignment::decode(text))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| {
-                        StoreError::InvalidInput(format!("a saved assignment of `{limit}`: {e}"))
-                    })?;
-                let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
-                map.insert((limit.into(), identifier.into()), held);
-                self.assigned.store(map.len(), Ordering::Relaxed);
-            }
-            Saved::List { name, members } => {
-                let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
-                lists.insert(name, members.into_iter().collect());
-            }
-            Saved::CapacityLease {
-                limit,
-                identifier,
-                balance,
-                until_ms,
-                keep_until_ms,
-            } => {
-                let lease = CapacityLease::new(balance, until_ms).ok_or_else(|| {
-                    StoreError::InvalidInput(format!(
-                        "a saved capacity lease of `{limit}`: {balance} units until {until_ms} \
-                         is beyond a lease's bounds"
-                    ))
-                })?;
-                let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-                leases.insert((limit.into(), identifier.into()), lease, keep_until_ms);
-            }
-        }
-        Ok(())
-    }
-
-    /// The saved form of one state, if held.
-    fn saved_state(
-        &self,
-        name: &Arc<str>,
-        algorithm: Algorithm,
-        identifier: &[u8],
-    ) -> Option<Saved> {
-        let key = KeyRef::new(name, algorithm, identifier);
-        let hash = key.hash(&self.hasher);
-        let mut map = lock(self.shard(hash));
-        let held = map.find_mut(hash, &key)?;
-        Some(Saved::State {
-            limit: name.to_string(),
-            identifier: identifier.to_vec(),
-            state: held.state(),
-            keep_until_ms: held.expire_at(),
-        })
-    }
-
-    /// [`Control::reset`](crate::Control::reset): drops the identifier's state on the limit under every algorithm.
-    pub fn reset_now(&self, limit: &Limit, identifier: &[u8]) -> bool {
-        let mut existed = false;
-        for algorithm in Algorithm::EVERY {
-            let key = KeyRef::new(&limit.name, algorithm, identifier);
-            let hash = key.hash(&self.hasher);
-            let mut map = lock(self.shard(hash));
-            existed |= map.remove(hash, &key);
-        }
-        existed
-    }
-
-    /// [`Control::list_add`](crate::Control::list_add), synchronously.
-    pub fn list_add_now(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let lapse = list::checked_addition(list, until_ms, now_ms)?;
-        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
-        let members = lists.entry(list.to_string()).or_default();
-        // Writers drop what has lapsed, as list.lua does.
-        members.retain(|_, &mut l| l > now_ms);
-        members.insert(entry.member(), lapse);
-        Ok(())
-    }
-
-    /// [`Control::list_remove`](crate::Control::list_remove), synchronously.
-    pub fn list_remove_now(&self, list: &str, entry: &ListEntry) -> bool {
-        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(members) = lists.get_mut(list) else {
-            return false;
-        };
-        let removed = members.remove(&entry.member()).is_some();
-        if members.is_empty() {
-            lists.remove(list);
-        }
-        removed
-    }
-
-    /// [`Control::list_entries`](crate::Control::list_entries), synchronously.
-    pub fn list_entries_now(&self, list: &str, now_ms: u64) -> Vec<(String, Option<u64>)> {
-        let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
-        let mut live: Vec<(u64, &String)> = lists
-            .get(list)
-            .into_iter()
-            .flatten()
-            .filter(|(_, lapse)| **lapse > now_ms)
-            .map(|(member, lapse)| (*lapse, member))
-            .collect();
-        // A sorted set's order: by score, then by member bytes.
-        live.sort();
-        live.into_iter()
-            .map(|(lapse, member)| (member.clone(), list::until_of(lapse)))
-            .collect()
-    }
-
     /// Decides one limit for one identifier: what `check_now` answers for
     /// `Check::single(limit, identifier, cost)`, without building the check or the verdict.
     /// Allocates nothing unless a new state is stored.
-    pub fn check_one(&self, limit: &Limit, identifier: &[u8], cost: i64, now_ms: u64) -> Decision {
+    pub(super) fn check_one(
+        &self,
+        limit: &Limit,
+        identifier: &[u8],
+        cost: i64,
+        now_ms: u64,
+    ) -> Decision {
         self.sweep_if_due(now_ms);
         if self.assigned.load(Ordering::Relaxed) > 0 {
             let id = Identifier::from(identifier);
@@ -538,69 +270,6 @@ impl MemoryStore {
             return self.decide_one(&effective, identifier, cost, Charge::Request, now_ms);
         }
         self.decide_one(limit, identifier, cost, Charge::Request, now_ms)
-    }
-
-    /// What [`Control::assign`](crate::Control::assign) does, synchronously: `assignment` replaces the identifier's
-    /// assignment of its kind until `until_ms`; `None` clears both kinds.
-    pub fn assign_now(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) {
-        match assignment {
-            // Stored as its text reads back, so every store answers alike (`Some(0)` is 1).
-            Some(a) => self.change_assignments(limit, identifier, a.kind(), |held| {
-                held.push((a.clone(), until_ms.map(|u| u.max(1))));
-                held.sort_by_key(|(a, _)| a.kind() == AssignmentKind::Tier);
-            }),
-            None => self.change_assignments(limit, identifier, AssignmentKind::Tier, Vec::clear),
-        }
-    }
-
-    /// What [`Control::clear_assignment`](crate::Control::clear_assignment) does, synchronously.
-    pub fn clear_assignment_now(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) {
-        self.change_assignments(limit, identifier, kind, |_| {});
-    }
-
-    /// Drops the identifier's assignment of `kind`, then lets `change` edit what is held.
-    fn change_assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-        change: impl FnOnce(&mut Vec<(Assignment, Option<u64>)>),
-    ) {
-        let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (limit.name.clone(), identifier.clone());
-        let mut held = map.remove(&key).unwrap_or_default();
-        held.retain(|(a, _)| a.kind() != kind);
-        change(&mut held);
-        if !held.is_empty() {
-            map.insert(key, held);
-        }
-        self.assigned.store(map.len(), Ordering::Relaxed);
-    }
-
-    /// What [`Control::assignments`](crate::Control::assignments) answers, synchronously: the override first.
-    pub fn assignments_now(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Vec<(Assignment, Option<u64>)> {
-        if self.assigned.load(Ordering::Relaxed) == 0 {
-            return Vec::new();
-        }
-        let map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&(limit.name.clone(), identifier.clone()))
-            .cloned()
-            .unwrap_or_default()
     }
 
     /// The effective policy of (limit, identifier) at `now_ms` (docs/design.md §2).
@@ -975,78 +644,6 @@ impl Store for MemoryStore {
         };
         self.check_now_into(checks, now_ms, verdicts);
         Ok(())
-    }
-}
-
-#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
-#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
-impl Control for MemoryStore {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        self.assign_now(limit, identifier, assignment, until_ms);
-        Ok(())
-    }
-
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        self.clear_assignment_now(limit, identifier, kind);
-        Ok(())
-    }
-
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        Ok(self.assignments_now(limit, identifier))
-    }
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.list_add_now(list, entry, until_ms, now_ms)
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        Ok(self.list_remove_now(list, entry))
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        Ok(self.list_entries_now(list, now_ms))
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let now_ms = match time {
-            TimeSource::At(ms) => ms,
-            TimeSource::Server => self.clock.now_ms(),
-        };
-        Ok(self.peek_now(limit, identifier.as_bytes(), now_ms))
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        Ok(self.reset_now(limit, identifier.as_bytes()))
     }
 }
 

@@ -1,0 +1,194 @@
+//! What a copy of a `MemoryStore` kept elsewhere needs (a Durable Object's storage): the entries
+//! a check or a control operation changed, in their saved form, and each put back.
+
+use super::*;
+
+impl MemoryStore {
+    /// The entries `checks` could have changed, as this store holds them now — each item's
+    /// state under its limit's algorithm, each request id it carries, and the capacity lease of
+    /// each item spending or crediting one — keyed by
+    /// [`Saved::key`], `None` for an entry not held (to drop wherever it was kept). Called after
+    /// the checks were decided, it is what keeps a copy of the store elsewhere up to date.
+    pub fn saved_for(&self, checks: &[Check]) -> Vec<(String, Option<Saved>)> {
+        let mut out: Vec<(String, Option<Saved>)> = Vec::new();
+        let mut push = |key: String, saved: Option<Saved>| {
+            if !out.iter().any(|(k, _)| *k == key) {
+                out.push((key, saved));
+            }
+        };
+        for item in checks.iter().flat_map(Check::items) {
+            let (name, id) = (&item.limit.name, item.identifier.as_bytes());
+            let algorithm = item.limit.policy.algorithm();
+            push(
+                saved::state_key(name, algorithm, id),
+                self.saved_state(name, algorithm, id),
+            );
+            if let Some(request_id) = &item.request_id {
+                let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+                push(
+                    saved::request_key(name, id, request_id.as_bytes()),
+                    remembered::saved(&requests, name, &item.identifier, request_id),
+                );
+            }
+            if item.uses_lease() {
+                let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+                let held = leases.get(&(name.clone(), item.identifier.clone()));
+                push(
+                    saved::lease_key(name, id),
+                    held.map(|(lease, keep_until_ms)| Saved::CapacityLease {
+                        limit: name.to_string(),
+                        identifier: id.to_vec(),
+                        balance: lease.balance(),
+                        until_ms: lease.until_ms(),
+                        keep_until_ms,
+                    }),
+                );
+            }
+        }
+        out
+    }
+    /// The state of (limit, identifier) under every algorithm, as [`MemoryStore::saved_for`]
+    /// gives it: what a [`Control::reset`] changed.
+    pub fn saved_states(&self, limit: &Limit, identifier: &[u8]) -> Vec<(String, Option<Saved>)> {
+        Algorithm::EVERY
+            .into_iter()
+            .map(|algorithm| {
+                (
+                    saved::state_key(&limit.name, algorithm, identifier),
+                    self.saved_state(&limit.name, algorithm, identifier),
+                )
+            })
+            .collect()
+    }
+    /// The assignments of (limit, identifier), as [`MemoryStore::saved_for`] gives entries.
+    pub fn saved_assignments(
+        &self,
+        limit: &Limit,
+        identifier: &Identifier,
+    ) -> (String, Option<Saved>) {
+        let key = saved::assignments_key(&limit.name, identifier.as_bytes());
+        let held = self.assignments_now(limit, identifier);
+        let saved = (!held.is_empty()).then(|| Saved::Assignments {
+            limit: limit.name.to_string(),
+            identifier: identifier.as_bytes().to_vec(),
+            held: held.iter().map(|(a, until)| a.encode(*until)).collect(),
+        });
+        (key, saved)
+    }
+    /// The list `name`, as [`MemoryStore::saved_for`] gives entries.
+    pub fn saved_list(&self, name: &str) -> (String, Option<Saved>) {
+        let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let saved = lists.get(name).filter(|m| !m.is_empty()).map(|members| {
+            let mut members: Vec<(String, u64)> =
+                members.iter().map(|(m, l)| (m.clone(), *l)).collect();
+            members.sort();
+            Saved::List {
+                name: name.to_string(),
+                members,
+            }
+        });
+        (saved::list_key(name), saved)
+    }
+    /// Puts back an entry saved by [`MemoryStore::saved_for`] and friends, replacing what the
+    /// store holds under its key. An entry whose time has passed is dropped at the next purge,
+    /// as any; one that does not read back (an assignment in an unknown form, a lease beyond its
+    /// bounds) is an error.
+    pub fn restore(&self, saved: Saved) -> Result<(), StoreError> {
+        match saved {
+            Saved::State {
+                limit,
+                identifier,
+                state,
+                keep_until_ms,
+            } => {
+                let name: Arc<str> = limit.into();
+                let key = KeyRef::new(&name, state.algorithm(), &identifier);
+                let hash = key.hash(&self.hasher);
+                let mut map = lock(self.shard(hash));
+                match map.find_mut(hash, &key) {
+                    Some(mut held) => {
+                        held.set(state);
+                        held.set_expiry(keep_until_ms);
+                    }
+                    None => map.insert_absent(hash, &key, &name, state, keep_until_ms),
+                }
+            }
+            Saved::Request {
+                limit,
+                identifier,
+                request_id,
+                until_ms,
+                decided_at_ms,
+                decision,
+                keep_until_ms,
+            } => {
+                let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+                remembered::restore(
+                    &mut requests,
+                    limit.into(),
+                    identifier.into(),
+                    request_id.into(),
+                    until_ms,
+                    decided_at_ms,
+                    decision,
+                    keep_until_ms,
+                );
+            }
+            Saved::Assignments {
+                limit,
+                identifier,
+                held,
+            } => {
+                let held = held
+                    .iter()
+                    .map(|text| Assignment::decode(text))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| {
+                        StoreError::InvalidInput(format!("a saved assignment of `{limit}`: {e}"))
+                    })?;
+                let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+                map.insert((limit.into(), identifier.into()), held);
+                self.assigned.store(map.len(), Ordering::Relaxed);
+            }
+            Saved::List { name, members } => {
+                let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+                lists.insert(name, members.into_iter().collect());
+            }
+            Saved::CapacityLease {
+                limit,
+                identifier,
+                balance,
+                until_ms,
+                keep_until_ms,
+            } => {
+                let lease = CapacityLease::new(balance, until_ms).ok_or_else(|| {
+                    StoreError::InvalidInput(format!(
+                        "a saved capacity lease of `{limit}`: {balance} units until {until_ms} \
+                         is beyond a lease's bounds"
+                    ))
+                })?;
+                let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+                leases.insert((limit.into(), identifier.into()), lease, keep_until_ms);
+            }
+        }
+        Ok(())
+    }
+    /// The saved form of one state, if held.
+    fn saved_state(
+        &self,
+        name: &Arc<str>,
+        algorithm: Algorithm,
+        identifier: &[u8],
+    ) -> Option<Saved> {
+        let key = KeyRef::new(name, algorithm, identifier);
+        let hash = key.hash(&self.hasher);
+        let mut map = lock(self.shard(hash));
+        let held = map.find_mut(hash, &key)?;
+        Some(Saved::State {
+            limit: name.to_string(),
+            identifier: identifier.to_vec(),
+            state: held.state(),
+            keep_until_ms: held.expire_at(),
+        })
+    }
+}
