@@ -8,13 +8,18 @@
 //! bisection over its own requests with the library's step; the clients denied at a limit are
 //! those whose threshold exceeds it, and the whole curve follows from the sorted thresholds.
 //!
-//! **Requests** (`--by requests`): requests denied at a limit have no such closed form; they are
-//! counted by replaying every client at each limit the bisection tries. The count only falls as
-//! the limit grows for every algorithm (checked against a brute force in
-//! `tests/suggest_monotone.rs`), which is what makes bisection exact.
+//! **Requests** (`--by requests`): requests denied at a limit have no such closed form, and are
+//! not monotone in it once requests cost more than one (a larger limit can admit a costly
+//! request a smaller one refused, then be full for the cheap ones after it:
+//! `tests/suggest_monotone.rs`). So limits are tried upward from 1, each counted by replaying
+//! the clients whose threshold exceeds it (the others are never denied), and the first that
+//! meets the target is the least — exact, at the price of one replay of the denied clients per
+//! limit below the answer.
 //!
 //! **Buckets**: the limit (the refill per window) is searched with a burst equal to it, then the
-//! burst is lowered to the least that still meets the target at that rate.
+//! burst is lowered to the least that still meets the target at that rate (whether a client is
+//! ever denied is monotone in the burst too). One less is then one less burst; when the burst
+//! is already 1, one less limit with the burst equal to it.
 
 use edgelimit::{Algorithm, Policy, State};
 
@@ -158,9 +163,7 @@ pub fn search(
                 .map(|t| t.unwrap_or(cap))
                 .max()
                 .unwrap_or(1);
-            least(top.max(1), top.max(1), |l| {
-                at(l, l).is_some_and(|p| requests_denied(&p) <= allowed)
-            })
+            (1..=top.max(1)).find(|&l| at(l, l).is_some_and(|p| requests_denied(&p) <= allowed))
         }
     };
     let Some(limit) = limit else {
@@ -184,9 +187,9 @@ pub fn search(
                 });
                 least_by_clients(&bursts, allowed)
             }
-            By::Requests => least(limit, limit, |b| {
-                at(limit, b).is_some_and(|p| requests_denied(&p) <= allowed)
-            }),
+            By::Requests => {
+                (1..=limit).find(|&b| at(limit, b).is_some_and(|p| requests_denied(&p) <= allowed))
+            }
         };
         burst.unwrap_or(limit)
     } else {
@@ -194,7 +197,7 @@ pub fn search(
     };
     let one_less = match (algorithm.takes_burst(), burst > 1, limit > 1) {
         (true, true, _) => at(limit, burst - 1),
-        (true, false, true) => at(limit - 1, 1),
+        (true, false, true) => at(limit - 1, limit - 1),
         (false, _, true) => at(limit - 1, limit - 1),
         _ => None,
     };
