@@ -10,12 +10,16 @@ use crate::report::svg::{self, color};
 use crate::report::words::{format_text, span_text};
 
 /// The chart's size and margins.
-const W: f64 = 760.0;
+const W: f64 = 820.0;
 const H: f64 = 380.0;
 const LEFT: f64 = 60.0;
-const RIGHT: f64 = 150.0;
+const RIGHT: f64 = 220.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 40.0;
+
+/// Each line's dashes, so that algorithms deciding alike (their lines on top of each other)
+/// still show.
+const DASHES: [&str; 5] = ["none", "7 3", "2 2", "9 3 2 3", "4 4"];
 
 /// A value on a log axis from 1 to `max` (0 drawn at the axis, as 1 would be).
 fn log_position(value: f64, max: f64) -> f64 {
@@ -99,7 +103,8 @@ fn curve_chart(o: &mut String, title: &str, group: &[&Suggestion]) {
         }
         let _ = write!(
             o,
-            r#"<path d="{path}" fill="none" stroke="{c}" stroke-width="1.6"/>"#
+            r#"<path d="{path}" fill="none" stroke="{c}" stroke-width="1.6" stroke-dasharray="{}"/>"#,
+            DASHES[i % DASHES.len()]
         );
         if let (Some(limit), Some(denied)) = (s.suggested_limit, s.clients_denied) {
             let _ = write!(
@@ -127,21 +132,20 @@ fn curve_chart(o: &mut String, title: &str, group: &[&Suggestion]) {
 
 /// The table of suggestions.
 fn suggestions_table(o: &mut String, report: &SuggestReport) {
-    html::table_start(
-        o,
-        &[
-            "limit",
-            "algorithm",
-            "window",
-            "suggested policy",
-            "clients denied",
-            "requests denied",
-            "×limit",
-            "one less",
-            "its clients",
-            "its requests",
-        ],
-    );
+    let config = report.config.is_some();
+    let header = [
+        "limit",
+        "algorithm",
+        "window",
+        "suggested policy",
+        "clients denied",
+        "requests denied",
+        "×limit",
+        "one less",
+        "its clients",
+        "its requests",
+    ];
+    html::table_start(o, &header[usize::from(!config)..]);
     for s in &report.suggestions {
         let dash = || "—".to_string();
         let (lp, lc, lr) = match &s.one_less {
@@ -154,8 +158,11 @@ fn suggestions_table(o: &mut String, report: &SuggestReport) {
         };
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{lp}</td><td>{lc}</td><td>{lr}</td></tr>",
-            escape(s.limit.as_deref().unwrap_or("—")),
+            "<tr>{}<td>{}</td><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{lp}</td><td>{lc}</td><td>{lr}</td></tr>",
+            match &s.limit {
+                Some(l) => format!("<td>{}</td>", escape(l)),
+                None => String::new(),
+            },
             escape(&s.algorithm),
             escape(&s.window),
             escape(s.policy.as_deref().unwrap_or("none")),
