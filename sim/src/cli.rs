@@ -85,7 +85,7 @@ pub struct SuggestArgs {
     #[arg(long, value_name = "NAMES", requires = "config", value_delimiter = ',')]
     pub captured_headers: Vec<String>,
     /// Threads to search on [default: every core]; the output is the same for any number.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
@@ -177,6 +177,10 @@ pub struct ReplayArgs {
     /// [default: home=50,local=1].
     #[arg(long, value_name = "SPEC", requires = "config", value_parser = parse_rtt)]
     pub rtt: Option<RttSpec>,
+    /// Threads to replay on [default: every core]: the clients are split over them, the output
+    /// is the same for any number. A store replay (--store) runs on one.
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
     /// Policies and outputs.
     #[command(flatten)]
     pub out: Outputs,
@@ -262,6 +266,13 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
 }
 
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{s}`: give a number of threads, 1 or more")),
+    }
+}
+
 fn parse_share(s: &str) -> Result<Share, String> {
     s.parse()
 }
@@ -310,6 +321,7 @@ pub fn main(cli: Cli) -> Result<()> {
                 StoreChoice::Memory,
                 &out,
                 &bundled::DEFAULT_POLICIES,
+                threads(None),
             )
         }
         Some(Command::Replay(args)) if args.config.is_some() => replay_config(&args),
@@ -326,6 +338,7 @@ pub fn main(cli: Cli) -> Result<()> {
                 args.store.clone(),
                 &args.out,
                 &bundled::DEFAULT_POLICIES,
+                threads(args.threads),
             )
         }
         Some(Command::Generate(args)) => generate(&args),
@@ -356,6 +369,7 @@ fn replay(
     store: StoreChoice,
     out: &Outputs,
     defaults: &[&str],
+    threads: usize,
 ) -> Result<()> {
     let specs: Vec<&str> = if out.policies.is_empty() {
         defaults.to_vec()
@@ -384,6 +398,7 @@ fn replay(
         store,
         progress: !out.quiet,
         boundaries,
+        threads,
     })?;
     emit(
         out,
