@@ -49,9 +49,9 @@ pub enum Command {
 /// `sim suggest`.
 #[derive(Debug, Args)]
 pub struct SuggestArgs {
-    /// The trace file, `-` for standard input.
+    /// The trace file, `-` for standard input [default: the bundled trace].
     #[arg(value_name = "TRACE")]
-    pub trace: PathBuf,
+    pub trace: Option<PathBuf>,
     /// The format (guessed from the first line when omitted).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
@@ -261,6 +261,19 @@ pub struct BenchArgs {
     /// Clients in the memory row.
     #[arg(long, default_value_t = 1_000_000)]
     pub memory_clients: u32,
+    /// Requests in the large-trace policy rows, on one thread and on --threads (0 skips them;
+    /// a month of a busy site's logs is about 100000000).
+    #[arg(long, default_value_t = 20_000_000)]
+    pub large_events: u64,
+    /// Clients in the large-trace rows.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub large_clients: u32,
+    /// Requests in the large-trace configuration row (0 skips it).
+    #[arg(long, default_value_t = 5_000_000)]
+    pub large_config_events: u64,
+    /// Threads for the threaded rows [default: every core].
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
     /// Also write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -351,6 +364,10 @@ pub fn main(cli: Cli) -> Result<()> {
                 clients: args.clients,
                 memory_events: args.memory_events,
                 memory_clients: args.memory_clients,
+                large_events: args.large_events,
+                large_clients: args.large_clients,
+                large_config_events: args.large_config_events,
+                threads: threads(args.threads),
             })?;
             print!("{}", bench::render(&rows));
             if let Some(path) = args.json {
@@ -501,7 +518,10 @@ fn suggest(args: &SuggestArgs) -> Result<()> {
         args.windows.clone()
     };
     let report = run_suggest(&SuggestOptions {
-        source: Source::File(args.trace.clone()),
+        source: args
+            .trace
+            .clone()
+            .map_or_else(bundled::source, Source::File),
         read: ReadOptions {
             format: args.format,
             key: args.key.clone(),
