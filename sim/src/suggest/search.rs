@@ -11,10 +11,11 @@
 //! **Requests** (`--by requests`): requests denied at a limit have no such closed form, and are
 //! not monotone in it once requests cost more than one (a larger limit can admit a costly
 //! request a smaller one refused, then be full for the cheap ones after it:
-//! `tests/suggest_monotone.rs`). So limits are tried upward from 1, each counted by replaying
-//! the clients whose threshold exceeds it (the others are never denied), and the first that
-//! meets the target is the least — exact, at the price of one replay of the denied clients per
-//! limit below the answer.
+//! `tests/suggest_monotone.rs`). So limits are tried upward, each counted by replaying the
+//! clients whose threshold exceeds it (the others are never denied), and the first that meets
+//! the target is the least — exact, at the price of one replay of the denied clients per limit
+//! tried. The first limit tried is the least that denies at most as many *clients* as requests
+//! may be denied: below it more clients than that are denied, each at least once.
 //!
 //! **Buckets**: the limit (the refill per window) is searched with a burst equal to it, then the
 //! burst is lowered to the least that still meets the target at that rate (whether a client is
@@ -163,7 +164,12 @@ pub fn search(
                 .map(|t| t.unwrap_or(cap))
                 .max()
                 .unwrap_or(1);
-            (1..=top.max(1)).find(|&l| at(l, l).is_some_and(|p| requests_denied(&p) <= allowed))
+            // Below the least limit denying at most `allowed` clients, more than `allowed`
+            // clients are denied, each at least once: no need to count those limits.
+            least_by_clients(&thresholds, allowed).and_then(|from| {
+                (from..=top.max(from))
+                    .find(|&l| at(l, l).is_some_and(|p| requests_denied(&p) <= allowed))
+            })
         }
     };
     let Some(limit) = limit else {
