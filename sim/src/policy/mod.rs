@@ -42,5 +42,6 @@ pub use metrics::{
 };
 pub use report::Report;
 pub use run::{run, RunOptions};
+pub(crate) use shards::thread_cpu_seconds;
 pub use shards::ShardedReplay;
 pub use store::{ExternalStore, StoreChoice};

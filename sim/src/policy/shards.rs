@@ -31,17 +31,38 @@ const CHUNK: usize = 1024;
 /// A block of the trace and the place of its first event in it.
 type Block = Arc<(u64, Vec<Event>)>;
 
+/// A replay thread: its replay when done, and the CPU seconds it spent.
+type Worker = JoinHandle<(Replay, Option<f64>)>;
+
 /// A replay whose clients are split over threads.
 #[derive(Debug)]
 pub struct ShardedReplay {
     /// The policies in report order.
     policies: Vec<Policy>,
     senders: Vec<SyncSender<Block>>,
-    shards: Vec<JoinHandle<Replay>>,
+    shards: Vec<Worker>,
     /// The concurrency policies' whole replay, when there are any.
-    flights: Option<(SyncSender<Block>, JoinHandle<Replay>)>,
+    flights: Option<(SyncSender<Block>, Worker)>,
     block: Vec<Event>,
     seq: u64,
+}
+
+/// `work` and the CPU seconds this thread spent on it, where `/proc` has them.
+fn timed(work: impl FnOnce() -> Replay) -> (Replay, Option<f64>) {
+    let before = thread_cpu_seconds();
+    let replay = work();
+    (replay, thread_cpu_seconds().zip(before).map(|(b, a)| b - a))
+}
+
+/// CPU seconds this thread has run (`/proc/thread-self/schedstat`, in ns), where `/proc` has it.
+pub(crate) fn thread_cpu_seconds() -> Option<f64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse::<u64>()
+        .ok()
+        .map(|ns| ns as f64 / 1e9)
 }
 
 /// Replays shard `k` of `n` of every block until the reader is done.
@@ -93,14 +114,16 @@ impl ShardedReplay {
             let (tx, rx) = sync_channel(QUEUE);
             let replay = Replay::new(&rate)?;
             senders.push(tx);
-            shards.push(std::thread::spawn(move || shard(replay, k, n, rx)));
+            shards.push(std::thread::spawn(move || {
+                timed(|| shard(replay, k, n, rx))
+            }));
         }
         let flights = if flight.is_empty() {
             None
         } else {
             let (tx, rx) = sync_channel(QUEUE);
             let replay = Replay::new(&flight)?;
-            Some((tx, std::thread::spawn(move || whole(replay, rx))))
+            Some((tx, std::thread::spawn(move || timed(|| whole(replay, rx)))))
         };
         Ok(ShardedReplay {
             policies: policies.to_vec(),
@@ -137,7 +160,14 @@ impl ShardedReplay {
 
     /// Waits for every thread and returns the results, one per policy in order, as one
     /// [`Replay::finish`] would.
-    pub fn finish(mut self, interner: &Interner) -> Vec<PolicyResult> {
+    pub fn finish(self, interner: &Interner) -> Vec<PolicyResult> {
+        self.finish_timed(interner).0
+    }
+
+    /// [`ShardedReplay::finish`], with the CPU seconds each replay thread spent (where `/proc`
+    /// has them): on a machine with a core free for each, the busiest of them (or the reading
+    /// thread) sets the wall time.
+    pub fn finish_timed(mut self, interner: &Interner) -> (Vec<PolicyResult>, Vec<Option<f64>>) {
         if !self.block.is_empty() {
             self.send();
         }
@@ -149,13 +179,15 @@ impl ShardedReplay {
             ..
         } = self;
         drop(senders);
-        let shards: Vec<Replay> = shards
+        let (shards, mut cpu): (Vec<Replay>, Vec<Option<f64>>) = shards
             .into_iter()
             .map(|h| h.join().expect("a replay thread panicked"))
-            .collect();
+            .unzip();
         let flights = flights.map(|(tx, h)| {
             drop(tx);
-            h.join().expect("the concurrency replay thread panicked")
+            let (replay, seconds) = h.join().expect("the concurrency replay thread panicked");
+            cpu.push(seconds);
+            replay
         });
         let mut rate = if shards.is_empty() {
             Vec::new()
@@ -167,7 +199,7 @@ impl ShardedReplay {
             .map(|f| f.finish(interner))
             .unwrap_or_default()
             .into_iter();
-        policies
+        let results = policies
             .iter()
             .map(|p| {
                 let next = if p.algorithm() == Algorithm::Concurrency {
@@ -177,6 +209,7 @@ impl ShardedReplay {
                 };
                 next.expect("one result per policy")
             })
-            .collect()
+            .collect();
+        (results, cpu)
     }
 }
