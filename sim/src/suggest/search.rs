@@ -93,11 +93,6 @@ fn least(cap: u64, hint: u64, passes: impl Fn(u64) -> bool) -> Option<u64> {
     Some(holds)
 }
 
-/// The cost a client's requests add up to (what any limit at least that large admits).
-fn total_cost(requests: &[(u64, i64)]) -> u64 {
-    requests.iter().map(|&(_, c)| c.max(0) as u64).sum()
-}
-
 /// One point of a curve: at `limit` (burst equal to it), `clients_denied` clients would have
 /// been denied at least once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -142,7 +137,9 @@ pub fn search(
     let at = |limit: u64, burst: u64| policy(algorithm, limit, window_ms, burst);
     let thresholds = per_client(traffic, threads, |c| {
         let requests = traffic.client(c);
-        least(cap, total_cost(requests), |l| {
+        // Upward from 1: a limit that denies stops at the first denial, so the failing steps
+        // are cheap, and a heavy client's threshold is far below its total.
+        least(cap, 1, |l| {
             at(l, l).is_some_and(|p| never_denies(&p, requests))
         })
     });
@@ -187,7 +184,7 @@ pub fn search(
             By::Clients => {
                 let bursts = per_client(traffic, threads, |c| {
                     let requests = traffic.client(c);
-                    least(limit, limit, |b| {
+                    least(limit, 1, |b| {
                         at(limit, b).is_some_and(|p| never_denies(&p, requests))
                     })
                 });
