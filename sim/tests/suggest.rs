@@ -225,33 +225,36 @@ fn generated_trace_suggestions_meet_the_target_and_one_less_does_not() {
 }
 
 #[test]
-fn by_requests_finds_the_least_limit_even_where_the_count_is_not_monotone() {
-    // A larger fixed limit can deny more requests when costs differ (`suggest_monotone.rs`):
-    // every limit below the suggestion is counted here and misses the target.
-    let (_file, source) = generated(
-        Kind::HeavyTailed {
-            rate: 200.0,
-            clients: 40,
-            alpha: 1.1,
-        },
-        9,
-        3_000,
-        true,
-    );
-    let clients = by_client(&source);
-    let requests: u64 = clients.iter().map(|c| c.len() as u64).sum();
-    let report = suggest(source, &[1_000], By::Requests, "1%", 2);
-    let allowed = requests / 100;
-    for s in &report.suggestions {
-        let algorithm: Algorithm = s.algorithm.parse().unwrap();
-        let limit = s.suggested_limit.unwrap();
-        for l in 1..limit {
-            let p = Policy::new(algorithm, l, 1_000, None).unwrap();
-            let (_, r) = count(&p.to_string(), &clients);
-            assert!(
-                r > allowed,
-                "{p} denies {r} requests, within {allowed}: a smaller answer"
-            );
+fn by_requests_finds_the_least_limit_with_unit_and_mixed_costs() {
+    // With mixed costs a larger limit can deny more requests (`suggest_monotone.rs`) and the
+    // search scans; with unit costs it bisects. Either way every limit below the suggestion is
+    // counted here and misses the target.
+    for costly in [true, false] {
+        let (_file, source) = generated(
+            Kind::HeavyTailed {
+                rate: 200.0,
+                clients: 40,
+                alpha: 1.1,
+            },
+            9,
+            3_000,
+            costly,
+        );
+        let clients = by_client(&source);
+        let requests: u64 = clients.iter().map(|c| c.len() as u64).sum();
+        let report = suggest(source, &[1_000], By::Requests, "1%", 2);
+        let allowed = requests / 100;
+        for s in &report.suggestions {
+            let algorithm: Algorithm = s.algorithm.parse().unwrap();
+            let limit = s.suggested_limit.unwrap();
+            for l in 1..limit {
+                let p = Policy::new(algorithm, l, 1_000, None).unwrap();
+                let (_, r) = count(&p.to_string(), &clients);
+                assert!(
+                    r > allowed,
+                    "{p} denies {r} requests, within {allowed}: a smaller answer"
+                );
+            }
         }
     }
 }

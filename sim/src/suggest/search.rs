@@ -8,14 +8,17 @@
 //! bisection over its own requests with the library's step; the clients denied at a limit are
 //! those whose threshold exceeds it, and the whole curve follows from the sorted thresholds.
 //!
-//! **Requests** (`--by requests`): requests denied at a limit have no such closed form, and are
-//! not monotone in it once requests cost more than one (a larger limit can admit a costly
-//! request a smaller one refused, then be full for the cheap ones after it:
-//! `tests/suggest_monotone.rs`). So limits are tried upward, each counted by replaying the
-//! clients whose threshold exceeds it (the others are never denied), and the first that meets
-//! the target is the least — exact, at the price of one replay of the denied clients per limit
-//! tried. The first limit tried is the least that denies at most as many *clients* as requests
-//! may be denied: below it more clients than that are denied, each at least once.
+//! **Requests** (`--by requests`): requests denied at a limit have no such closed form. When
+//! every request costs one, the count only falls as the limit (or a bucket's burst) grows —
+//! property-tested against a brute force for every algorithm (`tests/suggest_monotone.rs`), not
+//! proven — and the least limit is found by bisection, each limit tried counted by replaying the
+//! clients whose threshold exceeds it (the others are never denied). Once costs differ it is
+//! *not* monotone (a larger limit can admit a costly request a smaller one refused, then be full
+//! for the cheap ones after it: the same test file), so limits are tried upward and the first
+//! that meets the target is the least — exact, at the price of one replay of the denied clients
+//! per limit tried. Either way the first limit tried is the least that denies at most as many
+//! *clients* as requests may be denied: below it more clients than that are denied, each at
+//! least once.
 //!
 //! **Buckets**: the limit (the refill per window) is searched with a burst equal to it, then the
 //! burst is lowered to the least that still meets the target at that rate (whether a client is
@@ -134,6 +137,7 @@ pub fn search(
     threads: usize,
 ) -> Found {
     let cap = max_limit(window_ms);
+    let unit_costs = traffic.events().iter().all(|e| e.cost == 1);
     let at = |limit: u64, burst: u64| policy(algorithm, limit, window_ms, burst);
     let thresholds = per_client(traffic, threads, |c| {
         let requests = traffic.client(c);
@@ -164,8 +168,12 @@ pub fn search(
             // Below the least limit denying at most `allowed` clients, more than `allowed`
             // clients are denied, each at least once: no need to count those limits.
             least_by_clients(&thresholds, allowed).and_then(|from| {
-                (from..=top.max(from))
-                    .find(|&l| at(l, l).is_some_and(|p| requests_denied(&p) <= allowed))
+                let meets = |l: u64| at(l, l).is_some_and(|p| requests_denied(&p) <= allowed);
+                if unit_costs {
+                    least(top.max(from), from, meets)
+                } else {
+                    (from..=top.max(from)).find(|&l| meets(l))
+                }
             })
         }
     };
@@ -191,7 +199,12 @@ pub fn search(
                 least_by_clients(&bursts, allowed)
             }
             By::Requests => {
-                (1..=limit).find(|&b| at(limit, b).is_some_and(|p| requests_denied(&p) <= allowed))
+                let meets = |b: u64| at(limit, b).is_some_and(|p| requests_denied(&p) <= allowed);
+                if unit_costs {
+                    least(limit, 1, meets)
+                } else {
+                    (1..=limit).find(|&b| meets(b))
+                }
             }
         };
         burst.unwrap_or(limit)
