@@ -1,7 +1,10 @@
 //! `sim bench`: parse throughput of combined logs, replay throughput of five policies over
 //! generated traces and of a Worker configuration (`--config`) over requests built from one, and
-//! the memory a trace of a million clients takes through `sim replay`'s reader — on one core,
-//! each row with its own peak memory from `/proc/self/status`.
+//! the memory a trace of a million clients takes through `sim replay`'s reader — on one core —
+//! then the policy replay on one thread and on `--threads` (`sim replay --threads`), for each
+//! client count and for a large trace (`--large-events`, a month of logs at 100M), and the
+//! configuration replay of that large trace; each row with its own peak memory from
+//! `/proc/self/status`.
 
 use std::io::{BufReader, Read};
 use std::sync::Arc;
@@ -16,7 +19,7 @@ use crate::config::{EdgeReplay, PREPARE_AHEAD};
 use crate::error::SimError;
 use crate::event::Event;
 use crate::generate::{CsvStream, Generator, Kind};
-use crate::policy::Replay;
+use crate::policy::{thread_cpu_seconds, Replay, ShardedReplay};
 use crate::readers::{Format, ReadOptions, Request, TraceReader};
 
 /// What to measure.
@@ -34,6 +37,16 @@ pub struct BenchOptions {
     pub memory_events: u64,
     /// Clients in the memory row.
     pub memory_clients: u32,
+    /// Requests in the large-trace rows (policy and configuration replay, each on one thread
+    /// and on `threads`); 0 skips them.
+    pub large_events: u64,
+    /// Clients (identifiers) in the large-trace rows.
+    pub large_clients: u32,
+    /// Requests in the large configuration row (0: skip it): a configuration replay decides
+    /// several times slower than a policy replay, so it has its own size.
+    pub large_config_events: u64,
+    /// Threads for the threaded rows (the machine's cores by default).
+    pub threads: usize,
 }
 
 /// One benchmark's result.
@@ -57,6 +70,10 @@ pub struct BenchRow {
     /// The most memory the process held while this row ran (`VmHWM`, reset before each row),
     /// in KiB, where `/proc` has it.
     pub peak_memory_kib: Option<u64>,
+    /// Threaded rows: the CPU seconds of the busiest thread (the reading one or a replay
+    /// thread) — the wall time on a machine with a core free for each thread, which a machine
+    /// shared with other work does not give (its wall time includes waiting for a core).
+    pub busiest_thread_cpu_seconds: Option<f64>,
 }
 
 /// The policies the replay benchmark runs: one per algorithm, at a limit heavy clients reach.
@@ -127,9 +144,34 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
         .collect::<Result<_, _>>()?;
     for &clients in &options.clients {
         rows.extend(replay_rows(options.events, clients, &policies)?);
+        if options.threads > 1 {
+            for threads in [1, options.threads] {
+                rows.push(threaded_row(options.events, clients, &policies, threads)?);
+            }
+        }
     }
     if options.config_events > 0 {
-        rows.extend(config_rows(options.config_events)?);
+        rows.extend(config_rows(options.config_events, CONFIG_IDENTIFIERS)?);
+    }
+    if options.large_events > 0 {
+        let mut counts = vec![1];
+        if options.threads > 1 {
+            counts.push(options.threads);
+        }
+        for threads in counts {
+            rows.push(threaded_row(
+                options.large_events,
+                options.large_clients,
+                &policies,
+                threads,
+            )?);
+        }
+    }
+    if options.large_config_events > 0 {
+        rows.extend(config_rows(
+            options.large_config_events,
+            options.large_clients,
+        )?);
     }
     if options.memory_events > 0 {
         rows.push(memory_row(options, &policies)?);
@@ -242,6 +284,82 @@ fn replay_rows(events: u64, clients: u32, policies: &[Policy]) -> Result<Vec<Ben
     )])
 }
 
+/// Events generated once for the threaded rows, then replayed over and over.
+const POOL: u64 = 4_000_000;
+
+/// A replay of the five policies on `threads` threads as `sim replay --threads` runs it: one
+/// thread hands events over (as the reader would), the replay threads step their clients (with
+/// one thread, the reader's own thread replays, as `--threads 1` does). So that the generator
+/// is not timed (it costs more than the replay), the trace is a pool of [`POOL`] generated
+/// events played again and again, each time after the last (same clients, same gaps): the
+/// states of every client live through the whole trace, as in a month of logs. The row's
+/// peak memory is the replay's own (plus the pool's 24 bytes an event).
+fn threaded_row(
+    events: u64,
+    clients: u32,
+    policies: &[Policy],
+    threads: usize,
+) -> Result<BenchRow, SimError> {
+    let pool: Vec<Event> = heavy_tailed(events.min(POOL), clients).collect();
+    let span = match (pool.first(), pool.last()) {
+        (Some(a), Some(b)) => b.time_ms - a.time_ms + 1,
+        _ => 1,
+    };
+    // Each pass shifted after the last, in order.
+    let len = pool.len().max(1) as u64;
+    let trace = || {
+        (0..events.min(len * u64::from(u32::MAX))).map(|i| {
+            let ev = pool[(i % len) as usize];
+            Event {
+                time_ms: ev.time_ms + i / len * span,
+                ..ev
+            }
+        })
+    };
+    let cpu0 = process_cpu_seconds();
+    let ((n, busiest), mut m) = measure(|| {
+        let reader0 = thread_cpu_seconds();
+        if threads <= 1 {
+            let mut replay = Replay::new(policies)?;
+            let mut chunk = Vec::with_capacity(CHUNK);
+            for ev in trace() {
+                chunk.push(ev);
+                if chunk.len() == CHUNK {
+                    replay.step_all(&chunk);
+                    chunk.clear();
+                }
+            }
+            replay.step_all(&chunk);
+            let results = replay.finish(&crate::event::Interner::new());
+            let own = thread_cpu_seconds().zip(reader0).map(|(b, a)| b - a);
+            Ok((results.first().map_or(0, |r| r.requests), own))
+        } else {
+            let mut replay = ShardedReplay::new(policies, threads)?;
+            for ev in trace() {
+                replay.push(ev);
+            }
+            let reading = thread_cpu_seconds().zip(reader0).map(|(b, a)| b - a);
+            let (results, cpu) = replay.finish_timed(&crate::event::Interner::new());
+            let busiest = cpu
+                .into_iter()
+                .chain([reading])
+                .collect::<Option<Vec<f64>>>()
+                .map(|all| all.into_iter().fold(0.0, f64::max));
+            Ok((results.first().map_or(0, |r| r.requests), busiest))
+        }
+    })?;
+    // Every thread's CPU time, not this one's alone.
+    m.cpu = process_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+    let mut row = row(
+        format!("replay 5 policies, {clients} clients, {threads} thread(s)"),
+        n,
+        &m,
+        None,
+    );
+    row.busiest_thread_cpu_seconds = busiest;
+    Ok(row)
+}
+
 /// The configuration the `--config` row replays: three rules, five limits, every algorithm, one
 /// shadow rule, an API key hashed and a limit that skips requests without its header.
 pub const BENCH_CONFIG: &str = include_str!("bench-config.toml");
@@ -288,12 +406,12 @@ const REQUEST_BLOCK: usize = 1 << 14;
 /// Requests are built a block at a time and only the replay of each block is timed, as
 /// [`replay_rows`] times only the replay of generated events (the generator's tables and the
 /// request text would otherwise be counted, and interleaved they miss in cache).
-fn config_rows(events: u64) -> Result<Vec<BenchRow>, SimError> {
+fn config_rows(events: u64, identifiers: u32) -> Result<Vec<BenchRow>, SimError> {
     let (n, total) = measure(|| {
         let config = edgelimit_engine::config::file::parse(BENCH_CONFIG, "bench")?;
         let mut replay = EdgeReplay::new(config, Outages::default(), false)?;
         let mut answered = Answered::default();
-        let mut generator = heavy_tailed(events, CONFIG_IDENTIFIERS);
+        let mut generator = heavy_tailed(events, identifiers);
         let mut block = vec![Request::default(); REQUEST_BLOCK];
         let mut text = String::new();
         let (mut n, mut wall, mut cpu) = (0u64, 0.0, Some(0.0));
@@ -335,7 +453,7 @@ fn config_rows(events: u64) -> Result<Vec<BenchRow>, SimError> {
         peak_kib: total.peak_kib,
     };
     Ok(vec![row(
-        format!("replay --config, 3 rules 5 limits ({CONFIG_IDENTIFIERS} ids)"),
+        format!("replay --config, 3 rules 5 limits ({identifiers} ids)"),
         n,
         &replay,
         None,
@@ -381,6 +499,16 @@ fn memory_row(options: &BenchOptions, policies: &[Policy]) -> Result<BenchRow, S
     ))
 }
 
+/// CPU seconds every thread of this process has run (user + system, 10 ms ticks).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// CPU seconds this thread has run: from `/proc/thread-self/schedstat` (nanoseconds) where
 /// the kernel keeps it, else user + system time from `/proc/self/stat` (10 ms ticks).
 pub fn cpu_seconds() -> Option<f64> {
@@ -411,6 +539,7 @@ fn row(name: String, events: u64, m: &Measured, bytes: Option<u64>) -> BenchRow 
         events_per_cpu_s: m.cpu.filter(|&c| c > 0.0).map(|c| events as f64 / c),
         mb_per_s: bytes.map(|b| b as f64 / 1e6 / wall),
         peak_memory_kib: m.peak_kib,
+        busiest_thread_cpu_seconds: None,
     }
 }
 
@@ -433,20 +562,21 @@ pub fn peak_memory_kib() -> Option<u64> {
 /// The table `sim bench` prints.
 pub fn render(rows: &[BenchRow]) -> String {
     let mut out = format!(
-        "{:<50} {:>10} {:>8} {:>12} {:>8} {:>12} {:>6} {:>9}\n",
-        "benchmark (one thread)",
+        "{:<56} {:>10} {:>8} {:>12} {:>8} {:>12} {:>6} {:>9} {:>13}\n",
+        "benchmark",
         "events",
         "wall s",
         "events/s",
         "cpu s",
         "events/cpu-s",
         "MB/s",
-        "peak MiB"
+        "peak MiB",
+        "busiest cpu s"
     );
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for r in rows {
         out.push_str(&format!(
-            "{:<50} {:>10} {:>8.2} {:>12.0} {:>8} {:>12} {:>6} {:>9}\n",
+            "{:<56} {:>10} {:>8.2} {:>12.0} {:>8} {:>12} {:>6} {:>9} {:>13}\n",
             r.name,
             r.events,
             r.seconds,
@@ -458,6 +588,7 @@ pub fn render(rows: &[BenchRow]) -> String {
                 r.peak_memory_kib
                     .map(|k| format!("{:.1}", k as f64 / 1024.0))
             ),
+            or_dash(r.busiest_thread_cpu_seconds.map(|c| format!("{c:.2}"))),
         ));
     }
     out

@@ -1,5 +1,5 @@
-//! The command line. `sim` alone replays the bundled trace; `sim replay`, `sim generate` and
-//! `sim bench` do the rest. The interface of `sim replay` is relied on by scripts: keep it
+//! The command line. `sim` alone replays the bundled trace; `sim replay`, `sim suggest`,
+//! `sim generate` and `sim bench` do the rest. The interface of `sim replay` is relied on by scripts: keep it
 //! (`--config` and its companions are additions beside `--policy`).
 
 use std::fs;
@@ -19,6 +19,7 @@ use crate::policy::{self, run, RunOptions, StoreChoice};
 use crate::readers::time::LATEST_MS;
 use crate::readers::{Format, Key, ReadOptions, RequestOptions};
 use crate::regions::{AssignSpec, RttSpec};
+use crate::suggest::{self, run_suggest, By, Share, SuggestOptions, DEFAULT_WINDOWS_MS};
 
 /// Replay traffic through edgelimit's algorithms and see what each policy admits.
 #[derive(Debug, Parser)]
@@ -41,6 +42,60 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Measure parse and replay throughput.
     Bench(BenchArgs),
+    /// Suggest the least limit per algorithm and window that spares all but a share of clients.
+    Suggest(Box<SuggestArgs>),
+}
+
+/// `sim suggest`.
+#[derive(Debug, Args)]
+pub struct SuggestArgs {
+    /// The trace file, `-` for standard input [default: the bundled trace].
+    #[arg(value_name = "TRACE")]
+    pub trace: Option<PathBuf>,
+    /// The format (guessed from the first line when omitted).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// The identifier: ip, host, or a field name.
+    #[arg(long, default_value = "ip", value_parser = parse_key)]
+    pub key: Key,
+    /// Fail on the first bad line (with file:line and the field) instead of counting it.
+    #[arg(long)]
+    pub strict: bool,
+    /// How late a line may arrive and still be put in time order (e.g. 60s, 0 for none).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub reorder_window: u64,
+    /// A window to search every algorithm at (repeat for several) [default: 1s, 1m, 1h].
+    #[arg(long = "window", value_name = "WINDOW", value_parser = parse_duration)]
+    pub windows: Vec<u64>,
+    /// The share that may be denied at least once (e.g. 0.1% or 0.001).
+    #[arg(long, default_value = "0.1%", value_parser = parse_share)]
+    pub spare: Share,
+    /// What the share counts: clients denied at least once, or requests denied.
+    #[arg(long, value_enum, default_value_t = By::Clients)]
+    pub by: By,
+    /// Suggest a policy for each rate limit of a Worker configuration (a wrangler.toml or its
+    /// EDGELIMIT_CONFIG table), at the limit's own algorithm and window, identified as the
+    /// Worker identifies requests.
+    #[arg(long, value_name = "FILE", conflicts_with = "windows")]
+    pub config: Option<PathBuf>,
+    /// With --config: the host of requests whose lines carry none (Apache/nginx logs).
+    #[arg(long, value_name = "NAME", requires = "config", default_value = "")]
+    pub host: String,
+    /// With --config: the names of the request headers HAProxy captured, in order.
+    #[arg(long, value_name = "NAMES", requires = "config", value_delimiter = ',')]
+    pub captured_headers: Vec<String>,
+    /// Threads to search on [default: every core]; the output is the same for any number.
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the HTML report here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print nothing but errors (the reports are still written).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// Policies and outputs, shared by `sim` and `sim replay`.
@@ -122,6 +177,10 @@ pub struct ReplayArgs {
     /// [default: home=50,local=1].
     #[arg(long, value_name = "SPEC", requires = "config", value_parser = parse_rtt)]
     pub rtt: Option<RttSpec>,
+    /// Threads to replay on [default: every core]: the clients are split over them, the output
+    /// is the same for any number. A store replay (--store) runs on one.
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
     /// Policies and outputs.
     #[command(flatten)]
     pub out: Outputs,
@@ -202,9 +261,38 @@ pub struct BenchArgs {
     /// Clients in the memory row.
     #[arg(long, default_value_t = 1_000_000)]
     pub memory_clients: u32,
+    /// Requests in the large-trace policy rows, on one thread and on --threads (0 skips them;
+    /// a month of a busy site's logs is about 100000000).
+    #[arg(long, default_value_t = 20_000_000)]
+    pub large_events: u64,
+    /// Clients in the large-trace rows.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub large_clients: u32,
+    /// Requests in the large-trace configuration row (0 skips it).
+    #[arg(long, default_value_t = 5_000_000)]
+    pub large_config_events: u64,
+    /// Threads for the threaded rows [default: every core].
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
     /// Also write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{s}`: give a number of threads, 1 or more")),
+    }
+}
+
+fn parse_share(s: &str) -> Result<Share, String> {
+    s.parse()
+}
+
+/// Threads to use: `--threads`, or every core the machine offers.
+pub fn threads(given: Option<usize>) -> usize {
+    given.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn parse_key(s: &str) -> Result<Key, String> {
@@ -246,6 +334,7 @@ pub fn main(cli: Cli) -> Result<()> {
                 StoreChoice::Memory,
                 &out,
                 &bundled::DEFAULT_POLICIES,
+                threads(None),
             )
         }
         Some(Command::Replay(args)) if args.config.is_some() => replay_config(&args),
@@ -262,9 +351,11 @@ pub fn main(cli: Cli) -> Result<()> {
                 args.store.clone(),
                 &args.out,
                 &bundled::DEFAULT_POLICIES,
+                threads(args.threads),
             )
         }
         Some(Command::Generate(args)) => generate(&args),
+        Some(Command::Suggest(args)) => suggest(&args),
         Some(Command::Bench(args)) => {
             let rows = bench::run(&BenchOptions {
                 events: args.events,
@@ -273,6 +364,10 @@ pub fn main(cli: Cli) -> Result<()> {
                 clients: args.clients,
                 memory_events: args.memory_events,
                 memory_clients: args.memory_clients,
+                large_events: args.large_events,
+                large_clients: args.large_clients,
+                large_config_events: args.large_config_events,
+                threads: threads(args.threads),
             })?;
             print!("{}", bench::render(&rows));
             if let Some(path) = args.json {
@@ -291,6 +386,7 @@ fn replay(
     store: StoreChoice,
     out: &Outputs,
     defaults: &[&str],
+    threads: usize,
 ) -> Result<()> {
     let specs: Vec<&str> = if out.policies.is_empty() {
         defaults.to_vec()
@@ -319,6 +415,7 @@ fn replay(
         store,
         progress: !out.quiet,
         boundaries,
+        threads,
     })?;
     emit(
         out,
@@ -407,6 +504,56 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
         || report.to_json(),
         || config::html::render(&report),
         || config::table::render(&report),
+    )
+}
+
+/// `sim suggest TRACE`.
+fn suggest(args: &SuggestArgs) -> Result<()> {
+    if args.config.is_some() && args.key != Key::Ip {
+        bail!("--config takes each limit's identifier from the configuration: drop --key");
+    }
+    let windows = if args.windows.is_empty() && args.config.is_none() {
+        DEFAULT_WINDOWS_MS.to_vec()
+    } else {
+        args.windows.clone()
+    };
+    let report = run_suggest(&SuggestOptions {
+        source: args
+            .trace
+            .clone()
+            .map_or_else(bundled::source, Source::File),
+        read: ReadOptions {
+            format: args.format,
+            key: args.key.clone(),
+            strict: args.strict,
+            reorder_window_ms: args.reorder_window,
+        },
+        request: RequestOptions {
+            host: args.host.clone(),
+            captured_headers: args
+                .captured_headers
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .collect(),
+        },
+        config: args.config.clone(),
+        windows,
+        by: args.by,
+        spare: args.spare,
+        threads: threads(args.threads),
+        progress: !args.quiet,
+    })?;
+    let out = Outputs {
+        policies: Vec::new(),
+        json: args.json.clone(),
+        html: args.html.clone(),
+        quiet: args.quiet,
+    };
+    emit(
+        &out,
+        || report.to_json(),
+        || suggest::html::render(&report),
+        || suggest::table::render(&report),
     )
 }
 

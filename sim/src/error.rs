@@ -66,6 +66,11 @@ pub enum SimError {
         /// What is wrong, in the admin CLI's words.
         message: String,
     },
+    /// `sim suggest`'s verifying replay disagreed with its search (a suggestion that does not
+    /// meet its target, or one less that does): a defect in the simulator, reported rather than
+    /// printed as a suggestion.
+    #[error("suggest: the verifying replay disagrees with the search: {0}")]
+    Verification(String),
     /// A `--config` file could not be used: the Worker's own message, naming the field.
     #[error("{file}: {message}")]
     Config {

@@ -33,6 +33,8 @@
 //!   HTML page and its SVG charts.
 //!
 //! And around them:
+//! - [`suggest`]: `sim suggest`, the least limit per algorithm and window that spares a share of
+//!   clients or requests, searched exactly and verified by replay.
 //! - [`mod@bench`]: parse and replay throughput, peak memory.
 //! - [`cli`]: the command line (the `sim` binary only parses arguments and calls it).
 //! - [`error`]: [`SimError`], every way a replay fails.
@@ -61,6 +63,7 @@ mod progress;
 pub mod readers;
 pub mod regions;
 pub mod report;
+pub mod suggest;
 
 pub use error::SimError;
 pub use event::{Event, Interner};

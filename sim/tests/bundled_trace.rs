@@ -18,6 +18,7 @@ fn default_run() -> edgelimit_sim::policy::Report {
         store: StoreChoice::Memory,
         progress: false,
         boundaries: true,
+        threads: 1,
     })
     .unwrap()
 }

@@ -120,6 +120,7 @@ fn sim_replay_reports_concurrency_beside_the_rate_policies() {
         store: StoreChoice::Memory,
         progress: false,
         boundaries: true,
+        threads: 1,
     })
     .unwrap();
     assert_eq!(report.policies[0].admitted, 10);

@@ -66,6 +66,7 @@ fn agrees_with_memory(name: &str, external: StoreChoice) {
         store,
         progress: false,
         boundaries: false,
+        threads: 1,
     };
     let memory = run(&options(StoreChoice::Memory)).unwrap();
     let redis = run(&options(external)).unwrap();

@@ -121,6 +121,9 @@ pub struct Replay {
     decided: Vec<Verdict>,
     admitted: Vec<u32>,
     events: u64,
+    /// The place in the trace of the event being stepped (`events` unless the events are a
+    /// share of the trace: [`Replay::step_all_numbered`]).
+    seq: u64,
     mismatches: u64,
 }
 
@@ -159,6 +162,7 @@ impl Replay {
             admitted: vec![0; layout.groups.len()],
             layout,
             events: 0,
+            seq: 0,
             mismatches: 0,
         })
     }
@@ -184,6 +188,7 @@ impl Replay {
     /// time order; see `readers::Reorder`).
     #[inline]
     pub fn step(&mut self, ev: Event) {
+        self.seq = self.events;
         self.step_with(ev, None);
     }
 
@@ -196,6 +201,18 @@ impl Replay {
     /// then) the first lines of the heap buffers they point to — a few dozen independent
     /// misses that the CPU serves together, costing about one miss per batch.
     pub fn step_all(&mut self, events: &[Event]) {
+        self.step_run(events, None);
+    }
+
+    /// [`Replay::step_all`] for a share of a trace's events (`policy::shards`): `seqs[i]` is
+    /// the place of `events[i]` in the whole trace, which breaks ties between threads.
+    pub(crate) fn step_all_numbered(&mut self, events: &[Event], seqs: &[u64]) {
+        self.step_run(events, Some(seqs));
+    }
+
+    #[inline]
+    fn step_run(&mut self, events: &[Event], seqs: Option<&[u64]>) {
+        let mut at = 0;
         let mut batches = events.chunks(READ_AHEAD_BATCH).peekable();
         let mut seen = self
             .clients
@@ -206,7 +223,9 @@ impl Replay {
                 .touch_records(batches.peek().copied().unwrap_or_default());
             seen ^= self.clients.touch_buffers(batch);
             for &ev in batch {
-                self.step(ev);
+                self.seq = seqs.map_or(self.events, |s| s[at]);
+                at += 1;
+                self.step_with(ev, None);
             }
         }
         std::hint::black_box(seen);
@@ -218,6 +237,7 @@ impl Replay {
     /// is shown to agree with the steps).
     pub fn step_decided(&mut self, ev: Event, decisions: &[Decision]) {
         let external: Vec<Verdict> = decisions.iter().map(Verdict::of).collect();
+        self.seq = self.events;
         self.step_with(ev, Some(&external));
     }
 
@@ -255,6 +275,7 @@ impl Replay {
             external,
             &mut client,
             ev,
+            self.seq,
         );
         for flight in &mut self.flights {
             flight.step(ev);
@@ -298,6 +319,58 @@ impl Replay {
             .collect()
     }
 
+    /// The results of rate-only replays that each took a share of a trace's clients — shard
+    /// `k` of `n` those with `id % n == k`, numbered `id / n` — merged into what one replay of
+    /// the whole trace reports, in policy order.
+    pub(crate) fn finish_shards(shards: &[Replay], interner: &Interner) -> Vec<PolicyResult> {
+        let n = shards.len();
+        let global = |k: usize| move |local: u32| (local as usize * n + k) as u32;
+        let clients = shards
+            .iter()
+            .map(|s| s.clients.len() * n)
+            .max()
+            .unwrap_or(0);
+        // Client `c` of the trace: its shard and its place there, if that shard has room for it.
+        let place = |c: usize| {
+            let shard = &shards[c % n];
+            (c / n < shard.clients.len()).then_some((shard, c / n))
+        };
+        let requests: Vec<u32> = (0..clients)
+            .map(|c| place(c).map_or(0, |(s, l)| s.clients.words(l)[REQUESTS_WORD] as u32))
+            .collect();
+        let first = &shards[0];
+        (0..first.layout.runs.len())
+            .map(|k| {
+                let mut tally = Tally::new();
+                let (mut keys, mut bytes) = (0, 0);
+                for (i, shard) in shards.iter().enumerate() {
+                    tally.merge(&shard.tallies[k], global(i));
+                    let slot = shard.layout.slots[k].1;
+                    for c in 0..shard.clients.len() {
+                        let (fresh, size) =
+                            states::footprint(slot, shard.clients.words(c), shard.clients.logs(c));
+                        if !fresh {
+                            keys += 1;
+                            bytes += size;
+                        }
+                    }
+                }
+                let run = &first.layout.runs[k];
+                let slot = first.layout.slots[k].1;
+                finish(
+                    &run.policy,
+                    &run.reference,
+                    &tally,
+                    (0..clients).map(|c| place(c).map_or([0; 2], |(s, l)| s.clients.errors(l)[k])),
+                    &requests,
+                    interner,
+                    (keys, bytes),
+                    states::largest(slot, tally.max_log_entries),
+                )
+            })
+            .collect()
+    }
+
     /// The result of rate policy `k`.
     fn finish_rate(&self, k: usize, requests: &[u32], interner: &Interner) -> PolicyResult {
         let clients = self.clients.len();
@@ -328,6 +401,8 @@ impl Replay {
 /// Tallies the event: each policy's decision (`verdicts`, or `external`) against its reference
 /// (`decided`, the steps' own), and against what it really admitted in the trailing reference
 /// window.
+// The hot path's pieces, borrowed apart from the replay so each is passed as it is used.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 fn record(
     layout: &Layout,
@@ -337,6 +412,7 @@ fn record(
     external: Option<&[Verdict]>,
     client: &mut Client<'_>,
     ev: Event,
+    seq: u64,
 ) {
     let now = ev.time_ms;
     let Client {
@@ -392,6 +468,7 @@ fn record(
                 tally.max_in_window = sum;
                 let start = rings[run.group].oldest(run.bit).unwrap_or(now);
                 tally.worst = Some((ev.client, start, now));
+                tally.worst_seq = seq;
             }
         }
     }

@@ -29,6 +29,9 @@ pub(crate) struct Tally {
     pub(crate) real_rate: u128,
     pub(crate) max_in_window: u64,
     pub(crate) worst: Option<(u32, u64, u64)>,
+    /// The place in the trace (0 for its first event) of the request that set `worst`: of
+    /// equal maxima found on different threads, the earliest is the one one thread finds.
+    pub(crate) worst_seq: u64,
     pub(crate) max_log_entries: usize,
 }
 
@@ -43,7 +46,32 @@ impl Tally {
             real_rate: 0,
             max_in_window: 0,
             worst: None,
+            worst_seq: 0,
             max_log_entries: 0,
+        }
+    }
+
+    /// Adds the tallies of `other`, which counted other clients of the same trace, as if one
+    /// tally had counted them all in trace order; `other`'s client ids become `global(id)`.
+    pub(crate) fn merge(&mut self, other: &Tally, global: impl Fn(u32) -> u32) {
+        self.admitted += other.admitted;
+        self.denied += other.denied;
+        self.false_allows += other.false_allows;
+        self.false_denies += other.false_denies;
+        self.abs_rate_error += other.abs_rate_error;
+        self.real_rate += other.real_rate;
+        self.max_log_entries = self.max_log_entries.max(other.max_log_entries);
+        if let Some((client, start, end)) = other.worst {
+            let later_tie = self.worst.is_some()
+                && other.max_in_window == self.max_in_window
+                && other.worst_seq > self.worst_seq;
+            if other.max_in_window > self.max_in_window
+                || (other.max_in_window == self.max_in_window && !later_tie)
+            {
+                self.max_in_window = other.max_in_window;
+                self.worst = Some((global(client), start, end));
+                self.worst_seq = other.worst_seq;
+            }
         }
     }
 }

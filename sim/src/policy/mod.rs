@@ -13,6 +13,8 @@
 //!   `clients`: those records and their read-ahead; `states`: stepping a state in its word form;
 //!   `ring`: trailing windows; `metrics`: tallies into results; `boundary`: the chart data of a
 //!   policy's worst window.
+//! - [`ShardedReplay`] (`shards`): the memory replay over threads, split by client, merged into
+//!   exactly what one thread reports.
 //! - [`StoreChoice`] (`store`): `--store`, where decisions are made.
 //! - [`run()`] (`run`): one replay end to end, read with progress, then the charts' second pass.
 //! - [`Report`] (`report`), rendered as text by [`table`], as a page by [`html`] with its
@@ -28,6 +30,7 @@ mod metrics;
 mod report;
 mod ring;
 mod run;
+mod shards;
 mod states;
 mod store;
 pub mod table;
@@ -39,4 +42,6 @@ pub use metrics::{
 };
 pub use report::Report;
 pub use run::{run, RunOptions};
+pub(crate) use shards::thread_cpu_seconds;
+pub use shards::ShardedReplay;
 pub use store::{ExternalStore, StoreChoice};

@@ -12,6 +12,7 @@ use edgelimit::Policy;
 use super::boundary::{boundary_series, BoundarySeries};
 use super::engine::Replay;
 use super::report::Report;
+use super::shards::ShardedReplay;
 use super::store::StoreChoice;
 use crate::error::SimError;
 use crate::input::Source;
@@ -36,6 +37,10 @@ pub struct RunOptions {
     pub progress: bool,
     /// Compute the boundary charts' data (a second pass over the trace).
     pub boundaries: bool,
+    /// Threads for a memory replay (`--threads`): above 1, the clients are split over that
+    /// many replay threads while this one reads (`ShardedReplay`); the report is the same.
+    /// A store replay runs on one.
+    pub threads: usize,
 }
 
 /// Replays a trace and measures everything the reports show.
@@ -51,6 +56,9 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
              policy",
             options.store
         )));
+    }
+    if options.threads > 1 && !options.store.is_external() {
+        return run_sharded(options, started, progress, reader);
     }
     let mut store = options.store.connect(&options.policies)?;
     // Events go to the engine in runs so it can read ahead (see `Replay::step_all`).
@@ -84,6 +92,35 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
         options.store.to_string(),
         options.store.is_external().then(|| replay.mismatches()),
         elapsed,
+    );
+    if options.boundaries {
+        report.boundaries = boundaries(options, &report)?;
+    }
+    Ok(report)
+}
+
+/// [`run`] over `options.threads` replay threads, this one reading.
+fn run_sharded(
+    options: &RunOptions,
+    started: Instant,
+    mut progress: Progress,
+    mut reader: TraceReader,
+) -> Result<Report, SimError> {
+    let mut replay = ShardedReplay::new(&options.policies, options.threads)?;
+    for ev in reader.by_ref() {
+        replay.push(ev?);
+        progress.tick();
+    }
+    progress.finish();
+    let stats = reader.stats();
+    let interner = reader.into_interner();
+    let policies = replay.finish(&interner);
+    let mut report = Report::new(
+        stats,
+        policies,
+        options.store.to_string(),
+        None,
+        started.elapsed(),
     );
     if options.boundaries {
         report.boundaries = boundaries(options, &report)?;

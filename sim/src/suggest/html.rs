@@ -1,0 +1,228 @@
+//! The suggest report as one self-contained HTML page (through the report kit): the table of
+//! suggestions and, per stream and window, the curve of clients denied against the limit for
+//! each algorithm with its suggestion marked.
+
+use std::fmt::Write;
+
+use super::report::{SuggestReport, Suggestion};
+use crate::report::html::{self, escape};
+use crate::report::svg::{self, color};
+use crate::report::words::{format_text, span_text};
+
+/// The chart's size and margins.
+const W: f64 = 820.0;
+const H: f64 = 380.0;
+const LEFT: f64 = 60.0;
+const RIGHT: f64 = 220.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 40.0;
+
+/// Each line's dashes, so that algorithms deciding alike (their lines on top of each other)
+/// still show.
+const DASHES: [&str; 5] = ["none", "7 3", "2 2", "9 3 2 3", "4 4"];
+
+/// A value on a log axis from 1 to `max` (0 drawn at the axis, as 1 would be).
+fn log_position(value: f64, max: f64) -> f64 {
+    (1.0 + value).log10() / (1.0 + max).log10().max(1e-9)
+}
+
+/// Powers of ten up to `max`: a log axis' ticks.
+fn decades(max: f64) -> Vec<f64> {
+    let mut v = vec![1.0];
+    while *v.last().unwrap_or(&1.0) * 10.0 <= max {
+        let next = v.last().unwrap_or(&1.0) * 10.0;
+        v.push(next);
+    }
+    v
+}
+
+/// One chart: clients denied against the limit, one step line per suggestion of the group
+/// (one stream and window), the suggestion marked by a dot.
+fn curve_chart(o: &mut String, title: &str, group: &[&Suggestion]) {
+    let max_limit = group
+        .iter()
+        .flat_map(|s| s.curve.iter().map(|p| p.limit).chain(s.suggested_limit))
+        .max()
+        .unwrap_or(1)
+        .max(2) as f64
+        * 1.5;
+    let max_denied = group.iter().map(|s| s.clients).max().unwrap_or(1).max(1) as f64;
+    let x = |limit: f64| LEFT + log_position(limit, max_limit) * (W - LEFT - RIGHT);
+    let y = |denied: f64| TOP + (1.0 - log_position(denied, max_denied)) * (H - TOP - BOTTOM);
+    svg::open(o, W, H, 11);
+    svg::title(o, LEFT, 14.0, &escape(title));
+    svg::subtitle(
+        o,
+        LEFT,
+        "clients denied at least once (log) against the limit (log; buckets: burst = limit)",
+    );
+    for t in decades(max_denied) {
+        let yy = y(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#666">{t}</text>"##,
+            W - RIGHT,
+            LEFT - 4.0,
+            yy + 3.5
+        );
+    }
+    for t in decades(max_limit) {
+        let xx = x(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{:.1}" stroke="#eee"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle" fill="#666">{t}</text>"##,
+            H - BOTTOM,
+            H - BOTTOM + 14.0
+        );
+    }
+    let _ = write!(
+        o,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">limit per window</text>"##,
+        LEFT + (W - LEFT - RIGHT) / 2.0,
+        H - 8.0
+    );
+    for (i, s) in group.iter().enumerate() {
+        let c = color(&s.algorithm);
+        let mut path = String::new();
+        let mut last: Option<f64> = None;
+        for p in &s.curve {
+            let (xx, yy) = (x(p.limit as f64), y(p.clients_denied as f64));
+            match last {
+                None => {
+                    let _ = write!(path, "M{xx:.1},{yy:.1}");
+                }
+                Some(prev) => {
+                    let _ = write!(path, " H{xx:.1} V{yy:.1}");
+                    let _ = prev;
+                }
+            }
+            last = Some(yy);
+        }
+        if last.is_some() {
+            let _ = write!(path, " H{:.1}", x(max_limit));
+        }
+        let _ = write!(
+            o,
+            r#"<path d="{path}" fill="none" stroke="{c}" stroke-width="1.6" stroke-dasharray="{}"/>"#,
+            DASHES[i % DASHES.len()]
+        );
+        if let (Some(limit), Some(denied)) = (s.suggested_limit, s.clients_denied) {
+            let _ = write!(
+                o,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="4.5" fill="{c}" stroke="white"><title>{}: {} clients denied</title></circle>"#,
+                x(limit as f64),
+                y(denied as f64),
+                escape(s.policy.as_deref().unwrap_or("")),
+                denied
+            );
+        }
+        let ly = TOP + 8.0 + 16.0 * i as f64;
+        let _ = write!(
+            o,
+            r#"<rect x="{:.1}" y="{:.1}" width="10" height="10" fill="{c}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            W - RIGHT + 10.0,
+            ly - 9.0,
+            W - RIGHT + 24.0,
+            ly,
+            escape(s.policy.as_deref().unwrap_or(&s.algorithm))
+        );
+    }
+    svg::close(o);
+}
+
+/// The table of suggestions.
+fn suggestions_table(o: &mut String, report: &SuggestReport) {
+    let config = report.config.is_some();
+    let header = [
+        "limit",
+        "algorithm",
+        "window",
+        "suggested policy",
+        "clients denied",
+        "requests denied",
+        "×limit",
+        "one less",
+        "its clients",
+        "its requests",
+    ];
+    html::table_start(o, &header[usize::from(!config)..]);
+    for s in &report.suggestions {
+        let dash = || "—".to_string();
+        let (lp, lc, lr) = match &s.one_less {
+            Some(l) => (
+                escape(&l.policy),
+                l.clients_denied.to_string(),
+                l.requests_denied.to_string(),
+            ),
+            None => (dash(), dash(), dash()),
+        };
+        let _ = write!(
+            o,
+            "<tr>{}<td>{}</td><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{lp}</td><td>{lc}</td><td>{lr}</td></tr>",
+            match &s.limit {
+                Some(l) => format!("<td>{}</td>", escape(l)),
+                None => String::new(),
+            },
+            escape(&s.algorithm),
+            escape(&s.window),
+            escape(s.policy.as_deref().unwrap_or("none")),
+            s.clients_denied.map_or_else(dash, |v| v.to_string()),
+            s.requests_denied.map_or_else(dash, |v| v.to_string()),
+            s.max_window_multiple.map_or_else(dash, |v| format!("{v:.2}")),
+        );
+    }
+    o.push_str("</table>");
+}
+
+/// The curves, one chart per stream and window.
+fn curves(o: &mut String, report: &SuggestReport) {
+    let mut groups: Vec<(String, Vec<&Suggestion>)> = Vec::new();
+    for s in &report.suggestions {
+        let key = match &s.limit {
+            Some(l) => format!("limit {l}, {} window", s.window),
+            None => format!("{} window", s.window),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(s),
+            None => groups.push((key, vec![s])),
+        }
+    }
+    o.push_str("<h2>Clients denied against the limit</h2>");
+    o.push_str("<p class=\"note\">Each line is one algorithm: how many clients its policy at that limit would have denied at least once (the buckets with a burst equal to the limit). The dot is the suggestion.</p>");
+    for (title, group) in &groups {
+        o.push_str("<div>");
+        curve_chart(o, title, group);
+        o.push_str("</div>");
+    }
+}
+
+/// Renders the report as one HTML document.
+pub fn render(report: &SuggestReport) -> String {
+    let t = &report.trace;
+    let mut o = String::new();
+    html::open(
+        &mut o,
+        "edgelimit sim suggest",
+        "edgelimit sim — what should my limit be?",
+    );
+    let _ = write!(
+        o,
+        "<p class=\"meta\">Trace <b>{}</b> ({}, keyed by {}): {} requests from {} clients, {}.</p><p class=\"meta\">Target: at most {} of {} denied.</p>",
+        escape(&t.name),
+        format_text(t),
+        escape(&t.key),
+        t.events,
+        t.clients,
+        span_text(t),
+        escape(&report.spare),
+        report.by
+    );
+    suggestions_table(&mut o, report);
+    curves(&mut o, report);
+    html::close(
+        &mut o,
+        crate::report::json::VERSION,
+        ": every suggestion replayed through the library's steps",
+    );
+    o
+}
