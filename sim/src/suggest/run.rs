@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use edgelimit::{Algorithm, Identifier};
-use edgelimit_worker::config_file;
+use edgelimit_engine::config::file as config_file;
 
 use super::report::{SuggestReport, Suggestion};
 use super::search::{search, Found};
