@@ -155,8 +155,10 @@ async fn two_regions_bursting_together_never_admit_more_than_the_limit() {
     assert_only_200_and_429(&from_eu);
     assert_only_200_and_429(&from_us);
     let (a, b) = (admitted(&from_eu), admitted(&from_us));
-    // 30% of 60 held by the regions (6 each), the home's pool the other 42. The idle region's
-    // 6 can be missed, and each busy region may strand less than a request in its lease.
+    // 30% of 60 held by the regions (6 each), the home's pool the other 42. The idle region
+    // lends from its 6 once the pool runs short, but a region that is not alone borrows only
+    // what its waiting request lacks, so the 6 can still be missed (design.md §9, "Capacity
+    // follows demand"); each busy region may strand less than a request in its lease.
     eprintln!("global fixed 60/1h: eu admitted {a} of 60, us {b} of 60");
     assert!(a + b <= 60, "over the limit: {a} + {b}");
     assert!(
@@ -175,9 +177,10 @@ async fn two_regions_bursting_together_never_admit_more_than_the_limit() {
             "region {name} holds a lease"
         );
     }
+    // The idle region decided no request of its own: its store holds only the share it lent.
     assert!(
-        backends.redis[2].keys("*").is_empty(),
-        "the idle region decided nothing"
+        backends.redis[2].keys("*:lease").is_empty(),
+        "the idle region took no lease"
     );
     assert_eq!(backends.redis[3].keys("*per-user:ada}:fixed").len(), 1);
     // Even a cold burst of 32 concurrent clients past the limit reaches the home less than
@@ -192,7 +195,7 @@ async fn two_regions_bursting_together_never_admit_more_than_the_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs the built Worker and wrangler (scripts/test.d/worker.sh)"]
-async fn with_the_home_lost_each_region_admits_its_own_share_and_no_more() {
+async fn with_the_home_lost_the_regions_admit_their_shares_and_no_more() {
     let mut backends = Backends::start().await;
     let origin = start_origin().await;
     let policy = "fixed 60/1h";
@@ -203,6 +206,12 @@ async fn with_the_home_lost_each_region_admits_its_own_share_and_no_more() {
     assert_only_200_and_429(&from_eu);
     assert_only_200_and_429(&from_us);
     let (a, b) = (admitted(&from_eu), admitted(&from_us));
-    eprintln!("home lost: eu admitted {a}, us {b} (shares 6 each)");
-    assert_eq!((a, b), (6, 6), "each region decides its own share alone");
+    eprintln!("home lost: eu admitted {a}, us {b} (shares 6 each, the idle region's lent)");
+    // Without the home the pool's 42 are out of reach: the three static shares are all there
+    // is, and the idle region's is lent to the busy ones (design.md §9).
+    assert!(a + b <= 18, "beyond the regions' shares: {a} + {b}");
+    assert!(
+        a >= 6 && b >= 6,
+        "a region short of its own share: {a}, {b}"
+    );
 }
