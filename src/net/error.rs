@@ -23,7 +23,7 @@ pub enum AddressError {
     #[error(
         "trusted proxy {index} (`{entry}`): {reason} (expected an address, a network such as \
          10.0.0.0/8, or one of {})",
-        crate::net::proxies::NAMED_RANGES
+        crate::net::named::NAMED_RANGES
     )]
     TrustedProxy {
         /// The entry's position in the list, from 0.

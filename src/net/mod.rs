@@ -13,12 +13,13 @@
 //! - [`grouping`]: [`AddressGrouping`], an address → the identifier it is limited by.
 //! - `forwarded`: reading `X-Forwarded-For`, `Forwarded` (RFC 7239) and `X-Real-IP` hop by hop.
 //! - [`proxies`]: [`TrustedProxies`], [`ProxyHeader`] and [`ClientAddress`], the walk that
-//!   finds the client.
+//!   finds the client; `named`: the named sets of networks it accepts.
 //! - [`error`]: the [`AddressError`] every parser here returns.
 
 pub mod error;
 mod forwarded;
 pub mod grouping;
+mod named;
 pub mod prefix;
 pub mod proxies;
 pub mod text;
