@@ -62,7 +62,6 @@ pub mod policy;
 pub mod script;
 pub mod store;
 
-pub use algorithm::{step, Charge, LeaseSpending, State, Step};
 pub use clock::{Clock, ManualClock, Stopwatch, SystemClock};
 pub use control::{Assignment, Tiers};
 pub use decision::{Decision, Reason, RETRY_NEVER};

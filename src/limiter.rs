@@ -437,7 +437,7 @@ impl<S: Store> Limiter<S> {
                     if decision.reason == Reason::OverLimit
                         && decision.retry_after_ms > 0
                         && item.limit.policy.algorithm() != Algorithm::Concurrency
-                        && item.spend_lease == crate::LeaseSpending::Never
+                        && item.spend_lease == crate::algorithm::LeaseSpending::Never
                     {
                         // Locked only when there is a denial to remember.
                         let cache = cache.get_or_insert_with(|| {

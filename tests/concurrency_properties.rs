@@ -2,8 +2,9 @@
 //! an ended lease frees its slot, a release frees once, and every decision against a brute-force
 //! model that keeps each lease on its own (never the compact `(end, count)` state).
 
+use edgelimit::algorithm::Charge;
 use edgelimit::algorithm::State;
-use edgelimit::{Algorithm, Charge, Policy, RETRY_NEVER};
+use edgelimit::{Algorithm, Policy, RETRY_NEVER};
 use proptest::prelude::*;
 
 /// What a caller does at a time: acquire `n` leases, or release `n` of the `k`-th lease it was

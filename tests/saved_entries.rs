@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 
+use edgelimit::algorithm::Charge;
 use edgelimit::control::list::{Gate, ListEntry, ListProbe};
 use edgelimit::control::Assignment;
 use edgelimit::store::Saved;
-use edgelimit::{Algorithm, Charge, Check, CheckItem, Identifier, Limit, MemoryStore, Policy};
+use edgelimit::{Algorithm, Check, CheckItem, Identifier, Limit, MemoryStore, Policy};
 
 use edgelimit_testkit::rng::Rng;
 

@@ -1,8 +1,9 @@
 //! `ShardedStore` over in-process shards: identifiers spread evenly, adding a shard moves only
 //! its share, and sharded decisions equal one store's, split checks included.
 
+use edgelimit::algorithm::Charge;
 use edgelimit::store::{Shard, ShardedStore};
-use edgelimit::{Charge, Check, CheckItem, Limit, MemoryStore, Policy, Reason, Store, TimeSource};
+use edgelimit::{Check, CheckItem, Limit, MemoryStore, Policy, Reason, Store, TimeSource};
 use futures::executor::block_on;
 use proptest::prelude::*;
 

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
-use edgelimit::{step, Algorithm, Policy, State};
+use edgelimit::algorithm::{step, State};
+use edgelimit::{Algorithm, Policy};
 use edgelimit_sim::bundled;
 use edgelimit_sim::generate::{Generator, Kind};
 use edgelimit_sim::input::Source;

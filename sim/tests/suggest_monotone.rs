@@ -10,7 +10,8 @@
 //!   larger limit can admit a costly request that a smaller one refused, and be full for the
 //!   cheap ones after it — so `--by requests` scans limits upward then.
 
-use edgelimit::{step, Algorithm, Policy, State};
+use edgelimit::algorithm::{step, State};
+use edgelimit::{Algorithm, Policy};
 use proptest::prelude::*;
 
 /// Requests denied replaying `requests` under `policy`.

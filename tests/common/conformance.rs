@@ -10,10 +10,11 @@
 //! every test, so tests never share state. The bodies only use the `Store` trait and times they
 //! choose, so every store must answer alike; numbers are spelled out, not recomputed.
 
+use edgelimit::algorithm::Charge;
 use edgelimit::store::Store;
 use edgelimit::{
-    Algorithm, Charge, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason,
-    StoreError, TimeSource, Verdict, RETRY_NEVER,
+    Algorithm, Check, CheckItem, Identifier, Limit, MemoryStore, Policy, Reason, StoreError,
+    TimeSource, Verdict, RETRY_NEVER,
 };
 
 use edgelimit_testkit::rng::Rng;

@@ -27,12 +27,13 @@
 
 use std::sync::Arc;
 
+use edgelimit::algorithm::Charge;
 use edgelimit::policy::{MAX_SCALED, MAX_WINDOW_MS};
 use edgelimit::script::{CheckPlan, Topology};
 use edgelimit::store::key::{encode_identifier, hash_slot, state_key};
 use edgelimit::Control;
 use edgelimit::{
-    control::AssignmentKind, Algorithm, Assignment, Charge, Check, CheckItem, Identifier, Limit,
+    control::AssignmentKind, Algorithm, Assignment, Check, CheckItem, Identifier, Limit,
     MemoryStore, Policy, Reason, TimeSource, Verdict,
 };
 

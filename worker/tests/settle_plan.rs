@@ -6,7 +6,8 @@
 
 #![cfg(not(target_arch = "wasm32"))]
 
-use edgelimit::{Charge, MemoryStore};
+use edgelimit::algorithm::Charge;
+use edgelimit::MemoryStore;
 use edgelimit_engine::{Config, OwnedRequest, RequestView};
 
 const T: u64 = 1_700_000_000_000;

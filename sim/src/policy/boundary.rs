@@ -2,7 +2,8 @@
 //! trailing window over time — for the policy and for the exact log on the same requests — so a
 //! fixed window's 2× burst across an edge is plain to see.
 
-use edgelimit::{Policy, State};
+use edgelimit::algorithm::State;
+use edgelimit::Policy;
 
 use super::metrics::WorstWindow;
 use crate::error::SimError;

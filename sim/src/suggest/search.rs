@@ -25,7 +25,8 @@
 //! ever denied is monotone in the burst too). One less is then one less burst; when the burst
 //! is already 1, one less limit with the burst equal to it.
 
-use edgelimit::{Algorithm, Policy, State};
+use edgelimit::algorithm::State;
+use edgelimit::{Algorithm, Policy};
 
 use super::parallel::{per_client, sum_clients};
 use super::target::By;

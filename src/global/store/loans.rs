@@ -11,7 +11,12 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// its peers' shares hold (they are not serving it); otherwise each peer is asked for the
     /// shortfall. One round trip to each peer holding a share, all at once; a peer that cannot
     /// be reached lends nothing. The grants made, as the checks crediting them.
-    pub(super) async fn borrow(&self, asks: &[Ask<'_>], grants: &[Check], now_ms: u64) -> Vec<Check> {
+    pub(super) async fn borrow(
+        &self,
+        asks: &[Ask<'_>],
+        grants: &[Check],
+        now_ms: u64,
+    ) -> Vec<Check> {
         if self.peers.is_empty() {
             return Vec::new();
         }
