@@ -5,13 +5,15 @@
 //! A plan holds at most two checks, the enforced limits' and the shadow limits', sent in one
 //! batch: the store answers them in order.
 
+use std::sync::{Mutex, PoisonError};
+
 use edgelimit::control::list::{Candidates, Gate, ListProbe};
 use edgelimit::{Check, CheckItem, Identifier, Verdict};
 use smallvec::SmallVec;
 
 use crate::config::Config;
 use crate::identify::{OwnedRequest, RequestView};
-use crate::lists::{self, Denial, Via};
+use crate::lists::{self, Denial, ProbeCache, Via};
 use crate::rules::{Missing, Rule, RuleLimit};
 
 /// A request as the pipeline plans it: what it offers ([`RequestView`]), where each limit's
@@ -87,7 +89,7 @@ pub struct Plan<'c> {
 impl Config {
     /// The limits that apply to `request`, with their identifiers: the checks to send.
     pub fn plan<R: Incoming + ?Sized>(&self, request: &R) -> Plan<'_> {
-        self.plan_in(request, Default::default())
+        self.plan_in(request, Default::default(), None)
     }
 
     /// The rules `request` matches, in configuration order.
@@ -96,11 +98,13 @@ impl Config {
     }
 
     /// [`Config::plan`], its checks built in `spare` (emptied first): the last plan's checks
-    /// ([`Plan::take_checks`]), so a pipeline planning request after request allocates no check.
+    /// ([`Plan::take_checks`]), so a pipeline planning request after request allocates no check;
+    /// what the request offers the lists taken from `probes` when given (the isolate's).
     pub(crate) fn plan_in<'c, R: Incoming + ?Sized>(
         &'c self,
         request: &R,
         mut spare: [Check; 2],
+        probes: Option<&Mutex<ProbeCache>>,
     ) -> Plan<'c> {
         let rules = request.matching(self);
         let identify = &mut |applied: &RuleLimit| request.identifier(applied);
@@ -142,7 +146,13 @@ impl Config {
             self.add_checks(&mut plan, identify, None, false);
             return plan;
         }
-        let probe = lists::probe(&self.probe_sources, request);
+        let probe = match probes {
+            Some(probes) => probes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .probe(&self.probe_sources, request),
+            None => lists::probe(&self.probe_sources, request),
+        };
         let candidates = probe.candidates();
         // Static entries, in the isolate: deny beats allow, and the configuration-wide deny
         // refuses whatever rules matched.

@@ -7,16 +7,19 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use edgelimit::http::HeaderFields;
 use edgelimit::Store;
 use edgelimit_engine::{Action, Handled, Incoming, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
+use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
@@ -128,24 +131,26 @@ where
     S: Store,
 {
     let shared = &*shared;
-    let (handled, answer) = {
-        let request = HttpRequest::new(&parts, &shared.reading);
-        let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
-        let answer = handled.response(&request);
-        (handled, answer)
-    };
+    let request = HttpRequest::new(&parts, &shared.reading);
+    let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
+    let answer = handled.response(&request);
+    drop(request);
     let (status, body_text, content_type) = match answer.action {
         Action::Forward => {
             return match inner.call(Request::from_parts(parts, body)).await {
                 Ok(response) => {
                     let (mut head, body) = response.into_parts();
                     add_fields(&mut head.headers, answer.headers);
-                    settle(shared, &handled, Some(&head)).await;
+                    if handled.settles() {
+                        settle(shared, &handled, Some(&head)).await;
+                    }
                     Ok(Response::from_parts(head, ResponseBody::inner(body)))
                 }
                 Err(e) => {
                     // No response states a cost: the estimates stand, leases are released.
-                    settle(shared, &handled, None).await;
+                    if handled.settles() {
+                        settle(shared, &handled, None).await;
+                    }
                     Err(e)
                 }
             };
@@ -165,16 +170,14 @@ where
     Ok(response)
 }
 
-/// Sends what the request settles, read from the inner service's response (`None` when it
-/// failed): a custom cost from its closure, any other from the response's header fields.
+/// Sends what the request settles (one that [`Handled::settles`]), read from the inner
+/// service's response (`None` when it failed): a custom cost from its closure, any other from
+/// the response's header fields.
 async fn settle<S: Store>(
     shared: &Shared<S>,
     handled: &Handled<'_>,
     head: Option<&response::Parts>,
 ) {
-    if !handled.settles() {
-        return;
-    }
     let name = shared.ids.next();
     let settlement = handled.settlement(&name, |field| {
         let head = head?;
@@ -195,15 +198,17 @@ async fn settle<S: Store>(
 }
 
 /// Adds the request path's header fields to a response, replacing any of the same name.
-fn add_fields(headers: &mut HeaderMap, fields: Vec<(&'static str, String)>) {
+fn add_fields(headers: &mut HeaderMap, fields: HeaderFields) {
     // Room for all of them at once: the map grows (and rehashes) once, not field by field.
     headers.reserve(fields.len());
-    for (name, value) in fields {
-        // The fields' names and values are the library's own, always valid. A value is an
-        // exact-length string, which `Bytes` takes without copying or allocating.
+    let spans: SmallVec<[(&'static str, Range<usize>); 8]> = fields.spans().collect();
+    // Every value is a slice of the one buffer: no value is copied or allocated on its own.
+    let text = Bytes::from(fields.into_text());
+    for (name, span) in spans {
+        // The fields' names and values are the library's own, always valid.
         if let (Some(name), Ok(value)) = (
             field_name(name),
-            HeaderValue::from_maybe_shared(Bytes::from(value)),
+            HeaderValue::from_maybe_shared(text.slice(span)),
         ) {
             headers.insert(name, value);
         }
