@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use edgelimit::http::HeaderFields;
 use edgelimit::Store;
-use edgelimit_engine::{Action, Handled, Incoming, Route};
+use edgelimit_engine::{Action, Handled, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
@@ -24,7 +24,7 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::layer::Shared;
-use crate::request::HttpRequest;
+use crate::request::{matched_places, HttpRequest, MatchedPlaces};
 
 /// A service limited by a [`crate::RateLimitLayer`].
 pub struct RateLimit<Svc, S> {
@@ -81,19 +81,29 @@ where
             return ResponseFuture::ready(page);
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
-        // Worker); matching again inside the path costs a matched request a few comparisons.
-        let passes = shared.exempt.exempts(&parts)
-            || HttpRequest::new(&parts, &shared.reading)
-                .matching(shared.edge.config())
-                .is_empty();
-        if passes {
+        // Worker). The rules are matched here, once: the request path takes them as found.
+        let matched = if shared.exempt.exempts(&parts) {
+            MatchedPlaces::new()
+        } else {
+            matched_places(
+                shared.edge.config(),
+                &HttpRequest::new(&parts, &shared.reading),
+            )
+        };
+        if matched.is_empty() {
             return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
         }
         // The inner service that was made ready goes with this request; a clone waits for the
         // next `poll_ready`.
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
-        ResponseFuture::limited(Box::pin(limited(shared.clone(), inner, parts, body)))
+        ResponseFuture::limited(Box::pin(limited(
+            shared.clone(),
+            inner,
+            parts,
+            body,
+            matched,
+        )))
     }
 }
 
@@ -125,13 +135,14 @@ async fn limited<Svc, S, ReqBody, ResBody>(
     mut inner: Svc,
     parts: request::Parts,
     body: ReqBody,
+    matched: MatchedPlaces,
 ) -> Answer<ResBody, Svc::Error>
 where
     Svc: Service<Request<ReqBody>, Response = Response<ResBody>>,
     S: Store,
 {
     let shared = &*shared;
-    let request = HttpRequest::new(&parts, &shared.reading);
+    let request = HttpRequest::new(&parts, &shared.reading).with_matched(matched);
     let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
     let answer = handled.response(&request);
     drop(request);
@@ -199,8 +210,9 @@ async fn settle<S: Store>(
 
 /// Adds the request path's header fields to a response, replacing any of the same name.
 fn add_fields(headers: &mut HeaderMap, fields: HeaderFields) {
-    // Room for all of them at once: the map grows (and rehashes) once, not field by field.
-    headers.reserve(fields.len());
+    // Room for all of them at once, and for the `content-length` the server adds after: the
+    // map grows (and rehashes) once, while it holds only the inner service's few fields.
+    headers.reserve(fields.len() + 1);
     let spans: SmallVec<[(&'static str, Range<usize>); 8]> = fields.spans().collect();
     // Every value is a slice of the one buffer: no value is copied or allocated on its own.
     let text = Bytes::from(fields.into_text());
