@@ -19,6 +19,8 @@
 //! quota is whole again; for a denied one, the seconds until this request would be admitted — so
 //! `Retry-After` (the longest such wait among the denials) is never earlier than any `t`.
 
+use std::fmt;
+
 use serde::Serialize;
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
@@ -104,64 +106,162 @@ fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-/// A structured-field string: `"` and `\` escaped; other characters outside printable ASCII are
+/// A structured-field string: `"` and `\\` escaped; other characters outside printable ASCII are
 /// replaced, since sf-strings cannot carry them (limit names are validated to avoid this).
 #[cfg(test)]
 fn sf_string(text: &str) -> String {
-    let mut out = FieldText::new();
-    out.sf_string(text);
-    out.into_string()
+    let mut out = String::new();
+    FieldText::new(&mut out).sf_string(text);
+    out
 }
 
-/// A header field's value, written on the stack and then copied once into a `String` of exactly
-/// its length. Every response through a layer carries these fields, so their cost is per
-/// request: `core::fmt` and a growing `String` cost several times the writing itself, and an
-/// exact-length string becomes an `http::HeaderValue` without another allocation (`bytes` gives
-/// one with spare capacity a shared header of its own).
-struct FieldText {
-    /// The text while it fits, as a few limits' fields do.
-    short: [u8; FieldText::SHORT],
-    len: usize,
-    /// The whole text once it outgrew `short`.
-    long: Vec<u8>,
+/// Response header fields written into one buffer: every value one after another in a single
+/// string, each field its name and where its value ends. Every response through a layer
+/// carries these fields, so their cost is per request: one buffer is one allocation, and a host
+/// can turn it into header values that share it (`bytes::Bytes::slice`) rather than copying
+/// each one.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct HeaderFields {
+    text: String,
+    /// Each field's name and the end of its value in `text` (it starts where the last ended).
+    /// On the heap, not inline: a response is moved several times on its way out, and a small
+    /// one is moved in registers.
+    fields: Vec<(&'static str, usize)>,
 }
 
-impl FieldText {
-    const SHORT: usize = 128;
+impl HeaderFields {
+    /// No field.
+    pub fn new() -> HeaderFields {
+        HeaderFields::default()
+    }
 
-    fn new() -> FieldText {
-        FieldText {
-            short: [0; FieldText::SHORT],
-            len: 0,
-            long: Vec::new(),
+    /// Adds field `name` with `value` (names are the caller's own, valid; values are text a
+    /// header can carry).
+    pub fn push(&mut self, name: &'static str, value: &str) {
+        self.text.push_str(value);
+        self.end(name);
+    }
+
+    /// Ends field `name` with what was written into the buffer since the last field.
+    fn end(&mut self, name: &'static str) {
+        self.fields.push((name, self.text.len()));
+    }
+
+    /// How many fields there are.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// A field's value, by case-insensitive name (the first, if several have it).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// Each field's name and value, in order.
+    pub fn iter(&self) -> HeaderFieldsIter<'_> {
+        HeaderFieldsIter {
+            text: &self.text,
+            fields: self.fields.iter(),
+            start: 0,
         }
     }
 
-    fn bytes(&mut self, bytes: &[u8]) {
-        if self.long.is_empty() {
-            if let Some(room) = self.short.get_mut(self.len..self.len + bytes.len()) {
-                room.copy_from_slice(bytes);
-                self.len += bytes.len();
-                return;
-            }
-            self.long.extend_from_slice(&self.short[..self.len]);
-        }
-        self.long.extend_from_slice(bytes);
+    /// Each field's name and where its value lies in [`HeaderFields::text`], in order.
+    pub fn spans(&self) -> impl Iterator<Item = (&'static str, std::ops::Range<usize>)> + '_ {
+        let mut start = 0;
+        self.fields.iter().map(move |&(name, end)| {
+            let span = start..end;
+            start = end;
+            (name, span)
+        })
+    }
+
+    /// Every value, one after another: what [`HeaderFields::spans`] index.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The buffer itself (see [`HeaderFields::text`]).
+    pub fn into_text(self) -> String {
+        self.text
+    }
+}
+
+impl fmt::Debug for HeaderFields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'h> IntoIterator for &'h HeaderFields {
+    type Item = (&'static str, &'h str);
+    type IntoIter = HeaderFieldsIter<'h>;
+
+    fn into_iter(self) -> HeaderFieldsIter<'h> {
+        self.iter()
+    }
+}
+
+/// The fields of a [`HeaderFields`], name and value, in order.
+#[derive(Debug, Clone)]
+pub struct HeaderFieldsIter<'h> {
+    text: &'h str,
+    fields: std::slice::Iter<'h, (&'static str, usize)>,
+    start: usize,
+}
+
+impl<'h> Iterator for HeaderFieldsIter<'h> {
+    type Item = (&'static str, &'h str);
+
+    fn next(&mut self) -> Option<(&'static str, &'h str)> {
+        let &(name, end) = self.fields.next()?;
+        let value = &self.text[self.start..end];
+        self.start = end;
+        Some((name, value))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.fields.size_hint()
+    }
+}
+
+impl ExactSizeIterator for HeaderFieldsIter<'_> {}
+
+/// Writes a header field's value into the one buffer of [`HeaderFields`], without `core::fmt`
+/// (which costs several times the writing itself).
+struct FieldText<'a> {
+    out: &'a mut String,
+}
+
+impl<'a> FieldText<'a> {
+    /// The room reserved for each of the list fields (`RateLimit-Policy`, `RateLimit`) up
+    /// front: a few limits' fields fit, more grow the buffer.
+    const SHORT: usize = 128;
+
+    fn new(out: &'a mut String) -> FieldText<'a> {
+        FieldText { out }
     }
 
     fn str(&mut self, text: &str) {
-        self.bytes(text.as_bytes());
+        self.out.push_str(text);
     }
 
     fn number(&mut self, n: u64) {
         self.str(itoa::Buffer::new().format(n));
     }
 
-    /// `text` as a structured-field string: `"` and `\` escaped; other characters outside
+    /// `text` as a structured-field string: `"` and `\\` escaped; other characters outside
     /// printable ASCII are replaced, since sf-strings cannot carry them (limit names are
     /// validated to avoid this, so the whole name is usually copied as it is).
     fn sf_string(&mut self, text: &str) {
-        self.bytes(b"\"");
+        self.out.push('"');
         if text
             .bytes()
             .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
@@ -170,31 +270,17 @@ impl FieldText {
         } else {
             for c in text.chars() {
                 match c {
-                    '"' | '\\' => self.bytes(&[b'\\', c as u8]),
-                    ' '..='~' => self.bytes(&[c as u8]),
-                    _ => self.bytes(b"?"),
+                    '"' | '\\' => {
+                        self.out.push('\\');
+                        self.out.push(c);
+                    }
+                    ' '..='~' => self.out.push(c),
+                    _ => self.out.push('?'),
                 }
             }
         }
-        self.bytes(b"\"");
+        self.out.push('"');
     }
-
-    fn into_string(self) -> String {
-        let bytes = if self.long.is_empty() {
-            self.short[..self.len].to_vec()
-        } else {
-            let mut long = self.long;
-            long.shrink_to_fit();
-            long
-        };
-        // Only ASCII is ever written: the checked conversion cannot fail.
-        String::from_utf8(bytes).expect("a field value is ASCII")
-    }
-}
-
-/// `n` in decimal, in a string of exactly its length (see [`FieldText`]).
-fn number_text(n: u64) -> String {
-    String::from(itoa::Buffer::new().format(n))
 }
 
 /// One request's decided limits as the HTTP layer answers them. The binding limit — the one the
@@ -261,15 +347,26 @@ impl<'r, 'a> Answer<'r, 'a> {
     /// `X-RateLimit-Reset` (seconds, like `t`), and `Retry-After` when denied. Empty when there is
     /// nothing to report.
     pub fn headers(&self, now_ms: u64) -> Vec<(&'static str, String)> {
+        self.header_fields(now_ms)
+            .iter()
+            .map(|(name, value)| (name, value.to_string()))
+            .collect()
+    }
+
+    /// [`Answer::headers`], written into one buffer.
+    pub fn header_fields(&self, now_ms: u64) -> HeaderFields {
+        let mut fields = HeaderFields::new();
         let Some(binding) = self.binding else {
-            return Vec::new();
+            return fields;
         };
-        let mut policies = FieldText::new();
-        let mut states = FieldText::new();
+        // Both lists, the three numbers and `Retry-After`: one allocation for a few limits (and
+        // room for the fields a host adds, `Cache-Control` and the shadow header).
+        fields.text.reserve(2 * FieldText::SHORT + 64);
+        fields.fields.reserve(8);
+        let mut policies = FieldText::new(&mut fields.text);
         for (i, r) in self.reports.iter().enumerate() {
             if i > 0 {
                 policies.str(", ");
-                states.str(", ");
             }
             policies.sf_string(r.name);
             policies.str(";q=");
@@ -282,6 +379,13 @@ impl<'r, 'a> Answer<'r, 'a> {
                 policies.str(";qu=");
                 policies.sf_string(unit);
             }
+        }
+        fields.end("RateLimit-Policy");
+        let mut states = FieldText::new(&mut fields.text);
+        for (i, r) in self.reports.iter().enumerate() {
+            if i > 0 {
+                states.str(", ");
+            }
             states.sf_string(r.name);
             states.str(";r=");
             states.number(r.decision.remaining);
@@ -290,23 +394,24 @@ impl<'r, 'a> Answer<'r, 'a> {
                 states.number(t);
             }
         }
-        let mut headers = Vec::with_capacity(6);
-        headers.extend([
-            ("RateLimit-Policy", policies.into_string()),
-            ("RateLimit", states.into_string()),
-            ("X-RateLimit-Limit", number_text(binding.quota())),
-            (
-                "X-RateLimit-Remaining",
-                number_text(binding.decision.remaining),
-            ),
-        ]);
+        fields.end("RateLimit");
+        fn number(fields: &mut HeaderFields, name: &'static str, n: u64) {
+            FieldText::new(&mut fields.text).number(n);
+            fields.end(name);
+        }
+        number(&mut fields, "X-RateLimit-Limit", binding.quota());
+        number(
+            &mut fields,
+            "X-RateLimit-Remaining",
+            binding.decision.remaining,
+        );
         if let Some(t) = binding.reset_seconds(now_ms) {
-            headers.push(("X-RateLimit-Reset", number_text(t)));
+            number(&mut fields, "X-RateLimit-Reset", t);
         }
         if let Some(seconds) = self.retry_after {
-            headers.push(("Retry-After", number_text(seconds)));
+            number(&mut fields, "Retry-After", seconds);
         }
-        headers
+        fields
     }
 
     /// The status when the request is denied: 429, or 503 when every denial is a limit failing
@@ -577,7 +682,7 @@ mod tests {
 
     #[test]
     fn fields_longer_than_the_stack_buffer_are_written_whole() {
-        // Twelve limits: both lists outgrow `FieldText`'s stack buffer part-way.
+        // Twelve limits: both lists outgrow the room `FieldText` reserves part-way.
         let p: Policy = "fixed 1000/1m".parse().unwrap();
         let d = decision(true, 999, 60_000, 0);
         let names: Vec<String> = (0..12).map(|i| format!("limit-{i}")).collect();

@@ -290,13 +290,21 @@ impl IdentifierSource {
     /// key never sits in a list in the clear. `None` when absent, empty, or longer than
     /// [`MAX_RAW_IDENTIFIER`] bytes (no list entry is that long).
     pub fn list_value<R: RequestView + ?Sized>(&self, request: &R) -> Option<String> {
+        self.list_value_ref(request).map(Cow::into_owned)
+    }
+
+    /// [`IdentifierSource::list_value`], borrowed from the request when it holds the value.
+    pub(crate) fn list_value_ref<'r, R: RequestView + ?Sized>(
+        &self,
+        request: &'r R,
+    ) -> Option<Cow<'r, str>> {
         let raw = self.value(request)?;
         match self {
             IdentifierSource::ApiKey(_) => {
                 let digest = sha256_hex(raw.as_bytes());
-                Some(String::from_utf8_lossy(&digest).into_owned())
+                Some(Cow::Owned(String::from_utf8_lossy(&digest).into_owned()))
             }
-            _ => (raw.len() <= MAX_LIST_VALUE).then(|| raw.into_owned()),
+            _ => (raw.len() <= MAX_LIST_VALUE).then_some(raw),
         }
     }
 

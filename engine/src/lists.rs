@@ -4,10 +4,13 @@
 //! answered ([`DenyCache`]), so a blocked client's next requests cost no Redis command; and the
 //! counters of list denials. Pure: the clock is an argument.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use edgelimit::control::list::{Candidates, Gate, ListEntry, ListProbe};
+use smallvec::SmallVec;
 
 use crate::identify::{IdentifierSource, RequestView};
 
@@ -75,12 +78,18 @@ impl ProbeSource {
 
     /// The value a list entry of this source would match in `request`.
     pub fn value<R: RequestView + ?Sized>(&self, request: &R) -> Option<String> {
+        self.value_ref(request).map(Cow::into_owned)
+    }
+
+    /// [`ProbeSource::value`], borrowed from the request when it holds the value.
+    fn value_ref<'r, R: RequestView + ?Sized>(&self, request: &'r R) -> Option<Cow<'r, str>> {
         match self {
             ProbeSource::Country => request
                 .country()
                 .map(|c| c.trim().to_ascii_uppercase())
-                .filter(|c| !c.is_empty()),
-            ProbeSource::Request(source) => source.list_value(request),
+                .filter(|c| !c.is_empty())
+                .map(Cow::Owned),
+            ProbeSource::Request(source) => source.list_value_ref(request),
         }
     }
 }
@@ -100,11 +109,80 @@ pub fn base_sources() -> Vec<(String, ProbeSource)> {
 pub fn probe<R: RequestView + ?Sized>(sources: &[(String, ProbeSource)], request: &R) -> ListProbe {
     let mut probe = ListProbe::new();
     for (spec, source) in sources {
-        if let Some(value) = source.value(request) {
+        if let Some(value) = source.value_ref(request) {
             probe = probe.with(spec, &value);
         }
     }
     probe
+}
+
+/// The most clients whose probes a [`ProbeCache`] keeps: a few MB at most (an address's
+/// candidates take one to two kB).
+pub const PROBE_CACHE_CAPACITY: usize = 4096;
+
+/// The probes of the clients an isolate served lately, their candidates built. What a request
+/// offers the lists follows from its values alone, and its candidates (an address and each of
+/// its prefixes, as text) are most of what a gated request formats: a client's next requests
+/// take them from here rather than write them again. Forgotten all at once when full.
+#[derive(Debug, Default)]
+pub(crate) struct ProbeCache {
+    probes: HashMap<Box<str>, ListProbe>,
+    /// The key of the request at hand (each source's value, length-prefixed), kept to reuse its
+    /// buffer.
+    key: String,
+}
+
+impl ProbeCache {
+    /// [`probe`] of `request`, from the cache when a request with the same values came lately.
+    pub(crate) fn probe<R: RequestView + ?Sized>(
+        &mut self,
+        sources: &[(String, ProbeSource)],
+        request: &R,
+    ) -> ListProbe {
+        let values: SmallVec<[Option<Cow<'_, str>>; 4]> = sources
+            .iter()
+            .map(|(_, source)| source.value_ref(request))
+            .collect();
+        self.key.clear();
+        for value in &values {
+            match value {
+                // Length-prefixed (a length as one character, almost always): no two lists of
+                // values share a key.
+                Some(value) => {
+                    match u32::try_from(value.len()).ok().and_then(char::from_u32) {
+                        Some(len) => self.key.push(len),
+                        None => {
+                            let _ = write!(self.key, "\u{FFFF}{}:", value.len());
+                        }
+                    }
+                    self.key.push_str(value);
+                }
+                None => self.key.push('-'),
+            }
+        }
+        if let Some(probe) = self.probes.get(self.key.as_str()) {
+            return probe.clone();
+        }
+        let mut probe = ListProbe::new();
+        for ((spec, _), value) in sources.iter().zip(&values) {
+            if let Some(value) = value {
+                probe = probe.with(spec, value);
+            }
+        }
+        // Built now, so that every clone of the kept probe shares them.
+        probe.candidates();
+        if self.probes.len() >= PROBE_CACHE_CAPACITY {
+            self.probes.clear();
+        }
+        self.probes.insert(self.key.as_str().into(), probe.clone());
+        probe
+    }
+
+    /// How many clients' probes are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.probes.len()
+    }
 }
 
 /// Entries written in the configuration, matched in the isolate.
@@ -371,6 +449,34 @@ mod tests {
             Some(entry("country CN").member().as_str())
         );
         assert_eq!(StaticList::default().matching(&candidates(&from_cn)), None);
+    }
+
+    #[test]
+    fn the_probe_cache_gives_what_probing_the_request_gives() {
+        let sources = base_sources();
+        let mut cache = ProbeCache::default();
+        let from = |ip: &str| OwnedRequest::get("h", "/").with_header("cf-connecting-ip", ip);
+        for ip in [
+            "198.51.100.7",
+            "2001:db8::1",
+            "198.51.100.7",
+            "198.51.100.70",
+            "",
+        ] {
+            let request = from(ip);
+            let cached = cache.probe(&sources, &request);
+            let probed = probe(&sources, &request);
+            assert_eq!(cached, probed, "{ip}");
+            assert_eq!(cached.candidates(), probed.candidates(), "{ip}");
+        }
+        let from_cn = from("198.51.100.7").with_country("CN");
+        assert_eq!(
+            cache.probe(&sources, &from_cn),
+            probe(&sources, &from_cn),
+            "another country is another client"
+        );
+        // 198.51.100.7 twice, the others once each.
+        assert_eq!(cache.len(), 5);
     }
 
     #[test]

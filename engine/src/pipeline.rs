@@ -7,6 +7,7 @@
 //! it, and `sim replay --config` drives this same path over its replay store, so the simulator
 //! predicts the Worker by construction (docs/design.md §4).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use edgelimit::metrics::MetricsSnapshot;
@@ -14,7 +15,7 @@ use edgelimit::{Check, Checked, Clock, Limiter, Store, StoreError};
 
 use crate::config::Config;
 use crate::identify::RequestView;
-use crate::lists::{DenyCache, ListCounters, Via};
+use crate::lists::{DenyCache, ListCounters, ProbeCache, Via};
 use crate::log_line::LogLine;
 use crate::plan::{Decided, Incoming, Plan};
 use crate::ruling::{Outcome, Response};
@@ -46,6 +47,12 @@ pub struct Edge<S> {
     limiter: Limiter<S>,
     isolate: Mutex<Isolate>,
     spare: Mutex<Vec<Buffers>>,
+    /// What the clients served lately offered the lists (the configuration's lists apply).
+    probes: Mutex<ProbeCache>,
+    /// Whether a host asked a handled request for its response: from then on each request's
+    /// response is written along with its ruling, from the one [`edgelimit::http::Answer`]
+    /// (a replay, which never asks, writes none).
+    responds: AtomicBool,
 }
 
 /// At most this many requests' buffers are kept for reuse (the requests an isolate has in
@@ -71,6 +78,8 @@ impl<S: Store> Edge<S> {
                 list_counters: ListCounters::default(),
             }),
             spare: Mutex::new(Vec::new()),
+            probes: Mutex::new(ProbeCache::default()),
+            responds: AtomicBool::new(false),
             config,
             limiter,
         }
@@ -123,7 +132,7 @@ impl<S: Store> Edge<S> {
             mut checked,
             mut outcome,
         } = lock(&self.spare).pop().unwrap_or_default();
-        let mut plan = self.config.plan_in(request, checks);
+        let mut plan = self.config.plan_in(request, checks, Some(&self.probes));
         if !plan.deny_scope().is_empty() && plan.denied().is_none() {
             plan.deny_if_remembered(&mut lock(&self.isolate).deny_cache, now_ms);
         }
@@ -131,7 +140,12 @@ impl<S: Store> Edge<S> {
         self.limiter
             .check_all_into(plan.checks(), &mut checked)
             .await;
-        plan.rule_into(&checked.verdicts, &mut outcome);
+        let responds = self.responds.load(Ordering::Relaxed);
+        let written = plan.rule_into(
+            &checked.verdicts,
+            &mut outcome,
+            responds.then(|| request.path()),
+        );
         if outcome.denied.is_some() || !outcome.shadow_listed.is_empty() {
             let mut isolate = lock(&self.isolate);
             if let Some(denial) = &outcome.denied {
@@ -142,10 +156,14 @@ impl<S: Store> Edge<S> {
                 isolate.list_counters.shadow_denied();
             }
         }
+        let response =
+            responds.then(|| plan.respond(&checked.verdicts, &outcome, request.path(), written));
         Handled {
             plan,
             checked,
             outcome,
+            response: Mutex::new(response),
+            responds: &self.responds,
             spare: &self.spare,
         }
     }
@@ -208,6 +226,9 @@ pub struct Handled<'e> {
     plan: Plan<'e>,
     checked: Checked,
     outcome: Outcome,
+    /// The response, when written along with the ruling (see `Edge::responds`).
+    response: Mutex<Option<Response>>,
+    responds: &'e AtomicBool,
     spare: &'e Mutex<Vec<Buffers>>,
 }
 
@@ -232,9 +253,14 @@ impl<'e> Handled<'e> {
         self.plan.decided(&self.checked.verdicts)
     }
 
-    /// The response for this request: its header fields, and for an answer the Worker gives
-    /// itself (429, 503, 400, 403) the status and problem body.
+    /// The response for this request (`request` is the one handled): its header fields, and
+    /// for an answer the Worker gives itself (429, 503, 400, 403) the status and problem body.
+    /// Once a host has asked, the path writes each request's response along with its ruling.
     pub fn response(&self, request: &(impl RequestView + ?Sized)) -> Response {
+        if let Some(response) = lock(&self.response).take() {
+            return response;
+        }
+        self.responds.store(true, Ordering::Relaxed);
         self.plan
             .response(&self.checked.verdicts, &self.outcome, request.path())
     }

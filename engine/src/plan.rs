@@ -5,13 +5,15 @@
 //! A plan holds at most two checks, the enforced limits' and the shadow limits', sent in one
 //! batch: the store answers them in order.
 
+use std::sync::{Mutex, PoisonError};
+
 use edgelimit::control::list::{Candidates, Gate, ListProbe};
 use edgelimit::{Check, CheckItem, Identifier, Verdict};
 use smallvec::SmallVec;
 
 use crate::config::Config;
 use crate::identify::{OwnedRequest, RequestView};
-use crate::lists::{self, Denial, Via};
+use crate::lists::{self, Denial, ProbeCache, Via};
 use crate::rules::{Missing, Rule, RuleLimit};
 
 /// A request as the pipeline plans it: what it offers ([`RequestView`]), where each limit's
@@ -72,14 +74,16 @@ pub struct Plan<'c> {
     pub(crate) denied: Option<Denial>,
     /// Shadow rules a static deny entry matched: reported, never enforced.
     pub(crate) shadow_listed: Vec<(&'c Rule, Denial)>,
-    /// What the request offers the lists (empty when no list applies): its candidates, built
-    /// once, are shared with the gated checks, whose stores read them again.
+    /// What the request offers the lists (empty when no list applies), until the first gated
+    /// check takes it ([`Plan::probe`] finds it there): its candidates, built once, are shared
+    /// with the gated checks, whose stores read them again.
     probe: ListProbe,
     /// Whether a matched rule has a limit settled after the response (else no limit has a
     /// unit to look up).
     settles: bool,
-    /// The deny lists whose match refuses this request: `deny` and each matched enforced rule's.
-    deny_scope: Vec<&'c str>,
+    /// The deny lists whose match refuses this request: `deny` and each matched enforced rule's
+    /// (held inline up to four: no allocation per request).
+    deny_scope: SmallVec<[&'c str; 4]>,
     /// Whether responses carry `X-EdgeLimit-Shadow` (the configuration's `shadow_header`).
     pub(crate) shadow_header: bool,
 }
@@ -87,7 +91,7 @@ pub struct Plan<'c> {
 impl Config {
     /// The limits that apply to `request`, with their identifiers: the checks to send.
     pub fn plan<R: Incoming + ?Sized>(&self, request: &R) -> Plan<'_> {
-        self.plan_in(request, Default::default())
+        self.plan_in(request, Default::default(), None)
     }
 
     /// The rules `request` matches, in configuration order.
@@ -96,11 +100,13 @@ impl Config {
     }
 
     /// [`Config::plan`], its checks built in `spare` (emptied first): the last plan's checks
-    /// ([`Plan::take_checks`]), so a pipeline planning request after request allocates no check.
+    /// ([`Plan::take_checks`]), so a pipeline planning request after request allocates no check;
+    /// what the request offers the lists taken from `probes` when given (the isolate's).
     pub(crate) fn plan_in<'c, R: Incoming + ?Sized>(
         &'c self,
         request: &R,
         mut spare: [Check; 2],
+        probes: Option<&Mutex<ProbeCache>>,
     ) -> Plan<'c> {
         let rules = request.matching(self);
         let identify = &mut |applied: &RuleLimit| request.identifier(applied);
@@ -125,7 +131,7 @@ impl Config {
             shadow_listed: Vec::new(),
             probe: ListProbe::default(),
             settles,
-            deny_scope: Vec::new(),
+            deny_scope: SmallVec::new(),
             shadow_header: self.shadow_header,
         };
         // What the request offers the lists, only when a list can apply: the dynamic ones are
@@ -142,7 +148,13 @@ impl Config {
             self.add_checks(&mut plan, identify, None, false);
             return plan;
         }
-        let probe = lists::probe(&self.probe_sources, request);
+        let probe = match probes {
+            Some(probes) => probes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .probe(&self.probe_sources, request),
+            None => lists::probe(&self.probe_sources, request),
+        };
         let candidates = probe.candidates();
         // Static entries, in the isolate: deny beats allow, and the configuration-wide deny
         // refuses whatever rules matched.
@@ -306,7 +318,22 @@ impl<'c> Plan<'c> {
 
     /// Every list member an entry matching this request could have (empty when no list applies).
     pub fn candidates(&self) -> &Candidates {
-        self.probe.candidates()
+        self.probe().candidates()
+    }
+
+    /// What the request offers the lists: the plan's own, or the one its first gated check
+    /// took.
+    fn probe(&self) -> &ListProbe {
+        if !self.probe.is_empty() {
+            return &self.probe;
+        }
+        // A check not sent (a request the isolate refused after planning) still holds it; the
+        // spares were emptied when the plan was made.
+        self.checks
+            .iter()
+            .map(Check::probe)
+            .find(|probe| !probe.is_empty())
+            .unwrap_or(&self.probe)
     }
 
     /// The dynamic deny lists whose match refuses this request: `deny` and `deny:<rule>` of each
@@ -322,7 +349,7 @@ impl<'c> Plan<'c> {
         if self.denied.is_some() || self.deny_scope.is_empty() {
             return;
         }
-        if let Some(denial) = cache.lookup(&self.deny_scope, self.probe.candidates(), now_ms) {
+        if let Some(denial) = cache.lookup(&self.deny_scope, self.probe().candidates(), now_ms) {
             self.deny_remembered(denial);
         }
     }
@@ -350,7 +377,14 @@ impl<'c> Plan<'c> {
             return Some(check);
         }
         let check = if !gates.is_empty() {
-            check.gated(self.probe.clone(), gates)
+            // The first gated check takes the plan's probe, a second a copy of it (their
+            // candidates shared either way).
+            let probe = if self.probe.is_empty() {
+                self.probe().clone()
+            } else {
+                std::mem::take(&mut self.probe)
+            };
+            check.gated(probe, gates)
         } else {
             check
         };

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use edgelimit::control::list::Listed;
-use edgelimit::http::{Answer, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
+use edgelimit::http::{Answer, HeaderFields, LimitReport, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::{Check, Policy, Reason, Verdict};
 use smallvec::SmallVec;
 
@@ -84,8 +84,8 @@ pub enum Action {
 pub struct Response {
     /// Forward or answer.
     pub action: Action,
-    /// Header fields to add to the response either way.
-    pub headers: Vec<(&'static str, String)>,
+    /// Header fields to add to the response either way, written into one buffer.
+    pub headers: HeaderFields,
 }
 
 impl Response {
@@ -99,11 +99,17 @@ impl Response {
 
     /// A header field's value, by case-insensitive name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.get(name)
     }
+}
+
+/// What a response takes from the enforced limits' [`Answer`]: its header fields and, for a
+/// denial, its problem body.
+#[derive(Debug)]
+pub(crate) struct Written {
+    headers: HeaderFields,
+    /// Boxed: written only for a denial, and moved along with the headers on every request.
+    problem: Option<Box<Problem>>,
 }
 
 /// The enforced limits' reports, as the HTTP layer reads them: every limit the store decided
@@ -162,13 +168,20 @@ impl<'c> Plan<'c> {
     /// writing a header or a body.
     pub fn rule(&self, verdicts: &[Verdict]) -> Outcome {
         let mut outcome = Outcome::default();
-        self.rule_into(verdicts, &mut outcome);
+        self.rule_into(verdicts, &mut outcome, None);
         outcome
     }
 
     /// [`Plan::rule`], written over whatever `outcome` held, in its buffers: the pipeline keeps
-    /// one from request to request.
-    pub(crate) fn rule_into(&self, verdicts: &[Verdict], outcome: &mut Outcome) {
+    /// one from request to request. Given the request's `path`, it also writes, from the same
+    /// [`Answer`], what the response takes from it ([`Plan::respond`] finishes the response);
+    /// `None` when not asked, or when no limit decided the answer.
+    pub(crate) fn rule_into(
+        &self,
+        verdicts: &[Verdict],
+        outcome: &mut Outcome,
+        path: Option<&str>,
+    ) -> Option<Written> {
         // Every field reset, the vectors keeping their buffers: destructured, so that a field
         // added to `Outcome` cannot be left holding the last request's value.
         let Outcome {
@@ -194,12 +207,13 @@ impl<'c> Plan<'c> {
                 .enforced_decided(verdicts)
                 .map(|(_, v)| v.decided_at_ms);
             outcome.denied = Some(denial);
-            return;
+            return None;
         }
         if self.refused.is_some() {
             outcome.status = 400;
-            return;
+            return None;
         }
+        let mut written = None;
         if let Some((check, verdict)) = self.enforced_decided(verdicts) {
             outcome.atomic = verdict.atomic;
             outcome.decided_at_ms = Some(verdict.decided_at_ms);
@@ -215,6 +229,10 @@ impl<'c> Plan<'c> {
                     .map_or_else(|| Arc::from(b.name), |i| i.limit.name.clone()),
                 reason: b.decision.reason,
                 remaining: b.decision.remaining,
+            });
+            written = path.map(|path| Written {
+                headers: answer.header_fields(verdict.decided_at_ms),
+                problem: answer.problem(Some(path)).map(Box::new),
             });
         }
         outcome
@@ -242,6 +260,7 @@ impl<'c> Plan<'c> {
                 }
             }
         }
+        written
     }
 
     /// The refusal by a deny list: before the store (a static entry, a remembered answer) or
@@ -273,7 +292,30 @@ impl<'c> Plan<'c> {
     /// configuration asks for it (a debugging aid: it tells every client what shadow rules
     /// decided).
     pub fn response(&self, verdicts: &[Verdict], outcome: &Outcome, path: &str) -> Response {
-        let mut headers = Vec::new();
+        let written = match self.enforced_decided(verdicts) {
+            Some((check, verdict)) if outcome.denied.is_none() && self.refused.is_none() => {
+                let reports = Reports::new(check, verdict);
+                let reports = reports.reports(self);
+                let answer = Answer::new(&reports);
+                Some(Written {
+                    headers: answer.header_fields(verdict.decided_at_ms),
+                    problem: answer.problem(Some(path)).map(Box::new),
+                })
+            }
+            _ => None,
+        };
+        self.respond(verdicts, outcome, path, written)
+    }
+
+    /// [`Plan::response`], from what the ruling wrote of it (`Plan::rule_into` given the path).
+    pub(crate) fn respond(
+        &self,
+        verdicts: &[Verdict],
+        outcome: &Outcome,
+        path: &str,
+        written: Option<Written>,
+    ) -> Response {
+        let mut headers = HeaderFields::new();
         let problem = if let Some(denial) = &outcome.denied {
             Some(Problem::denied(&denial.list, path))
         } else if let Some(refused) = self.refused {
@@ -283,19 +325,16 @@ impl<'c> Plan<'c> {
                 &refused.limit.source.describe(),
                 path,
             ))
-        } else if let Some((check, verdict)) = self.enforced_decided(verdicts) {
-            let reports = Reports::new(check, verdict);
-            let reports = reports.reports(self);
-            let answer = Answer::new(&reports);
-            headers = answer.headers(verdict.decided_at_ms);
-            answer.problem(Some(path))
+        } else if let Some(written) = written {
+            headers = written.headers;
+            written.problem.map(|problem| *problem)
         } else {
             None
         };
         let mut action = Action::Forward;
         if let Some(problem) = problem {
             // A denial is about this client at this moment: no cache may replay it.
-            headers.push(("Cache-Control", NO_STORE.to_string()));
+            headers.push("Cache-Control", NO_STORE);
             action = Action::Respond {
                 status: problem.status,
                 body: problem.to_json(),
@@ -308,13 +347,15 @@ impl<'c> Plan<'c> {
                 || self.shadow_refusals().next().is_some()
                 || !outcome.shadow_listed.is_empty());
         if self.shadow_header && shadow_decided {
-            let value = if outcome.shadow_denied.is_empty() {
-                "allow".to_string()
+            if outcome.shadow_denied.is_empty() {
+                headers.push(SHADOW_HEADER, "allow");
             } else {
                 let names: Vec<&str> = outcome.shadow_denied.iter().map(|n| &**n).collect();
-                format!("deny; policies=\"{}\"", names.join(", "))
-            };
-            headers.push((SHADOW_HEADER, value));
+                headers.push(
+                    SHADOW_HEADER,
+                    &format!("deny; policies=\"{}\"", names.join(", ")),
+                );
+            }
         }
         Response { action, headers }
     }

@@ -12,6 +12,7 @@ use edgelimit::net::ClientAddress;
 use edgelimit::{Clock, Store, SystemClock};
 use edgelimit_engine::rules::PathMatch;
 use edgelimit_engine::{Config, Edge};
+use http::header::HeaderName;
 use http::{request, response};
 use tower_layer::Layer;
 
@@ -235,12 +236,14 @@ impl Builder {
         }
         self.reading.customs.check(&self.config)?;
         refuse_worker_only(&self.config)?;
+        let mut reading = self.reading;
+        reading.request_id = HeaderName::from_bytes(self.config.request_id_header.as_bytes()).ok();
         let edge = Edge::new(self.config, store).with_clock(self.clock.clone());
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
                 edge,
                 clock: self.clock,
-                reading: self.reading,
+                reading,
                 exempt: self.exempt,
                 ids: ReservationIds::new(),
             }),

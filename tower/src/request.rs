@@ -7,9 +7,11 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use edgelimit::net::{AddressText, ClientAddress, IpPrefix};
-use edgelimit_engine::{Incoming, RequestView};
-use http::header::HOST;
+use edgelimit_engine::plan::MatchedRules;
+use edgelimit_engine::{Config, Incoming, RequestView};
+use http::header::{HeaderName, HOST};
 use http::request::Parts;
+use smallvec::SmallVec;
 
 use crate::custom::Customs;
 use crate::peer::Peer;
@@ -23,6 +25,9 @@ pub(crate) struct Reading {
     pub(crate) peer: Peer,
     /// The service's own identifiers (and costs).
     pub(crate) customs: Customs,
+    /// The configuration's request id header, parsed once for the layer rather than on every
+    /// request (`None` until the layer is built).
+    pub(crate) request_id: Option<HeaderName>,
 }
 
 impl Reading {
@@ -53,6 +58,22 @@ pub(crate) struct HttpRequest<'a> {
     /// The client's address as text, found on first use: a request no `ip` limit or list looks
     /// at never resolves it.
     client: OnceLock<Option<AddressText>>,
+    /// The rules it matches (their places in the configuration), when already known.
+    matched: Option<MatchedPlaces>,
+}
+
+/// Where in the configuration the rules a request matches are, in configuration order.
+pub(crate) type MatchedPlaces = SmallVec<[usize; 4]>;
+
+/// The places of the rules of `config` that `request` matches.
+pub(crate) fn matched_places(config: &Config, request: &HttpRequest<'_>) -> MatchedPlaces {
+    config
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(_, rule)| rule.matches(request))
+        .map(|(place, _)| place)
+        .collect()
 }
 
 impl<'a> HttpRequest<'a> {
@@ -63,7 +84,15 @@ impl<'a> HttpRequest<'a> {
             parts,
             reading,
             client: OnceLock::new(),
+            matched: None,
         }
+    }
+
+    /// The same request, known to match the rules at `places` (from [`matched_places`]): the
+    /// request path does not match them again.
+    pub(crate) fn with_matched(mut self, places: MatchedPlaces) -> HttpRequest<'a> {
+        self.matched = Some(places);
+        self
     }
 }
 
@@ -116,7 +145,10 @@ impl RequestView for HttpRequest<'_> {
     /// A header's value; several field lines of one name are one value joined by `, `, as the
     /// Worker's runtime (the Fetch API's `Headers.get`) gives them.
     fn header_ref(&self, name: &str) -> Option<Cow<'_, str>> {
-        let mut values = self.parts.headers.get_all(name).iter();
+        let mut values = match &self.reading.request_id {
+            Some(known) if known.as_str() == name => self.parts.headers.get_all(known).iter(),
+            _ => self.parts.headers.get_all(name).iter(),
+        };
         let first = text(values.next()?.as_bytes());
         let Some(second) = values.next() else {
             return Some(first);
@@ -147,8 +179,19 @@ impl RequestView for HttpRequest<'_> {
     }
 }
 
-/// Rules and identifiers are read from the request, as the Worker reads them.
-impl Incoming for HttpRequest<'_> {}
+/// Identifiers are read from the request, as the Worker reads them; rules too, unless the layer
+/// matched them already.
+impl Incoming for HttpRequest<'_> {
+    fn matching<'c>(&self, config: &'c Config) -> MatchedRules<'c> {
+        match &self.matched {
+            Some(places) => places
+                .iter()
+                .filter_map(|&place| config.rules.get(place))
+                .collect(),
+            None => config.matching(self),
+        }
+    }
+}
 
 /// A header value as text: UTF-8 as it came, anything else with its invalid bytes replaced.
 fn text(bytes: &[u8]) -> Cow<'_, str> {

@@ -7,21 +7,24 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use edgelimit::http::HeaderFields;
 use edgelimit::Store;
-use edgelimit_engine::{Action, Handled, Incoming, Route};
+use edgelimit_engine::{Action, Handled, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
+use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::layer::Shared;
-use crate::request::HttpRequest;
+use crate::request::{matched_places, HttpRequest, MatchedPlaces};
 
 /// A service limited by a [`crate::RateLimitLayer`].
 pub struct RateLimit<Svc, S> {
@@ -78,19 +81,29 @@ where
             return ResponseFuture::ready(page);
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
-        // Worker); matching again inside the path costs a matched request a few comparisons.
-        let passes = shared.exempt.exempts(&parts)
-            || HttpRequest::new(&parts, &shared.reading)
-                .matching(shared.edge.config())
-                .is_empty();
-        if passes {
+        // Worker). The rules are matched here, once: the request path takes them as found.
+        let matched = if shared.exempt.exempts(&parts) {
+            MatchedPlaces::new()
+        } else {
+            matched_places(
+                shared.edge.config(),
+                &HttpRequest::new(&parts, &shared.reading),
+            )
+        };
+        if matched.is_empty() {
             return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
         }
         // The inner service that was made ready goes with this request; a clone waits for the
         // next `poll_ready`.
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
-        ResponseFuture::limited(Box::pin(limited(shared.clone(), inner, parts, body)))
+        ResponseFuture::limited(Box::pin(limited(
+            shared.clone(),
+            inner,
+            parts,
+            body,
+            matched,
+        )))
     }
 }
 
@@ -122,30 +135,33 @@ async fn limited<Svc, S, ReqBody, ResBody>(
     mut inner: Svc,
     parts: request::Parts,
     body: ReqBody,
+    matched: MatchedPlaces,
 ) -> Answer<ResBody, Svc::Error>
 where
     Svc: Service<Request<ReqBody>, Response = Response<ResBody>>,
     S: Store,
 {
     let shared = &*shared;
-    let (handled, answer) = {
-        let request = HttpRequest::new(&parts, &shared.reading);
-        let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
-        let answer = handled.response(&request);
-        (handled, answer)
-    };
+    let request = HttpRequest::new(&parts, &shared.reading).with_matched(matched);
+    let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
+    let answer = handled.response(&request);
+    drop(request);
     let (status, body_text, content_type) = match answer.action {
         Action::Forward => {
             return match inner.call(Request::from_parts(parts, body)).await {
                 Ok(response) => {
                     let (mut head, body) = response.into_parts();
                     add_fields(&mut head.headers, answer.headers);
-                    settle(shared, &handled, Some(&head)).await;
+                    if handled.settles() {
+                        settle(shared, &handled, Some(&head)).await;
+                    }
                     Ok(Response::from_parts(head, ResponseBody::inner(body)))
                 }
                 Err(e) => {
                     // No response states a cost: the estimates stand, leases are released.
-                    settle(shared, &handled, None).await;
+                    if handled.settles() {
+                        settle(shared, &handled, None).await;
+                    }
                     Err(e)
                 }
             };
@@ -165,16 +181,14 @@ where
     Ok(response)
 }
 
-/// Sends what the request settles, read from the inner service's response (`None` when it
-/// failed): a custom cost from its closure, any other from the response's header fields.
+/// Sends what the request settles (one that [`Handled::settles`]), read from the inner
+/// service's response (`None` when it failed): a custom cost from its closure, any other from
+/// the response's header fields.
 async fn settle<S: Store>(
     shared: &Shared<S>,
     handled: &Handled<'_>,
     head: Option<&response::Parts>,
 ) {
-    if !handled.settles() {
-        return;
-    }
     let name = shared.ids.next();
     let settlement = handled.settlement(&name, |field| {
         let head = head?;
@@ -195,15 +209,18 @@ async fn settle<S: Store>(
 }
 
 /// Adds the request path's header fields to a response, replacing any of the same name.
-fn add_fields(headers: &mut HeaderMap, fields: Vec<(&'static str, String)>) {
-    // Room for all of them at once: the map grows (and rehashes) once, not field by field.
-    headers.reserve(fields.len());
-    for (name, value) in fields {
-        // The fields' names and values are the library's own, always valid. A value is an
-        // exact-length string, which `Bytes` takes without copying or allocating.
+fn add_fields(headers: &mut HeaderMap, fields: HeaderFields) {
+    // Room for all of them at once, and for the `content-length` the server adds after: the
+    // map grows (and rehashes) once, while it holds only the inner service's few fields.
+    headers.reserve(fields.len() + 1);
+    let spans: SmallVec<[(&'static str, Range<usize>); 8]> = fields.spans().collect();
+    // Every value is a slice of the one buffer: no value is copied or allocated on its own.
+    let text = Bytes::from(fields.into_text());
+    for (name, span) in spans {
+        // The fields' names and values are the library's own, always valid.
         if let (Some(name), Ok(value)) = (
             field_name(name),
-            HeaderValue::from_maybe_shared(Bytes::from(value)),
+            HeaderValue::from_maybe_shared(text.slice(span)),
         ) {
             headers.insert(name, value);
         }
