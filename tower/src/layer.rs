@@ -1,11 +1,8 @@
 //! [`RateLimitLayer`] and its [`Builder`]: a configuration, a store, and how this service finds
 //! its clients, exemptions and custom sources.
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use edgelimit::net::ClientAddress;
@@ -21,46 +18,7 @@ use crate::exempt::Exemptions;
 use crate::peer::Peer;
 use crate::request::Reading;
 use crate::service::RateLimit;
-
-/// What every service the layer wraps shares: the request path over the store, and how
-/// requests are read.
-pub(crate) struct Shared<S> {
-    pub(crate) edge: Edge<S>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) reading: Reading,
-    pub(crate) exempt: Exemptions,
-    pub(crate) ids: ReservationIds,
-}
-
-/// Names for reservations of requests without a request id: unique across every process that
-/// shares a store (a random prefix per layer), since a commit is remembered under its name.
-pub(crate) struct ReservationIds {
-    prefix: u64,
-    next: AtomicU64,
-}
-
-impl ReservationIds {
-    fn new() -> ReservationIds {
-        // A random 64-bit prefix: std's per-process hash keys, no random number crate needed.
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        hasher.write_u32(std::process::id());
-        ReservationIds {
-            prefix: hasher.finish(),
-            next: AtomicU64::new(0),
-        }
-    }
-
-    /// A name no other request of any process has.
-    pub(crate) fn next(&self) -> String {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        format!("tower-{:016x}-{n:x}", self.prefix)
-    }
-}
+use crate::shared::{ReservationIds, Shared};
 
 /// A rate-limiting [`Layer`] for `http` services (axum, tonic, hyper): every request goes down
 /// the one request path (`edgelimit_engine::Edge`) — rules, one all-or-nothing store call, the

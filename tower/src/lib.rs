@@ -84,6 +84,7 @@ pub mod peer;
 mod redis;
 mod request;
 pub mod service;
+mod shared;
 
 pub use body::ResponseBody;
 pub use builder::{ConfigBuilder, LimitBuilder, RuleBuilder};

@@ -23,8 +23,8 @@ use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::layer::Shared;
 use crate::request::{matched_places, HttpRequest, MatchedPlaces};
+use crate::shared::Shared;
 
 /// A service limited by a [`crate::RateLimitLayer`].
 pub struct RateLimit<Svc, S> {

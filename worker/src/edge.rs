@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use edgelimit::global::GlobalStore;
-use edgelimit::http::{Problem, PROBLEM_CONTENT_TYPE};
+use edgelimit::http::{HeaderFields, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{Check, RestStore, Store, StoreError, TimeSource, Verdict};
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -362,7 +362,7 @@ fn problem_response(problem: &Problem) -> worker::Result<Response> {
 }
 
 /// A copy of `response` (whose headers are immutable) with `extra` header fields set.
-fn with_headers(response: Response, extra: &[(&str, String)]) -> worker::Result<Response> {
+fn with_headers(response: Response, extra: &HeaderFields) -> worker::Result<Response> {
     let status = response.status_code();
     let headers = Headers::new();
     for (name, value) in response.headers().entries() {
@@ -382,7 +382,7 @@ async fn forward(
     req: Request,
     origin: Option<&str>,
     respond: Option<&FixedResponse>,
-    extra: &[(&str, String)],
+    extra: &HeaderFields,
 ) -> worker::Result<Response> {
     let path = req.path();
     let upstream = match (origin, respond) {

@@ -7,6 +7,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use edgelimit::algorithm::Charge;
+use edgelimit::http::HeaderFields;
 use edgelimit::MemoryStore;
 use edgelimit_engine::{Config, OwnedRequest, RequestView};
 
@@ -38,11 +39,8 @@ fn request(ray: Option<&str>) -> OwnedRequest {
     }
 }
 
-fn header<'a>(headers: &'a [(&str, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+fn header<'a>(headers: &'a HeaderFields, name: &str) -> Option<&'a str> {
+    headers.get(name)
 }
 
 fn tokens_used(value: &'static str) -> impl Fn(&str) -> Option<String> {
