@@ -116,7 +116,7 @@ pub fn probe<R: RequestView + ?Sized>(sources: &[(String, ProbeSource)], request
     probe
 }
 
-/// The most clients whose probes a [`ProbeCache`] keeps: a few MB at most (an address's
+/// The most clients whose probes a `ProbeCache` keeps: a few MB at most (an address's
 /// candidates take one to two kB).
 pub const PROBE_CACHE_CAPACITY: usize = 4096;
 
