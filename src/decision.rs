@@ -43,6 +43,13 @@ pub enum Reason {
     /// the share, a reservation's commit does the same, and a region can count what it spent
     /// of its leases (its refill's size) from its decisions alone.
     Leased,
+    /// Denied because the limit blocked the identifier after an earlier denial (its
+    /// `block_for`): nothing was charged, the block was not extended, and `retry_after_ms`
+    /// counts to the block's end.
+    Blocked,
+    /// Admitted after a wait (the limit's `exceed = "delay …"`): the request's place was
+    /// reserved `retry_after_ms` from the decision, and the host forwards it then.
+    Delayed,
 }
 
 impl Reason {
@@ -60,6 +67,8 @@ impl Reason {
             Reason::Denylisted => "denylisted",
             Reason::Allowlisted => "allowlisted",
             Reason::Leased => "leased",
+            Reason::Blocked => "blocked",
+            Reason::Delayed => "delayed",
         }
     }
 
@@ -138,6 +147,8 @@ mod tests {
             Reason::Denylisted,
             Reason::Allowlisted,
             Reason::Leased,
+            Reason::Blocked,
+            Reason::Delayed,
         ] {
             let json = serde_json::to_string(&reason).unwrap();
             assert_eq!(json, format!("\"{}\"", reason.as_str()));

@@ -576,7 +576,7 @@ impl<S: Store> Limiter<S> {
                     name: item.limit.name.clone(),
                     policy: scaled(&policy, per_mille),
                     fail_mode: FailMode::Closed,
-                    tiers: Default::default(),
+                    ..Limit::clone(&item.limit)
                 };
                 let check = Check::single(&local, item.identifier.clone(), item.cost);
                 let verdict = self.fallback.check_plain_now(&check, now);

@@ -194,8 +194,12 @@ fn count(counts: &mut LimitCounts, decision: &Decision) {
     match decision.reason {
         // A list's answer is a decision like any other here; which list said so is in the
         // verdict (`Verdict::listed`).
-        Reason::Admitted | Reason::Allowlisted | Reason::Leased => counts.allowed += 1,
-        Reason::OverLimit | Reason::CostExceedsCapacity | Reason::Denylisted => counts.denied += 1,
+        Reason::Admitted | Reason::Allowlisted | Reason::Leased | Reason::Delayed => {
+            counts.allowed += 1
+        }
+        Reason::OverLimit | Reason::CostExceedsCapacity | Reason::Denylisted | Reason::Blocked => {
+            counts.denied += 1
+        }
         Reason::CachedDenial => counts.cache_hits += 1,
         Reason::FailedOpen => counts.failed_open += 1,
         Reason::FailedClosed => counts.failed_closed += 1,

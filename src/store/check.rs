@@ -125,6 +125,16 @@ pub struct Limit {
     /// (docs/design.md §2, "Policy changes"); `policy` is the default. Empty unless built by
     /// [`Limit::with_tiers`].
     pub tiers: Tiers,
+    /// How long (ms) an identifier the limit's own step denies stays refused on it: the block
+    /// starts at that denial, requests refused during it charge nothing and do not extend it,
+    /// and their decisions are [`Reason::Blocked`] with `retry_after_ms` counting to its end.
+    /// Kept beside the limit's state in every store (docs/design.md §2, "Blocks"). 0: no block.
+    pub block_ms: u64,
+    /// The longest wait (ms) a request the limit denies may take instead of the denial: when
+    /// the check would admit it `w ≤ max_delay_ms` from now, its place is reserved at that
+    /// moment and it is admitted as [`Reason::Delayed`] with `retry_after_ms = w`, the host
+    /// forwarding it after the wait (docs/design.md §2, "Delays"). 0: deny at once.
+    pub max_delay_ms: u64,
 }
 
 impl Limit {
@@ -135,7 +145,22 @@ impl Limit {
             policy,
             fail_mode: FailMode::Open,
             tiers: Tiers::default(),
+            block_ms: 0,
+            max_delay_ms: 0,
         }
+    }
+
+    /// The same limit blocking an identifier it denies for `block_ms` (see [`Limit::block_ms`]).
+    pub fn with_block_for(mut self, block_ms: u64) -> Limit {
+        self.block_ms = block_ms;
+        self
+    }
+
+    /// The same limit delaying, up to `max_delay_ms`, a request it would deny (see
+    /// [`Limit::max_delay_ms`]).
+    pub fn with_max_delay(mut self, max_delay_ms: u64) -> Limit {
+        self.max_delay_ms = max_delay_ms;
+        self
     }
 
     /// The same limit with named tiers (replacing any it had). Every tier's policy must have the
