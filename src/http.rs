@@ -445,6 +445,17 @@ impl<'r, 'a> Answer<'r, 'a> {
             }
         };
         let mut problem = Problem::new(status, detail, instance);
+        (problem.problem_type, problem.title) = if status == 503 {
+            (
+                TEMPORARY_REDUCED_CAPACITY,
+                "Request cannot be satisfied due to temporary server capacity constraints",
+            )
+        } else {
+            (
+                QUOTA_EXCEEDED,
+                "Request cannot be satisfied as assigned quota has been exceeded",
+            )
+        };
         problem.policy = Some(name.to_string());
         problem.violated_policies = denied().map(|r| r.name.to_string()).collect();
         problem.retry_after = self.retry_after;
@@ -453,17 +464,29 @@ impl<'r, 'a> Answer<'r, 'a> {
     }
 }
 
+/// The problem type of a request denied by a limit: draft-ietf-httpapi-ratelimit-headers-11 §5.1,
+/// registered in IANA's HTTP Problem Types.
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// The problem type of a request denied because a limit's store is unreachable and the limit
+/// fails closed: the draft's §5.2 — the client did nothing wrong, capacity is reduced for now.
+pub const TEMPORARY_REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
 /// An RFC 9457 `application/problem+json` body: every answer the limiter gives itself — a denial
 /// ([`Answer::problem`]), a refusal by a deny list, a missing identifier, a misconfiguration, an
-/// unreachable origin. `type` is always `about:blank` (so `title` is the status phrase; we own no
-/// URL to name problem types by); the extension members say which policy or list, and why — a
-/// client tells a deny list's 403 from any other 403 of the origin by `reason: "denied"`.
+/// unreachable origin. A denial by a limit has the rate-limit draft's problem types
+/// ([`QUOTA_EXCEEDED`], 429; [`TEMPORARY_REDUCED_CAPACITY`], 503 of a limit failing closed) with
+/// their titles and their `violated-policies` member, so a client written to the draft reads it;
+/// every other answer is `about:blank` (its `title` the status phrase). Our extension members say
+/// which policy or list, and why — a client tells a deny list's 403 from any other 403 of the
+/// origin by `reason: "denied"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
-    /// Always `about:blank`.
+    /// The problem type: [`QUOTA_EXCEEDED`], [`TEMPORARY_REDUCED_CAPACITY`] or `about:blank`.
     #[serde(rename = "type")]
     pub problem_type: &'static str,
-    /// The HTTP status phrase.
+    /// The problem type's title: the draft's for its types, else the HTTP status phrase.
     pub title: &'static str,
     /// The HTTP status code.
     pub status: u16,
@@ -475,8 +498,8 @@ pub struct Problem {
     /// The policy the problem is about (for a denial, the one with the longest wait).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
-    /// Every policy that denied.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Every policy that denied: the draft's `violated-policies` member.
+    #[serde(rename = "violated-policies", skip_serializing_if = "Vec::is_empty")]
     pub violated_policies: Vec<String>,
     /// Seconds to wait, as in `Retry-After`; absent when no wait helps.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -707,13 +730,18 @@ mod tests {
         assert_eq!((problem.status, problem.retry_after), (429, Some(43)));
         assert!(problem.detail.contains("\"per-ip\""), "{}", problem.detail);
         let json: serde_json::Value = serde_json::from_str(&problem.to_json()).unwrap();
-        assert_eq!(json["violated_policies"][0], "per-ip");
+        assert_eq!(json["violated-policies"][0], "per-ip");
+        assert_eq!(json["type"], QUOTA_EXCEEDED);
         assert_eq!(json["reason"], "over_limit");
 
         let mut closed = over;
         closed.reason = Reason::FailedClosed;
         let reports = [report("per-ip", &p, &closed)];
-        assert_eq!(Answer::new(&reports).problem(None).unwrap().status, 503);
+        let closed = Answer::new(&reports).problem(None).unwrap();
+        assert_eq!(
+            (closed.status, closed.problem_type),
+            (503, TEMPORARY_REDUCED_CAPACITY)
+        );
     }
 
     #[test]
@@ -745,7 +773,7 @@ mod tests {
         assert_eq!(missing["policy"], "per-key");
         assert_eq!(missing["instance"], "/v1/x");
         assert!(missing["detail"].as_str().unwrap().contains("x-api-key"));
-        assert!(missing.get("violated_policies").is_none());
+        assert!(missing.get("violated-policies").is_none());
         let broken = json(Problem::misconfigured("EDGELIMIT_CONFIG: rules: is empty"));
         assert_eq!(
             (broken["status"].as_u64(), broken["title"].as_str()),

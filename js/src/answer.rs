@@ -277,7 +277,7 @@ mod tests {
             (429, "application/problem+json")
         );
         let body: serde_json::Value = serde_json::from_str(&problem.body).unwrap();
-        assert_eq!(body["violated_policies"], json!(["per-user"]));
+        assert_eq!(body["violated-policies"], json!(["per-user"]));
         assert_eq!(
             (body["instance"].as_str(), body["retry_after"].as_u64()),
             (Some("/api"), Some(38))

@@ -80,8 +80,8 @@ describe("every algorithm", () => {
       assert.equal(denied.problem.contentType, "application/problem+json");
       const body = JSON.parse(denied.problem.body);
       assert.deepEqual(
-        [body.type, body.status, body.policy, body.violated_policies, body.retry_after, body.reason],
-        ["about:blank", 429, "only", ["only"], denied.retryAfter, "over_limit"],
+        [body.type, body.status, body.policy, body["violated-policies"], body.retry_after, body.reason],
+        ["https://iana.org/assignments/http-problem-types#quota-exceeded", 429, "only", ["only"], denied.retryAfter, "over_limit"],
       );
     });
   }
@@ -111,7 +111,7 @@ test("three limits are decided all or nothing, in one round trip and one script"
     ],
     "the limits that would have admitted report their standing quota, uncharged",
   );
-  assert.deepEqual(JSON.parse(denied.problem.body).violated_policies, ["per-key"]);
+  assert.deepEqual(JSON.parse(denied.problem.body)["violated-policies"], ["per-key"]);
   // Nothing was charged by the denied call: the stored state agrees.
   assert.equal((await rl.peek("per-user", user)).remaining, 3);
   assert.equal((await rl.peek("per-team", team)).remaining, 8);

@@ -52,8 +52,8 @@ test("admitted responses carry the IETF headers; the fourth gets a 429 problem w
   assert.equal(denied.headers.get("retry-after"), String(problem.retry_after));
   assert.ok(problem.retry_after > 3500 && problem.retry_after <= 3600, `${problem.retry_after}`);
   assert.deepEqual(
-    [problem.type, problem.title, problem.status, problem.instance, problem.policy, problem.violated_policies],
-    ["about:blank", "Too Many Requests", 429, "/api/hello", "per-user", ["per-user"]],
+    [problem.type, problem.title, problem.status, problem.instance, problem.policy, problem["violated-policies"]],
+    ["https://iana.org/assignments/http-problem-types#quota-exceeded", "Request cannot be satisfied as assigned quota has been exceeded", 429, "/api/hello", "per-user", ["per-user"]],
   );
   assert.match(denied.headers.get("ratelimit"), /^"per-user";r=0;t=\d+, "per-team";r=2;t=\d+$/);
 });
@@ -65,7 +65,7 @@ test("the limits are one all-or-nothing check: a request the team limit denies c
   for (let i = 0; i < 2; i++) assert.equal((await get("/api/hello", { "x-user": b, "x-team": team })).status, 200);
   const denied = await get("/api/hello", { "x-user": b, "x-team": team });
   assert.equal(denied.status, 429);
-  assert.deepEqual(denied.json().violated_policies, ["per-team"]);
+  assert.deepEqual(denied.json()["violated-policies"], ["per-team"]);
   assert.equal((await get(`/peek/${b}`)).json().remaining, 1, "b's own quota was not charged");
 });
 

@@ -56,7 +56,11 @@ async fn limited_responses_carry_the_ratelimit_fields_and_the_429_its_problem() 
     assert_eq!(denied.remaining("per-key"), Some(0));
     let problem = denied.json();
     assert_eq!(problem["status"], 429);
-    assert_eq!(problem["title"], "Too Many Requests");
+    assert_eq!(
+        problem["type"],
+        "https://iana.org/assignments/http-problem-types#quota-exceeded"
+    );
+    assert_eq!(problem["violated-policies"], serde_json::json!(["per-key"]));
     assert_eq!(problem["instance"], "/api/items");
     assert_eq!(problem["policy"], "per-key");
     // The per-address limit was not charged for the denied request (all or nothing): another

@@ -81,7 +81,7 @@ async fn a_hyper_service_is_limited_per_client_behind_its_proxy() {
     assert_eq!(denied.status(), 429);
     assert_eq!(denied.headers()["content-type"], "application/problem+json");
     let problem: serde_json::Value = serde_json::from_str(&denied.text().await.unwrap()).unwrap();
-    assert_eq!(problem["violated_policies"][0], "per-ip");
+    assert_eq!(problem["violated-policies"][0], "per-ip");
     // Another client behind the same (trusted) proxy has its own quota.
     assert_eq!(get("203.0.113.6").await.unwrap().status(), 200);
     // The counters, at the configuration's metrics_path, unlimited.
