@@ -73,7 +73,8 @@ impl Assignment {
     }
 
     /// The text stored at the control key, one line per kind held: `"<until_ms> t <tier>"` or
-    /// `"<until_ms> o <algorithm code> <limit> <window_ms> <capacity>"` (the codes of the
+    /// `"<until_ms> o <algorithm code> <limit> <window> <capacity>"`, the window in ms or a
+    /// calendar's code ([`Policy::script_window`]) (the codes of the
     /// multi-limit script: 1 fixed, 2 sliding-log, 3 sliding-counter, 4 token-bucket, 5 gcra,
     /// 6 concurrency). `until` 0 means it never lapses; `Some(0)` is stored as 1 (lapsed from
     /// the first millisecond after the epoch), so it cannot read back as "never".
@@ -85,7 +86,7 @@ impl Assignment {
                 "{until} o {} {} {} {}",
                 algorithm_code(p.algorithm()),
                 p.limit(),
-                p.window_ms(),
+                p.script_window(),
                 p.capacity()
             ),
         }
@@ -137,7 +138,7 @@ impl Assignment {
                     .and_then(algorithm_of_code)
                     .ok_or_else(|| bad(format!("the algorithm code `{code}` is not 1–6")))?;
                 let burst = algorithm.takes_burst().then_some(capacity);
-                let policy = Policy::new(algorithm, limit, window, burst)
+                let policy = Policy::from_script_parts(algorithm, limit, window, burst)
                     .map_err(|e| bad(format!("the override policy: {e}")))?;
                 if policy.capacity() != capacity {
                     return Err(bad(format!(
@@ -226,7 +227,7 @@ impl Tiers {
         }
         let script = table
             .iter()
-            .map(|(n, p)| format!("{n}={},{},{}", p.limit(), p.window_ms(), p.capacity()))
+            .map(|(n, p)| format!("{n}={},{},{}", p.limit(), p.script_window(), p.capacity()))
             .collect::<Vec<_>>()
             .join(";");
         Ok(Tiers {
