@@ -145,6 +145,37 @@ mod tests {
     }
 
     #[test]
+    fn the_ratelimit_fields_count_to_the_periods_end_and_advertise_the_longest_period() {
+        use crate::http::LimitReport;
+        // 2026-03-31 23:00 UTC: one hour before April.
+        let t = 1_774_998_000_000;
+        let policy: Policy = "fixed 1/month".parse().unwrap();
+        let mut state = FixedWindowState::default();
+        let admitted = step(&policy, &mut state, t, 1).decision;
+        let denied = step(&policy, &mut state, t, 1).decision;
+        let report = |decision| LimitReport {
+            name: "quota",
+            policy: &policy,
+            decision,
+            unit: None,
+        };
+        assert_eq!(report(&admitted).reset_seconds(t), Some(3_600));
+        assert_eq!(report(&denied).reset_seconds(t), Some(3_600));
+        assert_eq!(denied.retry_after_ms, 3_600_000);
+        assert_eq!(report(&denied).window_seconds(), 31 * 86_400);
+        let week: Policy = "fixed 1/week utc+01:00".parse().unwrap();
+        // Sunday 2026-04-05 23:30 at UTC+01:00: half an hour before the ISO week's end.
+        let d = step(
+            &week,
+            &mut FixedWindowState::default(),
+            1_775_428_200_000,
+            1,
+        )
+        .decision;
+        assert_eq!(d.reset_at_ms - 1_775_428_200_000, 30 * 60_000);
+    }
+
+    #[test]
     fn a_count_carries_over_into_a_calendar_policy_while_its_period_is_current() {
         // 2026-03-10 12:00 UTC and 2026-04-02 00:00 UTC.
         let (march, april) = (1_773_144_000_000, 1_775_088_000_000);

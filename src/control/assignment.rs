@@ -440,6 +440,11 @@ mod tests {
                 None,
                 "0 o 6 3 10000 3",
             ),
+            (
+                Assignment::Override(policy("fixed 500/month anchor 15 utc+02:00")),
+                None,
+                "0 o 1 500 1020015001560 500",
+            ),
         ];
         for (assignment, until, text) in cases {
             assert_eq!(assignment.encode(until), text);
@@ -491,6 +496,18 @@ mod tests {
         assert_eq!(tiers.get("pro"), Some(&policy("gcra 100/1s burst 200")));
         assert_eq!(tiers.get("gold"), None);
         assert_eq!(tiers.script_table(), "free=10,1000,20;pro=100,1000,200");
+        let monthly = Tiers::new(
+            Algorithm::FixedWindow,
+            [
+                ("free", policy("fixed 1000/month")),
+                ("burst", policy("fixed 10/1m")),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            monthly.script_table(),
+            "free=1000,1020001001440,1000;burst=10,60000,10"
+        );
         assert_eq!(Tiers::default().script_table(), "");
         let err = Tiers::new(Algorithm::Gcra, [("free", policy("fixed 10/1s"))]).unwrap_err();
         assert!(
