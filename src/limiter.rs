@@ -634,13 +634,9 @@ pub fn scaled(policy: &Policy, per_mille: u16) -> Policy {
         .takes_burst()
         .then(|| scale(policy.burst()));
     // Scaling down keeps every bound the original satisfied; fall back to it if not.
-    Policy::new(
-        policy.algorithm(),
-        scale(policy.limit()),
-        policy.window_ms(),
-        burst,
-    )
-    .unwrap_or(*policy)
+    policy
+        .with_limit(scale(policy.limit()), burst)
+        .unwrap_or(*policy)
 }
 
 #[cfg(test)]

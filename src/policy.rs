@@ -4,6 +4,9 @@
 //! `fixed 100/60s`, `gcra 10/1s burst 20`, `sliding-counter 1000/day` — or, for the sixth kind,
 //! `concurrency <n> [timeout <duration>]` (at most `n` requests in flight, each lease ending after
 //! the timeout, 30 s unless given; docs/design.md §2). The same text is accepted
+//! A fixed window may instead count per calendar period, `fixed <limit>/<week|month|year> [anchor
+//! <day|MM-DD>] [utc±HH:MM]` (`fixed 10000/month anchor 15 utc+02:00`; [`Calendar`]).
+//! The same text is accepted
 //! by serde (TOML/JSON), by the simulator's `--policy` flag and by the Worker's configuration,
 //! and [`Policy`]'s `Display` prints it back in canonical form, so a spec round-trips.
 
@@ -11,6 +14,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::algorithm::calendar::{parse_anchor, parse_offset};
+pub use crate::algorithm::calendar::{Calendar, Period};
 
 /// The largest value any scaled product in an algorithm may reach: `limit × window_ms` and
 /// `burst × window_ms` must stay at or below it.
@@ -115,13 +121,16 @@ impl FromStr for Algorithm {
 }
 
 /// A validated rate-limiting policy: `limit` units of cost per `window_ms`, with `burst` for the
-/// buckets. Construct with [`Policy::new`] or parse a spec; an invalid policy cannot be built.
+/// buckets — or, for a calendar fixed window, per calendar period ([`Policy::calendar`]).
+/// Construct with [`Policy::new`] or [`Policy::new_calendar`], or parse a spec; an invalid policy
+/// cannot be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Policy {
     algorithm: Algorithm,
     limit: u64,
     window_ms: u64,
     burst: u64,
+    calendar: Option<Calendar>,
     // Derived once so GCRA steps need no division for them: the emission interval W/L and the
     // tolerance B·W/L, each as whole ms and a remainder in units of 1/L ms.
     interval: Fraction,
@@ -170,6 +179,89 @@ impl Policy {
         })
     }
 
+    /// A fixed window of `limit` per calendar period (docs/design.md §2): `fixed 10000/month`.
+    /// The limit is at most [`MAX_SCALED`] (a fixed window only counts, so no product with the
+    /// window bounds it).
+    pub fn new_calendar(limit: u64, calendar: Calendar) -> Result<Policy, PolicyError> {
+        Policy::validated_calendar(Algorithm::FixedWindow, limit, calendar, None).map_err(
+            |problem| PolicyError {
+                spec: format!("fixed {limit}/{calendar}"),
+                problem,
+            },
+        )
+    }
+
+    fn validated_calendar(
+        algorithm: Algorithm,
+        limit: u64,
+        calendar: Calendar,
+        burst: Option<u64>,
+    ) -> Result<Policy, String> {
+        if algorithm != Algorithm::FixedWindow {
+            return Err(format!(
+                "a calendar period (`/{}`) takes the fixed window only, not `{algorithm}`",
+                calendar.period()
+            ));
+        }
+        if burst.is_some() {
+            return Err(
+                "`burst` applies only to token-bucket and gcra; `fixed` admits up to its limit at once"
+                    .into(),
+            );
+        }
+        if limit == 0 {
+            return Err("the limit must be at least 1".into());
+        }
+        if limit > MAX_SCALED {
+            return Err(format!(
+                "the limit ({limit}) exceeds 2^50, the most a Redis Lua twin counts exactly"
+            ));
+        }
+        let window_ms = calendar.period().longest_ms();
+        Ok(Policy {
+            algorithm,
+            limit,
+            window_ms,
+            burst: limit,
+            calendar: Some(calendar),
+            interval: Fraction {
+                whole: window_ms / limit,
+                rem: window_ms % limit,
+            },
+            tolerance: Fraction {
+                whole: window_ms,
+                rem: 0,
+            },
+        })
+    }
+
+    /// This policy with another limit (and burst, for the buckets), its algorithm and window —
+    /// or calendar — kept.
+    pub fn with_limit(&self, limit: u64, burst: Option<u64>) -> Result<Policy, PolicyError> {
+        match self.calendar {
+            Some(calendar) => Policy::new_calendar(limit, calendar),
+            None => Policy::new(self.algorithm, limit, self.window_ms, burst),
+        }
+    }
+
+    /// Builds a policy from the parts the scripts take (its window as
+    /// [`Policy::script_window`] sends it: a window in ms or a calendar's code).
+    pub fn from_script_parts(
+        algorithm: Algorithm,
+        limit: u64,
+        script_window: u64,
+        burst: Option<u64>,
+    ) -> Result<Policy, PolicyError> {
+        match Calendar::from_script_code(script_window) {
+            Some(calendar) => Policy::validated_calendar(algorithm, limit, calendar, burst)
+                .map_err(|problem| PolicyError {
+                    spec: format!("{algorithm} {limit}/{calendar}"),
+                    problem,
+                }),
+            None => Policy::new(algorithm, limit, script_window, burst),
+        }
+    }
+
     fn validated(
         algorithm: Algorithm,
         limit: u64,
@@ -209,6 +301,7 @@ impl Policy {
             limit,
             window_ms,
             burst,
+            calendar: None,
             interval: Fraction {
                 whole: window_ms / limit,
                 rem: window_ms % limit,
@@ -230,9 +323,27 @@ impl Policy {
         self.limit
     }
 
-    /// The window in milliseconds.
+    /// The window in milliseconds. For a calendar period, the longest such period (7, 31 or
+    /// 366 days): what bounds how long its state matters, how long request ids are remembered,
+    /// and the window `w` the `RateLimit-Policy` field advertises. Its decisions count to the
+    /// period's end, not to this.
     pub const fn window_ms(&self) -> u64 {
         self.window_ms
+    }
+
+    /// The calendar period a calendar fixed window counts in; `None` for a window of fixed
+    /// length.
+    pub const fn calendar(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
+    /// The window as the scripts take it: the window in ms, or the calendar's
+    /// [`Calendar::script_code`] (above every window in ms).
+    pub const fn script_window(&self) -> u64 {
+        match self.calendar {
+            Some(calendar) => calendar.script_code(),
+            None => self.window_ms,
+        }
     }
 
     /// The bucket capacity for `token-bucket` and `gcra`; equal to `limit` for the windows.
@@ -269,6 +380,9 @@ impl fmt::Display for Policy {
                 write!(f, " timeout {}", format_window(self.window_ms))?;
             }
             return Ok(());
+        }
+        if let Some(calendar) = self.calendar {
+            return write!(f, "{} {}/{calendar}", self.algorithm, self.limit);
         }
         write!(
             f,
@@ -368,12 +482,26 @@ fn parse_spec(spec: &str) -> Result<Policy, String> {
         .split_once('/')
         .ok_or_else(|| format!("`{rate}` is not `<limit>/<window>` (e.g. `100/60s`)"))?;
     let limit = parse_count("limit", limit)?;
+    if let Some(period) = Period::from_name(window.trim()) {
+        return parse_calendar(algorithm, limit, period, words);
+    }
     let window_ms = parse_window(window)?;
     let burst = match words.next() {
         None => None,
         Some("burst") => {
             let n = words.next().ok_or("`burst` needs a number after it")?;
             Some(parse_count("burst", n)?)
+        }
+        Some(word @ "anchor") => {
+            return Err(format!(
+                "`{word}` applies only to a calendar period (`/month`, `/year`)"
+            ))
+        }
+        Some(word) if word.starts_with("utc") || word.starts_with("UTC") => {
+            return Err(format!(
+                "a UTC offset (`{word}`) applies only to a calendar period (`/week`, `/month`, \
+                 `/year`)"
+            ))
         }
         Some(other) => {
             return Err(format!(
@@ -385,6 +513,45 @@ fn parse_spec(spec: &str) -> Result<Policy, String> {
         return Err(format!("unexpected `{extra}` at the end"));
     }
     Policy::validated(algorithm, limit, window_ms, burst)
+}
+
+/// `[anchor <day|MM-DD>] [utc±HH:MM]` after `<limit>/<period>`, in either order.
+fn parse_calendar<'a>(
+    algorithm: Algorithm,
+    limit: u64,
+    period: Period,
+    mut words: impl Iterator<Item = &'a str>,
+) -> Result<Policy, String> {
+    let (mut anchor, mut offset, mut burst) = (None, None, None);
+    while let Some(word) = words.next() {
+        match word {
+            "anchor" if anchor.is_none() => {
+                let text = words
+                    .next()
+                    .ok_or("`anchor` needs a day (month) or MM-DD (year)")?;
+                anchor = Some(parse_anchor(period, text)?);
+            }
+            "burst" if burst.is_none() => {
+                let n = words.next().ok_or("`burst` needs a number after it")?;
+                burst = Some(parse_count("burst", n)?);
+            }
+            w if (w.starts_with("utc") || w.starts_with("UTC")) && offset.is_none() => {
+                offset = Some(parse_offset(w)?);
+            }
+            "anchor" | "burst" => return Err(format!("`{word}` is given twice")),
+            w if w.starts_with("utc") || w.starts_with("UTC") => {
+                return Err("the UTC offset is given twice".into())
+            }
+            other => {
+                return Err(format!(
+                    "unexpected `{other}` (a calendar period takes `anchor <day>` or \
+                     `anchor <MM-DD>` and `utc±HH:MM`)"
+                ))
+            }
+        }
+    }
+    let calendar = Calendar::new(period, anchor, offset.unwrap_or(0))?;
+    Policy::validated_calendar(algorithm, limit, calendar, burst)
 }
 
 /// `concurrency <n> [timeout <duration>]`, after the algorithm's name.
@@ -457,6 +624,15 @@ impl<'de> Deserialize<'de> for Policy {
                 burst,
             } => {
                 let algorithm: Algorithm = algorithm.parse().map_err(D::Error::custom)?;
+                if let WindowForm::Text(t) = &window {
+                    if Period::from_name(t.trim()).is_some() {
+                        let spec = match burst {
+                            Some(b) => format!("{algorithm} {limit}/{} burst {b}", t.trim()),
+                            None => format!("{algorithm} {limit}/{}", t.trim()),
+                        };
+                        return spec.parse().map_err(D::Error::custom);
+                    }
+                }
                 let window_ms = match window {
                     WindowForm::Millis(ms) => ms,
                     WindowForm::Text(t) => parse_window(&t).map_err(D::Error::custom)?,
@@ -523,6 +699,14 @@ mod tests {
             "sliding-log 1/2d",
             "concurrency 2",
             "concurrency 10 timeout 5s",
+            "fixed 10000/month",
+            "fixed 500/week",
+            "fixed 1000000/year",
+            "fixed 10000/month anchor 15 utc+02:00",
+            "fixed 10/month anchor 31",
+            "fixed 10/week utc-05:30",
+            "fixed 10/year anchor 04-01 utc+14:00",
+            "fixed 10/year anchor 02-29",
         ] {
             let p: Policy = spec.parse().unwrap();
             assert_eq!(p.to_string(), spec);
@@ -561,6 +745,35 @@ mod tests {
                 "only `timeout <duration>` may follow",
             ),
             ("concurrency 2 timeout 1s x", "unexpected `x`"),
+            (
+                "gcra 10/month",
+                "a calendar period (`/month`) takes the fixed window only",
+            ),
+            ("sliding-log 10/week", "takes the fixed window only"),
+            (
+                "fixed 10/month burst 5",
+                "applies only to token-bucket and gcra",
+            ),
+            ("fixed 10/month anchor 32", "1–31"),
+            ("fixed 10/month anchor 0", "1–31"),
+            ("fixed 10/month anchor x", "day of the month 1–31, not `x`"),
+            ("fixed 10/month anchor", "`anchor` needs a day"),
+            (
+                "fixed 10/month anchor 1 anchor 2",
+                "`anchor` is given twice",
+            ),
+            ("fixed 10/year anchor 13-01", "13-01 is none"),
+            ("fixed 10/year anchor 02-30", "02-30 is none"),
+            ("fixed 10/year anchor 15", "MM-DD"),
+            ("fixed 10/week anchor 2", "starts on Monday"),
+            ("fixed 10/month utc+2", "`utc+2` is not a UTC offset"),
+            ("fixed 10/month utc+24:00", "beyond ±23:59"),
+            ("fixed 10/month utc+01:00 utc", "given twice"),
+            ("fixed 10/month every", "unexpected `every`"),
+            ("fixed 0/month", "at least 1"),
+            ("fixed 2000000000000000/month", "exceeds 2^50"),
+            ("fixed 10/1h anchor 3", "only to a calendar period"),
+            ("fixed 10/1h utc+01:00", "only to a calendar period"),
         ];
         for (spec, problem) in cases {
             let err = spec.parse::<Policy>().unwrap_err();
@@ -568,6 +781,72 @@ mod tests {
             assert!(text.contains(&format!("`{spec}`")), "{text}");
             assert!(text.contains(problem), "{spec}: {text}");
         }
+    }
+
+    #[test]
+    fn calendar_specs_name_the_period_anchor_and_offset() {
+        let p: Policy = "fixed 10000/month anchor 15 utc+02:00".parse().unwrap();
+        let cal = p.calendar().unwrap();
+        assert_eq!(
+            (cal.period(), cal.anchor(), cal.offset_minutes()),
+            (Period::Month, (0, 15), 120)
+        );
+        assert_eq!(
+            (p.limit(), p.capacity(), p.window_ms()),
+            (10_000, 10_000, 31 * DAY_MS)
+        );
+        assert_eq!(
+            "fixed 5/week".parse::<Policy>().unwrap().window_ms(),
+            7 * DAY_MS
+        );
+        assert_eq!(
+            "fixed 1000000/year".parse::<Policy>().unwrap().window_ms(),
+            MAX_WINDOW_MS
+        );
+        // The canonical form leaves out default anchors and a zero offset, in either order.
+        for (spec, canonical) in [
+            (
+                "fixed 10/month utc+02:00 anchor 15",
+                "fixed 10/month anchor 15 utc+02:00",
+            ),
+            ("fixed 10/month anchor 1 utc", "fixed 10/month"),
+            ("fixed 10/year anchor 01-01 UTC+00:00", "fixed 10/year"),
+            ("fixed 10/year anchor 4-1", "fixed 10/year anchor 04-01"),
+            ("fixed 1_000/week utc-00:00", "fixed 1000/week"),
+        ] {
+            assert_eq!(spec.parse::<Policy>().unwrap().to_string(), canonical);
+        }
+        assert_ne!(p, "fixed 10000/month anchor 15".parse::<Policy>().unwrap());
+        assert_eq!("fixed 10/31d".parse::<Policy>().unwrap().calendar(), None);
+    }
+
+    #[test]
+    fn the_scripts_window_carries_the_calendar_and_reads_back() {
+        for spec in [
+            "fixed 7/month anchor 31 utc-09:30",
+            "fixed 7/week",
+            "fixed 7/1m",
+        ] {
+            let p: Policy = spec.parse().unwrap();
+            let back = Policy::from_script_parts(p.algorithm(), p.limit(), p.script_window(), None);
+            assert_eq!(back, Ok(p), "{spec}");
+        }
+        assert_eq!(
+            "fixed 7/1m".parse::<Policy>().unwrap().script_window(),
+            60_000
+        );
+        let month = "fixed 7/month".parse::<Policy>().unwrap().script_window();
+        assert!(month > MAX_WINDOW_MS);
+        let err = Policy::from_script_parts(Algorithm::Gcra, 7, month, Some(7)).unwrap_err();
+        assert!(
+            err.to_string().contains("takes the fixed window only"),
+            "{err}"
+        );
+        let p: Policy = "fixed 10/month anchor 5".parse().unwrap();
+        assert_eq!(
+            p.with_limit(3, None).unwrap().to_string(),
+            "fixed 3/month anchor 5"
+        );
     }
 
     #[test]
@@ -590,6 +869,20 @@ mod tests {
             serde_json::to_string(&c).unwrap(),
             r#"{"policy":"sliding-log 5/250ms"}"#
         );
+        let c: Config =
+            toml::from_str("[policy]\nalgorithm = \"fixed\"\nlimit = 5\nwindow = \"month\"")
+                .unwrap();
+        assert_eq!(c.policy, "fixed 5/month".parse().unwrap());
+        let c: Config = toml::from_str("policy = \"fixed 9/week utc+01:00\"").unwrap();
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"policy":"fixed 9/week utc+01:00"}"#
+        );
+        let err = toml::from_str::<Config>(
+            "[policy]\nalgorithm = \"gcra\"\nlimit = 5\nwindow = \"week\"",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("fixed window only"), "{err}");
         let err = toml::from_str::<Config>("policy = \"fixed 0/1s\"").unwrap_err();
         assert!(
             err.to_string().contains("invalid policy `fixed 0/1s`"),

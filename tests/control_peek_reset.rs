@@ -274,6 +274,52 @@ async fn listed_decisions_report_the_effective_capacity<S: Control>(store: &S) {
     store.assign(&l, &id, None, None).await.unwrap();
 }
 
+/// A calendar limit's peek looks at its calendar period (the scripts take the calendar in the
+/// window's place), under a calendar tier too, and agrees with a zero-cost check.
+async fn a_calendar_peek_counts_to_the_periods_end<S: Control>(store: &S) {
+    let l = limit("pr-cal", "fixed 3/month anchor 15 utc+02:00")
+        .with_tiers(vec![("pro", "fixed 10/week".parse().unwrap())])
+        .unwrap();
+    let id = Identifier::from("cal");
+    // Tuesday 2023-11-14 21:00 UTC: 23:00 at UTC+02:00, an hour before the 15th.
+    let at = 1_699_995_600_000;
+    assert!(charge(store, &l, "cal", 2, at).await.allowed);
+    let v = store.peek(&l, &id, TimeSource::At(at)).await.unwrap();
+    let d = &v.decisions[0];
+    assert_eq!(
+        (d.limit, d.remaining, d.reset_at_ms),
+        (3, 1, at + 3_600_000)
+    );
+    assert_eq!(v.decisions, charge(store, &l, "cal", 0, at).await.decisions);
+    let pro = Assignment::Tier("pro".into());
+    store.assign(&l, &id, Some(&pro), None).await.unwrap();
+    let v = store.peek(&l, &id, TimeSource::At(at)).await.unwrap();
+    let d = &v.decisions[0];
+    // The count carries over (its write is in the current ISO week), which ends on Monday
+    // 2023-11-20 00:00 UTC.
+    assert_eq!(
+        (d.limit, d.remaining, d.reset_at_ms),
+        (10, 8, 1_700_438_400_000)
+    );
+    assert_eq!(v.decisions, charge(store, &l, "cal", 0, at).await.decisions);
+    store.assign(&l, &id, None, None).await.unwrap();
+}
+
+#[tokio::test]
+async fn calendar_peek_memory() {
+    a_calendar_peek_counts_to_the_periods_end(&MemoryStore::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calendar_peek_resp() {
+    let server = RedisServer::start();
+    let store = RespStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_namespace("pr-cal");
+    a_calendar_peek_counts_to_the_periods_end(&store).await;
+}
+
 #[tokio::test]
 async fn memory() {
     let store = MemoryStore::new();

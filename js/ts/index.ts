@@ -27,7 +27,8 @@ export type { ErrorCode } from "./errors.js";
 /**
  * A policy spec, as the Worker's configuration writes it: `fixed 100/1m`,
  * `sliding-log 10/10s`, `sliding-counter 1000/1h`, `token-bucket 10/1s burst 20`,
- * `gcra 10/1s burst 20`, `concurrency 5 timeout 30s`.
+ * `gcra 10/1s burst 20`, `concurrency 5 timeout 30s`, or a calendar quota:
+ * `fixed 10000/month anchor 15 utc+02:00`, `fixed 500/week`, `fixed 1000000/year`.
  */
 export type PolicySpec = string;
 

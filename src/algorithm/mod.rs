@@ -8,6 +8,7 @@
 //! the algorithm-independent functional form over [`State`]. Times past [`MAX_TIME_MS`] read as
 //! [`MAX_TIME_MS`]. The fixed-size states also have a flat form as `u64` words ([`Words`]).
 
+pub mod calendar;
 pub mod capacity_lease;
 pub mod concurrency;
 pub mod fixed_window;

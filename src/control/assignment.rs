@@ -73,7 +73,8 @@ impl Assignment {
     }
 
     /// The text stored at the control key, one line per kind held: `"<until_ms> t <tier>"` or
-    /// `"<until_ms> o <algorithm code> <limit> <window_ms> <capacity>"` (the codes of the
+    /// `"<until_ms> o <algorithm code> <limit> <window> <capacity>"`, the window in ms or a
+    /// calendar's code ([`Policy::script_window`]) (the codes of the
     /// multi-limit script: 1 fixed, 2 sliding-log, 3 sliding-counter, 4 token-bucket, 5 gcra,
     /// 6 concurrency). `until` 0 means it never lapses; `Some(0)` is stored as 1 (lapsed from
     /// the first millisecond after the epoch), so it cannot read back as "never".
@@ -85,7 +86,7 @@ impl Assignment {
                 "{until} o {} {} {} {}",
                 algorithm_code(p.algorithm()),
                 p.limit(),
-                p.window_ms(),
+                p.script_window(),
                 p.capacity()
             ),
         }
@@ -137,7 +138,7 @@ impl Assignment {
                     .and_then(algorithm_of_code)
                     .ok_or_else(|| bad(format!("the algorithm code `{code}` is not 1–6")))?;
                 let burst = algorithm.takes_burst().then_some(capacity);
-                let policy = Policy::new(algorithm, limit, window, burst)
+                let policy = Policy::from_script_parts(algorithm, limit, window, burst)
                     .map_err(|e| bad(format!("the override policy: {e}")))?;
                 if policy.capacity() != capacity {
                     return Err(bad(format!(
@@ -226,7 +227,7 @@ impl Tiers {
         }
         let script = table
             .iter()
-            .map(|(n, p)| format!("{n}={},{},{}", p.limit(), p.window_ms(), p.capacity()))
+            .map(|(n, p)| format!("{n}={},{},{}", p.limit(), p.script_window(), p.capacity()))
             .collect::<Vec<_>>()
             .join(";");
         Ok(Tiers {
@@ -439,6 +440,11 @@ mod tests {
                 None,
                 "0 o 6 3 10000 3",
             ),
+            (
+                Assignment::Override(policy("fixed 500/month anchor 15 utc+02:00")),
+                None,
+                "0 o 1 500 1020015001560 500",
+            ),
         ];
         for (assignment, until, text) in cases {
             assert_eq!(assignment.encode(until), text);
@@ -490,6 +496,18 @@ mod tests {
         assert_eq!(tiers.get("pro"), Some(&policy("gcra 100/1s burst 200")));
         assert_eq!(tiers.get("gold"), None);
         assert_eq!(tiers.script_table(), "free=10,1000,20;pro=100,1000,200");
+        let monthly = Tiers::new(
+            Algorithm::FixedWindow,
+            [
+                ("free", policy("fixed 1000/month")),
+                ("burst", policy("fixed 10/1m")),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            monthly.script_table(),
+            "free=1000,1020001001440,1000;burst=10,60000,10"
+        );
         assert_eq!(Tiers::default().script_table(), "");
         let err = Tiers::new(Algorithm::Gcra, [("free", policy("fixed 10/1s"))]).unwrap_err();
         assert!(

@@ -27,6 +27,12 @@ pub enum SplitError {
          fixed window and the buckets, not a sliding window or concurrent requests"
     )]
     NotGlobal(Algorithm),
+    /// A calendar period: a lease's end and a denial's retry follow the policy's window, which
+    /// a calendar period (`/month`) does not have.
+    #[error(
+        "a calendar period (`/{0}`) cannot be global: leases end with a window of fixed length"
+    )]
+    Calendar(crate::policy::Period),
     /// No region, or weights that are not positive.
     #[error("a global limit needs at least one region, each of positive weight")]
     NoRegions,
@@ -50,6 +56,9 @@ impl Split {
     pub fn new(policy: &Policy, weights: &[u64], static_share: u64) -> Result<Split, SplitError> {
         if !is_global(policy.algorithm()) {
             return Err(SplitError::NotGlobal(policy.algorithm()));
+        }
+        if let Some(calendar) = policy.calendar() {
+            return Err(SplitError::Calendar(calendar.period()));
         }
         if weights.is_empty() || weights.contains(&0) {
             return Err(SplitError::NoRegions);
@@ -132,6 +141,10 @@ mod tests {
         ] {
             let e = Split::new(&p(spec), &[1], MILLION / 2).unwrap_err();
             assert!(matches!(e, SplitError::NotGlobal(_)), "{spec}");
+        }
+        for spec in ["fixed 10/month", "fixed 10/week utc-05:00"] {
+            let e = Split::new(&p(spec), &[1], MILLION).unwrap_err();
+            assert!(matches!(e, SplitError::Calendar(_)), "{spec}: {e}");
         }
         assert_eq!(
             Split::new(&p("fixed 1/1s"), &[], 0),

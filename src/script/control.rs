@@ -166,7 +166,7 @@ pub fn peek(
     call.push_arg(&now);
     call.push_int_arg(algorithm_code(policy.algorithm()));
     call.push_int_arg(policy.limit());
-    call.push_int_arg(policy.window_ms());
+    call.push_int_arg(policy.script_window());
     call.push_int_arg(policy.capacity());
     call.push_arg(limit.tiers.script_table());
     Ok(call)

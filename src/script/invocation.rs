@@ -516,7 +516,8 @@ fn push_item<S: Sink>(
     let policy = &item.limit.policy;
     let (cost, option) = charge_args(item);
     sink.int(policy.limit());
-    sink.int(policy.window_ms());
+    // A calendar period is sent as its code in the window's place (fixed_window.lua reads it).
+    sink.int(policy.script_window());
     sink.int(policy.capacity());
     sink.int(encode_cost(cost));
     let remember = item.request_id.as_ref().map(|_| item.remember_ms());

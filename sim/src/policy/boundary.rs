@@ -35,7 +35,8 @@ pub struct BoundarySeries {
     pub window_ms: u64,
     /// The reference limit (the line a correct limiter stays under).
     pub limit: u64,
-    /// Aligned window edges inside the span (fixed window and sliding counter only).
+    /// Window edges inside the span (fixed window and sliding counter only): aligned ones, or a
+    /// calendar fixed window's period boundaries.
     pub edges: Vec<u64>,
     /// The policy's trailing count.
     pub policy: Vec<Point>,
@@ -75,6 +76,7 @@ pub fn boundary_series(
         }
     }
     let edges = match policy.algorithm() {
+        _ if policy.calendar().is_some() => period_edges(policy, from_ms, to_ms),
         edgelimit::Algorithm::FixedWindow | edgelimit::Algorithm::SlidingCounter => {
             let pw = policy.window_ms();
             let first = from_ms.div_ceil(pw) * pw;
@@ -99,6 +101,19 @@ pub fn boundary_series(
         exact: trailing_steps(&exact_admitted, w, from_ms, to_ms),
         requests,
     })
+}
+
+/// A calendar fixed window's period boundaries in `[from, to]`, at most 200 of them.
+fn period_edges(policy: &Policy, from: u64, to: u64) -> Vec<u64> {
+    let Some(calendar) = policy.calendar() else {
+        return Vec::new();
+    };
+    let (start, end) = calendar.period_of(from);
+    let first = if start == from { start } else { end };
+    std::iter::successors(Some(first), |&e| Some(calendar.period_of(e).1))
+        .take_while(|&e| e <= to)
+        .take(200)
+        .collect()
 }
 
 /// The step function "cost admitted in `(t − w, t]`" over `[from, to]`: it changes only when an
@@ -141,5 +156,24 @@ mod tests {
         let pts = trailing_steps(&[(10, 1), (12, 2)], 5, 0, 20);
         let v: Vec<(u64, u64)> = pts.iter().map(|p| (p.t_ms, p.count)).collect();
         assert_eq!(v, vec![(0, 0), (10, 1), (12, 3), (15, 2), (17, 0), (20, 0)]);
+    }
+
+    #[test]
+    fn a_calendar_window_marks_its_periods_boundaries() {
+        // 2026-01-15 and 2026-04-15 00:00 UTC; the month starts at 00:00 UTC+02:00 of the 1st.
+        let (from, to) = (1_768_435_200_000, 1_776_211_200_000);
+        let policy: Policy = "fixed 10/month utc+02:00".parse().unwrap();
+        let hour = 3_600_000;
+        assert_eq!(
+            period_edges(&policy, from, to),
+            vec![
+                1_769_904_000_000 - 2 * hour,
+                1_772_323_200_000 - 2 * hour,
+                1_775_001_600_000 - 2 * hour
+            ]
+        );
+        assert_eq!(period_edges(&policy, from, from + hour), Vec::<u64>::new());
+        let start = 1_769_904_000_000 - 2 * hour;
+        assert_eq!(period_edges(&policy, start, start + 1), vec![start]);
     }
 }

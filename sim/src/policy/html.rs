@@ -128,7 +128,7 @@ pub fn render(report: &Report) -> String {
         {
             let _ = write!(o, "<div>{}</div>", boundary_chart(s, &p.algorithm));
         }
-        o.push_str("</div><p class=\"note\">Dotted verticals: the aligned window edges a fixed window or sliding counter resets at. Grey: the exact sliding log on the same client's requests.</p>");
+        o.push_str("</div><p class=\"note\">Dotted verticals: the window edges a fixed window or sliding counter resets at (a calendar period's boundaries for a calendar fixed window). Grey: the exact sliding log on the same client's requests.</p>");
     }
     o.push_str("<h2>Per-client error against the exact log</h2><div class=\"grid\">");
     for p in &report.policies {
