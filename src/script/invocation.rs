@@ -9,8 +9,9 @@ pub(super) use crate::control::assignment::algorithm_code;
 use crate::control::list::{Gate, Listed};
 use crate::policy::Algorithm;
 use crate::store::key::{
-    control_key_len, hash_slot, lease_key_len, list_key_len, push_control_key, push_lease_key,
-    push_list_key, push_request_key, push_state_key, request_key_len, state_key_len,
+    block_key_len, control_key_len, hash_slot, lease_key_len, list_key_len, push_block_key,
+    push_control_key, push_lease_key, push_list_key, push_request_key, push_state_key,
+    request_key_len, state_key_len,
 };
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
@@ -322,7 +323,7 @@ struct Head<'a> {
 
 impl Head<'_> {
     /// An item's keys: its state key, then one per keyed option (the lease key, the request
-    /// key, the control key), in the order [`push_item`] lists the options.
+    /// key, the control key, the block key), in the order [`push_item`] lists the options.
     fn keys<S: Sink>(&self, sink: &mut S, item: &CheckItem) {
         let (namespace, name, id) = (self.namespace, &item.limit.name, &item.identifier);
         let algorithm = item.limit.policy.algorithm();
@@ -342,6 +343,11 @@ impl Head<'_> {
         if self.control {
             sink.key(control_key_len(namespace, name, id), |out| {
                 push_control_key(out, namespace, name, id)
+            });
+        }
+        if item.applies_block() {
+            sink.key(block_key_len(namespace, name, id), |out| {
+                push_block_key(out, namespace, name, id)
             });
         }
     }
@@ -503,7 +509,7 @@ fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, u64)>) {
 }
 
 /// Limit, window, capacity, cost — the head every script takes — then the number of options and
-/// the options (`settle`, `lease` or `credit`, then `spend`, `rq`, `ctl`, `gate`; see `read_item`
+/// the options (`settle`, `lease` or `credit`, then `spend`, `rq`, `ctl`, `block`, `gate`; see `read_item`
 /// in prelude.lua and multi.lua). A single-limit call with no option stops after the cost, as it
 /// always has.
 fn push_item<S: Sink>(
@@ -527,10 +533,14 @@ fn push_item<S: Sink>(
         LeaseSpending::Only => Some(2),
         _ => Some(1),
     };
+    // Only an item a block applies to reads its block key: a limit without one, or a look, a
+    // refund, a settlement, costs the script nothing more.
+    let block = item.applies_block().then_some(item.limit.block_ms);
     let count = option.is_some() as usize
         + spend.is_some() as usize
         + remember.is_some() as usize
         + control as usize
+        + block.is_some() as usize
         + gate.is_some() as usize;
     if count == 0 && !multi {
         return;
@@ -551,6 +561,10 @@ fn push_item<S: Sink>(
     if control {
         sink.text("ctl");
         sink.text(item.limit.tiers.script_table());
+    }
+    if let Some(ms) = block {
+        sink.text("block");
+        sink.int(ms);
     }
     if let Some(gate) = gate {
         sink.text("gate");

@@ -67,6 +67,11 @@ type AssignmentMap = HashMap<(Arc<str>, Identifier), Vec<(Assignment, Option<u64
 /// Capacity leases of global limits (docs/design.md §9) by (limit name, identifier), as Redis
 /// keys them beside the state whatever the algorithm; each kept [`GC_GRACE_MS`] past its end.
 type LeaseMap = ExpiringMap<(Arc<str>, Identifier), CapacityLease>;
+/// Blocks (docs/design.md §2, "Blocks") by (limit name, identifier): the end of each, kept
+/// [`GC_GRACE_MS`] past it, as Redis keeps `{el:<ns>:<limit>:<id>}:block` beside the state.
+type BlockMap = ExpiringMap<(Arc<str>, Identifier), u64>;
+/// Each item's block end in a check (0: none), inline for a request's few items.
+type BlocksOf = smallvec::SmallVec<[u64; 4]>;
 /// Each item's capacity lease in a check, inline for a request's few items.
 type LeasesOf = smallvec::SmallVec<[CapacityLease; 4]>;
 /// Deny and allow lists: list name → member → the epoch ms it lapses at
@@ -93,6 +98,9 @@ pub struct MemoryStore {
     // Capacity leases. Taken only by checks that spend or credit one, always after any shard
     // lock (the one order: requests, shards, leases).
     leases: Mutex<LeaseMap>,
+    // Blocks. Taken only by checks with an item on a limit with a block duration, always after
+    // the leases' lock (the one order: requests, shards, leases, blocks).
+    blocks: Mutex<BlockMap>,
     hasher: KeyHasher,
     capacity: usize,
     // The callers' time at or after which the next call purges every shard.
@@ -144,6 +152,7 @@ impl MemoryStore {
             requests: Mutex::new(ExpiringMap::new(capacity)),
             lists: Mutex::new(HashMap::new()),
             leases: Mutex::new(ExpiringMap::new(capacity)),
+            blocks: Mutex::new(ExpiringMap::new(capacity)),
             hasher,
             capacity,
             next_sweep_ms: AtomicU64::new(0),
@@ -300,7 +309,7 @@ impl MemoryStore {
     /// list match): a single limit's decision goes into its buffer.
     fn decide_into(&self, check: &Check, now_ms: u64, verdict: &mut Verdict) {
         match check.items() {
-            [item] if !item.uses_lease() => {
+            [item] if !item.uses_lease() && !item.applies_block() => {
                 let (limit, id) = (&item.limit, item.identifier.as_bytes());
                 let decision = self.decide_one(limit, id, item.cost, item.charge, now_ms);
                 verdict.allowed = decision.allowed;
@@ -361,6 +370,12 @@ impl MemoryStore {
         charge: Charge,
         now_ms: u64,
     ) -> Decision {
+        if limit.block_ms > 0 && charge == Charge::Request && cost > 0 {
+            // A blocking limit's state has its block beside it: the general path reads both.
+            let item = CheckItem::new(limit, identifier, cost);
+            let verdict = self.decide_all_or_nothing(&Check::new().with_item(item), now_ms);
+            return verdict.decisions[0];
+        }
         let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
         let (hash, mut map) = self.locked(&key, now_ms);
         apply(&mut map, hash, &key, limit, cost, charge, now_ms).decision
@@ -430,10 +445,39 @@ impl MemoryStore {
         let before: LeasesOf = leases
             .as_ref()
             .map_or_else(LeasesOf::new, |(l, _)| l.clone());
-        let (verdict, outcomes) = match &mut leases {
-            Some((leases, _)) => batch::decide(check, &mut states, leases, now_ms),
-            None => batch::decide(check, &mut states, &mut [], now_ms),
+        let mut blocks = self.held_blocks(items, now_ms);
+        let blocks_before: BlocksOf = blocks
+            .as_ref()
+            .map_or_else(BlocksOf::new, |(b, _)| b.clone());
+        let mut verdict = Verdict::empty();
+        let no_blocks: &mut [u64] = &mut [];
+        let block_ends = blocks.as_mut().map_or(no_blocks, |(b, _)| &mut b[..]);
+        let outcomes = match &mut leases {
+            Some((leases, _)) => batch::decide_blocking_into(
+                check,
+                &mut states,
+                leases,
+                block_ends,
+                now_ms,
+                &mut verdict,
+            ),
+            None => batch::decide_blocking_into(
+                check,
+                &mut states,
+                &mut [],
+                block_ends,
+                now_ms,
+                &mut verdict,
+            ),
         };
+        if let Some((after, mut table)) = blocks {
+            for ((item, before), &end) in items.iter().zip(&blocks_before).zip(&after) {
+                if *before != end {
+                    let key = (item.limit.name.clone(), item.identifier.clone());
+                    table.insert(key, end, end.saturating_add(GC_GRACE_MS));
+                }
+            }
+        }
         if let Some((after, mut table)) = leases {
             for ((item, before), after) in items.iter().zip(&before).zip(&after) {
                 if before != after {
@@ -493,6 +537,31 @@ impl MemoryStore {
         Some((held, table))
     }
 
+    /// The end of each of `items`' blocks (0: none), when any applies one (else `None`, and the
+    /// blocks' lock is not taken), with the blocks' lock held: to be taken after the leases'.
+    fn held_blocks(
+        &self,
+        items: &[CheckItem],
+        now_ms: u64,
+    ) -> Option<(BlocksOf, MutexGuard<'_, BlockMap>)> {
+        if !items.iter().any(CheckItem::applies_block) {
+            return None;
+        }
+        let mut table = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        table.purge_expired(gc_horizon(now_ms));
+        let held = items
+            .iter()
+            .map(|item| {
+                if !item.applies_block() {
+                    return 0;
+                }
+                let key = (item.limit.name.clone(), item.identifier.clone());
+                table.get(&key).map_or(0, |(end, _)| *end)
+            })
+            .collect();
+        Some((held, table))
+    }
+
     fn shard_index(&self, hash: u64) -> usize {
         // Bits 16..48 scaled to the shard count (a multiply, not a modulo). The table inside a
         // shard indexes by the low bits and tags entries by the top seven, so the shard is chosen
@@ -534,6 +603,9 @@ impl MemoryStore {
         let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
         leases.purge_expired(gc_horizon(now_ms));
         drop(leases);
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        blocks.purge_expired(gc_horizon(now_ms));
+        drop(blocks);
         if self.assigned.load(Ordering::Relaxed) > 0 {
             // Lapsed assignments are kept as long as states, then dropped.
             let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
