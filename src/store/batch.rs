@@ -389,6 +389,69 @@ mod tests {
     }
 
     #[test]
+    fn a_block_starts_on_the_items_own_denial_and_a_blocked_item_changes_nothing() {
+        let strict = limit("strict", "fixed 1/1s").with_block_for(2_000);
+        let loose = limit("loose", "fixed 5/1s").with_block_for(2_000);
+        let check = Check::new().with(&strict, "u", 1).with(&loose, "u", 1);
+        let mut states = fresh(&check);
+        let mut blocks = [0, 0];
+        let mut verdict = Verdict::empty();
+        decide_blocking_into(&check, &mut states, &mut [], &mut blocks, T, &mut verdict);
+        assert!(verdict.allowed);
+        assert_eq!(blocks, [0, 0]);
+        // The strict limit denies on its own; the loose one is denied by it and not blocked.
+        let before = states.clone();
+        decide_blocking_into(
+            &check,
+            &mut states,
+            &mut [],
+            &mut blocks,
+            T + 1,
+            &mut verdict,
+        );
+        assert!(!verdict.allowed);
+        assert_eq!(blocks, [T + 2_001, 0]);
+        assert_eq!(states, before);
+        // Blocked: a later window has room, yet nothing is charged and the block is not moved.
+        let later = T + 1_500;
+        let outcomes = decide_blocking_into(
+            &check,
+            &mut states,
+            &mut [],
+            &mut blocks,
+            later,
+            &mut verdict,
+        );
+        let d = verdict.decisions[0];
+        assert_eq!(
+            (
+                d.allowed,
+                d.reason,
+                d.remaining,
+                d.retry_after_ms,
+                d.reset_at_ms
+            ),
+            (false, Reason::Blocked, 0, 501, T + 2_001)
+        );
+        assert_eq!(blocks, [T + 2_001, 0]);
+        assert_eq!(states, before);
+        assert!(outcomes.iter().all(|o| !o.changed));
+        // Decided without blocks, the same check is admitted: only the block denied it.
+        let mut copies = states.clone();
+        assert!(decide(&check, &mut copies, &mut [], later).0.allowed);
+        // At the block's end the check is decided normally.
+        decide_blocking_into(
+            &check,
+            &mut states,
+            &mut [],
+            &mut blocks,
+            T + 2_001,
+            &mut verdict,
+        );
+        assert!(verdict.allowed);
+    }
+
+    #[test]
     #[should_panic(expected = "one lease per item")]
     fn a_lease_item_without_its_lease_is_a_caller_s_error() {
         let global = limit("global", "fixed 1/1s");

@@ -722,6 +722,7 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::Reason;
 
     #[test]
     fn full_shards_fill_their_tables_and_small_stores_have_one() {
@@ -790,6 +791,42 @@ mod tests {
         // ...and gone from every shard once the next sweep is due, though no check touched them.
         store.check_now(&[], 1_000 + 2 * GC_GRACE_MS + SWEEP_EVERY_MS);
         assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn blocks_are_kept_for_blocking_limits_only_and_check_one_honours_them() {
+        let store = MemoryStore::new();
+        let plain = Limit::new("plain", "fixed 1/1s".parse::<Policy>().unwrap());
+        let blocking =
+            Limit::new("blocking", "fixed 1/1s".parse::<Policy>().unwrap()).with_block_for(3_000);
+        for t in [0, 1, 2] {
+            store.check_one(&plain, b"x", 1, t);
+        }
+        // Denials of a limit without a block leave the block table untouched (and unlocked).
+        assert_eq!(store.blocks.lock().unwrap().len(), 0);
+        assert!(store.check_one(&blocking, b"x", 1, 0).allowed);
+        assert_eq!(
+            store.check_one(&blocking, b"x", 1, 1).reason,
+            Reason::OverLimit
+        );
+        assert_eq!(store.blocks.lock().unwrap().len(), 1);
+        // The layer's one-limit path answers the block as a check does: to its end, at 3001.
+        let d = store.check_one(&blocking, b"x", 1, 1_000);
+        assert_eq!((d.reason, d.retry_after_ms), (Reason::Blocked, 2_001));
+        let d = store.check_now(&[Check::single(&blocking, "x", 1)], 3_000)[0].decisions[0];
+        assert_eq!((d.reason, d.retry_after_ms), (Reason::Blocked, 1));
+        assert!(store.check_one(&blocking, b"x", 1, 3_001).allowed);
+        // A reset lifts a block.
+        assert_eq!(
+            store.check_one(&blocking, b"x", 1, 3_002).reason,
+            Reason::OverLimit
+        );
+        assert!(store.reset_now(&blocking, b"x"));
+        assert!(store.check_one(&blocking, b"x", 1, 3_003).allowed);
+        assert_eq!(
+            store.check_one(&blocking, b"x", 1, 3_004).reason,
+            Reason::OverLimit
+        );
     }
 
     #[test]
