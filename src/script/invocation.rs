@@ -583,6 +583,38 @@ mod tests {
     }
 
     #[test]
+    fn only_a_request_on_a_blocking_limit_reads_a_block_key() {
+        let blocking = limit("a", "gcra 10/1s burst 20").with_block_for(60_000);
+        let plan = |check: &Check| {
+            CheckPlan::new(check, "ns", TimeSource::At(5), Topology::Cluster).unwrap()
+        };
+        let request = plan(&Check::single(blocking.clone(), "x", 3));
+        let inv = &request.invocations()[0];
+        assert_eq!(
+            inv.keys(),
+            vec![
+                "{el:ns:a:x}:gcra".to_string(),
+                "{el:ns:a:x}:block".to_string()
+            ]
+        );
+        assert_eq!(
+            inv.args(),
+            ["5", "10", "1000", "20", "3", "1", "block", "60000"]
+        );
+        // A look, a refund and a limit without a block send exactly what they always have.
+        for check in [
+            Check::single(blocking.clone(), "x", 0),
+            Check::single(blocking, "x", -1),
+            Check::single(limit("a", "gcra 10/1s burst 20"), "x", 3),
+        ] {
+            let plan = plan(&check);
+            let inv = &plan.invocations()[0];
+            assert_eq!(inv.keys(), vec!["{el:ns:a:x}:gcra".to_string()]);
+            assert_eq!(inv.args().len(), 5, "{:?}", inv.args());
+        }
+    }
+
+    #[test]
     fn one_item_runs_its_algorithm_script() {
         let check = Check::single(limit("a", "gcra 10/1s burst 20"), "x", 3);
         let plan = CheckPlan::new(&check, "ns", TimeSource::At(5), Topology::Cluster).unwrap();
