@@ -93,7 +93,7 @@ impl CheckPlan {
             // An empty time tells the script to read Redis TIME.
             TimeSource::Server => None,
         };
-        check.refuse_bad_leases()?;
+        check.refuse_bad_items()?;
         let items = check.items();
         if check.is_gated() {
             if topology == Topology::Cluster {

@@ -513,7 +513,7 @@ impl Check {
     /// It also refuses what no store decides yet or cannot keep exact: a limit delaying
     /// requests (`max_delay_ms > 0`, docs/design.md §2, "Delays") and a block longer than a
     /// policy's longest window ([`MAX_WINDOW_MS`], 366 days).
-    pub(crate) fn refuse_bad_leases(&self) -> Result<(), StoreError> {
+    pub(crate) fn refuse_bad_items(&self) -> Result<(), StoreError> {
         if let Some(item) = self.items.iter().find(|i| i.limit.max_delay_ms > 0) {
             return Err(StoreError::InvalidInput(format!(
                 "limit `{}` delays requests (max_delay_ms {}): no store decides delays yet \

@@ -192,11 +192,12 @@ impl MemoryStore {
     /// # Panics
     ///
     /// On a check every store refuses as bad input: an item on a concurrency limit spending or
-    /// crediting a capacity lease (docs/design.md §9), which [`Store::check`] answers with
+    /// crediting a capacity lease (docs/design.md §9), or on a limit delaying requests or
+    /// blocking longer than 366 days (docs/design.md §2), which [`Store::check`] answers with
     /// [`StoreError::InvalidInput`].
     pub(super) fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
         for check in checks {
-            if let Err(refused) = check.refuse_bad_leases() {
+            if let Err(refused) = check.refuse_bad_items() {
                 panic!("{refused}");
             }
         }
@@ -690,7 +691,7 @@ fn apply(
 impl Store for MemoryStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         for check in checks {
-            check.refuse_bad_leases()?;
+            check.refuse_bad_items()?;
         }
         let now_ms = match time {
             TimeSource::At(ms) => ms,
@@ -708,7 +709,7 @@ impl Store for MemoryStore {
         verdicts: &mut Vec<Verdict>,
     ) -> Result<(), StoreError> {
         for check in checks {
-            check.refuse_bad_leases()?;
+            check.refuse_bad_items()?;
         }
         let now_ms = match time {
             TimeSource::At(ms) => ms,
