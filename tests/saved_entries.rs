@@ -226,3 +226,48 @@ fn saved_entries_say_when_they_may_be_dropped() {
     };
     assert!(store.restore(bad).is_err());
 }
+
+#[test]
+fn a_block_is_saved_and_put_back_and_a_reset_drops_it() {
+    let limit =
+        Limit::new("blocking", "fixed 1/1s".parse::<Policy>().unwrap()).with_block_for(5_000);
+    let t = 1_700_000_000_000u64;
+    let store = MemoryStore::new();
+    let mut kept = Kept::default();
+    for at in [t, t + 1] {
+        let checks = [Check::single(&limit, "u", 1)];
+        store.direct().check(&checks, at);
+        kept.update(store.saved_for(&checks));
+    }
+    let block = kept
+        .0
+        .values()
+        .find(|s| matches!(s, Saved::Block { .. }))
+        .cloned()
+        .expect("the denial's block is saved");
+    let Saved::Block {
+        until_ms,
+        keep_until_ms,
+        ..
+    } = block
+    else {
+        unreachable!()
+    };
+    assert_eq!(until_ms, t + 1 + 5_000);
+    assert_eq!(block.keep_until_ms(), Some(keep_until_ms));
+    assert!(keep_until_ms > until_ms);
+    // Restarted from what was kept, the store still refuses until the block's end.
+    let restored = kept.restored();
+    let look = [Check::single(&limit, "u", 1)];
+    let d = restored.direct().check(&look, t + 2_000)[0].decisions[0];
+    assert_eq!(
+        (d.reason, d.retry_after_ms),
+        (edgelimit::Reason::Blocked, 3_001)
+    );
+    // A reset drops the block, and what is kept drops it too.
+    assert!(store.direct().reset(&limit, b"u"));
+    kept.update(store.saved_states(&limit, b"u"));
+    assert!(!kept.0.values().any(|s| matches!(s, Saved::Block { .. })));
+    let d = kept.restored().direct().check(&look, t + 2_000)[0].decisions[0];
+    assert_eq!(d.reason, edgelimit::Reason::Admitted);
+}

@@ -94,8 +94,9 @@ end
 
 -- Decides one item on its state (read into item.raw) and its lease: returns the decision, the
 -- state's new value (nil: unchanged) and its expiry; a lease to write is left in item.lease_value
--- and item.lease_until. The twin of capacity_lease::apply.
-local function decide_item(item, now)
+-- and item.lease_until. The twin of capacity_lease::apply. Its block aside: decide_item
+-- (block.lua) calls this.
+local function decide_unblocked(item, now)
   if (item.spend or item.credit) and item.code == 6 then
     error('edgelimit: a concurrency limit holds no capacity lease')
   end

@@ -7,7 +7,7 @@ use super::invocation::{algorithm_code, Invocation, MAX_SCRIPT_TIME_MS};
 use super::reply::{int, parse, protocol, Reply};
 use super::source::Script;
 use crate::control::list::{until_of, Candidates, ListEntry};
-use crate::store::key::{push_control_key, push_list_key, push_state_key};
+use crate::store::key::{push_block_key, push_control_key, push_list_key, push_state_key};
 use crate::store::{Identifier, Limit, StoreError, TimeSource, Verdict};
 use crate::Algorithm;
 
@@ -184,13 +184,15 @@ pub fn read_peek(reply: &Reply) -> Result<Verdict, StoreError> {
     })
 }
 
-/// Deletes `identifier`'s state on `limit` under every algorithm: one `DEL` of keys sharing one
-/// hash tag, O(1) in the keyspace. Reply: [`read_reset`].
+/// Deletes `identifier`'s state on `limit` under every algorithm, and its block: one `DEL` of
+/// keys sharing one hash tag, O(1) in the keyspace. Reply: [`read_reset`].
 pub fn reset(namespace: &str, limit: &Limit, identifier: &Identifier) -> Invocation {
     let mut call = Invocation::new(Script::reset());
     for algorithm in Algorithm::EVERY {
         call.write_key(|out| push_state_key(out, namespace, &limit.name, algorithm, identifier));
     }
+    // The block goes with the state (docs/design.md §2, "Blocks"): same hash tag, same DEL.
+    call.write_key(|out| push_block_key(out, namespace, &limit.name, identifier));
     call
 }
 

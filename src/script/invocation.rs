@@ -9,8 +9,9 @@ pub(super) use crate::control::assignment::algorithm_code;
 use crate::control::list::{Gate, Listed};
 use crate::policy::Algorithm;
 use crate::store::key::{
-    control_key_len, hash_slot, lease_key_len, list_key_len, push_control_key, push_lease_key,
-    push_list_key, push_request_key, push_state_key, request_key_len, state_key_len,
+    block_key_len, control_key_len, hash_slot, lease_key_len, list_key_len, push_block_key,
+    push_control_key, push_lease_key, push_list_key, push_request_key, push_state_key,
+    request_key_len, state_key_len,
 };
 use crate::store::{Check, CheckItem, StoreError, TimeSource, Verdict};
 
@@ -92,7 +93,7 @@ impl CheckPlan {
             // An empty time tells the script to read Redis TIME.
             TimeSource::Server => None,
         };
-        check.refuse_bad_leases()?;
+        check.refuse_bad_items()?;
         let items = check.items();
         if check.is_gated() {
             if topology == Topology::Cluster {
@@ -322,7 +323,7 @@ struct Head<'a> {
 
 impl Head<'_> {
     /// An item's keys: its state key, then one per keyed option (the lease key, the request
-    /// key, the control key), in the order [`push_item`] lists the options.
+    /// key, the control key, the block key), in the order [`push_item`] lists the options.
     fn keys<S: Sink>(&self, sink: &mut S, item: &CheckItem) {
         let (namespace, name, id) = (self.namespace, &item.limit.name, &item.identifier);
         let algorithm = item.limit.policy.algorithm();
@@ -342,6 +343,11 @@ impl Head<'_> {
         if self.control {
             sink.key(control_key_len(namespace, name, id), |out| {
                 push_control_key(out, namespace, name, id)
+            });
+        }
+        if item.applies_block() {
+            sink.key(block_key_len(namespace, name, id), |out| {
+                push_block_key(out, namespace, name, id)
             });
         }
     }
@@ -503,7 +509,7 @@ fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, u64)>) {
 }
 
 /// Limit, window, capacity, cost — the head every script takes — then the number of options and
-/// the options (`settle`, `lease` or `credit`, then `spend`, `rq`, `ctl`, `gate`; see `read_item`
+/// the options (`settle`, `lease` or `credit`, then `spend`, `rq`, `ctl`, `block`, `gate`; see `read_item`
 /// in prelude.lua and multi.lua). A single-limit call with no option stops after the cost, as it
 /// always has.
 fn push_item<S: Sink>(
@@ -528,10 +534,14 @@ fn push_item<S: Sink>(
         LeaseSpending::Only => Some(2),
         _ => Some(1),
     };
+    // Only an item a block applies to reads its block key: a limit without one, or a look, a
+    // refund, a settlement, costs the script nothing more.
+    let block = item.applies_block().then_some(item.limit.block_ms);
     let count = option.is_some() as usize
         + spend.is_some() as usize
         + remember.is_some() as usize
         + control as usize
+        + block.is_some() as usize
         + gate.is_some() as usize;
     if count == 0 && !multi {
         return;
@@ -553,6 +563,10 @@ fn push_item<S: Sink>(
         sink.text("ctl");
         sink.text(item.limit.tiers.script_table());
     }
+    if let Some(ms) = block {
+        sink.text("block");
+        sink.int(ms);
+    }
     if let Some(gate) = gate {
         sink.text("gate");
         sink.int(gate + 1);
@@ -567,6 +581,38 @@ mod tests {
 
     fn limit(name: &str, spec: &str) -> Limit {
         Limit::new(name, spec.parse::<Policy>().unwrap())
+    }
+
+    #[test]
+    fn only_a_request_on_a_blocking_limit_reads_a_block_key() {
+        let blocking = limit("a", "gcra 10/1s burst 20").with_block_for(60_000);
+        let plan = |check: &Check| {
+            CheckPlan::new(check, "ns", TimeSource::At(5), Topology::Cluster).unwrap()
+        };
+        let request = plan(&Check::single(blocking.clone(), "x", 3));
+        let inv = &request.invocations()[0];
+        assert_eq!(
+            inv.keys(),
+            vec![
+                "{el:ns:a:x}:gcra".to_string(),
+                "{el:ns:a:x}:block".to_string()
+            ]
+        );
+        assert_eq!(
+            inv.args(),
+            ["5", "10", "1000", "20", "3", "1", "block", "60000"]
+        );
+        // A look, a refund and a limit without a block send exactly what they always have.
+        for check in [
+            Check::single(blocking.clone(), "x", 0),
+            Check::single(blocking, "x", -1),
+            Check::single(limit("a", "gcra 10/1s burst 20"), "x", 3),
+        ] {
+            let plan = plan(&check);
+            let inv = &plan.invocations()[0];
+            assert_eq!(inv.keys(), vec!["{el:ns:a:x}:gcra".to_string()]);
+            assert_eq!(inv.args().len(), 5, "{:?}", inv.args());
+        }
     }
 
     #[test]

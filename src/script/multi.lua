@@ -17,7 +17,8 @@
 -- Rule: every item is decided on its stored state (and capacity lease, capacity_lease.lua); the
 -- states and leases are written only if every item admits. When one denies, nothing is written,
 -- and the items that would have admitted alone report a zero-cost look at their unchanged state
--- (a credit at its unchanged lease). An admitted check is remembered under each
+-- (a credit at its unchanged lease); an item its own step denied starts its block (block.lua),
+-- and a blocked item denies the check. An admitted check is remembered under each
 -- item's request key; a repeat while one is remembered answers the remembered decisions (and a
 -- look for items that have none) and charges nothing.
 local steps = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra, concurrency }
@@ -117,6 +118,9 @@ for i = 1, n do
     end
   elseif item.d[1] == 1 then
     item.d = look_item(item, now)
+  else
+    -- Denied on its own step, it starts its block even though nothing else is written.
+    store_block(item, now)
   end
   for j = 1, 6 do
     reply[#reply + 1] = item.d[j]

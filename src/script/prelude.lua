@@ -147,6 +147,8 @@ end
 --   rq <ms>         remember an admitted decision under the next key for <ms> (a request id)
 --   ctl <tiers>     decide with the effective policy (see `control`): the assignment is read
 --                   from the next key; <tiers> is the limit's tier table, "name=L,W,cap;..."
+--   block <ms>      a request of positive cost on a limit blocking for <ms> after a denial: its
+--                   block's end is read from (and a new one written to) the next key (block.lua)
 --   gate <g>        the item is behind gate g (1-based, multi.lua only): an allow match there
 --                   lets it through uncharged
 local function read_item(a, k, with_code)
@@ -196,12 +198,17 @@ local function read_item(a, k, with_code)
       item.tiers = value or ''
       item.ctl_key = KEYS[k]
       k = k + 1
+    elseif name == 'block' then
+      item.block_ms = int_arg(value)
+      item.block_key = KEYS[k]
+      k = k + 1
     else
       error('edgelimit: unknown item option')
     end
   end
   if not item.key or (item.remember and not item.rq_key) or (item.tiers and not item.ctl_key)
-      or ((item.spend or item.credit) and not item.lease_key) then
+      or ((item.spend or item.credit) and not item.lease_key)
+      or (item.block_ms and not item.block_key) then
     error('edgelimit: missing key')
   end
   return item, a, k

@@ -157,7 +157,7 @@ fn decision(f: &[i64]) -> Result<Decision, StoreError> {
     let unsigned = |v: i64| u64::try_from(v).map_err(|_| protocol(format!("negative field {v}")));
     let allowed = flag(f[0])?;
     // A script admits with reason 0 (4: allowlisted, 5: from a capacity lease) and denies with
-    // 1, 2 (3: denylisted), never otherwise.
+    // 1, 2 (3: denylisted, 6: blocked), never otherwise.
     if allowed != matches!(f[5], 0 | 4 | 5) {
         return Err(protocol(format!(
             "allowed {} with reason code {}",
@@ -182,6 +182,7 @@ fn decision(f: &[i64]) -> Result<Decision, StoreError> {
             3 => Reason::Denylisted,
             4 => Reason::Allowlisted,
             5 => Reason::Leased,
+            6 => Reason::Blocked,
             other => return Err(protocol(format!("unknown reason code {other}"))),
         },
     })

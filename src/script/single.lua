@@ -19,6 +19,8 @@ end
 if item.lease_value then
   store(item.lease_key, item.lease_value, item.lease_until, now)
 end
+-- A denial on the item's own step starts its block (block.lua).
+store_block(item, now)
 if item.rq_key and d[1] == 1 then
   remember(item, now, d)
 end

@@ -26,6 +26,7 @@ macro_rules! single {
             &[
                 include_str!("prelude.lua"),
                 include_str!("capacity_lease.lua"),
+                include_str!("block.lua"),
                 $(include_str!($file),)+
                 concat!("local step, code = ", $step, ", ", $code, "\n"),
                 include_str!("single.lua"),
@@ -52,6 +53,7 @@ static MULTI: Script = Script::new(
     &[
         include_str!("prelude.lua"),
         include_str!("capacity_lease.lua"),
+        include_str!("block.lua"),
         include_str!("fixed_window.lua"),
         include_str!("sliding_log.lua"),
         include_str!("sliding_counter.lua"),

@@ -7,7 +7,7 @@ use super::check::{Check, CheckItem, Verdict};
 use super::error::StoreError;
 use crate::algorithm::{capacity_lease, CapacityLease, Outcome, State};
 use crate::control::list::{self, Listed};
-use crate::decision::Decision;
+use crate::decision::{Decision, Reason};
 
 /// Items a check decides without allocating: a request's check has one per limit of its matched
 /// rules, rarely more than a few.
@@ -40,7 +40,8 @@ pub fn decide(
 }
 
 /// [`decide`] writing its verdict into `verdict`, whatever it held: its decisions and lists are
-/// replaced, their allocations kept (see [`Verdict::reuse`]).
+/// replaced, their allocations kept (see [`Verdict::reuse`]). Blocks are not consulted: see
+/// [`decide_blocking_into`].
 ///
 /// # Panics
 ///
@@ -49,6 +50,35 @@ pub fn decide_into(
     check: &Check,
     states: &mut [State],
     leases: &mut [CapacityLease],
+    now_ms: u64,
+    verdict: &mut Verdict,
+) -> Outcomes {
+    decide_blocking_into(check, states, leases, &mut [], now_ms, verdict)
+}
+
+/// [`decide_into`] honouring its items' blocks (docs/design.md §2, "Blocks"). `blocks` is empty
+/// when no item applies a block ([`CheckItem::applies_block`]: no limit of the check has a
+/// block duration), else it holds per item, in order, the end (epoch ms) of the identifier's
+/// block on the item's limit, 0 for none; an item that applies no block ignores its entry.
+///
+/// An item blocked at `now_ms` (`now_ms < end`) is denied [`Reason::Blocked`] without being
+/// charged, and so denies the check (all or nothing): its decision is the one its step would
+/// give on copies of its state and lease, with nothing left (`remaining` 0), `reset_at_ms` at
+/// the later of the step's and the block's end, and `retry_after_ms` at the later of the
+/// block's end and the step's own retry — still exact; a cost above capacity stays
+/// [`Reason::CostExceedsCapacity`]. An item applying a block whose own decision is
+/// [`Reason::OverLimit`] (its step's denial, not another item's) starts one: its entry becomes
+/// `now_ms + block_ms`, even though the check writes nothing else. A block to write is an entry
+/// that differs afterwards; a blocked item never changes its entry, so a block is not extended.
+///
+/// # Panics
+///
+/// As [`decide`], and when `blocks` is neither empty nor one per item.
+pub fn decide_blocking_into(
+    check: &Check,
+    states: &mut [State],
+    leases: &mut [CapacityLease],
+    blocks: &mut [u64],
     now_ms: u64,
     verdict: &mut Verdict,
 ) -> Outcomes {
@@ -64,7 +94,21 @@ pub fn decide_into(
         },
         "a check spending or crediting capacity leases is decided with one lease per item"
     );
-    let decide_item = |item: &CheckItem, state: &mut State, lease: Option<&mut CapacityLease>| {
+    assert!(
+        blocks.is_empty() || blocks.len() == items.len(),
+        "a check honouring blocks is decided with one block end per item"
+    );
+    // The end of each item's live block (`None`: the item is not blocked now).
+    let live: SmallVec<[Option<u64>; INLINE_ITEMS]> = if blocks.is_empty() {
+        SmallVec::new()
+    } else {
+        items
+            .iter()
+            .zip(blocks.iter())
+            .map(|(item, &end)| (item.applies_block() && now_ms < end).then_some(end))
+            .collect()
+    };
+    let step = |item: &CheckItem, state: &mut State, lease: Option<&mut CapacityLease>| {
         let policy = &item.limit.policy;
         match lease {
             Some(lease) => capacity_lease::apply(
@@ -79,10 +123,22 @@ pub fn decide_into(
             None => state.apply_charge(policy, now_ms, item.cost, item.charge),
         }
     };
+    let decide_item =
+        |i: usize, item: &CheckItem, state: &mut State, lease: Option<&mut CapacityLease>| {
+            match live.get(i).copied().flatten() {
+                Some(end) => {
+                    // Tried on copies: a blocked item changes nothing.
+                    let mut tried = state.clone();
+                    let mut tried_lease = lease.map(|l| *l);
+                    blocked(step(item, &mut tried, tried_lease.as_mut()), end, now_ms)
+                }
+                None => step(item, state, lease),
+            }
+        };
     let mut outcomes = Outcomes::new();
     if let ([item], [state]) = (items, &mut *states) {
         // A single item needs no rollback: a denial never changes its state or its lease.
-        outcomes.push(decide_item(item, state, leases.first_mut()));
+        outcomes.push(decide_item(0, item, state, leases.first_mut()));
     } else {
         // Decided on copies, kept only if every item admits.
         let mut scratch: SmallVec<[State; INLINE_ITEMS]> = SmallVec::with_capacity(items.len());
@@ -90,7 +146,7 @@ pub fn decide_into(
             SmallVec::from_slice(leases);
         for (i, (item, state)) in items.iter().zip(states.iter()).enumerate() {
             let mut copy = state.clone();
-            outcomes.push(decide_item(item, &mut copy, scratch_leases.get_mut(i)));
+            outcomes.push(decide_item(i, item, &mut copy, scratch_leases.get_mut(i)));
             scratch.push(copy);
         }
         if outcomes.iter().all(|o| o.decision.allowed) {
@@ -122,6 +178,13 @@ pub fn decide_into(
             }
         }
     }
+    if !blocks.is_empty() {
+        for ((item, outcome), end) in items.iter().zip(&outcomes).zip(blocks.iter_mut()) {
+            if item.applies_block() && outcome.decision.reason == Reason::OverLimit {
+                *end = now_ms.saturating_add(item.limit.block_ms);
+            }
+        }
+    }
     verdict.allowed = outcomes.iter().all(|o| o.decision.allowed);
     verdict.decisions.clear();
     verdict
@@ -131,6 +194,35 @@ pub fn decide_into(
     verdict.decided_at_ms = now_ms;
     verdict.listed.clear();
     outcomes
+}
+
+/// What an item blocked until `end` reports at `now_ms`, from the outcome its step would give
+/// (see [`decide_blocking_into`]): nothing changed.
+fn blocked(tried: Outcome, end: u64, now_ms: u64) -> Outcome {
+    let step = tried.decision;
+    if step.reason == Reason::CostExceedsCapacity {
+        return Outcome {
+            changed: false,
+            ..tried
+        };
+    }
+    let wait = end - now_ms;
+    Outcome {
+        decision: Decision {
+            allowed: false,
+            limit: step.limit,
+            remaining: 0,
+            reset_at_ms: step.reset_at_ms.max(end),
+            retry_after_ms: if step.allowed {
+                wait
+            } else {
+                wait.max(step.retry_after_ms)
+            },
+            reason: Reason::Blocked,
+        },
+        changed: false,
+        expire_at_ms: tried.expire_at_ms,
+    }
 }
 
 /// A gated check once its lists have answered (docs/design.md §"Deny and allow lists").
@@ -211,7 +303,6 @@ pub(crate) fn merge_gated(
 mod tests {
     use super::*;
     use crate::algorithm::Charge;
-    use crate::decision::Reason;
     use crate::store::{CheckItem, Limit};
     use crate::Policy;
 
@@ -295,6 +386,69 @@ mod tests {
         // The bucket was not charged (the lease paid); the log was.
         assert!(!outcomes[0].changed && outcomes[1].changed);
         assert_eq!(states[0], State::fresh(global.policy.algorithm()));
+    }
+
+    #[test]
+    fn a_block_starts_on_the_items_own_denial_and_a_blocked_item_changes_nothing() {
+        let strict = limit("strict", "fixed 1/1s").with_block_for(2_000);
+        let loose = limit("loose", "fixed 5/1s").with_block_for(2_000);
+        let check = Check::new().with(&strict, "u", 1).with(&loose, "u", 1);
+        let mut states = fresh(&check);
+        let mut blocks = [0, 0];
+        let mut verdict = Verdict::empty();
+        decide_blocking_into(&check, &mut states, &mut [], &mut blocks, T, &mut verdict);
+        assert!(verdict.allowed);
+        assert_eq!(blocks, [0, 0]);
+        // The strict limit denies on its own; the loose one is denied by it and not blocked.
+        let before = states.clone();
+        decide_blocking_into(
+            &check,
+            &mut states,
+            &mut [],
+            &mut blocks,
+            T + 1,
+            &mut verdict,
+        );
+        assert!(!verdict.allowed);
+        assert_eq!(blocks, [T + 2_001, 0]);
+        assert_eq!(states, before);
+        // Blocked: a later window has room, yet nothing is charged and the block is not moved.
+        let later = T + 1_500;
+        let outcomes = decide_blocking_into(
+            &check,
+            &mut states,
+            &mut [],
+            &mut blocks,
+            later,
+            &mut verdict,
+        );
+        let d = verdict.decisions[0];
+        assert_eq!(
+            (
+                d.allowed,
+                d.reason,
+                d.remaining,
+                d.retry_after_ms,
+                d.reset_at_ms
+            ),
+            (false, Reason::Blocked, 0, 501, T + 2_001)
+        );
+        assert_eq!(blocks, [T + 2_001, 0]);
+        assert_eq!(states, before);
+        assert!(outcomes.iter().all(|o| !o.changed));
+        // Decided without blocks, the same check is admitted: only the block denied it.
+        let mut copies = states.clone();
+        assert!(decide(&check, &mut copies, &mut [], later).0.allowed);
+        // At the block's end the check is decided normally.
+        decide_blocking_into(
+            &check,
+            &mut states,
+            &mut [],
+            &mut blocks,
+            T + 2_001,
+            &mut verdict,
+        );
+        assert!(verdict.allowed);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::algorithm::{Charge, LeaseSpending};
 use crate::control::list::{Gate, ListProbe, Listed};
 use crate::control::{Assignment, Tiers};
 use crate::decision::Decision;
-use crate::policy::{Algorithm, Policy};
+use crate::policy::{Algorithm, Policy, MAX_WINDOW_MS};
 
 /// Who an identifier is: bytes, since a header or a path segment need not be UTF-8. Stores encode
 /// it (see [`super::key`]) so that no identifier can forge another's key.
@@ -334,6 +334,14 @@ impl CheckItem {
         crate::algorithm::capacity_lease::uses_lease(self.charge, self.spend_lease)
     }
 
+    /// Whether the item is refused while its identifier is blocked on its limit, and starts a
+    /// block when its limit's own step denies it (docs/design.md §2, "Blocks"): a request
+    /// ([`Charge::Request`]) of positive cost on a limit with a block duration. Looks, refunds,
+    /// settlements, releases and lease credits are never blocked and never block.
+    pub fn applies_block(&self) -> bool {
+        self.limit.block_ms > 0 && self.charge == Charge::Request && self.cost > 0
+    }
+
     /// The same item carrying `request_id`.
     pub fn with_request_id(mut self, request_id: impl Into<Identifier>) -> CheckItem {
         self.request_id = Some(request_id.into());
@@ -501,7 +509,24 @@ impl Check {
     /// capacity lease or charged a lease credit — a concurrency limit's leases are returned, not
     /// spent, so it holds no capacity lease (docs/design.md §9). Every store answers such a
     /// check with this error, the Redis stores before sending anything.
-    pub(crate) fn refuse_bad_leases(&self) -> Result<(), StoreError> {
+    ///
+    /// It also refuses what no store decides yet or cannot keep exact: a limit delaying
+    /// requests (`max_delay_ms > 0`, docs/design.md §2, "Delays") and a block longer than a
+    /// policy's longest window ([`MAX_WINDOW_MS`], 366 days).
+    pub(crate) fn refuse_bad_items(&self) -> Result<(), StoreError> {
+        if let Some(item) = self.items.iter().find(|i| i.limit.max_delay_ms > 0) {
+            return Err(StoreError::InvalidInput(format!(
+                "limit `{}` delays requests (max_delay_ms {}): no store decides delays yet \
+                 (docs/design.md §2, \"Delays\")",
+                item.limit.name, item.limit.max_delay_ms
+            )));
+        }
+        if let Some(item) = self.items.iter().find(|i| i.limit.block_ms > MAX_WINDOW_MS) {
+            return Err(StoreError::InvalidInput(format!(
+                "limit `{}` blocks for {} ms, longer than the longest allowed, 366 days",
+                item.limit.name, item.limit.block_ms
+            )));
+        }
         let bad = self.items.iter().find(|item| {
             item.limit.policy.algorithm() == Algorithm::Concurrency && item.uses_lease()
         });

@@ -211,6 +211,27 @@ pub(crate) fn push_lease_key(
     out.push_str(":lease");
 }
 
+/// The key holding the end of `identifier`'s block on `limit_name` (docs/design.md §2,
+/// "Blocks"): `{el:<ns>:<limit>:<id>}:block`, `"<until_ms>"`, in the state's hash tag so the
+/// deciding script reads and writes it in the same slot and round trip; without the algorithm,
+/// as a block is the limit's whatever its policy.
+pub fn block_key(namespace: &str, limit_name: &str, identifier: &Identifier) -> String {
+    let mut key = String::new();
+    push_block_key(&mut key, namespace, limit_name, identifier);
+    key
+}
+
+/// Appends [`block_key`] to `out`, as [`push_state_key`] does.
+pub(crate) fn push_block_key(
+    out: &mut String,
+    namespace: &str,
+    limit_name: &str,
+    identifier: &Identifier,
+) {
+    push_hash_tag(out, namespace, limit_name, identifier);
+    out.push_str(":block");
+}
+
 /// The key of the deny or allow list `list` under `namespace`: `{el:<namespace>:list:<list>}`, a
 /// sorted set of entry members scored by the epoch ms they lapse at. The whole key is its hash
 /// tag: a list lives in its own Cluster slot, and cannot collide with a state key (those carry
@@ -286,6 +307,11 @@ pub(crate) fn control_key_len(namespace: &str, limit_name: &str, identifier: &Id
 /// The length of [`lease_key`], as [`state_key_len`].
 pub(crate) fn lease_key_len(namespace: &str, limit_name: &str, identifier: &Identifier) -> usize {
     hash_tag_len(namespace, limit_name, identifier) + ":lease".len()
+}
+
+/// The length of [`block_key`], as [`state_key_len`].
+pub(crate) fn block_key_len(namespace: &str, limit_name: &str, identifier: &Identifier) -> usize {
+    hash_tag_len(namespace, limit_name, identifier) + ":block".len()
 }
 
 /// The length of [`list_key`], as [`state_key_len`].

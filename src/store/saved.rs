@@ -73,6 +73,18 @@ pub enum Saved {
         /// When it may be dropped (epoch ms).
         keep_until_ms: u64,
     },
+    /// The block of (limit, identifier) (docs/design.md §2, "Blocks").
+    Block {
+        /// The limit's name.
+        limit: String,
+        /// The identifier's bytes.
+        #[serde(with = "bytes")]
+        identifier: Vec<u8>,
+        /// When it ends (epoch ms).
+        until_ms: u64,
+        /// When it may be dropped (epoch ms).
+        keep_until_ms: u64,
+    },
     /// A deny or allow list: each member with the epoch ms it lapses at.
     List {
         /// The list's name.
@@ -105,6 +117,9 @@ impl Saved {
             Saved::CapacityLease {
                 limit, identifier, ..
             } => lease_key(limit, identifier),
+            Saved::Block {
+                limit, identifier, ..
+            } => block_key(limit, identifier),
             Saved::List { name, .. } => list_key(name),
         }
     }
@@ -115,7 +130,8 @@ impl Saved {
         match self {
             Saved::State { keep_until_ms, .. }
             | Saved::Request { keep_until_ms, .. }
-            | Saved::CapacityLease { keep_until_ms, .. } => Some(*keep_until_ms),
+            | Saved::CapacityLease { keep_until_ms, .. }
+            | Saved::Block { keep_until_ms, .. } => Some(*keep_until_ms),
             Saved::Assignments { .. } | Saved::List { .. } => None,
         }
     }
@@ -149,6 +165,11 @@ pub(super) fn assignments_key(limit: &str, identifier: &[u8]) -> String {
 /// The key of (limit, identifier)'s capacity lease.
 pub(super) fn lease_key(limit: &str, identifier: &[u8]) -> String {
     format!("g/{}/{}", hex(limit.as_bytes()), hex(identifier))
+}
+
+/// The key of (limit, identifier)'s block.
+pub(super) fn block_key(limit: &str, identifier: &[u8]) -> String {
+    format!("b/{}/{}", hex(limit.as_bytes()), hex(identifier))
 }
 
 /// The key of a list.

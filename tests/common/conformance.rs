@@ -40,7 +40,10 @@ macro_rules! conformance_tests {
             a_denied_check_spends_and_credits_no_lease,
             a_lease_alone_decides_and_the_state_is_never_touched,
             a_batch_of_several_scripts_runs_in_order_on_a_fresh_store,
-            a_concurrency_limit_holds_no_capacity_lease
+            a_concurrency_limit_holds_no_capacity_lease,
+            a_block_starts_at_the_denial_and_ends_exactly,
+            a_blocked_item_denies_its_check_and_only_its_own_denial_blocks,
+            a_delaying_limit_is_refused
         ]);
     };
     (@tests $name:ident, $make:expr, [$($test:ident),*]) => {
@@ -663,4 +666,109 @@ pub async fn a_concurrency_limit_holds_no_capacity_lease<S: Store>(store: &S) {
     // Nothing was taken.
     let v = one(store, Check::single(&inflight, "c", 0), T0).await;
     assert_eq!(v.decisions[0].remaining, 2);
+}
+
+pub async fn a_block_starts_at_the_denial_and_ends_exactly<S: Store>(store: &S) {
+    // T0 is a multiple of 1 s: windows start at T0, T0 + 1000, ...
+    let l = limit("conf-block", "fixed 2/1s").with_block_for(5_000);
+    let at = |cost, t| one(store, Check::single(&l, "b", cost), t);
+    // A cost beyond capacity is denied for good but blocks nothing.
+    let v = at(3, T0).await;
+    assert_eq!(v.decisions[0].reason, Reason::CostExceedsCapacity);
+    assert!(at(1, T0).await.allowed);
+    assert!(at(1, T0 + 1).await.allowed);
+    // The limit's own denial: OverLimit, and the block starts here, ending at T0 + 5100.
+    let v = at(1, T0 + 100).await.decisions[0];
+    assert_eq!((v.reason, v.retry_after_ms), (Reason::OverLimit, 900));
+    let v = at(1, T0 + 200).await.decisions[0];
+    assert_eq!(
+        (
+            v.allowed,
+            v.reason,
+            v.remaining,
+            v.retry_after_ms,
+            v.reset_at_ms
+        ),
+        (false, Reason::Blocked, 0, 4_900, T0 + 5_100)
+    );
+    // Looks and refunds are not blocked.
+    let v = at(0, T0 + 300).await.decisions[0];
+    assert_eq!((v.allowed, v.remaining), (true, 0));
+    let v = at(-1, T0 + 400).await.decisions[0];
+    assert_eq!((v.allowed, v.remaining), (true, 1));
+    // The quota has room, but the block holds; the retry counts to its end.
+    let v = at(1, T0 + 500).await.decisions[0];
+    assert_eq!((v.reason, v.retry_after_ms), (Reason::Blocked, 4_600));
+    // A later window has room: still blocked, nothing charged, the block not extended.
+    for t in [T0 + 2_000, T0 + 3_000, T0 + 4_999] {
+        let v = at(1, t).await.decisions[0];
+        assert_eq!(v.reason, Reason::Blocked, "at T0 + {}", t - T0);
+        assert_eq!(v.retry_after_ms, T0 + 5_100 - t);
+    }
+    // One ms before the end: blocked, retry 1. At the end: decided normally, with the whole
+    // window's quota (nothing was charged during the block).
+    let v = at(1, T0 + 5_099).await.decisions[0];
+    assert_eq!((v.reason, v.retry_after_ms), (Reason::Blocked, 1));
+    let v = at(1, T0 + 5_100).await.decisions[0];
+    assert_eq!(
+        (v.allowed, v.reason, v.remaining),
+        (true, Reason::Admitted, 1)
+    );
+    // Another identifier was never blocked.
+    assert!(
+        one(store, Check::single(&l, "other", 1), T0 + 200)
+            .await
+            .allowed
+    );
+}
+
+pub async fn a_blocked_item_denies_its_check_and_only_its_own_denial_blocks<S: Store>(store: &S) {
+    let strict = limit("conf-block-strict", "fixed 1/1s").with_block_for(10_000);
+    let loose = limit("conf-block-loose", "fixed 5/1s");
+    let both = || Check::new().with(&strict, "u", 1).with(&loose, "u", 1);
+    assert!(one(store, both(), T0).await.allowed);
+    // The strict limit denies on its own: the check is denied and the block starts.
+    let v = one(store, both(), T0 + 1).await;
+    assert!(!v.allowed);
+    assert_eq!(v.decisions[0].reason, Reason::OverLimit);
+    // In the next window the strict limit has room, but its block denies the whole check.
+    let v = one(store, both(), T0 + 1_500).await;
+    assert!(!v.allowed);
+    assert_eq!(v.decisions[0].reason, Reason::Blocked);
+    assert_eq!(v.decisions[0].retry_after_ms, 10_000 - 1_499);
+    if v.atomic {
+        // Nothing was charged on the loose limit: a look at a fresh window.
+        assert_eq!(v.decisions[1].reason, Reason::Admitted);
+        assert_eq!(v.decisions[1].remaining, 5);
+    }
+    // The loose limit alone is not blocked.
+    assert!(
+        one(store, Check::single(&loose, "u", 1), T0 + 1_501)
+            .await
+            .allowed
+    );
+    // At the block's end the check is decided normally.
+    assert!(one(store, both(), T0 + 10_001).await.allowed);
+
+    // A blocking limit denied only because another item of its check denied is not blocked.
+    let blocking = limit("conf-block-other", "fixed 5/1s").with_block_for(10_000);
+    let tight = limit("conf-block-tight", "fixed 1/1s");
+    let pair = || Check::new().with(&blocking, "v", 1).with(&tight, "v", 1);
+    assert!(one(store, pair(), T0).await.allowed);
+    let v = one(store, pair(), T0 + 1).await;
+    assert!(!v.allowed);
+    assert_eq!(v.decisions[1].reason, Reason::OverLimit);
+    let v = one(store, Check::single(&blocking, "v", 1), T0 + 2).await;
+    assert!(v.allowed, "{v:?}");
+}
+
+pub async fn a_delaying_limit_is_refused<S: Store>(store: &S) {
+    let delaying = limit("conf-delay", "gcra 10/1s").with_max_delay(500);
+    let refused = store
+        .check(&[Check::single(&delaying, "d", 1)], TimeSource::At(T0))
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::InvalidInput(m)) if m.contains("conf-delay")),
+        "{refused:?}"
+    );
 }

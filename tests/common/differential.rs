@@ -21,6 +21,11 @@
 //! clear; until never, later in the sequence, or already past), on both stores alike, so the
 //! effective policy and every algorithm's policy-change rule (docs/design.md §2) are compared.
 //!
+//! A third of the limits block an identifier they deny (`block_for`, docs/design.md §2,
+//! "Blocks"), for durations from 1 ms to 366 days and at the window's edges, so blocks starting
+//! on a denial (alone or among other items), requests refused during one, and its exact end are
+//! compared too.
+//!
 //! Steps backwards stay under `GC_GRACE_MS`: `MemoryStore` collects garbage on the caller's
 //! clock and Redis on its own, so after a jump far back past a collected key the two could
 //! legitimately differ (a clock skew that large is out of the design's scope).
@@ -91,6 +96,10 @@ pub struct Report {
     pub non_atomic: u64,
     /// Decisions whose capacity is not their limit's own: an assignment decided them.
     pub reassigned: u64,
+    /// Items a block applies to (a request of positive cost on a limit with `block_for`).
+    pub blocking: u64,
+    /// Decisions refused by a block.
+    pub blocked: u64,
     pub examples: Vec<String>,
 }
 
@@ -108,6 +117,8 @@ impl Report {
         self.credits += other.credits;
         self.non_atomic += other.non_atomic;
         self.reassigned += other.reassigned;
+        self.blocking += other.blocking;
+        self.blocked += other.blocked;
         for e in other.examples {
             if self.examples.len() < 5 {
                 self.examples.push(e);
@@ -121,7 +132,8 @@ impl Report {
         println!(
             "{what}: {} sequences, {} calls, {} checks, {} items, {} mismatches \
              (admitted {}, over limit {}, cost exceeds capacity {}, non-atomic {}, \
-             decided by an assignment {}, lease credits {}, admitted from a lease {})",
+             decided by an assignment {}, lease credits {}, admitted from a lease {}, \
+             items on blocking limits {}, blocked {})",
             self.sequences,
             self.calls,
             self.checks,
@@ -133,7 +145,9 @@ impl Report {
             self.non_atomic,
             self.reassigned,
             self.credits,
-            self.leased
+            self.leased,
+            self.blocking,
+            self.blocked
         );
         assert_eq!(
             self.mismatches,
@@ -148,6 +162,10 @@ impl Report {
         assert!(
             self.credits == 0 || self.leased > 0,
             "{what}: leases were credited but never spent: {self:?}"
+        );
+        assert!(
+            self.blocking < 100 || self.blocked > 0,
+            "{what}: limits blocked but no request was ever refused by a block: {self:?}"
         );
     }
 }
@@ -269,6 +287,24 @@ fn random_credit(rng: &mut Rng, limit: &Limit, id: Identifier, t: u64) -> CheckI
         _ => t + rng.range(1, w.saturating_mul(3).min(1 << 40)),
     };
     CheckItem::new(limit, id, amount).charged(Charge::LeaseCredit { until_ms })
+}
+
+/// A block duration for a limit of window `w`: at the window's edges, short, long, or the
+/// longest allowed.
+fn random_block(rng: &mut Rng, w: u64) -> u64 {
+    let any = rng.range(1, w.saturating_mul(3).min(MAX_WINDOW_MS));
+    *rng.pick(&[
+        1,
+        2,
+        w.saturating_sub(1).max(1),
+        w,
+        (w + 1).min(MAX_WINDOW_MS),
+        any,
+        any,
+        1_000,
+        60_000,
+        MAX_WINDOW_MS,
+    ])
 }
 
 /// The next time of a sequence after `t`, probing the edges of a policy with window `w`.
@@ -436,6 +472,18 @@ fn generate_with(
             } else {
                 limits
             };
+            // A third of the limits block what they deny.
+            let limits: Vec<Limit> = limits
+                .into_iter()
+                .map(|l| {
+                    if rng.chance(33) {
+                        let block_ms = random_block(&mut rng, l.policy.window_ms());
+                        l.with_block_for(block_ms)
+                    } else {
+                        l
+                    }
+                })
+                .collect();
             // Global limits (rate algorithms only: a concurrency limit holds no capacity lease)
             // spend and credit their leases; a limit renamed or replaced keeps its name's.
             let global: Vec<bool> = limits
@@ -679,6 +727,7 @@ async fn run_one<S: Control>(
         report.checks += call.checks.len() as u64;
         for check in &call.checks {
             report.items += check.items().len() as u64;
+            report.blocking += check.items().iter().filter(|i| i.applies_block()).count() as u64;
             report.credits += check
                 .items()
                 .iter()
@@ -696,6 +745,7 @@ async fn run_one<S: Control>(
                     Reason::OverLimit => report.over_limit += 1,
                     Reason::CostExceedsCapacity => report.too_costly += 1,
                     Reason::Leased => report.leased += 1,
+                    Reason::Blocked => report.blocked += 1,
                     _ => {}
                 }
             }

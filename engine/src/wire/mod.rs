@@ -166,7 +166,7 @@ impl WireBytes {
     }
 }
 
-/// A limit as the store needs it: its name, policy and tiers.
+/// A limit as the store needs it: its name, policy, tiers, block duration and longest delay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireLimit {
     /// The name.
@@ -176,6 +176,17 @@ pub struct WireLimit {
     /// The tiers: (name, policy spec).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tiers: Vec<(String, String)>,
+    /// [`Limit::block_ms`]; absent for 0, so a message of a limit without a block reads as
+    /// before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub block_ms: u64,
+    /// [`Limit::max_delay_ms`]; absent for 0, as `block_ms`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_delay_ms: u64,
+}
+
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
 }
 
 impl WireLimit {
@@ -189,6 +200,8 @@ impl WireLimit {
                 .iter()
                 .map(|(name, policy)| (name.to_string(), policy.to_string()))
                 .collect(),
+            block_ms: limit.block_ms,
+            max_delay_ms: limit.max_delay_ms,
         }
     }
 
@@ -202,7 +215,9 @@ impl WireLimit {
             .collect::<Result<Vec<_>, StoreError>>()?;
         let tiers = Tiers::new(policy.algorithm(), tiers)
             .map_err(|e| invalid(format!("limit `{}`: {e}", self.name)))?;
-        let mut limit = Limit::new(self.name.as_str(), policy);
+        let mut limit = Limit::new(self.name.as_str(), policy)
+            .with_block_for(self.block_ms)
+            .with_max_delay(self.max_delay_ms);
         limit.tiers = tiers;
         Ok(limit)
     }
@@ -623,12 +638,47 @@ mod tests {
         }
     }
 
+    /// A limit's block and delay cross the wire, and a limit without them is written as before
+    /// (so a message from an older sender, which has neither field, reads the same).
+    #[test]
+    fn blocks_and_delays_cross_the_wire_and_are_absent_when_zero() {
+        let plain = Limit::new("per-ip", "gcra 10/1s burst 20".parse().unwrap());
+        let text = serde_json::to_string(&WireLimit::of(&plain)).unwrap();
+        assert!(
+            !text.contains("block_ms") && !text.contains("max_delay_ms"),
+            "{text}"
+        );
+        let old: WireLimit =
+            serde_json::from_str(r#"{"name":"per-ip","policy":"gcra 10/1s burst 20"}"#).unwrap();
+        assert_eq!(old.limit().unwrap(), plain);
+        let blocking = plain.clone().with_block_for(60_000).with_max_delay(500);
+        let text = serde_json::to_string(&WireLimit::of(&blocking)).unwrap();
+        assert!(text.contains(r#""block_ms":60000"#), "{text}");
+        assert!(text.contains(r#""max_delay_ms":500"#), "{text}");
+        let back: WireLimit = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.limit().unwrap(), blocking);
+        // A block decides alike on both sides of the wire.
+        let blocking = plain.with_block_for(60_000);
+        let checks: Vec<Check> = (0..22)
+            .map(|_| Check::single(&blocking, "203.0.113.7", 1))
+            .collect();
+        let (back, _) = round_trip(&checks, TimeSource::At(0));
+        let here = MemoryStore::new().direct().check(&checks, 5);
+        let there = MemoryStore::new().direct().check(&back, 5);
+        assert_eq!(here, there);
+        assert_eq!(here[20].decisions[0].reason, edgelimit::Reason::OverLimit);
+        assert_eq!(here[21].decisions[0].reason, edgelimit::Reason::Blocked);
+        assert_eq!(here[21].decisions[0].retry_after_ms, 60_000);
+    }
+
     #[test]
     fn bad_calls_name_what_is_wrong() {
         let bad_policy = vec![WireLimit {
             name: "l".into(),
             policy: "gcra 0/1s".into(),
             tiers: vec![],
+            block_ms: 0,
+            max_delay_ms: 0,
         }];
         let e = checks_of(&bad_policy, &[], None).unwrap_err();
         assert!(e.to_string().contains("gcra 0/1s"), "{e}");

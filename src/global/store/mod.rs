@@ -761,6 +761,19 @@ impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
                     .into(),
             ));
         };
+        // A global limit's item is decided by its region's share and leases, which keep no
+        // block and delay no request (docs/design.md §9): refused rather than half-applied.
+        let refused = checks.iter().flat_map(Check::items).find(|item| {
+            (item.limit.block_ms > 0 || item.limit.max_delay_ms > 0)
+                && self.limits.get(&item.limit.name).is_some()
+        });
+        if let Some(item) = refused {
+            return Err(StoreError::InvalidInput(format!(
+                "global limit `{}` has a block_for or a delay: global limits take neither \
+                 (docs/design.md §9)",
+                item.limit.name
+            )));
+        }
         let regional = self.regional(checks);
         let mut verdicts = self.region.check(&regional, time).await?;
         let waiting: Vec<usize> = (0..regional.len())

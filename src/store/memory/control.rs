@@ -32,7 +32,8 @@ impl MemoryStore {
             listed: Vec::new(),
         }
     }
-    /// [`Control::reset`](crate::Control::reset): drops the identifier's state on the limit under every algorithm.
+    /// [`Control::reset`](crate::Control::reset): drops the identifier's state on the limit under every algorithm,
+    /// and its block.
     pub(super) fn reset_now(&self, limit: &Limit, identifier: &[u8]) -> bool {
         let mut existed = false;
         for algorithm in Algorithm::EVERY {
@@ -41,6 +42,10 @@ impl MemoryStore {
             let mut map = lock(self.shard(hash));
             existed |= map.remove(hash, &key);
         }
+        // A reset lifts the identifier's block on the limit too (docs/design.md §2, "Blocks").
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        let id = Identifier::from(identifier);
+        existed |= blocks.remove(&(limit.name.clone(), id)).is_some();
         existed
     }
     /// [`Control::list_add`](crate::Control::list_add), synchronously.

@@ -27,8 +27,9 @@ impl Direct<'_> {
     /// # Panics
     ///
     /// On a check every store refuses as bad input: an item on a concurrency limit spending or
-    /// crediting a capacity lease (docs/design.md §9), which [`Store::check`](crate::Store::check)
-    /// answers with [`StoreError::InvalidInput`].
+    /// crediting a capacity lease (docs/design.md §9), or on a limit delaying requests or
+    /// blocking longer than 366 days (docs/design.md §2), which
+    /// [`Store::check`](crate::Store::check) answers with [`StoreError::InvalidInput`].
     pub fn check(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
         self.0.check_now(checks, now_ms)
     }

@@ -67,6 +67,11 @@ type AssignmentMap = HashMap<(Arc<str>, Identifier), Vec<(Assignment, Option<u64
 /// Capacity leases of global limits (docs/design.md §9) by (limit name, identifier), as Redis
 /// keys them beside the state whatever the algorithm; each kept [`GC_GRACE_MS`] past its end.
 type LeaseMap = ExpiringMap<(Arc<str>, Identifier), CapacityLease>;
+/// Blocks (docs/design.md §2, "Blocks") by (limit name, identifier): the end of each, kept
+/// [`GC_GRACE_MS`] past it, as Redis keeps `{el:<ns>:<limit>:<id>}:block` beside the state.
+type BlockMap = ExpiringMap<(Arc<str>, Identifier), u64>;
+/// Each item's block end in a check (0: none), inline for a request's few items.
+type BlocksOf = smallvec::SmallVec<[u64; 4]>;
 /// Each item's capacity lease in a check, inline for a request's few items.
 type LeasesOf = smallvec::SmallVec<[CapacityLease; 4]>;
 /// Deny and allow lists: list name → member → the epoch ms it lapses at
@@ -93,6 +98,9 @@ pub struct MemoryStore {
     // Capacity leases. Taken only by checks that spend or credit one, always after any shard
     // lock (the one order: requests, shards, leases).
     leases: Mutex<LeaseMap>,
+    // Blocks. Taken only by checks with an item on a limit with a block duration, always after
+    // the leases' lock (the one order: requests, shards, leases, blocks).
+    blocks: Mutex<BlockMap>,
     hasher: KeyHasher,
     capacity: usize,
     // The callers' time at or after which the next call purges every shard.
@@ -144,6 +152,7 @@ impl MemoryStore {
             requests: Mutex::new(ExpiringMap::new(capacity)),
             lists: Mutex::new(HashMap::new()),
             leases: Mutex::new(ExpiringMap::new(capacity)),
+            blocks: Mutex::new(ExpiringMap::new(capacity)),
             hasher,
             capacity,
             next_sweep_ms: AtomicU64::new(0),
@@ -183,11 +192,12 @@ impl MemoryStore {
     /// # Panics
     ///
     /// On a check every store refuses as bad input: an item on a concurrency limit spending or
-    /// crediting a capacity lease (docs/design.md §9), which [`Store::check`] answers with
+    /// crediting a capacity lease (docs/design.md §9), or on a limit delaying requests or
+    /// blocking longer than 366 days (docs/design.md §2), which [`Store::check`] answers with
     /// [`StoreError::InvalidInput`].
     pub(super) fn check_now(&self, checks: &[Check], now_ms: u64) -> Vec<Verdict> {
         for check in checks {
-            if let Err(refused) = check.refuse_bad_leases() {
+            if let Err(refused) = check.refuse_bad_items() {
                 panic!("{refused}");
             }
         }
@@ -300,7 +310,7 @@ impl MemoryStore {
     /// list match): a single limit's decision goes into its buffer.
     fn decide_into(&self, check: &Check, now_ms: u64, verdict: &mut Verdict) {
         match check.items() {
-            [item] if !item.uses_lease() => {
+            [item] if !item.uses_lease() && !item.applies_block() => {
                 let (limit, id) = (&item.limit, item.identifier.as_bytes());
                 let decision = self.decide_one(limit, id, item.cost, item.charge, now_ms);
                 verdict.allowed = decision.allowed;
@@ -361,6 +371,12 @@ impl MemoryStore {
         charge: Charge,
         now_ms: u64,
     ) -> Decision {
+        if limit.block_ms > 0 && charge == Charge::Request && cost > 0 {
+            // A blocking limit's state has its block beside it: the general path reads both.
+            let item = CheckItem::new(limit, identifier, cost);
+            let verdict = self.decide_all_or_nothing(&Check::new().with_item(item), now_ms);
+            return verdict.decisions[0];
+        }
         let key = KeyRef::new(&limit.name, limit.policy.algorithm(), identifier);
         let (hash, mut map) = self.locked(&key, now_ms);
         apply(&mut map, hash, &key, limit, cost, charge, now_ms).decision
@@ -430,10 +446,39 @@ impl MemoryStore {
         let before: LeasesOf = leases
             .as_ref()
             .map_or_else(LeasesOf::new, |(l, _)| l.clone());
-        let (verdict, outcomes) = match &mut leases {
-            Some((leases, _)) => batch::decide(check, &mut states, leases, now_ms),
-            None => batch::decide(check, &mut states, &mut [], now_ms),
+        let mut blocks = self.held_blocks(items, now_ms);
+        let blocks_before: BlocksOf = blocks
+            .as_ref()
+            .map_or_else(BlocksOf::new, |(b, _)| b.clone());
+        let mut verdict = Verdict::empty();
+        let no_blocks: &mut [u64] = &mut [];
+        let block_ends = blocks.as_mut().map_or(no_blocks, |(b, _)| &mut b[..]);
+        let outcomes = match &mut leases {
+            Some((leases, _)) => batch::decide_blocking_into(
+                check,
+                &mut states,
+                leases,
+                block_ends,
+                now_ms,
+                &mut verdict,
+            ),
+            None => batch::decide_blocking_into(
+                check,
+                &mut states,
+                &mut [],
+                block_ends,
+                now_ms,
+                &mut verdict,
+            ),
         };
+        if let Some((after, mut table)) = blocks {
+            for ((item, before), &end) in items.iter().zip(&blocks_before).zip(&after) {
+                if *before != end {
+                    let key = (item.limit.name.clone(), item.identifier.clone());
+                    table.insert(key, end, end.saturating_add(GC_GRACE_MS));
+                }
+            }
+        }
         if let Some((after, mut table)) = leases {
             for ((item, before), after) in items.iter().zip(&before).zip(&after) {
                 if before != after {
@@ -493,6 +538,31 @@ impl MemoryStore {
         Some((held, table))
     }
 
+    /// The end of each of `items`' blocks (0: none), when any applies one (else `None`, and the
+    /// blocks' lock is not taken), with the blocks' lock held: to be taken after the leases'.
+    fn held_blocks(
+        &self,
+        items: &[CheckItem],
+        now_ms: u64,
+    ) -> Option<(BlocksOf, MutexGuard<'_, BlockMap>)> {
+        if !items.iter().any(CheckItem::applies_block) {
+            return None;
+        }
+        let mut table = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        table.purge_expired(gc_horizon(now_ms));
+        let held = items
+            .iter()
+            .map(|item| {
+                if !item.applies_block() {
+                    return 0;
+                }
+                let key = (item.limit.name.clone(), item.identifier.clone());
+                table.get(&key).map_or(0, |(end, _)| *end)
+            })
+            .collect();
+        Some((held, table))
+    }
+
     fn shard_index(&self, hash: u64) -> usize {
         // Bits 16..48 scaled to the shard count (a multiply, not a modulo). The table inside a
         // shard indexes by the low bits and tags entries by the top seven, so the shard is chosen
@@ -534,6 +604,9 @@ impl MemoryStore {
         let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
         leases.purge_expired(gc_horizon(now_ms));
         drop(leases);
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        blocks.purge_expired(gc_horizon(now_ms));
+        drop(blocks);
         if self.assigned.load(Ordering::Relaxed) > 0 {
             // Lapsed assignments are kept as long as states, then dropped.
             let mut map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
@@ -618,7 +691,7 @@ fn apply(
 impl Store for MemoryStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         for check in checks {
-            check.refuse_bad_leases()?;
+            check.refuse_bad_items()?;
         }
         let now_ms = match time {
             TimeSource::At(ms) => ms,
@@ -636,7 +709,7 @@ impl Store for MemoryStore {
         verdicts: &mut Vec<Verdict>,
     ) -> Result<(), StoreError> {
         for check in checks {
-            check.refuse_bad_leases()?;
+            check.refuse_bad_items()?;
         }
         let now_ms = match time {
             TimeSource::At(ms) => ms,
@@ -650,6 +723,7 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::Reason;
 
     #[test]
     fn full_shards_fill_their_tables_and_small_stores_have_one() {
@@ -718,6 +792,42 @@ mod tests {
         // ...and gone from every shard once the next sweep is due, though no check touched them.
         store.check_now(&[], 1_000 + 2 * GC_GRACE_MS + SWEEP_EVERY_MS);
         assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn blocks_are_kept_for_blocking_limits_only_and_check_one_honours_them() {
+        let store = MemoryStore::new();
+        let plain = Limit::new("plain", "fixed 1/1s".parse::<Policy>().unwrap());
+        let blocking =
+            Limit::new("blocking", "fixed 1/1s".parse::<Policy>().unwrap()).with_block_for(3_000);
+        for t in [0, 1, 2] {
+            store.check_one(&plain, b"x", 1, t);
+        }
+        // Denials of a limit without a block leave the block table untouched (and unlocked).
+        assert_eq!(store.blocks.lock().unwrap().len(), 0);
+        assert!(store.check_one(&blocking, b"x", 1, 0).allowed);
+        assert_eq!(
+            store.check_one(&blocking, b"x", 1, 1).reason,
+            Reason::OverLimit
+        );
+        assert_eq!(store.blocks.lock().unwrap().len(), 1);
+        // The layer's one-limit path answers the block as a check does: to its end, at 3001.
+        let d = store.check_one(&blocking, b"x", 1, 1_000);
+        assert_eq!((d.reason, d.retry_after_ms), (Reason::Blocked, 2_001));
+        let d = store.check_now(&[Check::single(&blocking, "x", 1)], 3_000)[0].decisions[0];
+        assert_eq!((d.reason, d.retry_after_ms), (Reason::Blocked, 1));
+        assert!(store.check_one(&blocking, b"x", 1, 3_001).allowed);
+        // A reset lifts a block.
+        assert_eq!(
+            store.check_one(&blocking, b"x", 1, 3_002).reason,
+            Reason::OverLimit
+        );
+        assert!(store.reset_now(&blocking, b"x"));
+        assert!(store.check_one(&blocking, b"x", 1, 3_003).allowed);
+        assert_eq!(
+            store.check_one(&blocking, b"x", 1, 3_004).reason,
+            Reason::OverLimit
+        );
     }
 
     #[test]

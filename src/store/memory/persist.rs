@@ -5,8 +5,8 @@ use super::*;
 
 impl MemoryStore {
     /// The entries `checks` could have changed, as this store holds them now — each item's
-    /// state under its limit's algorithm, each request id it carries, and the capacity lease of
-    /// each item spending or crediting one — keyed by
+    /// state under its limit's algorithm, each request id it carries, the capacity lease of
+    /// each item spending or crediting one, and the block of each item a block applies to — keyed by
     /// [`Saved::key`], `None` for an entry not held (to drop wherever it was kept). Called after
     /// the checks were decided, it is what keeps a copy of the store elsewhere up to date.
     pub fn saved_for(&self, checks: &[Check]) -> Vec<(String, Option<Saved>)> {
@@ -44,11 +44,14 @@ impl MemoryStore {
                     }),
                 );
             }
+            if item.applies_block() {
+                push(saved::block_key(name, id), self.saved_block(name, id));
+            }
         }
         out
     }
-    /// The state of (limit, identifier) under every algorithm, as [`MemoryStore::saved_for`]
-    /// gives it: what a [`Control::reset`] changed.
+    /// The state of (limit, identifier) under every algorithm and its block, as
+    /// [`MemoryStore::saved_for`] gives them: what a [`Control::reset`] changed.
     pub fn saved_states(&self, limit: &Limit, identifier: &[u8]) -> Vec<(String, Option<Saved>)> {
         Algorithm::EVERY
             .into_iter()
@@ -58,6 +61,10 @@ impl MemoryStore {
                     self.saved_state(&limit.name, algorithm, identifier),
                 )
             })
+            .chain([(
+                saved::block_key(&limit.name, identifier),
+                self.saved_block(&limit.name, identifier),
+            )])
             .collect()
     }
     /// The assignments of (limit, identifier), as [`MemoryStore::saved_for`] gives entries.
@@ -154,6 +161,15 @@ impl MemoryStore {
                 let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
                 lists.insert(name, members.into_iter().collect());
             }
+            Saved::Block {
+                limit,
+                identifier,
+                until_ms,
+                keep_until_ms,
+            } => {
+                let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+                blocks.insert((limit.into(), identifier.into()), until_ms, keep_until_ms);
+            }
             Saved::CapacityLease {
                 limit,
                 identifier,
@@ -173,6 +189,19 @@ impl MemoryStore {
         }
         Ok(())
     }
+    /// The saved form of one block, if held.
+    fn saved_block(&self, name: &Arc<str>, identifier: &[u8]) -> Option<Saved> {
+        let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        let (until_ms, keep_until_ms) =
+            blocks.get(&(name.clone(), Identifier::from(identifier)))?;
+        Some(Saved::Block {
+            limit: name.to_string(),
+            identifier: identifier.to_vec(),
+            until_ms: *until_ms,
+            keep_until_ms,
+        })
+    }
+
     /// The saved form of one state, if held.
     fn saved_state(
         &self,

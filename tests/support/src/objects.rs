@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use edgelimit::store::key::{control_key, lease_key, list_key, request_key, state_key};
+use edgelimit::store::key::{block_key, control_key, lease_key, list_key, request_key, state_key};
 use edgelimit::store::Saved;
 use edgelimit::Identifier;
 
@@ -54,6 +54,9 @@ impl ObjectEntry {
             Saved::CapacityLease {
                 limit, identifier, ..
             } => lease_key(namespace, limit, &id(identifier)),
+            Saved::Block {
+                limit, identifier, ..
+            } => block_key(namespace, limit, &id(identifier)),
             Saved::List { name, .. } => list_key(namespace, name),
         }
     }
