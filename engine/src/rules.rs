@@ -590,6 +590,55 @@ mod tests {
         assert!(PathMatch::prefix("/api/").unwrap().matches("/api/x"));
     }
 
+    /// Values computed independently of this code, by the same hash written in Python:
+    ///
+    /// ```text
+    /// def point(name, ident):
+    ///     h = 0xcbf29ce484222325
+    ///     for b in name.encode() + b"\0" + ident.encode():
+    ///         h ^= b; h = (h * 0x100000001b3) % 2**64
+    ///     h ^= h >> 33; h = (h * 0xff51afd7ed558ccd) % 2**64
+    ///     h ^= h >> 33; h = (h * 0xc4ceb9fe1a85ec53) % 2**64
+    ///     h ^= h >> 33
+    ///     return h % 1000000
+    /// ```
+    ///
+    /// A change to the hash would change who every deployed staged limit enforces: it fails
+    /// here first.
+    #[test]
+    fn the_staged_enforcement_hash_is_pinned() {
+        assert_eq!(enforce_point("per-key", b"key-1"), 603_982);
+        assert_eq!(enforce_point("per-key", b"203.0.113.7"), 333_336);
+        assert_eq!(enforce_point("per-ip", b""), 415_069);
+        assert_eq!(enforce_point("api-daily", b"customer-42"), 186_626);
+        let ten: Enforce = "10%".parse().unwrap();
+        // 10% of key-0 … key-9999, counted by the Python above: 1,017.
+        let enforced = (0..10_000)
+            .filter(|i| ten.enforces("per-key", format!("key-{i}").as_bytes()))
+            .count();
+        assert_eq!(enforced, 1_017);
+    }
+
+    #[test]
+    fn shares_parse_as_percentages_and_print_back() {
+        for (text, per_million) in [
+            ("10%", 100_000),
+            ("0.5%", 5_000),
+            ("100%", 1_000_000),
+            ("0.0001%", 1),
+            (" 12.25% ", 122_500),
+        ] {
+            let share: Enforce = text.parse().unwrap();
+            assert_eq!(share.per_million, per_million, "{text}");
+            assert_eq!(share.to_string().parse::<Enforce>().unwrap(), share);
+        }
+        for bad in ["0%", "101%", "10", "-1%", "1e2%", "%", ".5%", "0.00001%"] {
+            assert!(bad.parse::<Enforce>().is_err(), "{bad}");
+        }
+        let all: Enforce = "100%".parse().unwrap();
+        assert!((0..1000).all(|i| all.enforces("x", format!("{i}").as_bytes())));
+    }
+
     #[test]
     fn custom_costs_are_read_by_their_spec_never_as_a_header() {
         let custom = CostSource::parse("custom:failed-login").unwrap();
