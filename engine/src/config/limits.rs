@@ -318,8 +318,9 @@ impl RawLimit {
                 return Err(ConfigError::at(
                     format!("{at} → policy"),
                     format!(
-                        "limit `{}` is also defined in {first} with another policy or fail mode; \
-                         limits that share a name share their state, so they must agree",
+                        "limit `{}` is also defined in {first} with another policy, fail mode, \
+                         `block_for` or longest wait; limits that share a name share their \
+                         state, so they must agree",
                         self.name
                     ),
                 ))
