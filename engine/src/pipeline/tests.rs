@@ -1056,3 +1056,35 @@ fn block_for_and_the_longest_wait_reach_the_checked_limit() {
         (0, 750)
     );
 }
+
+#[test]
+fn a_rule_of_soft_limits_alone_still_answers_its_deny_list_and_its_allow_list() {
+    let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
+        { "name": "per-user", "policy": "fixed 1/1m", "identifier": "header:x-user", "exceed": "soft" }
+    ]}]}))
+    .unwrap();
+    let plan = c.plan(&from("203.0.113.1", "u"));
+    // Decided in shadow behind the rule's gate; the enforced check looks the deny lists up.
+    let shadow = plan.shadow().unwrap();
+    assert_eq!(shadow.items()[0].gate, Some(0));
+    assert_eq!(shadow.gates()[0].deny.as_ref(), ["deny", "deny:api"]);
+    assert!(plan.enforced().unwrap().items().is_empty());
+    assert_eq!(plan.unenforced(0), Some(crate::rules::Unenforced::Soft));
+    drop(plan);
+    let path = Path::new(c);
+    let req = from("198.51.100.7", "m");
+    path.add("deny:api", "header:x-user m");
+    let ran = path.run(&req, 0);
+    assert_eq!(ran.status(), 403, "the rule's deny list refuses");
+    assert!(ran.outcome.soft_exceeded.is_empty());
+    // An allow-listed user is never charged on the soft limit, so never reported over it.
+    let friend = from("198.51.100.8", "friend");
+    path.add("allow:api", "header:x-user friend");
+    for now in 1..4 {
+        let ran = path.run(&friend, now);
+        assert!(
+            ran.allowed() && ran.outcome.soft_exceeded.is_empty(),
+            "{now}"
+        );
+    }
+}
