@@ -225,6 +225,31 @@ impl LimitBuilder {
         self.set("idempotent", json!(true))
     }
 
+    /// What exceeding the limit does (`exceed`): `deny` (the default), `soft` (forward with
+    /// `EdgeLimit-Exceeded` naming the limit), or `delay <duration>` (wait up to that long for
+    /// a place rather than refuse).
+    pub fn exceed(self, exceed: &str) -> LimitBuilder {
+        self.set("exceed", json!(exceed))
+    }
+
+    /// How long an identifier the limit denies stays refused on it (`block_for`, e.g. `15m`).
+    pub fn block_for(self, duration: &str) -> LimitBuilder {
+        self.set("block_for", json!(duration))
+    }
+
+    /// The share of identifiers the limit is enforced for (`enforce`, e.g. `10%`); the others
+    /// are decided in shadow.
+    pub fn enforce(self, share: &str) -> LimitBuilder {
+        self.set("enforce", json!(share))
+    }
+
+    /// The response statuses charged (`count_status`): each `401`, `4xx` or `200-299`; the
+    /// others are refunded after the response.
+    pub fn count_status<'a>(self, statuses: impl IntoIterator<Item = &'a str>) -> LimitBuilder {
+        let statuses: Vec<&str> = statuses.into_iter().collect();
+        self.set("count_status", json!(statuses))
+    }
+
     /// A named alternative policy identifiers may be assigned (`tiers`).
     pub fn tier(mut self, name: &str, policy: impl Display) -> LimitBuilder {
         let tiers = self

@@ -551,3 +551,184 @@ fn the_denial_cache_time_is_bounded() {
     v["denial_cache_ms"] = json!(-1);
     assert_eq!(error_of(v).field, "denial_cache_ms");
 }
+
+/// `minimal()` with these keys set on its one limit.
+fn limit_with(keys: serde_json::Value) -> serde_json::Value {
+    let mut v = minimal();
+    for (key, value) in keys.as_object().unwrap() {
+        v["rules"][0]["limits"][0][key] = value.clone();
+    }
+    v
+}
+
+const AT: &str = "rules[0] \"api\" → limits[0] \"per-ip\"";
+
+#[test]
+fn exceed_block_for_enforce_and_count_status_are_read() {
+    use crate::rules::{Enforce, Exceed};
+    let c = Config::from_value(minimal()).unwrap();
+    let plain = &c.rules[0].limits[0];
+    assert_eq!(
+        (plain.exceed, plain.enforce, plain.count_status.is_none()),
+        (Exceed::Deny, None, true)
+    );
+    assert_eq!((plain.limit.block_ms, plain.limit.max_delay_ms), (0, 0));
+    assert!(!c.tells_origin());
+
+    let c = Config::from_value(limit_with(json!({"exceed": "soft"}))).unwrap();
+    assert_eq!(c.rules[0].limits[0].exceed, Exceed::Soft);
+    assert!(c.tells_origin());
+
+    let c = Config::from_value(limit_with(json!({"exceed": "delay 500ms"}))).unwrap();
+    let l = &c.rules[0].limits[0];
+    assert_eq!(l.exceed, Exceed::Delay { max_ms: 500 });
+    assert_eq!(l.limit.max_delay_ms, 500);
+
+    let c = Config::from_value(limit_with(json!({"exceed": "deny", "block_for": "10m"}))).unwrap();
+    assert_eq!(c.rules[0].limits[0].limit.block_ms, 600_000);
+
+    let c = Config::from_value(limit_with(json!({"enforce": "0.5%"}))).unwrap();
+    assert_eq!(
+        c.rules[0].limits[0].enforce,
+        Some(Enforce { per_million: 5_000 })
+    );
+    let c = Config::from_value(limit_with(json!({"enforce": "100%"}))).unwrap();
+    assert_eq!(c.rules[0].limits[0].enforce.unwrap().to_string(), "100%");
+
+    for written in [
+        json!("401"),
+        json!(401),
+        json!(["401", "5xx"]),
+        json!("401, 500-503"),
+    ] {
+        let c = Config::from_value(limit_with(json!({"count_status": written}))).unwrap();
+        let statuses = c.rules[0].limits[0].count_status.as_ref().unwrap();
+        assert!(statuses.contains(401), "{written}");
+        assert!(
+            !statuses.contains(200) && !statuses.contains(402),
+            "{written}"
+        );
+    }
+    let c = Config::from_value(limit_with(json!({"count_status": "2xx"}))).unwrap();
+    let statuses = c.rules[0].limits[0].count_status.as_ref().unwrap();
+    assert!(statuses.contains(200) && statuses.contains(299) && !statuses.contains(300));
+}
+
+#[test]
+fn bad_values_of_the_exceeding_keys_name_the_field() {
+    for (keys, field, says) in [
+        (
+            json!({"exceed": "refuse"}),
+            "exceed",
+            "`deny`, `soft` or `delay",
+        ),
+        (
+            json!({"exceed": "delay"}),
+            "exceed",
+            "names no longest wait",
+        ),
+        (json!({"exceed": "delay 0ms"}), "exceed", "at most 30s"),
+        (json!({"exceed": "delay 31s"}), "exceed", "at most 30s"),
+        (json!({"exceed": "delay soon"}), "exceed", "window"),
+        (json!({"block_for": "forever"}), "block_for", "forever"),
+        (json!({"block_for": "2d"}), "block_for", "at most 1 day"),
+        (json!({"enforce": "10"}), "enforce", "percentage"),
+        (json!({"enforce": "0%"}), "enforce", "percentage"),
+        (json!({"enforce": "100.5%"}), "enforce", "percentage"),
+        (json!({"enforce": "0.00001%"}), "enforce", "percentage"),
+        (json!({"count_status": "4xy"}), "count_status", "`4xy`"),
+        (json!({"count_status": "600"}), "count_status", "100–599"),
+        (
+            json!({"count_status": "299-200"}),
+            "count_status",
+            "start is above",
+        ),
+        (
+            json!({"count_status": []}),
+            "count_status",
+            "names no status",
+        ),
+    ] {
+        let e = error_of(limit_with(keys.clone()));
+        assert_eq!(e.field, format!("{AT} → {field}"), "{keys}: {e}");
+        assert!(e.problem.contains(says), "{keys}: {e}");
+    }
+}
+
+#[test]
+fn options_combined_badly_are_refused_naming_the_field() {
+    for (keys, field, says) in [
+        (
+            json!({"exceed": "soft", "block_for": "1m"}),
+            "block_for",
+            "never refuses",
+        ),
+        (
+            json!({"exceed": "soft", "enforce": "10%"}),
+            "enforce",
+            "enforced for nobody",
+        ),
+        (
+            json!({"policy": "concurrency 5", "exceed": "delay 1s"}),
+            "exceed",
+            "concurrency",
+        ),
+        (
+            json!({"policy": "concurrency 5", "count_status": "401"}),
+            "count_status",
+            "concurrency",
+        ),
+    ] {
+        let e = error_of(limit_with(keys.clone()));
+        assert_eq!(e.field, format!("{AT} → {field}"), "{keys}: {e}");
+        assert!(e.problem.contains(says), "{keys}: {e}");
+    }
+    // A shadow rule enforces nothing: nothing to soften, delay or stage.
+    for (keys, field) in [
+        (json!({"exceed": "soft"}), "exceed"),
+        (json!({"exceed": "delay 1s"}), "exceed"),
+        (json!({"enforce": "5%"}), "enforce"),
+    ] {
+        let mut v = limit_with(keys.clone());
+        v["rules"][0]["shadow"] = json!(true);
+        let e = error_of(v);
+        assert_eq!(e.field, format!("{AT} → {field}"), "{keys}: {e}");
+        assert!(e.problem.contains("`shadow`"), "{keys}: {e}");
+    }
+    // Limits sharing a name share their block and their wait.
+    let mut v = minimal();
+    v["rules"][0]["limits"][0]["block_for"] = json!("1m");
+    v["rules"].as_array_mut().unwrap().push(json!({
+        "name": "other", "limits": [{ "name": "per-ip", "policy": "fixed 100/1m", "identifier": "ip" }]
+    }));
+    let e = error_of(v);
+    assert!(e.field.starts_with("rules[1] \"other\""), "{e}");
+}
+
+#[test]
+fn blocks_and_delays_are_refused_on_global_limits() {
+    let global = |keys: serde_json::Value| {
+        let mut v = limit_with(keys);
+        v["global"] = json!({
+            "home": {"url_var": "HOME_URL", "token_var": "HOME_TOKEN"},
+            "regions": [{"name": "eu", "url_var": "EU_URL", "token_var": "EU_TOKEN"}]
+        });
+        v
+    };
+    // The `global` section as the other tests write it must itself be accepted.
+    Config::from_value(global(json!({}))).expect("a valid global configuration");
+    for (keys, field) in [
+        (json!({"block_for": "1m"}), "block_for"),
+        (json!({"exceed": "delay 1s"}), "exceed"),
+    ] {
+        let e = error_of(global(keys.clone()));
+        assert_eq!(e.field, format!("{AT} → {field}"), "{keys}: {e}");
+        assert!(e.problem.contains("not supported on global limits"), "{e}");
+        // Decided in each region alone, the limit may block and delay.
+        let mut keys = keys;
+        keys["scope"] = json!("region");
+        Config::from_value(global(keys)).expect("a regional limit blocks and delays");
+    }
+    // `soft`, staged enforcement and counting by status are decided as on any limit.
+    Config::from_value(global(json!({"exceed": "soft", "count_status": "401"}))).unwrap();
+}

@@ -794,3 +794,297 @@ fn the_path_is_shared_across_threads() {
     let request = OwnedRequest::get("h", "/api/x");
     send(path.edge.handle(&request, 0));
 }
+
+/// The value of a Prometheus sample `series` in `text`, when present.
+fn sample(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[test]
+fn a_soft_limit_admits_tells_the_origin_and_counts() {
+    let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
+        { "name": "per-ip", "policy": "fixed 10/1m", "identifier": "ip" },
+        { "name": "per-user", "policy": "fixed 1/1m", "identifier": "header:x-user", "exceed": "soft" }
+    ]}]}))
+    .unwrap();
+    assert!(c.tells_origin());
+    let path = Path::new(c);
+    let req = from("192.0.2.1", "ann");
+    let first = path.run(&req, 0);
+    assert!(first.allowed());
+    assert_eq!(first.outcome.exceeded_header(), None);
+    assert!(first.outcome.soft_exceeded.is_empty());
+    for (i, now) in [1, 2].into_iter().enumerate() {
+        let over = path.run(&req, now);
+        assert!(over.allowed(), "a soft limit never refuses");
+        assert_eq!(
+            over.outcome.soft_exceeded,
+            vec![Arc::<str>::from("per-user")]
+        );
+        assert_eq!(
+            over.outcome.exceeded_header().as_deref(),
+            Some("\"per-user\"")
+        );
+        assert!(
+            over.outcome.shadow_denied.is_empty(),
+            "not a shadow rule's denial"
+        );
+        // The client sees the enforced limits' fields as always, and no problem.
+        assert_eq!(over.response.action, Action::Forward);
+        let ratelimit = over.header("RateLimit").unwrap();
+        assert!(
+            ratelimit.contains(&format!("\"per-ip\";r={}", 8 - i)),
+            "{ratelimit}"
+        );
+        assert_eq!(over.line.soft_exceeded, vec!["per-user".to_string()]);
+        let logged = over
+            .line
+            .limits
+            .iter()
+            .find(|l| l.name == "per-user")
+            .unwrap();
+        assert_eq!(
+            (logged.shadow, logged.unenforced.as_deref()),
+            (true, Some("soft"))
+        );
+        assert!(!logged.allowed);
+    }
+    // Another user is under its own limit: nothing to tell.
+    let other = path.run(&from("192.0.2.1", "bob"), 3);
+    assert_eq!(other.outcome.exceeded_header(), None);
+    let metrics = path.edge.metrics_text();
+    assert_eq!(
+        sample(
+            &metrics,
+            "edgelimit_soft_exceeded_total{limit=\"per-user\"}"
+        ),
+        Some(2),
+        "{metrics}"
+    );
+    // Two soft limits over: the origin is told both, as a structured-field list.
+    let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
+        { "name": "a", "policy": "fixed 1/1m", "identifier": "ip", "exceed": "soft" },
+        { "name": "b", "policy": "fixed 1/1m", "identifier": "ip", "exceed": "soft" }
+    ]}]}))
+    .unwrap();
+    let path = Path::new(c);
+    let req = from("192.0.2.1", "ann");
+    path.run(&req, 0);
+    let over = path.run(&req, 1);
+    assert!(over.allowed());
+    assert_eq!(
+        over.outcome.exceeded_header().as_deref(),
+        Some("\"a\", \"b\"")
+    );
+}
+
+#[test]
+fn staged_enforcement_enforces_a_stable_share_of_identifiers() {
+    let config = || {
+        Config::from_value(json!({"rules": [{ "name": "api", "limits": [
+            { "name": "per-user", "policy": "fixed 1/1m", "identifier": "header:x-user",
+              "enforce": "10%" }
+        ]}]}))
+        .unwrap()
+    };
+    let path = Path::new(config());
+    let users = 10_000;
+    let mut enforced = Vec::new();
+    for i in 0..users {
+        let req = from("192.0.2.1", &format!("user-{i}"));
+        assert!(path.run(&req, 0).allowed());
+        let second = path.run(&req, 1);
+        if second.allowed() {
+            assert_eq!(
+                second.outcome.staged_denied,
+                vec![Arc::<str>::from("per-user")]
+            );
+            assert_eq!(second.line.staged_denied, vec!["per-user".to_string()]);
+            let logged = &second.line.limits[0];
+            assert_eq!(
+                (logged.shadow, logged.unenforced.as_deref()),
+                (true, Some("staged"))
+            );
+        } else {
+            assert_eq!(second.status(), 429);
+            assert!(second.outcome.staged_denied.is_empty());
+            let logged = &second.line.limits[0];
+            assert_eq!((logged.shadow, logged.unenforced.as_deref()), (false, None));
+            enforced.push(i);
+        }
+    }
+    let share = enforced.len() as f64 / users as f64;
+    assert!((0.085..=0.115).contains(&share), "{share}");
+    // The same identifiers on another isolate (another host, `sim`): the hash, not chance.
+    let again = Path::new(config());
+    for i in (0..users).step_by(7) {
+        let req = from("192.0.2.1", &format!("user-{i}"));
+        again.run(&req, 0);
+        let refused = !again.run(&req, 1).allowed();
+        assert_eq!(refused, enforced.binary_search(&i).is_ok(), "user-{i}");
+    }
+    let metrics = path.edge.metrics_text();
+    let counted = |enforced: &str| {
+        sample(
+            &metrics,
+            &format!(
+                "edgelimit_staged_denials_total{{limit=\"per-user\",enforced=\"{enforced}\"}}"
+            ),
+        )
+    };
+    assert_eq!(counted("true"), Some(enforced.len() as u64), "{metrics}");
+    assert_eq!(counted("false"), Some((users - enforced.len()) as u64));
+}
+
+#[test]
+fn count_status_refunds_the_responses_outside_the_set() {
+    let c = Config::from_value(json!({"rules": [{ "name": "login", "limits": [
+        { "name": "failed-logins", "policy": "fixed 2/1h", "identifier": "ip", "count_status": "401" }
+    ]}]}))
+    .unwrap();
+    let path = Path::new(c);
+    let req = OwnedRequest::get("h", "/login").with_header("cf-connecting-ip", "192.0.2.1");
+    // Each request answered, then settled with its response's status.
+    let answer = |now: u64, status: Option<u16>| -> u16 {
+        let handled = ready(path.edge.handle(&req, now));
+        let answered = handled.outcome().status;
+        if answered == 200 {
+            assert!(handled.settles());
+            // Each reservation named apart: a commit is remembered by its name.
+            let settlement = handled.settlement(&format!("r-{now}"), |field| {
+                (field == crate::rules::STATUS_FIELD)
+                    .then_some(status?)
+                    .map(|s| s.to_string())
+            });
+            if let Some(settlement) = settlement {
+                ready(path.edge.settle(settlement));
+            }
+        }
+        answered
+    };
+    // Successful logins are refunded: any number of them.
+    for now in 0..5 {
+        assert_eq!(answer(now, Some(200)), 200);
+    }
+    // Two failed ones are kept: the quota is spent.
+    assert_eq!(answer(10, Some(401)), 200);
+    assert_eq!(answer(11, Some(401)), 200);
+    assert_eq!(answer(12, Some(200)), 429);
+    // An origin that failed states no status: the estimate stands.
+    let path = Path::new(path.edge.config().clone());
+    let handled = ready(path.edge.handle(&req, 0));
+    let settlement = handled.settlement("r", |_| None);
+    assert!(
+        settlement.is_none(),
+        "nothing to commit: the estimate stands"
+    );
+}
+
+/// A store answering as the stores' delay contract says (docs/design.md §2, "Delays"): a
+/// denial its limit could admit within `max_delay_ms` becomes an admission after that wait.
+struct Delaying(MemoryStore);
+
+#[async_trait::async_trait]
+impl edgelimit::Store for Delaying {
+    async fn check(
+        &self,
+        checks: &[edgelimit::Check],
+        time: edgelimit::TimeSource,
+    ) -> Result<Vec<edgelimit::Verdict>, edgelimit::StoreError> {
+        let mut verdicts = self.0.check(checks, time).await?;
+        for (check, verdict) in checks.iter().zip(&mut verdicts) {
+            for (item, decision) in check.items().iter().zip(&mut verdict.decisions) {
+                if decision.reason == edgelimit::Reason::OverLimit
+                    && decision.retry_after_ms <= item.limit.max_delay_ms
+                {
+                    decision.allowed = true;
+                    decision.reason = edgelimit::Reason::Delayed;
+                }
+            }
+            verdict.allowed = verdict.decisions.iter().all(|d| d.allowed);
+        }
+        Ok(verdicts)
+    }
+}
+
+#[test]
+fn a_delayed_admission_carries_the_longest_wait() {
+    let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
+        { "name": "fast", "policy": "gcra 1/1s burst 1", "identifier": "ip", "exceed": "delay 2s" },
+        { "name": "slow", "policy": "gcra 1/1500ms burst 1", "identifier": "ip", "exceed": "delay 2s" }
+    ]}]}))
+    .unwrap();
+    let plan_limit = &c.rules[0].limits[0].limit;
+    assert_eq!(plan_limit.max_delay_ms, 2000);
+    let clock = Arc::new(ManualClock::at(0));
+    let edge = Edge::new(c, Delaying(MemoryStore::new().with_clock(clock.clone())))
+        .with_clock(clock.clone());
+    let req = from("192.0.2.1", "ann");
+    let first = ready(edge.handle(&req, 0));
+    assert_eq!((first.outcome().status, first.delay_ms()), (200, 0));
+    drop(first);
+    let second = ready(edge.handle(&req, 0));
+    assert!(second.outcome().allowed());
+    assert_eq!(second.delay_ms(), 1500, "the longest of the limits' waits");
+    assert_eq!(second.log_line(&req, None).delay_ms, 1500);
+    drop(second);
+    let metrics = edge.metrics_text();
+    assert_eq!(
+        sample(&metrics, "edgelimit_delayed_total"),
+        Some(1),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn block_for_and_the_longest_wait_reach_the_checked_limit() {
+    let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
+        { "name": "per-ip", "policy": "fixed 5/1m", "identifier": "ip", "block_for": "15m" },
+        { "name": "per-user", "policy": "fixed 5/1m", "identifier": "header:x-user",
+          "exceed": "delay 750ms" }
+    ]}]}))
+    .unwrap();
+    let plan = c.plan(&from("192.0.2.1", "ann"));
+    let items = plan.enforced().unwrap().items();
+    assert_eq!(
+        (items[0].limit.block_ms, items[0].limit.max_delay_ms),
+        (900_000, 0)
+    );
+    assert_eq!(
+        (items[1].limit.block_ms, items[1].limit.max_delay_ms),
+        (0, 750)
+    );
+}
+
+#[test]
+fn a_rule_of_soft_limits_alone_still_answers_its_deny_list_and_its_allow_list() {
+    let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
+        { "name": "per-user", "policy": "fixed 1/1m", "identifier": "header:x-user", "exceed": "soft" }
+    ]}]}))
+    .unwrap();
+    let plan = c.plan(&from("203.0.113.1", "u"));
+    // Decided in shadow behind the rule's gate; the enforced check looks the deny lists up.
+    let shadow = plan.shadow().unwrap();
+    assert_eq!(shadow.items()[0].gate, Some(0));
+    assert_eq!(shadow.gates()[0].deny.as_ref(), ["deny", "deny:api"]);
+    assert!(plan.enforced().unwrap().items().is_empty());
+    assert_eq!(plan.unenforced(0), Some(crate::rules::Unenforced::Soft));
+    drop(plan);
+    let path = Path::new(c);
+    let req = from("198.51.100.7", "m");
+    path.add("deny:api", "header:x-user m");
+    let ran = path.run(&req, 0);
+    assert_eq!(ran.status(), 403, "the rule's deny list refuses");
+    assert!(ran.outcome.soft_exceeded.is_empty());
+    // An allow-listed user is never charged on the soft limit, so never reported over it.
+    let friend = from("198.51.100.8", "friend");
+    path.add("allow:api", "header:x-user friend");
+    for now in 1..4 {
+        let ran = path.run(&friend, now);
+        assert!(
+            ran.allowed() && ran.outcome.soft_exceeded.is_empty(),
+            "{now}"
+        );
+    }
+}
