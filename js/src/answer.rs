@@ -10,7 +10,7 @@ use serde::Serialize;
 use edgelimit_engine::rules::Exceed;
 
 use crate::options::Setup;
-use crate::request::Call;
+use crate::request::LimitCall;
 
 /// One limit's decision, as `result.decisions[i]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,7 +68,7 @@ pub struct ProblemOut {
 /// What `limit()` resolves to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Outcome {
+pub struct LimitResult {
     /// Whether every enforced limit admitted the request.
     pub success: bool,
     /// The binding limit's capacity (the denial with the longest wait, else the tightest).
@@ -114,9 +114,9 @@ fn advertised(limit: &Limit, decision: &Decision) -> Policy {
     limit.advertised_policy(decision)
 }
 
-impl Outcome {
+impl LimitResult {
     /// The outcome of `call` from the limiter's answer.
-    pub fn new(setup: &Setup, call: &Call, checked: &Checked) -> Outcome {
+    pub fn new(setup: &Setup, call: &LimitCall, checked: &Checked) -> LimitResult {
         let enforced = &checked.verdicts[0];
         let shadow = checked.verdicts.get(1);
         // A limit the denial cache never consulted decided nothing, and an allow-listed one
@@ -170,7 +170,7 @@ impl Outcome {
             .filter(|(configured, d)| configured.exceed == Exceed::Soft && !d.success)
             .map(|(_, d)| d.name.clone())
             .collect();
-        Outcome {
+        LimitResult {
             success: answer.allowed(),
             limit: binding.map_or(0, |d| d.limit),
             remaining: binding.map_or(0, |d| d.remaining),
@@ -196,7 +196,7 @@ impl Outcome {
 /// items each keep that order, so the two are merged back by the `shadow` flag.
 fn decisions_in_order(
     setup: &Setup,
-    call: &Call,
+    call: &LimitCall,
     enforced: &Verdict,
     shadow: Option<&Verdict>,
 ) -> Vec<DecisionOut> {
@@ -247,7 +247,7 @@ mod tests {
     const T0: u64 = 1_700_000_000_000;
 
     /// Decides `call` in memory at `T0 + at`, as the limiter would.
-    fn decide(store: &MemoryStore, call: &Call, at: u64) -> Checked {
+    fn decide(store: &MemoryStore, call: &LimitCall, at: u64) -> Checked {
         Checked {
             verdicts: store.direct().check(&call.checks, T0 + at),
             local_ms: T0 + at,
@@ -259,8 +259,8 @@ mod tests {
     fn admitted_calls_report_the_tightest_limit_and_every_decision_in_order() {
         let setup = setup();
         let store = MemoryStore::new();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
-        let out = Outcome::new(&setup, &call, &decide(&store, &call, 0));
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
+        let out = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
         assert!(out.success && out.problem.is_none() && out.retry_after.is_none());
         assert_eq!((out.limit, out.remaining, out.reason), (2, 1, "admitted"));
         assert_eq!(out.reset, T0 - T0 % 60_000 + 60_000);
@@ -294,11 +294,11 @@ mod tests {
     fn a_denial_carries_retry_after_and_the_librarys_problem_body() {
         let setup = setup();
         let store = MemoryStore::new();
-        let call = Call::new(&setup, "\"u\"", "{\"instance\":\"/api\"}").unwrap();
+        let call = LimitCall::new(&setup, "\"u\"", "{\"instance\":\"/api\"}").unwrap();
         for at in 0..2 {
-            assert!(Outcome::new(&setup, &call, &decide(&store, &call, at)).success);
+            assert!(LimitResult::new(&setup, &call, &decide(&store, &call, at)).success);
         }
-        let out = Outcome::new(&setup, &call, &decide(&store, &call, 2_000));
+        let out = LimitResult::new(&setup, &call, &decide(&store, &call, 2_000));
         assert!(!out.success);
         assert_eq!((out.reason, out.remaining), ("over_limit", 0));
         // Fixed windows align to the epoch: T0 is 20 s into its minute.
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn a_limit_the_denial_cache_never_consulted_is_not_advertised() {
         let setup = setup();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
         let cached = Decision {
             allowed: false,
             limit: 2,
@@ -355,7 +355,7 @@ mod tests {
             local_ms: T0,
             store_ms: None,
         };
-        let out = Outcome::new(&setup, &call, &checked);
+        let out = LimitResult::new(&setup, &call, &checked);
         let headers: std::collections::HashMap<_, _> = out.headers.iter().cloned().collect();
         assert_eq!(headers["RateLimit"], "\"per-user\";r=0;t=40");
         assert_eq!(headers["RateLimit-Policy"], "\"per-user\";q=2;w=60");
@@ -380,11 +380,11 @@ mod tests {
             { "name": "soft-cap", "policy": "fixed 1/1m", "exceed": "soft" },
         ]));
         let store = MemoryStore::new();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
         assert_eq!(call.shadow, [false, true]);
-        let first = Outcome::new(&setup, &call, &decide(&store, &call, 0));
+        let first = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
         assert!(first.success && first.exceeded.is_empty());
-        let second = Outcome::new(&setup, &call, &decide(&store, &call, 1));
+        let second = LimitResult::new(&setup, &call, &decide(&store, &call, 1));
         assert!(second.success, "a soft limit never refuses");
         assert_eq!(second.exceeded, ["soft-cap"]);
         assert_eq!(second.decisions[1].reason, "over_limit");
@@ -401,11 +401,11 @@ mod tests {
         let mut enforced = 0;
         for i in 0..400 {
             let id = format!("client-{i}");
-            let call = Call::new(&setup, &format!("{id:?}"), "").unwrap();
+            let call = LimitCall::new(&setup, &format!("{id:?}"), "").unwrap();
             let picked = share.enforces("staged", id.as_bytes());
             assert_eq!(call.shadow, [!picked], "{id}");
-            assert!(Outcome::new(&setup, &call, &decide(&store, &call, 0)).success);
-            let again = Outcome::new(&setup, &call, &decide(&store, &call, 1));
+            assert!(LimitResult::new(&setup, &call, &decide(&store, &call, 0)).success);
+            let again = LimitResult::new(&setup, &call, &decide(&store, &call, 1));
             assert_eq!(again.success, !picked, "{id}'s second request");
             assert_eq!(again.decisions[0].shadow, !picked);
             enforced += usize::from(picked);
@@ -419,15 +419,15 @@ mod tests {
             { "name": "paced", "policy": "gcra 1/1s burst 1", "exceed": "delay 2s" },
         ]));
         let store = MemoryStore::new();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
-        let first = Outcome::new(&setup, &call, &decide(&store, &call, 0));
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
+        let first = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
         assert_eq!((first.success, first.delay_ms), (true, 0));
-        let second = Outcome::new(&setup, &call, &decide(&store, &call, 100));
+        let second = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
         assert_eq!((second.success, second.delay_ms), (true, 900));
         assert_eq!(second.decisions[0].reason, "delayed");
-        let third = Outcome::new(&setup, &call, &decide(&store, &call, 100));
+        let third = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
         assert_eq!((third.success, third.delay_ms), (true, 1_900));
-        let beyond = Outcome::new(&setup, &call, &decide(&store, &call, 100));
+        let beyond = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
         assert!(!beyond.success, "2.9 s is beyond the longest wait");
         assert_eq!(beyond.delay_ms, 0);
     }
@@ -435,7 +435,7 @@ mod tests {
     #[test]
     fn a_limit_failing_closed_is_a_503_problem() {
         let setup = setup();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
         let closed = Decision {
             allowed: false,
             limit: 2,
@@ -464,7 +464,7 @@ mod tests {
             local_ms: T0,
             store_ms: Some(50.0),
         };
-        let out = Outcome::new(&setup, &call, &checked);
+        let out = LimitResult::new(&setup, &call, &checked);
         assert_eq!(out.problem.as_ref().map(|p| p.status), Some(503));
         assert_eq!((out.reason, out.retry_after), ("failed_closed", Some(1)));
         assert_eq!(out.decisions[2].reason, "failed_open");

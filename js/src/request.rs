@@ -15,7 +15,7 @@ use crate::options::Setup;
 
 /// What one call decides: the checks, and where each configured limit's decision is found.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Call {
+pub struct LimitCall {
     /// The enforced check first (empty when every limit is decided in shadow this call), then
     /// the shadow check when any limit is decided in shadow.
     pub checks: Vec<Check>,
@@ -35,10 +35,10 @@ struct RawCallOptions {
     instance: Option<Json>,
 }
 
-impl Call {
+impl LimitCall {
     /// The checks for `identifiers` (JSON: one string for every limit, or an object from limit
     /// name to identifier) and `options` (JSON: `{ cost, requestId, instance }`, any omitted).
-    pub fn new(setup: &Setup, identifiers: &str, options: &str) -> Result<Call, Error> {
+    pub fn new(setup: &Setup, identifiers: &str, options: &str) -> Result<LimitCall, Error> {
         let identifiers: Json = serde_json::from_str(identifiers).map_err(|e| {
             Error::new(
                 ErrorCode::InvalidIdentifier,
@@ -77,7 +77,7 @@ impl Call {
         if !shadow.items().is_empty() {
             checks.push(shadow);
         }
-        Ok(Call {
+        Ok(LimitCall {
             checks,
             shadow: in_shadow,
             instance,
@@ -235,8 +235,8 @@ mod tests {
         .unwrap()
     }
 
-    fn call(ids: serde_json::Value, options: serde_json::Value) -> Result<Call, Error> {
-        Call::new(&setup(), &ids.to_string(), &options.to_string())
+    fn call(ids: serde_json::Value, options: serde_json::Value) -> Result<LimitCall, Error> {
+        LimitCall::new(&setup(), &ids.to_string(), &options.to_string())
     }
 
     fn summary(check: &Check) -> Vec<(String, String, i64)> {
@@ -280,7 +280,7 @@ mod tests {
         assert_eq!(all.len(), 3);
         assert!(all.iter().all(|(_, id, cost)| id == "k" && *cost == 4));
         assert!(c.checks[0].is_idempotent());
-        let plain = Call::new(&setup(), "\"k\"", "").unwrap();
+        let plain = LimitCall::new(&setup(), "\"k\"", "").unwrap();
         assert!(plain.checks[0].items().iter().all(|i| i.cost == 1));
     }
 
