@@ -25,6 +25,7 @@
 //! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
 //! - [`admin_route`]: live control through a host's admin route (`admin_path`).
 //! - [`wire`]: the calls and answers between a host and its Durable Objects or admin route.
+//! - [`exceed_counters`]: what `soft`, staged enforcement and delays did, on the metrics page.
 //! - [`log_line`]: the decision log line, written by the hosts and read by `sim`.
 
 #![warn(missing_docs, rust_2018_idioms)]
@@ -36,6 +37,7 @@ struct ReadmeDoctests;
 
 pub mod admin_route;
 pub mod config;
+pub mod exceed_counters;
 pub mod identify;
 pub mod lists;
 pub mod log_line;
@@ -52,6 +54,8 @@ pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
 pub use log_line::{LimitLine, LogLine};
 pub use pipeline::{AnalyticsPoint, Edge, Handled, Route, Settled};
 pub use plan::{Absent, Decided, Incoming, Plan};
-pub use rules::{CostSource, Missing, Rule, RuleLimit, Scope, Settle};
-pub use ruling::{Action, Binding, Outcome, Response};
+pub use rules::{
+    CostSource, Enforce, Exceed, Missing, Rule, RuleLimit, Scope, Settle, StatusSet, Unenforced,
+};
+pub use ruling::{Action, Binding, Outcome, Response, EXCEEDED_HEADER};
 pub use settlement::Settlement;

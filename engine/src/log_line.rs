@@ -33,8 +33,13 @@ pub struct LimitLine {
     pub remaining: u64,
     /// Why it decided as it did (`admitted`, `over_limit`, `cached_denial`, …).
     pub reason: String,
-    /// Whether it belongs to a shadow rule.
+    /// Whether it was decided in shadow: its rule is a shadow rule, or (see `unenforced`) the
+    /// limit is `soft` or its staged enforcement left the identifier out.
     pub shadow: bool,
+    /// Why a limit of an enforced rule was decided in shadow: `soft`, or `staged` (its
+    /// `enforce` share left the identifier out). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unenforced: Option<String>,
 }
 
 /// The isolate's counters, in a sampled line.
@@ -111,6 +116,16 @@ pub struct LogLine {
     /// Shadow limits that would have denied.
     #[serde(default)]
     pub shadow_denied: Vec<String>,
+    /// `soft` limits that denied (the request was admitted and the origin told).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub soft_exceeded: Vec<String>,
+    /// Limits with staged enforcement that denied an identifier they leave out (reported
+    /// only); an enforced denial is in `limits` with `unenforced` absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staged_denied: Vec<String>,
+    /// How long (ms) the request waited before it was forwarded (`exceed = "delay …"`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delay_ms: u64,
     /// Whether all-or-nothing held for the enforced limits.
     #[serde(default = "all_or_nothing")]
     pub atomic: bool,
@@ -124,6 +139,10 @@ pub struct LogLine {
 
 fn all_or_nothing() -> bool {
     true
+}
+
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
 }
 
 impl LogLine {
@@ -144,7 +163,8 @@ impl LogLine {
                     .items()
                     .iter()
                     .zip(&decided.verdict.decisions)
-                    .map(move |(item, d)| LimitLine {
+                    .enumerate()
+                    .map(move |(i, (item, d))| LimitLine {
                         name: item.limit.name.to_string(),
                         identifier: encode_identifier(&item.identifier),
                         cost: item.cost,
@@ -152,6 +172,11 @@ impl LogLine {
                         remaining: d.remaining,
                         reason: d.reason.as_str().to_string(),
                         shadow: decided.shadow,
+                        unenforced: decided
+                            .shadow
+                            .then(|| plan.unenforced(i))
+                            .flatten()
+                            .map(|kind| kind.as_str().to_string()),
                     })
             })
             .collect();
@@ -179,6 +204,9 @@ impl LogLine {
             shadow_lists: names(&mut outcome.shadow_listed.iter().map(|d| d.list.as_str())),
             limits,
             shadow_denied: names(&mut outcome.shadow_denied.iter().map(|n| &**n)),
+            soft_exceeded: names(&mut outcome.soft_exceeded.iter().map(|n| &**n)),
+            staged_denied: names(&mut outcome.staged_denied.iter().map(|n| &**n)),
+            delay_ms: outcome.delay_ms,
             atomic: outcome.atomic,
             store_ms: checked.store_ms,
             isolate: isolate.map(|m| {

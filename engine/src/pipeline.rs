@@ -14,6 +14,7 @@ use edgelimit::metrics::MetricsSnapshot;
 use edgelimit::{Check, Checked, Clock, Limiter, Store, StoreError};
 
 use crate::config::Config;
+use crate::exceed_counters::ExceedCounters;
 use crate::identify::RequestView;
 use crate::lists::{DenyCache, ListCounters, ProbeCache, Via};
 use crate::log_line::LogLine;
@@ -27,6 +28,7 @@ use crate::settlement::Settlement;
 struct Isolate {
     deny_cache: DenyCache,
     list_counters: ListCounters,
+    exceed_counters: ExceedCounters,
 }
 
 /// One request's buffers, kept between requests so that a pipeline deciding request after
@@ -53,6 +55,8 @@ pub struct Edge<S> {
     /// response is written along with its ruling, from the one [`edgelimit::http::Answer`]
     /// (a replay, which never asks, writes none).
     responds: AtomicBool,
+    /// Whether a limit has staged enforcement (its enforced denials are counted apart).
+    staged: bool,
 }
 
 /// At most this many requests' buffers are kept for reuse (the requests an isolate has in
@@ -76,7 +80,13 @@ impl<S: Store> Edge<S> {
             isolate: Mutex::new(Isolate {
                 deny_cache: DenyCache::new(config.list_cache_ms),
                 list_counters: ListCounters::default(),
+                exceed_counters: ExceedCounters::default(),
             }),
+            staged: config
+                .rules
+                .iter()
+                .flat_map(|r| &r.limits)
+                .any(|l| l.enforce.is_some()),
             spare: Mutex::new(Vec::new()),
             probes: Mutex::new(ProbeCache::default()),
             responds: AtomicBool::new(false),
@@ -156,6 +166,39 @@ impl<S: Store> Edge<S> {
                 isolate.list_counters.shadow_denied();
             }
         }
+        let staged_enforced =
+            self.staged
+                .then(|| plan.enforced_decided(&checked.verdicts))
+                .flatten()
+                .filter(|(_, verdict)| !verdict.allowed)
+                .map(|(check, verdict)| {
+                    check
+                        .items()
+                        .iter()
+                        .zip(&verdict.decisions)
+                        .filter(|(item, d)| {
+                            !d.allowed
+                                && d.reason != edgelimit::Reason::Denylisted
+                                && plan.rules.iter().flat_map(|r| &r.limits).any(|l| {
+                                    l.enforce.is_some() && Arc::ptr_eq(&l.limit, &item.limit)
+                                })
+                        })
+                        .map(|(item, _)| &item.limit.name)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+        if !outcome.soft_exceeded.is_empty()
+            || !outcome.staged_denied.is_empty()
+            || !staged_enforced.is_empty()
+            || outcome.delay_ms > 0
+        {
+            lock(&self.isolate).exceed_counters.count(
+                &outcome.soft_exceeded,
+                &outcome.staged_denied,
+                staged_enforced,
+                outcome.delay_ms,
+            );
+        }
         let response =
             responds.then(|| plan.respond(&checked.verdicts, &outcome, request.path(), written));
         Handled {
@@ -186,11 +229,13 @@ impl<S: Store> Edge<S> {
     /// its cache hits, and the lists' refusals (the configuration's `metrics_path` page).
     pub fn metrics_text(&self) -> String {
         let metrics = self.limiter.metrics();
+        let isolate = lock(&self.isolate);
         format!(
-            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n{}",
+            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n{}{}",
             metrics.to_prometheus(),
             metrics.totals().cache_hits,
-            lock(&self.isolate).list_counters.to_prometheus()
+            isolate.list_counters.to_prometheus(),
+            isolate.exceed_counters.to_prometheus()
         )
     }
 }
@@ -275,7 +320,25 @@ impl<'e> Handled<'e> {
             .denied
             .as_ref()
             .is_some_and(|d| d.via == Via::Store);
-        sampled || news || !self.outcome.shadow_denied.is_empty()
+        sampled
+            || news
+            || !self.outcome.shadow_denied.is_empty()
+            || !self.outcome.soft_exceeded.is_empty()
+            || !self.outcome.staged_denied.is_empty()
+    }
+
+    /// How long (ms) the host waits before forwarding this admitted request: the longest wait
+    /// of the enforced limits that admitted it after one (`exceed = "delay …"`); 0 for none.
+    /// The Worker waits in wall time (no CPU), the tower layer in a timer.
+    pub fn delay_ms(&self) -> u64 {
+        self.outcome.delay_ms
+    }
+
+    /// The value of [`crate::EXCEEDED_HEADER`] for the forwarded request (the `soft` limits it
+    /// exceeded), when any; a host whose configuration has a `soft` limit
+    /// ([`Config::tells_origin`]) removes the client's own field of that name first.
+    pub fn exceeded_header(&self) -> Option<String> {
+        self.outcome.exceeded_header()
     }
 
     /// The log line for this request, with the isolate's counters when given.

@@ -14,7 +14,7 @@ use smallvec::SmallVec;
 use crate::config::Config;
 use crate::identify::{OwnedRequest, RequestView};
 use crate::lists::{self, Denial, ProbeCache, Via};
-use crate::rules::{Missing, Rule, RuleLimit};
+use crate::rules::{Missing, Rule, RuleLimit, Unenforced};
 
 /// A request as the pipeline plans it: what it offers ([`RequestView`]), where each limit's
 /// identifier comes from, and which rules it matches. The defaults read both from the request,
@@ -86,6 +86,10 @@ pub struct Plan<'c> {
     deny_scope: SmallVec<[&'c str; 4]>,
     /// Whether responses carry `X-EdgeLimit-Shadow` (the configuration's `shadow_header`).
     pub(crate) shadow_header: bool,
+    /// Per item of the shadow check, in order: why a limit of an enforced rule is decided
+    /// there (`soft`, or left out by its staged enforcement), `None` for a shadow rule's limit.
+    /// Held inline up to four: no allocation per request.
+    pub(crate) shadow_kinds: SmallVec<[Option<Unenforced>; 4]>,
 }
 
 impl Config {
@@ -133,6 +137,7 @@ impl Config {
             settles,
             deny_scope: SmallVec::new(),
             shadow_header: self.shadow_header,
+            shadow_kinds: SmallVec::new(),
         };
         // What the request offers the lists, only when a list can apply: the dynamic ones are
         // consulted along with a check, so only for requests some rule matches.
@@ -245,6 +250,8 @@ impl Config {
                 plan.allowed.push(rule);
                 continue;
             }
+            // The rule's gate in the shadow check, for its limits decided there.
+            let mut moved_gate: Option<usize> = None;
             for applied in &rule.limits {
                 let identifier = match identify(applied) {
                     Some(id) => id,
@@ -266,10 +273,29 @@ impl Config {
                         }
                     }
                 };
-                let check = if rule.shadow {
-                    &mut shadow
+                let unenforced = if rule.shadow {
+                    None
                 } else {
-                    &mut enforced
+                    applied.unenforced(identifier.as_bytes())
+                };
+                let (check, gate) = if rule.shadow {
+                    plan.shadow_kinds.push(None);
+                    (&mut shadow, gate)
+                } else if let Some(kind) = unenforced {
+                    plan.shadow_kinds.push(Some(kind));
+                    // Decided in shadow behind its rule's gate there; the enforced check still
+                    // looks up the rule's deny lists, whose match refuses the request.
+                    let moved = gate.map(|_| {
+                        *moved_gate.get_or_insert_with(|| {
+                            gates[0].1 = true;
+                            let (shadow_gates, _) = &mut gates[1];
+                            shadow_gates.push(rule.gate.clone());
+                            shadow_gates.len() - 1
+                        })
+                    });
+                    (&mut shadow, moved)
+                } else {
+                    (&mut enforced, gate)
                 };
                 let mut item = CheckItem::new(applied.limit.clone(), identifier, applied.cost);
                 if let (true, Some(id)) = (applied.idempotent, &plan.request_id) {
@@ -419,6 +445,13 @@ impl<'c> Plan<'c> {
             .find(|l| &*l.limit.name == name)
             .and_then(|l| l.settle.as_ref())
             .map(|s| s.unit.as_str())
+    }
+
+    /// Why the shadow check's item at `index` is decided in shadow when its rule is enforced
+    /// (`soft`, or staged enforcement leaving its identifier out); `None` for a shadow rule's
+    /// limit.
+    pub fn unenforced(&self, index: usize) -> Option<Unenforced> {
+        self.shadow_kinds.get(index).copied().flatten()
     }
 
     /// The enforced limits' check, if any applies.

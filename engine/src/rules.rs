@@ -41,6 +41,256 @@ pub struct RuleLimit {
     /// Where the limit holds: across the regions (`global`, the default when the configuration
     /// has a `global` section), or in each region alone.
     pub scope: Scope,
+    /// What exceeding the limit does (`exceed`): deny, admit and tell the origin, or wait.
+    pub exceed: Exceed,
+    /// The share of identifiers the limit is enforced for (`enforce`); the others are decided
+    /// in shadow. `None`: every identifier.
+    pub enforce: Option<Enforce>,
+    /// The response statuses charged (`count_status`): the cost is reserved when the request
+    /// comes and refunded by the settlement when the response's status is outside the set.
+    /// `None`: every response is charged.
+    pub count_status: Option<StatusSet>,
+}
+
+/// What exceeding a limit does (the key `exceed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Exceed {
+    /// `deny`: refuse the request (429), the default.
+    #[default]
+    Deny,
+    /// `soft`: admit it, decided like a shadow limit (nothing charged on it when it denies),
+    /// and tell the origin in the request header [`crate::ruling::EXCEEDED_HEADER`].
+    Soft,
+    /// `delay <duration>`: when the limit would admit the request within `max_ms`, its place
+    /// is reserved then and the host forwards it after the wait; beyond, deny.
+    Delay {
+        /// The longest wait, ms (the limit's `max_delay_ms`).
+        max_ms: u64,
+    },
+}
+
+/// The longest wait `exceed = "delay …"` accepts: a waiting request holds a connection (and on
+/// the Worker an invocation) open, so the wait is kept short.
+pub const MAX_DELAY_MS: u64 = 30_000;
+
+impl FromStr for Exceed {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Exceed, String> {
+        let text = text.trim();
+        match text {
+            "deny" => return Ok(Exceed::Deny),
+            "soft" => return Ok(Exceed::Soft),
+            _ => {}
+        }
+        let Some(duration) = text.strip_prefix("delay") else {
+            return Err(format!(
+                "`{text}` is not `deny`, `soft` or `delay <duration>` (e.g. `delay 500ms`)"
+            ));
+        };
+        let duration = duration.trim();
+        if duration.is_empty() {
+            return Err(format!(
+                "`{text}` names no longest wait: write `delay <duration>`, e.g. `delay 500ms`"
+            ));
+        }
+        let max_ms =
+            edgelimit::policy::parse_window(duration).map_err(|e| format!("`{text}`: {e}"))?;
+        if max_ms == 0 || max_ms > MAX_DELAY_MS {
+            return Err(format!(
+                "`{text}`: the longest wait must be more than 0 and at most 30s"
+            ));
+        }
+        Ok(Exceed::Delay { max_ms })
+    }
+}
+
+impl fmt::Display for Exceed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exceed::Deny => f.write_str("deny"),
+            Exceed::Soft => f.write_str("soft"),
+            Exceed::Delay { max_ms } => write!(f, "delay {max_ms}ms"),
+        }
+    }
+}
+
+/// Staged enforcement (`enforce = "10%"`): the share of identifiers a limit is enforced for,
+/// chosen by a stable hash of the limit's name and the identifier ([`enforce_point`]), the same
+/// on every host and in `sim`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enforce {
+    /// The share, in millionths (10% is 100,000).
+    pub per_million: u32,
+}
+
+impl Enforce {
+    /// Whether the limit `name` is enforced for `identifier`.
+    pub fn enforces(&self, name: &str, identifier: &[u8]) -> bool {
+        enforce_point(name, identifier) < u64::from(self.per_million)
+    }
+}
+
+impl FromStr for Enforce {
+    type Err = String;
+
+    /// Parses a percentage, `0 < p ≤ 100`, with up to four decimals: `10%`, `0.5%`.
+    fn from_str(text: &str) -> Result<Enforce, String> {
+        let text = text.trim();
+        let bad = || {
+            format!("`{text}` is not a percentage above 0 and at most 100, e.g. `10%` or `0.5%`")
+        };
+        let number = text.strip_suffix('%').ok_or_else(bad)?.trim();
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty()
+            || fraction.len() > 4
+            || !whole.bytes().all(|b| b.is_ascii_digit())
+            || !fraction.bytes().all(|b| b.is_ascii_digit())
+            || whole.len() > 3
+        {
+            return Err(bad());
+        }
+        let whole: u32 = whole.parse().map_err(|_| bad())?;
+        let fraction: u32 = format!("{fraction:0<4}").parse().map_err(|_| bad())?;
+        let per_million = whole * 10_000 + fraction;
+        if per_million == 0 || per_million > 1_000_000 {
+            return Err(bad());
+        }
+        Ok(Enforce { per_million })
+    }
+}
+
+impl fmt::Display for Enforce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (whole, fraction) = (self.per_million / 10_000, self.per_million % 10_000);
+        if fraction == 0 {
+            write!(f, "{whole}%")
+        } else {
+            let digits = format!("{fraction:04}");
+            write!(f, "{whole}.{}%", digits.trim_end_matches('0'))
+        }
+    }
+}
+
+/// Where `identifier` falls, in millionths (`0..1_000_000`), for the staged enforcement of the
+/// limit `name`: FNV-1a (64-bit) over the name's bytes, one zero byte and the identifier's
+/// bytes, mixed by MurmurHash3's 64-bit finaliser, modulo one million. Stable by definition —
+/// written out here, not a library's hasher that may change — so every host and `sim` enforce
+/// the same identifiers; a unit test pins values computed independently.
+pub fn enforce_point(name: &str, identifier: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    for &byte in name.as_bytes().iter().chain(&[0u8]).chain(identifier) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^= hash >> 33;
+    hash % 1_000_000
+}
+
+/// The response statuses a limit charges (`count_status`): codes (`401`), classes (`4xx`) and
+/// ranges (`200-299`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusSet {
+    /// Inclusive ranges.
+    ranges: Vec<(u16, u16)>,
+}
+
+impl StatusSet {
+    /// Parses entries, each `401`, `4xx` or `200-299`; an entry may itself be a comma-separated
+    /// list. The error names the entry.
+    pub fn parse<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<StatusSet, String> {
+        let mut ranges = Vec::new();
+        for entry in entries.into_iter().flat_map(|e| e.split(',')) {
+            let entry = entry.trim();
+            let bad = || {
+                format!(
+                    "`{entry}` is not a status (`401`), a class (`4xx`) or a range (`200-299`)                      of statuses 100–599"
+                )
+            };
+            let code = |text: &str| -> Result<u16, String> {
+                let text = text.trim();
+                match text.parse::<u16>() {
+                    Ok(code) if text.len() == 3 && (100..=599).contains(&code) => Ok(code),
+                    _ => Err(bad()),
+                }
+            };
+            let range = if let Some(class) = entry
+                .strip_suffix("xx")
+                .or_else(|| entry.strip_suffix("XX"))
+            {
+                match class.parse::<u16>() {
+                    Ok(c) if class.len() == 1 && (1..=5).contains(&c) => (c * 100, c * 100 + 99),
+                    _ => return Err(bad()),
+                }
+            } else if let Some((low, high)) = entry.split_once('-') {
+                let (low, high) = (code(low)?, code(high)?);
+                if low > high {
+                    return Err(format!("`{entry}`: the range's start is above its end"));
+                }
+                (low, high)
+            } else {
+                let c = code(entry)?;
+                (c, c)
+            };
+            ranges.push(range);
+        }
+        if ranges.is_empty() {
+            return Err("names no status: give e.g. `401`, `4xx` or `200-299`".to_string());
+        }
+        Ok(StatusSet { ranges })
+    }
+
+    /// Whether `status` is in the set.
+    pub fn contains(&self, status: u16) -> bool {
+        self.ranges
+            .iter()
+            .any(|&(low, high)| (low..=high).contains(&status))
+    }
+}
+
+/// The pseudo-field a host's settlement reader answers with the response's status (a name no
+/// header field can have): what `count_status` reads.
+pub const STATUS_FIELD: &str = ":status";
+
+impl RuleLimit {
+    /// Whether a request with `identifier` is decided in shadow for this limit rather than
+    /// enforced (a `soft` limit, or an identifier its staged enforcement leaves out).
+    pub fn unenforced(&self, identifier: &[u8]) -> Option<Unenforced> {
+        if self.exceed == Exceed::Soft {
+            return Some(Unenforced::Soft);
+        }
+        match self.enforce {
+            Some(share) if !share.enforces(&self.limit.name, identifier) => {
+                Some(Unenforced::Staged)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Why a limit of an enforced rule is decided in shadow for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unenforced {
+    /// The limit is `exceed = "soft"`: its denial admits the request and tells the origin.
+    Soft,
+    /// The limit's staged enforcement (`enforce`) leaves this identifier out.
+    Staged,
+}
+
+impl Unenforced {
+    /// The name in logs and metrics: `soft` or `staged`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Unenforced::Soft => "soft",
+            Unenforced::Staged => "staged",
+        }
+    }
 }
 
 /// Where a limit holds (docs/design.md §9).

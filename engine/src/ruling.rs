@@ -15,10 +15,16 @@ use smallvec::SmallVec;
 
 use crate::lists::{self, Denial, Via};
 use crate::plan::Plan;
+use crate::rules::Unenforced;
 
 /// The header that reports shadow-mode decisions, when the configuration asks for it
 /// (`shadow_header = true`, for debugging): `allow`, or `deny; policies="a, b"`.
 pub const SHADOW_HEADER: &str = "X-EdgeLimit-Shadow";
+
+/// The request header that tells the origin which `soft` limits the request exceeded: a
+/// structured-field list of their names as strings (RFC 8941), e.g. `"per-key", "per-ip"`
+/// ([`Outcome::exceeded_header`]).
+pub const EXCEEDED_HEADER: &str = "EdgeLimit-Exceeded";
 
 /// `Cache-Control` of the answers the Worker gives itself (denials, missing identifiers).
 pub const NO_STORE: &str = "no-store";
@@ -53,12 +59,41 @@ pub struct Outcome {
     pub denied: Option<Denial>,
     /// Deny lists of shadow rules that would have refused the request (reported only).
     pub shadow_listed: Vec<Denial>,
+    /// `soft` limits that denied: the request is admitted all the same and the origin told
+    /// ([`EXCEEDED_HEADER`]).
+    pub soft_exceeded: Vec<Arc<str>>,
+    /// Limits with staged enforcement (`enforce`) that denied an identifier they leave out:
+    /// decided in shadow, reported only.
+    pub staged_denied: Vec<Arc<str>>,
+    /// How long (ms) the host waits before forwarding an admitted request: the longest wait
+    /// of the enforced limits that admitted it after a wait ([`Reason::Delayed`],
+    /// `exceed = "delay …"`). 0: forward at once.
+    pub delay_ms: u64,
 }
 
 impl Outcome {
     /// Whether the request is admitted (forwarded to the origin).
     pub fn allowed(&self) -> bool {
         self.status == 200
+    }
+
+    /// The value of [`EXCEEDED_HEADER`] for the forwarded request: the `soft` limits that
+    /// denied, as a structured-field list of strings; `None` when none did.
+    pub fn exceeded_header(&self) -> Option<String> {
+        if self.soft_exceeded.is_empty() || !self.allowed() {
+            return None;
+        }
+        let mut value = String::new();
+        for (i, name) in self.soft_exceeded.iter().enumerate() {
+            if i > 0 {
+                value.push_str(", ");
+            }
+            // Limit names are `A-Za-z0-9-_.`: nothing to escape in an sf-string.
+            value.push('"');
+            value.push_str(name);
+            value.push('"');
+        }
+        Some(value)
     }
 }
 
@@ -192,6 +227,9 @@ impl<'c> Plan<'c> {
             decided_at_ms,
             denied,
             shadow_listed,
+            soft_exceeded,
+            staged_denied,
+            delay_ms,
         } = outcome;
         *status = 200;
         *binding = None;
@@ -200,6 +238,9 @@ impl<'c> Plan<'c> {
         *decided_at_ms = None;
         *denied = None;
         shadow_listed.clear();
+        soft_exceeded.clear();
+        staged_denied.clear();
+        *delay_ms = 0;
         shadow_listed.extend(self.shadow_listed.iter().map(|(_, d)| d.clone()));
         if let Some(denial) = self.listed_denial(verdicts) {
             outcome.status = 403;
@@ -221,6 +262,15 @@ impl<'c> Plan<'c> {
             let reports = reports.reports(self);
             let answer = Answer::new(&reports);
             outcome.status = answer.status().unwrap_or(200);
+            if outcome.status == 200 {
+                outcome.delay_ms = verdict
+                    .decisions
+                    .iter()
+                    .filter(|d| d.allowed && d.reason == Reason::Delayed)
+                    .map(|d| d.retry_after_ms)
+                    .max()
+                    .unwrap_or(0);
+            }
             outcome.binding = answer.binding().map(|b| Binding {
                 name: check
                     .items()
@@ -245,9 +295,16 @@ impl<'c> Plan<'c> {
         }
         if let Some((check, verdict)) = self.shadow_decided(verdicts) {
             outcome.decided_at_ms.get_or_insert(verdict.decided_at_ms);
-            for (item, decision) in check.items().iter().zip(&verdict.decisions) {
+            for (i, (item, decision)) in check.items().iter().zip(&verdict.decisions).enumerate() {
                 if !decision.allowed {
-                    outcome.shadow_denied.push(item.limit.name.clone());
+                    let name = item.limit.name.clone();
+                    match self.unenforced(i) {
+                        None => outcome.shadow_denied.push(name),
+                        // A list refused the shadow check: the limit itself decided nothing.
+                        Some(_) if decision.reason == Reason::Denylisted => {}
+                        Some(Unenforced::Soft) => outcome.soft_exceeded.push(name),
+                        Some(Unenforced::Staged) => outcome.staged_denied.push(name),
+                    }
                 }
             }
             for listed in &verdict.listed {

@@ -1,11 +1,13 @@
 //! What a request settles once its response is known (docs/design.md §4): every concurrency
 //! lease released, every limit whose cost the response states (`cost = { reserve = N, from = … }`)
-//! charged its real cost in place of the estimate. Owned, so it outlives the request: the Worker
+//! charged its real cost in place of the estimate, and every limit that counts only some
+//! statuses (`count_status`) refunded when the response's status is not one of them. Owned, so it outlives the request: the Worker
 //! sends it in `waitUntil`, `sim` when the request lands.
 
 use edgelimit::{Algorithm, Check, CheckItem, Reservation, Verdict};
 
 use crate::plan::Plan;
+use crate::rules::{CostSource, StatusSet, STATUS_FIELD};
 
 /// The checks that settle one request, ready to send ([`crate::Edge::settle`]).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,15 +36,17 @@ impl Plan<'_> {
     /// Whether a limit of the rules this request matched settles after the response: its cost
     /// read from the response, or a concurrency lease to release.
     pub fn settles(&self) -> bool {
-        self.rules
-            .iter()
-            .flat_map(|r| &r.limits)
-            .any(|l| l.settle.is_some() || l.limit.policy.algorithm() == Algorithm::Concurrency)
+        self.rules.iter().flat_map(|r| &r.limits).any(|l| {
+            l.settle.is_some()
+                || l.count_status.is_some()
+                || l.limit.policy.algorithm() == Algorithm::Concurrency
+        })
     }
 
     /// What to settle after the response, given the verdicts for [`Plan::checks`] and the
-    /// response's header fields by lower-case name (`None` for every field when the origin
-    /// failed: the estimates stand, the leases are released all the same). `None` when no
+    /// response's header fields by lower-case name, its status as the pseudo-field
+    /// [`STATUS_FIELD`] (`None` for every field when the origin failed: the estimates stand,
+    /// the leases are released all the same). `None` when no
     /// admitted check holds a lease or a cost to settle. `fallback_id` names the reservation
     /// when the request has no request id.
     pub fn settlement(
@@ -52,26 +56,41 @@ impl Plan<'_> {
         header: impl Fn(&str) -> Option<String>,
     ) -> Option<Settlement> {
         let id = self.request_id.as_deref().unwrap_or(fallback_id);
-        let sources: Vec<_> = self
+        let sources: Vec<(&str, Option<&CostSource>, Option<&StatusSet>)> = self
             .rules
             .iter()
             .flat_map(|r| &r.limits)
-            .filter_map(|l| Some((&*l.limit.name, &l.settle.as_ref()?.from)))
+            .filter(|l| l.settle.is_some() || l.count_status.is_some())
+            .map(|l| {
+                (
+                    &*l.limit.name,
+                    l.settle.as_ref().map(|s| &s.from),
+                    l.count_status.as_ref(),
+                )
+            })
             .collect();
         let commits: Vec<Check> = self
             .decided(verdicts)
             .filter_map(|d| Reservation::new(d.check, d.verdict, id))
             .filter(|r| {
                 r.items().iter().any(|i| {
-                    i.lease_ms.is_some() || sources.iter().any(|(n, _)| *n == &*i.item.limit.name)
+                    i.lease_ms.is_some()
+                        || sources.iter().any(|(n, _, _)| *n == &*i.item.limit.name)
                 })
             })
             .map(|r| {
                 r.commit_with(|item: &CheckItem| {
-                    let (_, source) = sources
+                    let (_, from, statuses) = sources
                         .iter()
-                        .find(|(name, _)| *name == &*item.limit.name)?;
-                    source.read(&header)
+                        .find(|(name, _, _)| *name == &*item.limit.name)?;
+                    if let Some(statuses) = statuses {
+                        // No status (the origin failed): the estimate stands.
+                        let status: u16 = header(STATUS_FIELD)?.trim().parse().ok()?;
+                        if !statuses.contains(status) {
+                            return Some(0);
+                        }
+                    }
+                    from.and_then(|from| from.read(&header))
                 })
             })
             .filter(|c| !c.items().is_empty())

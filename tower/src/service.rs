@@ -4,6 +4,11 @@
 //! the configuration's `metrics_path`, if set, is answered with the counters.
 //! After the inner service answered, what the request reserved is settled — from the response
 //! it gave — before the response goes out.
+//!
+//! A request admitted after a wait (a limit's `exceed = "delay …"`) waits in a tokio timer
+//! before the inner service is called: a pending future holding its request (and its
+//! connection), no thread and no CPU. A request a `soft` limit exceeded reaches the inner
+//! service with `EdgeLimit-Exceeded` naming the limits.
 
 use std::fmt;
 use std::future::Future;
@@ -15,6 +20,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use edgelimit::http::HeaderFields;
 use edgelimit::Store;
+use edgelimit_engine::rules::STATUS_FIELD;
 use edgelimit_engine::{Action, Handled, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
@@ -133,7 +139,7 @@ fn metrics_page<S: Store, B>(
 async fn limited<Svc, S, ReqBody, ResBody>(
     shared: Arc<Shared<S>>,
     mut inner: Svc,
-    parts: request::Parts,
+    mut parts: request::Parts,
     body: ReqBody,
     matched: MatchedPlaces,
 ) -> Answer<ResBody, Svc::Error>
@@ -148,6 +154,20 @@ where
     drop(request);
     let (status, body_text, content_type) = match answer.action {
         Action::Forward => {
+            if shared.edge.config().tells_origin() {
+                // The field is the layer's own: never one a client sent.
+                parts.headers.remove(EXCEEDED);
+                if let Some(value) = handled
+                    .exceeded_header()
+                    .and_then(|v| HeaderValue::from_str(&v).ok())
+                {
+                    parts.headers.insert(EXCEEDED, value);
+                }
+            }
+            let delay_ms = handled.delay_ms();
+            if delay_ms > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+            }
             return match inner.call(Request::from_parts(parts, body)).await {
                 Ok(response) => {
                     let (mut head, body) = response.into_parts();
@@ -192,6 +212,9 @@ async fn settle<S: Store>(
     let name = shared.ids.next();
     let settlement = handled.settlement(&name, |field| {
         let head = head?;
+        if field == STATUS_FIELD {
+            return Some(head.status.as_u16().to_string());
+        }
         match field.strip_prefix("custom:") {
             Some(custom) => shared
                 .reading
@@ -229,6 +252,7 @@ fn add_fields(headers: &mut HeaderMap, fields: HeaderFields) {
 
 /// The request path's field names, known ahead: a static name is neither parsed nor allocated
 /// per request, as one from `HeaderName::from_bytes` is (lower-cased into a new buffer).
+const EXCEEDED: HeaderName = HeaderName::from_static("edgelimit-exceeded");
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");

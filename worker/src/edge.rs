@@ -25,7 +25,8 @@ use edgelimit_engine::config::{
 use edgelimit_engine::identify::RequestView;
 use edgelimit_engine::pipeline::{Edge, Handled, Route};
 use edgelimit_engine::plan::Incoming;
-use edgelimit_engine::ruling::{Action, NO_STORE};
+use edgelimit_engine::rules::STATUS_FIELD;
+use edgelimit_engine::ruling::{Action, EXCEEDED_HEADER, NO_STORE};
 
 /// The var naming the origin admitted requests go to. Unset: the request goes on to its own URL
 /// (the Worker runs on a route in front of the origin), or to `respond` when configured.
@@ -378,6 +379,23 @@ fn with_headers(response: Response, extra: &HeaderFields) -> worker::Result<Resp
         .body(body))
 }
 
+/// The request to forward, with [`EXCEEDED_HEADER`] the request path's own when the
+/// configuration has a `soft` limit (`exceeded`: `Some`, holding the value when a `soft` limit
+/// denied): a copy, since an incoming request's fields cannot be changed, with the client's own
+/// field of that name removed.
+fn telling_origin(req: Request, exceeded: Option<Option<String>>) -> worker::Result<Request> {
+    let Some(value) = exceeded else {
+        return Ok(req);
+    };
+    let copy = Request::from(web_sys::Request::new_with_request(req.inner())?);
+    let headers = copy.headers();
+    headers.delete(EXCEEDED_HEADER)?;
+    if let Some(value) = value {
+        headers.set(EXCEEDED_HEADER, &value)?;
+    }
+    Ok(copy)
+}
+
 async fn forward(
     req: Request,
     origin: Option<&str>,
@@ -490,7 +508,11 @@ fn settle_after(
         (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64
     );
     let settlement = handled.settlement(&fallback_id, |name| {
-        response?.headers().get(name).ok().flatten()
+        let response = response?;
+        if name == STATUS_FIELD {
+            return Some(response.status_code().to_string());
+        }
+        response.headers().get(name).ok().flatten()
     });
     let Some(settlement) = settlement else {
         return;
@@ -573,6 +595,16 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
                 .fixed(body.into_bytes()))
         }
         Action::Forward => {
+            let exceeded = edge
+                .config()
+                .tells_origin()
+                .then(|| handled.exceeded_header());
+            let req = telling_origin(req, exceeded)?;
+            let delay_ms = handled.delay_ms();
+            if delay_ms > 0 {
+                // Wall time, no CPU: the invocation stays open for the wait.
+                worker::Delay::from(std::time::Duration::from_millis(delay_ms)).await;
+            }
             let response = forward(
                 req,
                 isolate.origin.as_deref(),

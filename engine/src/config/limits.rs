@@ -13,7 +13,10 @@ use super::raw::{RawCost, RawLimit, RawRule};
 use super::ConfigError;
 use crate::identify::IdentifierSource;
 use crate::lists::{ProbeSource, StaticList};
-use crate::rules::{CostSource, HostPattern, Missing, PathMatch, Rule, RuleLimit, Scope, Settle};
+use crate::rules::{
+    CostSource, Enforce, Exceed, HostPattern, Missing, PathMatch, Rule, RuleLimit, Scope, Settle,
+    StatusSet,
+};
 
 const METHODS: [&str; 9] = [
     "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
@@ -120,7 +123,7 @@ impl RawRule {
         let mut limits = Vec::with_capacity(self.limits.len());
         for (l, raw) in self.limits.into_iter().enumerate() {
             let at = format!("{here} → limits[{l}] \"{}\"", raw.name);
-            let limit = raw.validate(&at, &here, seen, global)?;
+            let limit = raw.validate(&at, &here, seen, global, self.shadow)?;
             // A custom value is no part of the request a list entry could name.
             if limit.source.custom_name().is_none() {
                 add_source(sources, ProbeSource::Request(limit.source.clone()));
@@ -151,6 +154,7 @@ impl RawLimit {
         rule: &str,
         seen: &mut HashMap<String, (Limit, String)>,
         global: bool,
+        shadow_rule: bool,
     ) -> Result<RuleLimit, ConfigError> {
         let scope = match (self.scope.as_deref(), global) {
             (Some("region"), _) | (None, false) => Scope::Region,
@@ -237,7 +241,39 @@ impl RawLimit {
             .as_deref()
             .map_or(Ok(Missing::default()), str::parse)
             .map_err(|problem| ConfigError::at(format!("{at} → missing"), problem))?;
-        let mut limit = Limit::new(self.name.as_str(), self.policy).with_fail_mode(fail_mode);
+        let over = Exceeding::validate(
+            at,
+            &self.policy,
+            scope,
+            shadow_rule,
+            self.exceed.as_deref(),
+            self.block_for.as_deref(),
+            self.enforce.as_deref(),
+        )?;
+        let count_status = match &self.count_status {
+            None => None,
+            Some(raw) => {
+                let field = format!("{at} → count_status");
+                if self.policy.algorithm() == Algorithm::Concurrency {
+                    return Err(ConfigError::at(
+                        field,
+                        "a concurrency limit counts requests in flight and releases each lease \
+                         at the response, whatever its status: there is nothing to count by it",
+                    ));
+                }
+                let entries = raw.entries();
+                Some(
+                    StatusSet::parse(entries.iter().map(String::as_str))
+                        .map_err(|problem| ConfigError::at(field, problem))?,
+                )
+            }
+        };
+        let mut limit = Limit::new(self.name.as_str(), self.policy)
+            .with_fail_mode(fail_mode)
+            .with_block_for(over.block_ms);
+        if let Exceed::Delay { max_ms } = over.exceed {
+            limit = limit.with_max_delay(max_ms);
+        }
         if let Some(tiers) = self.tiers {
             let mut named = Vec::with_capacity(tiers.len());
             for (tier, spec) in tiers {
@@ -301,6 +337,115 @@ impl RawLimit {
             settle,
             idempotent: self.idempotent.unwrap_or(false),
             scope,
+            exceed: over.exceed,
+            enforce: over.enforce,
+            count_status,
+        })
+    }
+}
+
+/// A limit's `exceed`, `block_for` and `enforce`, each checked and then checked together.
+struct Exceeding {
+    exceed: Exceed,
+    block_ms: u64,
+    enforce: Option<Enforce>,
+}
+
+/// The longest `block_for`: a block is kept beside the limit's state, whose garbage is
+/// collected after a day at most.
+const MAX_BLOCK_MS: u64 = 86_400_000;
+
+impl Exceeding {
+    fn validate(
+        at: &str,
+        policy: &Policy,
+        scope: Scope,
+        shadow_rule: bool,
+        exceed: Option<&str>,
+        block_for: Option<&str>,
+        enforce: Option<&str>,
+    ) -> Result<Exceeding, ConfigError> {
+        let field = |name: &str| format!("{at} → {name}");
+        let exceed_value = exceed
+            .map_or(Ok(Exceed::Deny), str::parse::<Exceed>)
+            .map_err(|problem| ConfigError::at(field("exceed"), problem))?;
+        let block_ms = match block_for {
+            None => 0,
+            Some(text) => {
+                let ms = edgelimit::policy::parse_window(text).map_err(|problem| {
+                    ConfigError::at(field("block_for"), format!("`{text}`: {problem}"))
+                })?;
+                if ms == 0 || ms > MAX_BLOCK_MS {
+                    return Err(ConfigError::at(
+                        field("block_for"),
+                        format!("`{text}` must be more than 0 and at most 1 day"),
+                    ));
+                }
+                ms
+            }
+        };
+        let enforce_value = enforce
+            .map(str::parse::<Enforce>)
+            .transpose()
+            .map_err(|problem| ConfigError::at(field("enforce"), problem))?;
+        if shadow_rule {
+            for (name, given) in [
+                ("exceed", exceed.is_some() && exceed_value != Exceed::Deny),
+                ("enforce", enforce.is_some()),
+            ] {
+                if given {
+                    return Err(ConfigError::at(
+                        field(name),
+                        "the rule is `shadow`: none of its limits is enforced, so there is \
+                         nothing to soften, delay or stage; set it on a limit of an enforced rule",
+                    ));
+                }
+            }
+        }
+        if exceed_value == Exceed::Soft && block_ms > 0 {
+            return Err(ConfigError::at(
+                field("block_for"),
+                "a `soft` limit never refuses a request, so it has nothing to block: drop \
+                 `block_for` or `exceed = \"soft\"`",
+            ));
+        }
+        if exceed_value == Exceed::Soft && enforce_value.is_some() {
+            return Err(ConfigError::at(
+                field("enforce"),
+                "a `soft` limit is enforced for nobody already: staging its enforcement means \
+                 nothing; drop `enforce` or `exceed = \"soft\"`",
+            ));
+        }
+        if let Exceed::Delay { .. } = exceed_value {
+            if policy.algorithm() == Algorithm::Concurrency {
+                return Err(ConfigError::at(
+                    field("exceed"),
+                    "a concurrency limit frees a place when a request ends, at no time known \
+                     ahead: a request cannot be given a place later; use `deny` or `soft`",
+                ));
+            }
+        }
+        if scope == Scope::Global {
+            let unsupported = if block_ms > 0 {
+                Some("block_for")
+            } else if matches!(exceed_value, Exceed::Delay { .. }) {
+                Some("exceed")
+            } else {
+                None
+            };
+            if let Some(name) = unsupported {
+                return Err(ConfigError::at(
+                    field(name),
+                    "not supported on global limits (a region decides them from its share and \
+                     its leases, which keep no block and reserve no later place); set \
+                     `scope = \"region\"` to decide the limit in each region alone",
+                ));
+            }
+        }
+        Ok(Exceeding {
+            exceed: exceed_value,
+            block_ms,
+            enforce: enforce_value,
         })
     }
 }

@@ -207,6 +207,15 @@ pub struct CustomSource {
 }
 
 impl Config {
+    /// Whether a limit is `exceed = "soft"`: then the forwarded request's
+    /// [`crate::EXCEEDED_HEADER`] is the path's own, and a host removes the one a client sent.
+    pub fn tells_origin(&self) -> bool {
+        self.rules
+            .iter()
+            .flat_map(|r| &r.limits)
+            .any(|l| l.exceed == crate::rules::Exceed::Soft)
+    }
+
     /// Every `custom:<name>` source the rules name, identifiers and costs, in configuration
     /// order.
     pub fn custom_sources(&self) -> Vec<CustomSource> {

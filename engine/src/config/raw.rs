@@ -87,6 +87,41 @@ pub(super) struct RawLimit {
     pub(super) idempotent: Option<bool>,
     pub(super) tiers: Option<BTreeMap<String, String>>,
     pub(super) scope: Option<String>,
+    pub(super) exceed: Option<String>,
+    pub(super) block_for: Option<String>,
+    pub(super) enforce: Option<String>,
+    pub(super) count_status: Option<RawStatuses>,
+}
+
+/// `count_status`: one entry (`"401"`, `"4xx"`, `"200-299"`, a comma-separated list of them, or
+/// a bare number) or an array of entries.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawStatuses {
+    One(RawStatus),
+    Many(Vec<RawStatus>),
+}
+
+/// One entry of `count_status`, as text or a bare number.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawStatus {
+    Code(u64),
+    Text(String),
+}
+
+impl RawStatuses {
+    /// The entries as text.
+    pub(super) fn entries(&self) -> Vec<String> {
+        let one = |s: &RawStatus| match s {
+            RawStatus::Code(code) => code.to_string(),
+            RawStatus::Text(text) => text.clone(),
+        };
+        match self {
+            RawStatuses::One(s) => vec![one(s)],
+            RawStatuses::Many(all) => all.iter().map(one).collect(),
+        }
+    }
 }
 
 /// A cost: a whole number, or `{ reserve = N, from = "…", unit = "…" }` settled after the

@@ -340,6 +340,11 @@ impl EdgeReplay {
         totals.unmatched += u64::from(plan.rules.iter().all(|r| r.shadow));
         totals.missing += u64::from(!plan.absent.is_empty());
         totals.shadow_would_deny += u64::from(!outcome.shadow_denied.is_empty());
+        totals.soft_tagged += u64::from(forwarded && !outcome.soft_exceeded.is_empty());
+        totals.staged_shadow_denied += u64::from(!outcome.staged_denied.is_empty());
+        if forwarded && outcome.delay_ms > 0 {
+            totals.waits_ms.push(outcome.delay_ms);
+        }
         if down {
             totals.outage_requests += 1;
         }

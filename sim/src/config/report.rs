@@ -53,6 +53,18 @@ pub struct LimitReport {
     pub failed_open: u64,
     /// Fallback decisions that admitted.
     pub fallback_admitted: u64,
+    /// Requests admitted although this `soft` limit denied them (the origin told). Left out
+    /// of the JSON when zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub soft_exceeded: u64,
+    /// Denials of this staged limit (`enforce`) for identifiers it enforces. Left out of the
+    /// JSON when zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub staged_enforced: u64,
+    /// Denials of this staged limit for identifiers it leaves out (decided in shadow: would
+    /// have denied). Left out of the JSON when zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub staged_shadow: u64,
     /// The ten identifiers it denied most.
     pub top_identifiers: Vec<TopIdentifier>,
     /// Boundary metrics against the exact log (shared by every rule using this limit name).
@@ -308,6 +320,9 @@ pub struct ConfigReport {
     pub missing_identifiers: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
+    /// What the limits' `exceed` and `enforce` settings did, when any did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exceeding: Option<ExceedingReport>,
     /// With a global section: the requests' regions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regions: Option<RegionsReport>,
@@ -343,5 +358,54 @@ impl ConfigReport {
     /// The JSON text.
     pub fn to_json(&self) -> String {
         json::to_json(self)
+    }
+}
+
+/// What the limits' `exceed` and `enforce` settings did over a replay.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ExceedingReport {
+    /// Forwarded requests a `soft` limit denied: tagged for the origin (`EdgeLimit-Exceeded`).
+    pub soft_tagged: u64,
+    /// Requests a staged limit denied in shadow (identifiers its `enforce` share leaves out).
+    pub staged_shadow_denied: u64,
+    /// Requests admitted after a wait (`exceed = "delay …"`), counted as admitted.
+    pub delayed: u64,
+    /// The waits of the delayed requests (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_ms: Option<WaitsReport>,
+}
+
+/// The distribution of the delayed requests' waits (ms).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WaitsReport {
+    /// The mean wait.
+    pub mean: f64,
+    /// The median.
+    pub p50: u64,
+    /// The 90th percentile.
+    pub p90: u64,
+    /// The 99th percentile.
+    pub p99: u64,
+    /// The longest.
+    pub max: u64,
+}
+
+impl WaitsReport {
+    /// The distribution of `waits` (sorted here); `None` when empty.
+    pub fn of(mut waits: Vec<u64>) -> Option<WaitsReport> {
+        if waits.is_empty() {
+            return None;
+        }
+        waits.sort_unstable();
+        // Nearest rank: the smallest wait with at least that share at or below it.
+        let rank =
+            |p: f64| waits[((p * waits.len() as f64).ceil() as usize).clamp(1, waits.len()) - 1];
+        Some(WaitsReport {
+            mean: waits.iter().sum::<u64>() as f64 / waits.len() as f64,
+            p50: rank(0.5),
+            p90: rank(0.9),
+            p99: rank(0.99),
+            max: waits[waits.len() - 1],
+        })
     }
 }

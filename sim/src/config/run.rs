@@ -190,6 +190,7 @@ pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         statuses: totals.statuses,
         missing_identifiers: totals.missing_identifiers,
         shadow_would_deny: totals.shadow_would_deny,
+        exceeding: totals.exceeding,
         regions,
         global: candidate.global_report(),
         decisions,

@@ -101,6 +101,20 @@ pub fn render(report: &ConfigReport) -> String {
         "         {} lacked an identifier; shadow rules would have refused {}\n",
         report.missing_identifiers, report.shadow_would_deny
     );
+    if let Some(exceeding) = &report.exceeding {
+        let waits = exceeding.waits_ms.as_ref().map_or(String::new(), |w| {
+            format!(
+                " (wait ms: mean {:.0}, p50 {}, p90 {}, p99 {}, max {})",
+                w.mean, w.p50, w.p90, w.p99, w.max
+            )
+        });
+        let _ = writeln!(
+            out,
+            "         soft limits tagged {} for the origin; staged limits would have refused {} \
+             more; {} waited{waits}\n",
+            exceeding.soft_tagged, exceeding.staged_shadow_denied, exceeding.delayed
+        );
+    }
     let header = [
         "rule / limit",
         "matched",

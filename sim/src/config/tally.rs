@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use edgelimit::{Identifier, Reason};
 use edgelimit_engine::lists;
-use edgelimit_engine::{Handled, Incoming, Missing, Rule, RuleLimit};
+use edgelimit_engine::{Exceed, Handled, Incoming, Missing, Rule, RuleLimit, Unenforced};
 
 use super::decisions::{DecisionLog, RequestRow, MISSING_IDENTIFIER};
 use super::extract::Replayed;
 use super::identifiers::Identifiers;
 use super::names::display_identifier;
-use super::report::{LimitReport, TopIdentifier};
+use super::report::{ExceedingReport, LimitReport, TopIdentifier, WaitsReport};
 use super::truth::Boundary;
 
 /// Tallies of one limit of one rule.
@@ -30,6 +30,12 @@ pub(super) struct LimitTally {
     pub(super) skipped: u64,
     pub(super) failed_open: u64,
     pub(super) fallback_admitted: u64,
+    /// Requests admitted although this `soft` limit denied them.
+    pub(super) soft_exceeded: u64,
+    /// Denials of this staged limit for identifiers it leaves out (reported only).
+    pub(super) staged_shadow_denied: u64,
+    /// Denials of this staged limit for identifiers it enforces.
+    pub(super) staged_enforced_denied: u64,
     /// Denials by dense identifier id (see `Identifiers`).
     pub(super) top: Vec<u64>,
 }
@@ -61,6 +67,12 @@ pub(super) struct Totals {
     pub(super) outage_fallback: u64,
     pub(super) settled: u64,
     pub(super) settle_failed: u64,
+    /// Forwarded requests a `soft` limit denied.
+    pub(super) soft_tagged: u64,
+    /// Requests a staged limit denied in shadow.
+    pub(super) staged_shadow_denied: u64,
+    /// The wait (ms) of each request admitted after one.
+    pub(super) waits_ms: Vec<u64>,
 }
 
 /// Where `status` is counted in `Totals::statuses`.
@@ -123,6 +135,9 @@ impl LimitTally {
             skipped: self.skipped,
             failed_open: self.failed_open,
             fallback_admitted: self.fallback_admitted,
+            soft_exceeded: self.soft_exceeded,
+            staged_enforced: self.staged_enforced_denied,
+            staged_shadow: self.staged_shadow_denied,
             top_identifiers: top
                 .into_iter()
                 .take(10)
@@ -158,12 +173,20 @@ impl Totals {
             shadow_would_deny: self.shadow_would_deny,
             settled: self.settled,
             settle_failed: self.settle_failed,
+            exceeding: (self.soft_tagged + self.staged_shadow_denied > 0
+                || !self.waits_ms.is_empty())
+            .then(|| ExceedingReport {
+                soft_tagged: self.soft_tagged,
+                staged_shadow_denied: self.staged_shadow_denied,
+                delayed: self.waits_ms.len() as u64,
+                waits_ms: WaitsReport::of(self.waits_ms.clone()),
+            }),
         }
     }
 }
 
 /// Request-level counts of one replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TotalsReport {
     /// Requests replayed.
     pub requests: u64,
@@ -183,6 +206,8 @@ pub struct TotalsReport {
     pub settled: u64,
     /// Settlements that failed (the store down when the request landed).
     pub settle_failed: u64,
+    /// What the limits' `exceed` and `enforce` settings did, when any did.
+    pub exceeding: Option<ExceedingReport>,
 }
 
 /// A limit's identifier source as written in the configuration.
@@ -250,34 +275,35 @@ pub(super) fn tally_rule(
                 Missing::Shared => {}
             }
         }
-        let Some((check, verdict)) = check else {
+        // A limit of an enforced rule decided in shadow (`soft`, or an identifier its staged
+        // enforcement leaves out) is in the shadow check.
+        let found = check
+            .and_then(|(check, verdict)| {
+                Some((
+                    check,
+                    verdict,
+                    find_item(check, applied, absent, request, |_| true)?,
+                ))
+            })
+            .or_else(|| {
+                if rule.shadow || (applied.exceed != Exceed::Soft && applied.enforce.is_none()) {
+                    return None;
+                }
+                let d = handled.decided().find(|d| d.shadow)?;
+                let index = find_item(d.check, applied, absent, request, |i| {
+                    plan.unenforced(i).is_some()
+                })?;
+                Some((d.check, d.verdict, index))
+            });
+        let Some((check, verdict, index)) = found else {
             continue;
         };
         let items = check.items();
-        let mut same_name = items
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.limit.name == applied.limit.name);
-        let Some((mut index, _)) = same_name.next() else {
-            continue;
+        let unenforced = if check_is_shadow(handled, check) && !rule.shadow {
+            plan.unenforced(index)
+        } else {
+            None
         };
-        // Two rules may apply one limit name to different identifiers: then look it up.
-        if same_name.next().is_some() {
-            let id = if absent {
-                Identifier::from("")
-            } else {
-                request
-                    .identifier(applied)
-                    .unwrap_or_else(|| Identifier::from(""))
-            };
-            match items
-                .iter()
-                .position(|i| i.limit.name == applied.limit.name && i.identifier == id)
-            {
-                Some(i) => index = i,
-                None => continue,
-            }
-        }
         let Some(decision) = verdict.decisions.get(index) else {
             continue;
         };
@@ -308,6 +334,20 @@ pub(super) fn tally_rule(
         t.checked += 1;
         if decision.allowed {
             continue;
+        }
+        match unenforced {
+            Some(Unenforced::Soft) => {
+                t.soft_exceeded += 1;
+                continue;
+            }
+            Some(Unenforced::Staged) => {
+                t.staged_shadow_denied += 1;
+                continue;
+            }
+            None => {}
+        }
+        if applied.enforce.is_some() && !rule.shadow {
+            t.staged_enforced_denied += 1;
         }
         denied = true;
         t.denied += 1;
@@ -345,4 +385,42 @@ pub(super) fn tally_rule(
         tally.denied += 1;
     }
     denied
+}
+
+/// The index of `applied`'s item in `check` among those `eligible` (by index) admits: by name,
+/// and by identifier when two rules apply one limit name to different identifiers.
+fn find_item(
+    check: &edgelimit::Check,
+    applied: &edgelimit_engine::RuleLimit,
+    absent: bool,
+    request: &Replayed<'_>,
+    eligible: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let items = check.items();
+    let mut same_name = items
+        .iter()
+        .enumerate()
+        .filter(|(i, item)| item.limit.name == applied.limit.name && eligible(*i));
+    let (index, _) = same_name.next()?;
+    if same_name.next().is_none() {
+        return Some(index);
+    }
+    let id = if absent {
+        Identifier::from("")
+    } else {
+        request
+            .identifier(applied)
+            .unwrap_or_else(|| Identifier::from(""))
+    };
+    items.iter().enumerate().position(|(i, item)| {
+        item.limit.name == applied.limit.name && item.identifier == id && eligible(i)
+    })
+}
+
+/// Whether `check` is the request's shadow check.
+fn check_is_shadow(handled: &Handled<'_>, check: &edgelimit::Check) -> bool {
+    handled
+        .plan()
+        .shadow()
+        .is_some_and(|shadow| std::ptr::eq(shadow, check))
 }
