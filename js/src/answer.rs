@@ -7,8 +7,10 @@ use edgelimit::{CheckItem, Checked, Decision, Limit, Policy, Reason, Verdict, RE
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
+use edgelimit_engine::rules::Exceed;
+
 use crate::options::Setup;
-use crate::request::Call;
+use crate::request::LimitCall;
 
 /// One limit's decision, as `result.decisions[i]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,7 +31,8 @@ pub struct DecisionOut {
     pub retry_after_ms: Option<u64>,
     /// Why, in the library's words (`admitted`, `over_limit`, `cached_denial`, `failed_open`, …).
     pub reason: &'static str,
-    /// Whether the limit is a shadow one (never enforced).
+    /// Whether the limit was decided in shadow for this call (a shadow limit, a `soft` one, or
+    /// a staged one not enforced for this identifier): reported, never enforced.
     pub shadow: bool,
 }
 
@@ -65,7 +68,7 @@ pub struct ProblemOut {
 /// What `limit()` resolves to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Outcome {
+pub struct LimitResult {
     /// Whether every enforced limit admitted the request.
     pub success: bool,
     /// The binding limit's capacity (the denial with the longest wait, else the tightest).
@@ -88,6 +91,13 @@ pub struct Outcome {
     pub problem: Option<ProblemOut>,
     /// When the enforced limits were decided (epoch ms, on the deciding clock).
     pub decided_at: u64,
+    /// How long the request waits before it may proceed (ms): the longest wait of the limits
+    /// that admitted it after a wait (`exceed: "delay …"`, reason `delayed`); 0 when none did.
+    /// The wrapper resolves `limit()` only after it.
+    pub delay_ms: u64,
+    /// The `soft` limits the request is over, in configuration order (the names the Worker
+    /// sends its origin in `EdgeLimit-Exceeded`).
+    pub exceeded: Vec<String>,
 }
 
 fn as_map<S: Serializer>(fields: &[(&'static str, String)], s: S) -> Result<S::Ok, S::Error> {
@@ -104,9 +114,9 @@ fn advertised(limit: &Limit, decision: &Decision) -> Policy {
     limit.advertised_policy(decision)
 }
 
-impl Outcome {
+impl LimitResult {
     /// The outcome of `call` from the limiter's answer.
-    pub fn new(setup: &Setup, call: &Call, checked: &Checked) -> Outcome {
+    pub fn new(setup: &Setup, call: &LimitCall, checked: &Checked) -> LimitResult {
         let enforced = &checked.verdicts[0];
         let shadow = checked.verdicts.get(1);
         // A limit the denial cache never consulted decided nothing, and an allow-listed one
@@ -141,8 +151,26 @@ impl Outcome {
                 content_type: PROBLEM_CONTENT_TYPE,
                 body: p.to_json(),
             });
-        let decided_at = enforced.decided_at_ms;
-        Outcome {
+        // Every limit decided in shadow this call (soft, or staged out): the shadow check's time.
+        let decided_at = match shadow {
+            Some(verdict) if call.checks[0].items().is_empty() => verdict.decided_at_ms,
+            _ => enforced.decided_at_ms,
+        };
+        let delay_ms = enforced
+            .decisions
+            .iter()
+            .filter(|d| d.allowed && d.reason == Reason::Delayed)
+            .map(|d| d.retry_after_ms)
+            .max()
+            .unwrap_or(0);
+        let exceeded = setup
+            .limits
+            .iter()
+            .zip(&decisions)
+            .filter(|(configured, d)| configured.exceed == Exceed::Soft && !d.success)
+            .map(|(_, d)| d.name.clone())
+            .collect();
+        LimitResult {
             success: answer.allowed(),
             limit: binding.map_or(0, |d| d.limit),
             remaining: binding.map_or(0, |d| d.remaining),
@@ -153,6 +181,8 @@ impl Outcome {
             decisions,
             problem,
             decided_at,
+            delay_ms: if answer.allowed() { delay_ms } else { 0 },
+            exceeded,
         }
     }
 
@@ -166,7 +196,7 @@ impl Outcome {
 /// items each keep that order, so the two are merged back by the `shadow` flag.
 fn decisions_in_order(
     setup: &Setup,
-    call: &Call,
+    call: &LimitCall,
     enforced: &Verdict,
     shadow: Option<&Verdict>,
 ) -> Vec<DecisionOut> {
@@ -180,13 +210,14 @@ fn decisions_in_order(
     setup
         .limits
         .iter()
-        .filter_map(|configured| {
-            let next = if configured.shadow {
+        .zip(&call.shadow)
+        .filter_map(|(_, &in_shadow)| {
+            let next = if in_shadow {
                 from_shadow.next()
             } else {
                 from_enforced.next()
             };
-            next.map(|(item, d)| DecisionOut::new(&item.limit.name, d, configured.shadow))
+            next.map(|(item, d)| DecisionOut::new(&item.limit.name, d, in_shadow))
         })
         .collect()
 }
@@ -195,6 +226,7 @@ fn decisions_in_order(
 mod tests {
     use super::*;
     use edgelimit::MemoryStore;
+    use edgelimit_engine::rules::Enforce;
     use serde_json::json;
 
     fn setup() -> Setup {
@@ -215,7 +247,7 @@ mod tests {
     const T0: u64 = 1_700_000_000_000;
 
     /// Decides `call` in memory at `T0 + at`, as the limiter would.
-    fn decide(store: &MemoryStore, call: &Call, at: u64) -> Checked {
+    fn decide(store: &MemoryStore, call: &LimitCall, at: u64) -> Checked {
         Checked {
             verdicts: store.direct().check(&call.checks, T0 + at),
             local_ms: T0 + at,
@@ -227,8 +259,8 @@ mod tests {
     fn admitted_calls_report_the_tightest_limit_and_every_decision_in_order() {
         let setup = setup();
         let store = MemoryStore::new();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
-        let out = Outcome::new(&setup, &call, &decide(&store, &call, 0));
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
+        let out = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
         assert!(out.success && out.problem.is_none() && out.retry_after.is_none());
         assert_eq!((out.limit, out.remaining, out.reason), (2, 1, "admitted"));
         assert_eq!(out.reset, T0 - T0 % 60_000 + 60_000);
@@ -262,11 +294,11 @@ mod tests {
     fn a_denial_carries_retry_after_and_the_librarys_problem_body() {
         let setup = setup();
         let store = MemoryStore::new();
-        let call = Call::new(&setup, "\"u\"", "{\"instance\":\"/api\"}").unwrap();
+        let call = LimitCall::new(&setup, "\"u\"", "{\"instance\":\"/api\"}").unwrap();
         for at in 0..2 {
-            assert!(Outcome::new(&setup, &call, &decide(&store, &call, at)).success);
+            assert!(LimitResult::new(&setup, &call, &decide(&store, &call, at)).success);
         }
-        let out = Outcome::new(&setup, &call, &decide(&store, &call, 2_000));
+        let out = LimitResult::new(&setup, &call, &decide(&store, &call, 2_000));
         assert!(!out.success);
         assert_eq!((out.reason, out.remaining), ("over_limit", 0));
         // Fixed windows align to the epoch: T0 is 20 s into its minute.
@@ -294,7 +326,7 @@ mod tests {
     #[test]
     fn a_limit_the_denial_cache_never_consulted_is_not_advertised() {
         let setup = setup();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
         let cached = Decision {
             allowed: false,
             limit: 2,
@@ -323,7 +355,7 @@ mod tests {
             local_ms: T0,
             store_ms: None,
         };
-        let out = Outcome::new(&setup, &call, &checked);
+        let out = LimitResult::new(&setup, &call, &checked);
         let headers: std::collections::HashMap<_, _> = out.headers.iter().cloned().collect();
         assert_eq!(headers["RateLimit"], "\"per-user\";r=0;t=40");
         assert_eq!(headers["RateLimit-Policy"], "\"per-user\";q=2;w=60");
@@ -334,10 +366,76 @@ mod tests {
         assert_eq!((out.reason, out.retry_after), ("cached_denial", Some(40)));
     }
 
+    fn setup_of(limits: serde_json::Value) -> Setup {
+        Setup::from_json(
+            &json!({ "url": "http://127.0.0.1:1", "token": "t", "limits": limits }).to_string(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_soft_limit_over_admits_and_names_itself_in_exceeded() {
+        let setup = setup_of(json!([
+            { "name": "per-user", "policy": "fixed 5/1m" },
+            { "name": "soft-cap", "policy": "fixed 1/1m", "exceed": "soft" },
+        ]));
+        let store = MemoryStore::new();
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
+        assert_eq!(call.shadow, [false, true]);
+        let first = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
+        assert!(first.success && first.exceeded.is_empty());
+        let second = LimitResult::new(&setup, &call, &decide(&store, &call, 1));
+        assert!(second.success, "a soft limit never refuses");
+        assert_eq!(second.exceeded, ["soft-cap"]);
+        assert_eq!(second.decisions[1].reason, "over_limit");
+        assert_eq!(second.decisions[0].remaining, 3, "the enforced limit was charged");
+    }
+
+    #[test]
+    fn a_staged_limit_enforces_exactly_the_identifiers_its_hash_picks() {
+        let setup = setup_of(json!([
+            { "name": "staged", "policy": "fixed 1/1m", "enforce": "30%" },
+        ]));
+        let share: Enforce = "30%".parse().unwrap();
+        let store = MemoryStore::new();
+        let mut enforced = 0;
+        for i in 0..400 {
+            let id = format!("client-{i}");
+            let call = LimitCall::new(&setup, &format!("{id:?}"), "").unwrap();
+            let picked = share.enforces("staged", id.as_bytes());
+            assert_eq!(call.shadow, [!picked], "{id}");
+            assert!(LimitResult::new(&setup, &call, &decide(&store, &call, 0)).success);
+            let again = LimitResult::new(&setup, &call, &decide(&store, &call, 1));
+            assert_eq!(again.success, !picked, "{id}'s second request");
+            assert_eq!(again.decisions[0].shadow, !picked);
+            enforced += usize::from(picked);
+        }
+        assert!((90..=150).contains(&enforced), "30% of 400: {enforced}");
+    }
+
+    #[test]
+    fn a_delayed_admission_reports_its_wait() {
+        let setup = setup_of(json!([
+            { "name": "paced", "policy": "gcra 1/1s burst 1", "exceed": "delay 2s" },
+        ]));
+        let store = MemoryStore::new();
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
+        let first = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
+        assert_eq!((first.success, first.delay_ms), (true, 0));
+        let second = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
+        assert_eq!((second.success, second.delay_ms), (true, 900));
+        assert_eq!(second.decisions[0].reason, "delayed");
+        let third = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
+        assert_eq!((third.success, third.delay_ms), (true, 1_900));
+        let beyond = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
+        assert!(!beyond.success, "2.9 s is beyond the longest wait");
+        assert_eq!(beyond.delay_ms, 0);
+    }
+
     #[test]
     fn a_limit_failing_closed_is_a_503_problem() {
         let setup = setup();
-        let call = Call::new(&setup, "\"u\"", "").unwrap();
+        let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
         let closed = Decision {
             allowed: false,
             limit: 2,
@@ -366,7 +464,7 @@ mod tests {
             local_ms: T0,
             store_ms: Some(50.0),
         };
-        let out = Outcome::new(&setup, &call, &checked);
+        let out = LimitResult::new(&setup, &call, &checked);
         assert_eq!(out.problem.as_ref().map(|p| p.status), Some(503));
         assert_eq!((out.reason, out.retry_after), ("failed_closed", Some(1)));
         assert_eq!(out.decisions[2].reason, "failed_open");

@@ -15,11 +15,11 @@ use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::answer::{DecisionOut, Outcome};
+use crate::answer::{DecisionOut, LimitResult};
 use crate::error::{Error, ErrorCode};
 use crate::fetch_store::FetchStore;
 use crate::options::Setup;
-use crate::request::Call;
+use crate::request::LimitCall;
 
 /// One configured limiter: its options and the library's `Limiter` over `fetch`.
 #[wasm_bindgen]
@@ -96,14 +96,14 @@ impl Core {
     }
 
     /// Decides one request against every limit (JSON identifiers and options, see
-    /// `Call::new`); resolves to the outcome's JSON. Bad arguments throw before anything is
+    /// `LimitCall::new`); resolves to the outcome's JSON. Bad arguments throw before anything is
     /// sent; a store failure is answered by each limit's fail mode, never thrown.
     pub fn limit(&self, identifiers: &str, options: &str) -> Result<Promise, JsValue> {
-        let call = Call::new(&self.shared.setup, identifiers, options).map_err(thrown)?;
+        let call = LimitCall::new(&self.shared.setup, identifiers, options).map_err(thrown)?;
         let shared = self.shared.clone();
         Ok(future_to_promise(async move {
             let checked = shared.limiter.check_all(&call.checks).await;
-            let outcome = Outcome::new(&shared.setup, &call, &checked);
+            let outcome = LimitResult::new(&shared.setup, &call, &checked);
             Ok(JsValue::from_str(&outcome.to_json()))
         }))
     }

@@ -36,7 +36,7 @@ mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod fetch_store;
 
-pub use answer::{DecisionOut, Outcome, ProblemOut};
+pub use answer::{DecisionOut, LimitResult, ProblemOut};
 pub use error::{Error, ErrorCode};
 pub use options::{ConfiguredLimit, Setup};
-pub use request::Call;
+pub use request::LimitCall;

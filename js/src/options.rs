@@ -4,8 +4,10 @@
 //! The knobs are the Worker's (docs/design.md §3–4), in JavaScript's spelling: `namespace`,
 //! `timeout` (ms), `time` (`server`, Redis `TIME`, the default: a Worker's `Date.now()` stands
 //! still during a request; or `local`), `denialCache`/`denialCacheMs`, and per limit a policy
-//! spec, a fail mode (`open`, `closed`, `fallback N%`), tiers, and `shadow` (decided and
-//! reported, never enforced).
+//! spec, a fail mode (`open`, `closed`, `fallback N%`), tiers, `shadow` (decided and reported,
+//! never enforced), and what exceeding it does — `exceed` (`deny`, `soft`, `delay <duration>`),
+//! `blockFor` and `enforce` — parsed and combined by the engine's own rules
+//! (docs/configuration.md, "Over the limit"), so a limit means the same here as in the Worker.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +16,9 @@ use std::time::Duration;
 use edgelimit::control::valid_tier_name;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{FailMode, Limit, Policy, TimeMode};
+use edgelimit::policy::parse_window;
+use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
+use edgelimit_engine::rules::{Enforce, Exceed};
 use serde::Deserialize;
 
 use crate::error::{Error, ErrorCode};
@@ -28,6 +32,9 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 1_000;
 /// slower than the request it guards.
 pub const MAX_TIMEOUT_MS: u64 = 30_000;
 
+/// The longest `blockFor` accepted: the longest window a policy may have.
+pub const MAX_BLOCK_MS: u64 = edgelimit::policy::MAX_WINDOW_MS;
+
 /// One configured limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfiguredLimit {
@@ -35,6 +42,23 @@ pub struct ConfiguredLimit {
     pub limit: Arc<Limit>,
     /// Decided and reported, never enforced.
     pub shadow: bool,
+    /// What exceeding the limit does (`exceed`): deny, admit and report it (`soft`), or wait.
+    pub exceed: Exceed,
+    /// The share of identifiers the limit is enforced for (`enforce`); the others are decided
+    /// in shadow. `None`: every identifier.
+    pub enforce: Option<Enforce>,
+}
+
+impl ConfiguredLimit {
+    /// Whether the limit is decided in shadow for `identifier`: a shadow limit, a soft one (its
+    /// denial is reported, never enforced), or a staged one whose hash does not enforce it.
+    pub fn in_shadow(&self, identifier: &str) -> bool {
+        self.shadow
+            || self.exceed == Exceed::Soft
+            || self
+                .enforce
+                .is_some_and(|e| !e.enforces(&self.limit.name, identifier.as_bytes()))
+    }
 }
 
 /// Validated options.
@@ -104,7 +128,7 @@ struct RawOptions {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawLimit {
     name: String,
     policy: String,
@@ -112,6 +136,9 @@ struct RawLimit {
     #[serde(default)]
     shadow: bool,
     tiers: Option<BTreeMap<String, String>>,
+    exceed: Option<String>,
+    block_for: Option<String>,
+    enforce: Option<String>,
 }
 
 fn invalid(path: impl Into<String>, message: impl Into<String>) -> Error {
@@ -190,7 +217,7 @@ impl RawOptions {
         if limits.iter().all(|l| l.shadow) {
             return Err(invalid(
                 "limits",
-                "every limit is a shadow limit: at least one must be enforced",
+                "every limit is a shadow limit: at least one must be enforced (or `soft`)",
             ));
         }
         Ok(Setup {
@@ -236,9 +263,64 @@ impl RawLimit {
                 .with_tiers(parsed)
                 .map_err(|problem| invalid(format!("{at}.tiers"), problem))?;
         }
+        let exceed: Exceed = self
+            .exceed
+            .as_deref()
+            .map_or(Ok(Exceed::Deny), str::parse)
+            .map_err(|problem| invalid(format!("{at}.exceed"), problem))?;
+        let enforce: Option<Enforce> = self
+            .enforce
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|problem| invalid(format!("{at}.enforce"), problem))?;
+        let block_ms = self
+            .block_for
+            .as_deref()
+            .map(|text| {
+                parse_window(text)
+                    .and_then(|ms| {
+                        (1..=MAX_BLOCK_MS)
+                            .contains(&ms)
+                            .then_some(ms)
+                            .ok_or_else(|| format!("`{text}` is not within 1ms..=366d"))
+                    })
+                    .map_err(|problem| invalid(format!("{at}.blockFor"), problem))
+            })
+            .transpose()?;
+        let refuse = |field: &str, problem: &str| Err(invalid(format!("{at}.{field}"), problem));
+        match exceed {
+            Exceed::Soft if self.shadow => {
+                return refuse("exceed", "a shadow limit is never enforced: `soft` says nothing more")
+            }
+            Exceed::Soft if block_ms.is_some() => {
+                return refuse("blockFor", "a `soft` limit never refuses, so it blocks no one")
+            }
+            Exceed::Soft if enforce.is_some() => {
+                return refuse("enforce", "a `soft` limit is enforced for no one")
+            }
+            Exceed::Delay { .. } if policy.algorithm() == Algorithm::Concurrency => {
+                return refuse(
+                    "exceed",
+                    "a concurrency limit cannot delay: its leases end when responses do, not at a time",
+                )
+            }
+            _ => {}
+        }
+        if self.shadow && enforce.is_some() {
+            return refuse("enforce", "a shadow limit is enforced for no one");
+        }
+        if let Exceed::Delay { max_ms } = exceed {
+            limit = limit.with_max_delay(max_ms);
+        }
+        if let Some(block_ms) = block_ms {
+            limit = limit.with_block_for(block_ms);
+        }
         Ok(ConfiguredLimit {
             limit: Arc::new(limit),
             shadow: self.shadow,
+            exceed,
+            enforce,
         })
     }
 }
@@ -306,6 +388,22 @@ mod tests {
             "token-bucket 10/1s burst 50"
         );
         assert!(s.limit("b").is_some() && s.limit("z").is_none());
+        let s = setup(json!({
+            "url": "https://x.upstash.io", "token": "t",
+            "limits": [
+                { "name": "a", "policy": "fixed 5/1m", "exceed": "delay 500ms", "blockFor": "10m" },
+                { "name": "b", "policy": "fixed 5/1m", "exceed": "soft" },
+                { "name": "c", "policy": "fixed 5/1m", "enforce": "12.5%" },
+            ],
+        }))
+        .unwrap();
+        assert_eq!(s.limits[0].exceed, Exceed::Delay { max_ms: 500 });
+        assert_eq!(
+            (s.limits[0].limit.max_delay_ms, s.limits[0].limit.block_ms),
+            (500, 600_000)
+        );
+        assert!(s.limits[1].in_shadow("anyone") && !s.limits[0].in_shadow("anyone"));
+        assert_eq!(s.limits[2].enforce, Some("12.5%".parse().unwrap()));
         assert_eq!(s.names(), "\"a\", \"b\", \"c\"");
     }
 
@@ -385,6 +483,36 @@ mod tests {
             assert_eq!(e.path, path, "{e}");
             assert!(e.message.contains(needle), "{e} lacks {needle:?}");
         }
+        let limit_cases: Vec<(serde_json::Value, &str, &str)> = vec![
+            (json!({ "exceed": "sometimes" }), "limits[0].exceed", "sometimes"),
+            (json!({ "exceed": "delay" }), "limits[0].exceed", "longest wait"),
+            (json!({ "exceed": "soft", "blockFor": "1m" }), "limits[0].blockFor", "soft"),
+            (json!({ "exceed": "soft", "enforce": "10%" }), "limits[0].enforce", "soft"),
+            (json!({ "blockFor": "0s" }), "limits[0].blockFor", "within"),
+            (json!({ "blockFor": "soon" }), "limits[0].blockFor", "soon"),
+            (json!({ "enforce": "110%" }), "limits[0].enforce", "110"),
+            (
+                json!({ "policy": "concurrency 5", "exceed": "delay 1s" }),
+                "limits[0].exceed",
+                "concurrency",
+            ),
+            (json!({ "block_for": "1m" }), "limits[0].block_for", "unknown field"),
+        ];
+        for (fields, path, needle) in limit_cases {
+            let e = with(&|o| {
+                for (key, value) in fields.as_object().unwrap() {
+                    o["limits"][0][key] = value.clone();
+                }
+            });
+            assert_eq!(e.path, path, "{e}");
+            assert!(e.message.contains(needle), "{e} lacks {needle:?}");
+        }
+        let mut shadow_and_soft = minimal();
+        shadow_and_soft["limits"] = json!([
+            { "name": "a", "policy": "fixed 1/1s" },
+            { "name": "b", "policy": "fixed 2/1s", "shadow": true, "exceed": "soft" },
+        ]);
+        assert_eq!(setup(shadow_and_soft).unwrap_err().path, "limits[1].exceed");
         let mut twice = minimal();
         twice["limits"] = json!([
             { "name": "a", "policy": "fixed 1/1s" },

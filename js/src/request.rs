@@ -1,5 +1,6 @@
 //! `limit(identifiers, options)`: one call's arguments (JSON from the wrapper) into the checks the
-//! limiter decides — the enforced limits as one all-or-nothing check and the shadow limits as a
+//! limiter decides — the enforced limits as one all-or-nothing check and those decided in shadow
+//! (shadow limits, `soft` ones, and staged ones for the identifiers their hash leaves out) as a
 //! second, both in one store round trip, as the Worker does (docs/design.md §4).
 
 use std::collections::BTreeMap;
@@ -14,9 +15,13 @@ use crate::options::Setup;
 
 /// What one call decides: the checks, and where each configured limit's decision is found.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Call {
-    /// The enforced check first, then the shadow check when any limit is a shadow one.
+pub struct LimitCall {
+    /// The enforced check first (empty when every limit is decided in shadow this call), then
+    /// the shadow check when any limit is decided in shadow.
     pub checks: Vec<Check>,
+    /// Per configured limit, in order: whether it is decided in shadow this call
+    /// ([`crate::options::ConfiguredLimit::in_shadow`]).
+    pub shadow: Vec<bool>,
     /// The request path named in a denial's problem body (`instance`), if given.
     pub instance: Option<String>,
 }
@@ -30,10 +35,10 @@ struct RawCallOptions {
     instance: Option<Json>,
 }
 
-impl Call {
+impl LimitCall {
     /// The checks for `identifiers` (JSON: one string for every limit, or an object from limit
     /// name to identifier) and `options` (JSON: `{ cost, requestId, instance }`, any omitted).
-    pub fn new(setup: &Setup, identifiers: &str, options: &str) -> Result<Call, Error> {
+    pub fn new(setup: &Setup, identifiers: &str, options: &str) -> Result<LimitCall, Error> {
         let identifiers: Json = serde_json::from_str(identifiers).map_err(|e| {
             Error::new(
                 ErrorCode::InvalidIdentifier,
@@ -54,12 +59,15 @@ impl Call {
 
         let mut enforced = Check::new();
         let mut shadow = Check::new();
+        let mut in_shadow = Vec::with_capacity(setup.limits.len());
         for (i, configured) in setup.limits.iter().enumerate() {
             let mut item = CheckItem::new(configured.limit.clone(), ids[i].as_str(), costs[i]);
             if let Some(id) = &request_id {
                 item = item.with_request_id(id.as_str());
             }
-            if configured.shadow {
+            let here = configured.in_shadow(&ids[i]);
+            in_shadow.push(here);
+            if here {
                 shadow.add_item(item);
             } else {
                 enforced.add_item(item);
@@ -69,7 +77,11 @@ impl Call {
         if !shadow.items().is_empty() {
             checks.push(shadow);
         }
-        Ok(Call { checks, instance })
+        Ok(LimitCall {
+            checks,
+            shadow: in_shadow,
+            instance,
+        })
     }
 }
 
@@ -223,8 +235,8 @@ mod tests {
         .unwrap()
     }
 
-    fn call(ids: serde_json::Value, options: serde_json::Value) -> Result<Call, Error> {
-        Call::new(&setup(), &ids.to_string(), &options.to_string())
+    fn call(ids: serde_json::Value, options: serde_json::Value) -> Result<LimitCall, Error> {
+        LimitCall::new(&setup(), &ids.to_string(), &options.to_string())
     }
 
     fn summary(check: &Check) -> Vec<(String, String, i64)> {
@@ -268,7 +280,7 @@ mod tests {
         assert_eq!(all.len(), 3);
         assert!(all.iter().all(|(_, id, cost)| id == "k" && *cost == 4));
         assert!(c.checks[0].is_idempotent());
-        let plain = Call::new(&setup(), "\"k\"", "").unwrap();
+        let plain = LimitCall::new(&setup(), "\"k\"", "").unwrap();
         assert!(plain.checks[0].items().iter().all(|i| i.cost == 1));
     }
 

@@ -405,3 +405,80 @@ describe("bad input throws an EdgelimitError naming what and where", () => {
     );
   });
 });
+
+describe("over the limit", () => {
+  test("a soft limit admits and names itself in `exceeded`", async () => {
+    const rl = ratelimit([
+      { name: "per-user", policy: "fixed 10/1h" },
+      { name: "soft-cap", policy: "fixed 1/1h", exceed: "soft" },
+    ]);
+    const id = fresh();
+    const first = await rl.limit(id);
+    assert.deepEqual([first.success, first.exceeded], [true, []]);
+    const second = await rl.limit(id);
+    assert.deepEqual([second.success, second.exceeded], [true, ["soft-cap"]]);
+    assert.deepEqual(
+      second.decisions.map((d) => [d.name, d.success, d.shadow, d.remaining]),
+      [
+        ["per-user", true, false, 8],
+        ["soft-cap", false, true, 0],
+      ],
+    );
+    assert.equal(second.problem, null);
+  });
+
+  test("a delayed request resolves after its wait, one beyond the longest is denied", async () => {
+    const rl = ratelimit([{ name: "paced", policy: "gcra 2/1s burst 1", exceed: "delay 800ms" }]);
+    const id = fresh();
+    assert.equal((await rl.limit(id)).delayMs, 0);
+    const started = Date.now();
+    const second = await rl.limit(id);
+    const waited = Date.now() - started;
+    assert.equal(second.success, true);
+    assert.equal(second.decisions[0].reason, "delayed");
+    assert.ok(second.delayMs > 0 && second.delayMs <= 500, `delayMs ${second.delayMs}`);
+    assert.ok(waited >= second.delayMs - 5, `resolved after ${waited} ms, its wait ${second.delayMs}`);
+    // Three more at once: waits of ~0.5, ~1 and ~1.5 s; the last two are beyond 0.8 s.
+    const results = await Promise.all([rl.limit(id), rl.limit(id), rl.limit(id)]);
+    assert.deepEqual(results.map((r) => r.success).sort(), [false, false, true]);
+  });
+
+  test("a blocked identifier is refused for the block, charging nothing", async () => {
+    const rl = ratelimit([{ name: "login", policy: "fixed 1/1h", blockFor: "2h" }]);
+    const id = fresh();
+    assert.equal((await rl.limit(id)).success, true);
+    const denied = await rl.limit(id);
+    assert.deepEqual([denied.success, denied.reason], [false, "over_limit"]);
+    const blocked = await rl.limit(id);
+    assert.deepEqual([blocked.success, blocked.reason], [false, "blocked"]);
+    // The block is two hours from the denial, past the window's end.
+    assert.ok(blocked.retryAfter > 3600 && blocked.retryAfter <= 7200, `retryAfter ${blocked.retryAfter}`);
+  });
+
+  test("a staged limit is enforced for a stable share of identifiers", async () => {
+    const rl = ratelimit([{ name: "staged", policy: "fixed 1/1h", enforce: "50%" }]);
+    const outcomes = [];
+    for (let i = 0; i < 40; i++) {
+      const id = `staged-${i}`;
+      await rl.reset("staged", id);
+      await rl.limit(id);
+      const second = await rl.limit(id);
+      outcomes.push([second.success, second.decisions[0].shadow]);
+    }
+    // Refused exactly when enforced (not in shadow), and both kinds occur.
+    for (const [success, shadow] of outcomes) assert.equal(success, shadow);
+    const enforced = outcomes.filter(([, shadow]) => !shadow).length;
+    assert.ok(enforced >= 8 && enforced <= 32, `${enforced} of 40 enforced`);
+  });
+
+  test("options that combine badly are refused, naming the option", () => {
+    assert.throws(
+      () => ratelimit([{ name: "a", policy: "fixed 1/1s", exceed: "soft", blockFor: "1m" }]),
+      (e) => e instanceof EdgelimitError && e.path === "limits[0].blockFor",
+    );
+    assert.throws(
+      () => ratelimit([{ name: "a", policy: "concurrency 2", exceed: "delay 1s" }]),
+      (e) => e instanceof EdgelimitError && e.path === "limits[0].exceed",
+    );
+  });
+});

@@ -53,7 +53,29 @@ export interface LimitConfig {
    * `edgelimit-admin tier set`); the assignment is read by the deciding script itself.
    */
   tiers?: Record<string, PolicySpec>;
+  /**
+   * What exceeding the limit does: `deny` (the default); `soft`, admit and name the limit in
+   * `LimitResult.exceeded` (nothing is charged on it when over); or `delay <duration>`
+   * (`delay 500ms`): when the limit would admit the request within that wait, its place is
+   * reserved then and `limit()` resolves after the wait (`LimitResult.delayMs`); beyond, deny.
+   */
+  exceed?: Exceed;
+  /**
+   * After the limit denies an identifier, refuse it on this limit for this long (`10m`,
+   * `1h`): the block starts at that denial, and requests refused during it (reason `blocked`)
+   * neither extend it nor charge anything.
+   */
+  blockFor?: string;
+  /**
+   * Staged enforcement: the share of identifiers the limit is enforced for (`10%`, `0.5%`),
+   * chosen by a stable hash of the limit's name and the identifier — the same as the Worker's;
+   * the others are decided in shadow (`Decision.shadow`).
+   */
+  enforce?: `${number}%`;
 }
+
+/** What exceeding a limit does: see `LimitConfig.exceed`. */
+export type Exceed = "deny" | "soft" | `delay ${string}`;
 
 /** The `init` the package passes to `fetch`. */
 export interface FetchInit {
@@ -143,7 +165,10 @@ export type Reason =
   | "fallback"
   | "skipped"
   | "denylisted"
-  | "allowlisted";
+  | "allowlisted"
+  | "leased"
+  | "blocked"
+  | "delayed";
 
 /** One limit's decision. */
 export interface Decision {
@@ -161,7 +186,10 @@ export interface Decision {
   retryAfterMs: number | null;
   /** Why. */
   reason: Reason;
-  /** Whether the limit is a shadow one. */
+  /**
+   * Whether the limit was decided in shadow for this call: a shadow limit, a `soft` one, or a
+   * staged one (`enforce`) not enforced for this identifier. Reported, never enforced.
+   */
   shadow: boolean;
 }
 
@@ -200,6 +228,13 @@ export interface LimitResult {
   problem: Problem | null;
   /** When the enforced limits were decided (epoch ms, on the deciding clock). */
   decidedAt: number;
+  /**
+   * How long the request waited before `limit()` resolved, in ms: the longest wait of the
+   * limits that admitted it after one (`exceed: "delay …"`, reason `delayed`); 0 when none.
+   */
+  delayMs: number;
+  /** The `soft` limits the request is over, in configuration order (empty when none). */
+  exceeded: string[];
 }
 
 /** An env (a Worker's bindings, `process.env`) holding the store's URL and token. */
@@ -265,7 +300,8 @@ export class Ratelimit {
 
   /**
    * Decides one request against every limit, all or nothing, in one round trip: when any
-   * enforced limit denies, none is charged. Throws an `EdgelimitError` for bad arguments (an
+   * enforced limit denies, none is charged. A request admitted after a wait (`exceed: "delay
+   * …"`) resolves once its wait is over. Throws an `EdgelimitError` for bad arguments (an
    * unknown limit, a missing identifier, a bad cost) before anything is sent; a store failure is
    * answered by each limit's fail mode, never thrown.
    */
@@ -276,7 +312,10 @@ export class Ratelimit {
     } catch (e) {
       rethrow(e);
     }
-    return JSON.parse(answer) as LimitResult;
+    const result = JSON.parse(answer) as LimitResult;
+    // A delayed admission holds its place in the quota at the end of its wait: proceed then.
+    if (result.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, result.delayMs));
+    return result;
   }
 
   /** `identifier`'s standing on limit `name`, charging nothing and writing nothing. */
