@@ -152,6 +152,35 @@ async fn peek_reset_and_lists_conform<S: Control>(store: &S) {
     assert!(store.list_add("deny", &a, Some(T0), T0).await.is_err());
 }
 
+/// A block (docs/design.md §2, "Blocks") is not a peek's business, and goes with a reset.
+async fn a_reset_lifts_a_block<S: Control>(store: &S) {
+    let l = limit("pr-block", "fixed 1/1s").with_block_for(60_000);
+    let id = Identifier::from("blocked");
+    assert!(charge(store, &l, "blocked", 1, T0).await.allowed);
+    let v = charge(store, &l, "blocked", 1, T0 + 1).await;
+    assert_eq!(v.decisions[0].reason, Reason::OverLimit);
+    let v = charge(store, &l, "blocked", 1, T0 + 2_000).await;
+    assert_eq!(v.decisions[0].reason, Reason::Blocked);
+    // A peek is a look: not blocked, the window's standing.
+    let peek = store
+        .peek(&l, &id, TimeSource::At(T0 + 2_000))
+        .await
+        .unwrap();
+    assert!(peek.allowed);
+    assert_eq!(peek.decisions[0].remaining, 1);
+    assert!(store.reset(&l, &id).await.unwrap());
+    let v = charge(store, &l, "blocked", 1, T0 + 2_001).await;
+    assert_eq!(v.decisions[0].reason, Reason::Admitted);
+    // The reset took the block with the state: denied on its own again, a new block starts,
+    // and a reset leaves nothing of either.
+    assert_eq!(
+        charge(store, &l, "blocked", 1, T0 + 2_002).await.decisions[0].reason,
+        Reason::OverLimit
+    );
+    assert!(store.reset(&l, &id).await.unwrap());
+    assert!(!store.reset(&l, &id).await.unwrap());
+}
+
 /// A peek looks under the identifier's effective policy (docs/design.md §2, "Policy changes"):
 /// its tier, an unlapsed override on top, the default once both are gone — and agrees with a
 /// zero-cost check, which reads the assignment the same way.
@@ -324,6 +353,7 @@ async fn calendar_peek_resp() {
 async fn memory() {
     let store = MemoryStore::new();
     peek_reset_and_lists_conform(&store).await;
+    a_reset_lifts_a_block(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
 }
 
@@ -335,6 +365,7 @@ async fn resp() {
         .unwrap()
         .with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
+    a_reset_lifts_a_block(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
 }
 
@@ -346,6 +377,7 @@ async fn resp_cluster() {
         .unwrap()
         .with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
+    a_reset_lifts_a_block(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,6 +386,7 @@ async fn rest_via_gateway() {
     let gateway = gateway::start(&server, "pr-token").await;
     let store = gateway::rest_store(&gateway, "pr-token").with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
+    a_reset_lifts_a_block(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
     gateway.shutdown().await;
 }
@@ -367,6 +400,7 @@ async fn sharded() {
     ])
     .unwrap();
     peek_reset_and_lists_conform(&store).await;
+    a_reset_lifts_a_block(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
 }
 

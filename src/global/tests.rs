@@ -344,6 +344,38 @@ fn the_server_clock_is_refused_for_global_limits() {
     assert!(matches!(e, StoreError::InvalidInput(_)), "{e}");
 }
 
+#[test]
+fn global_limits_refuse_blocks_and_delays_and_others_keep_their_blocks() {
+    let whole = Limit::new("api", "fixed 10/1m".parse().unwrap());
+    let limits = RegionalLimits::new([&whole], &[1], MILLION / 2, 0).unwrap();
+    let region = GlobalStore::new(MemoryStore::new(), MemoryStore::new(), limits, 1, 1_000);
+    for changed in [
+        whole.clone().with_block_for(1_000),
+        whole.clone().with_max_delay(100),
+    ] {
+        let check = Check::single(&changed, "alice", 1);
+        let e = block_on(region.check(&[check], TimeSource::At(1_000))).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::InvalidInput(m) if m.contains("`api`")),
+            "{e}"
+        );
+    }
+    // A limit that is not global decides its block in the region's store.
+    let local = Limit::new("local", "fixed 1/1m".parse().unwrap()).with_block_for(1_000);
+    let reasons: Vec<_> = [1_000, 1_001, 1_002]
+        .into_iter()
+        .map(|t| {
+            let check = Check::single(&local, "alice", 1);
+            block_on(region.check(&[check], TimeSource::At(t))).unwrap()[0].decisions[0].reason
+        })
+        .collect();
+    use crate::decision::Reason;
+    assert_eq!(
+        reasons,
+        [Reason::Admitted, Reason::OverLimit, Reason::Blocked]
+    );
+}
+
 /// The home's store answering only after `yields` polls, so that concurrent requests of a
 /// region overlap their asks as they do behind a real round trip.
 #[derive(Debug, Clone)]
