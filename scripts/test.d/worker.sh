@@ -35,6 +35,9 @@ cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
 echo "-- settling after the response (leases, settled costs, retries)"
 cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2
 
+echo "-- what exceeding a limit does: soft limits, counting by the response's status"
+cargo test --locked -p edgelimit-worker --test e2e_exceed -- --ignored --test-threads=2
+
 echo "-- live control: tiers, deny and allow lists"
 cargo test --locked -p edgelimit-worker --test e2e_control -- --ignored --test-threads=2
 
