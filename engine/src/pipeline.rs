@@ -57,6 +57,8 @@ pub struct Edge<S> {
     responds: AtomicBool,
     /// Whether a limit has staged enforcement (its enforced denials are counted apart).
     staged: bool,
+    /// [`Config::tells_origin`], found once.
+    tells_origin: bool,
 }
 
 /// At most this many requests' buffers are kept for reuse (the requests an isolate has in
@@ -82,6 +84,7 @@ impl<S: Store> Edge<S> {
                 list_counters: ListCounters::default(),
                 exceed_counters: ExceedCounters::default(),
             }),
+            tells_origin: config.tells_origin(),
             staged: config
                 .rules
                 .iter()
@@ -110,6 +113,13 @@ impl<S: Store> Edge<S> {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Whether the configuration has a `soft` limit ([`Config::tells_origin`]): then a host
+    /// sets the forwarded request's [`crate::EXCEEDED_HEADER`] itself
+    /// ([`Handled::exceeded_header`]), removing any the client sent.
+    pub fn tells_origin(&self) -> bool {
+        self.tells_origin
     }
 
     /// The limiter, for its store and metrics.

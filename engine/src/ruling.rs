@@ -400,7 +400,9 @@ impl<'c> Plan<'c> {
         }
         let shadow_decided = self.refused.is_none()
             && outcome.denied.is_none()
-            && (self.shadow_decided(verdicts).is_some()
+            // A shadow check of `soft` and staged limits alone decided no shadow rule.
+            && ((self.shadow_decided(verdicts).is_some()
+                && self.shadow_kinds.iter().any(Option::is_none))
                 || self.shadow_refusals().next().is_some()
                 || !outcome.shadow_listed.is_empty());
         if self.shadow_header && shadow_decided {

@@ -35,7 +35,7 @@ cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
 echo "-- settling after the response (leases, settled costs, retries)"
 cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2
 
-echo "-- over the limit: soft, delayed, blocked, staged, counted by status"
+echo "-- over the limit: soft, delayed, blocked, staged, counted by the response's status"
 cargo test --locked -p edgelimit-worker --test e2e_exceed -- --ignored --test-threads=2
 
 echo "-- live control: tiers, deny and allow lists"

@@ -154,7 +154,7 @@ where
     drop(request);
     let (status, body_text, content_type) = match answer.action {
         Action::Forward => {
-            if shared.edge.config().tells_origin() {
+            if shared.edge.tells_origin() {
                 // The field is the layer's own: never one a client sent.
                 parts.headers.remove(EXCEEDED);
                 if let Some(value) = handled

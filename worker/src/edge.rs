@@ -595,10 +595,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
                 .fixed(body.into_bytes()))
         }
         Action::Forward => {
-            let exceeded = edge
-                .config()
-                .tells_origin()
-                .then(|| handled.exceeded_header());
+            let exceeded = edge.tells_origin().then(|| handled.exceeded_header());
             let req = telling_origin(req, exceeded)?;
             let delay_ms = handled.delay_ms();
             if delay_ms > 0 {

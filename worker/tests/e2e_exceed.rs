@@ -1,17 +1,16 @@
-//! End to end, what exceeding a limit does (docs/configuration.md, "Over the limit"): the built
-//! Worker under `wrangler dev` in front of an origin that answers the status a path names and
-//! says which limits the Worker told it were exceeded, deciding against a real `redis-server`
-//! through the gateway or in its own Durable Objects, all on free loopback ports. Each test runs
-//! on both stores (`redis::…`, `durable_objects::…`):
+//! End to end, what a limit's `exceed` and `count_status` do in the built Worker under
+//! `wrangler dev`, deciding against a real `redis-server` through the gateway or in its own
+//! Durable Objects (each test on both stores), all on free loopback ports:
 //!
-//! - `exceed = "soft"`: every request reaches the origin; those over the limit carry
-//!   `EdgeLimit-Exceeded` naming it, and the client is never refused;
+//! - `exceed = "soft"`: a request over the limit is forwarded all the same, the origin told in
+//!   `EdgeLimit-Exceeded` (a client's own field of that name never reaches it);
+//! - `count_status = "401"`: only 401s are charged — a 200 is refunded once answered (the
+//!   settlement in `waitUntil`), so successful logins never spend the quota;
 //! - `exceed = "delay …"`: a request the limit would admit within the longest wait is held and
 //!   forwarded then (its response comes no earlier), one beyond it is refused;
 //! - `block_for`: after a denial the identifier is refused for the block, even once its window
 //!   has turned, and admitted again after it;
-//! - `enforce = "50%"`: the identifiers the stable hash picks are refused, the others pass;
-//! - `count_status = "401"`: only the origin's 401s are charged.
+//! - `enforce = "50%"`: the identifiers the stable hash picks are refused, the others pass.
 //!
 //! Like `tests/e2e.rs` these need the built Worker and wrangler, so they are `#[ignore]`d in a
 //! plain `cargo test`; `scripts/test.d/worker.sh` builds the Worker and runs them.
@@ -21,45 +20,120 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use edgelimit_engine::rules::Enforce;
 use edgelimit_testkit::edge::{EdgeStore, Stack};
 use edgelimit_testkit::http::header;
 use edgelimit_testkit::{on_every_store, origin};
 
-/// An origin answering `/status/<code>` with that status (anything else 200), and telling in
-/// `x-seen-exceeded` the `edgelimit-exceeded` request header it received (`-` when none).
-async fn start_status_origin() -> SocketAddr {
-    async fn handle(uri: axum::http::Uri, request: HeaderMap) -> axum::response::Response {
-        let mut segments = uri.path().trim_start_matches('/').split('/');
-        let status = match (segments.next(), segments.next()) {
-            (Some("status"), Some(code)) => code
-                .parse::<u16>()
-                .ok()
-                .and_then(|c| StatusCode::from_u16(c).ok())
-                .unwrap_or(StatusCode::OK),
-            _ => StatusCode::OK,
+/// An origin answering `/login/fail` with 401 and anything else with 200, its body the
+/// `EdgeLimit-Exceeded` field it was sent (or `-`).
+async fn start_exceed_origin() -> SocketAddr {
+    async fn handle(uri: axum::http::Uri, headers: HeaderMap) -> axum::response::Response {
+        let status = if uri.path() == "/login/fail" {
+            StatusCode::UNAUTHORIZED
+        } else {
+            StatusCode::OK
         };
-        let seen = request
+        let told = headers
             .get("edgelimit-exceeded")
-            .cloned()
-            .unwrap_or(HeaderValue::from_static("-"));
-        let mut headers = HeaderMap::new();
-        headers.insert("x-seen-exceeded", seen);
-        (status, headers, "done").into_response()
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .to_string();
+        (status, told).into_response()
     }
     origin::serve(axum::Router::new().fallback(handle)).await
 }
 
 on_every_store!(
-    a_soft_limit_admits_and_tells_the_origin_which_limit_is_over,
+    a_soft_limit_forwards_and_tells_the_origin,
+    count_status_charges_only_the_statuses_in_its_set,
     a_delayed_request_is_forwarded_after_its_wait_and_one_beyond_the_longest_is_refused,
     a_blocked_identifier_is_refused_for_the_block_even_in_a_new_window,
     a_staged_limit_refuses_exactly_the_identifiers_its_hash_enforces,
-    only_the_statuses_counted_are_charged,
 );
 
+const SOFT: &str = r#"
+timeout_ms = 2000
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "api"
+path_prefix = "/"
+[[vars.EDGELIMIT_CONFIG.rules.limits]]
+name = "per-user"
+policy = "fixed 2/1h"
+identifier = "header:x-user"
+exceed = "soft"
+"#;
+
+async fn a_soft_limit_forwards_and_tells_the_origin(store: EdgeStore) {
+    let origin = start_exceed_origin().await;
+    let stack = Stack::start_with_on(store, SOFT, origin, |g| g).await;
+    let forged = [("x-user", "ann"), ("edgelimit-exceeded", "\"forged\"")];
+    for _ in 0..2 {
+        let within = stack.get("/x", &forged).await;
+        assert_eq!(within.status(), 200);
+        assert_eq!(
+            within.text().await.unwrap(),
+            "-",
+            "a client's field is dropped"
+        );
+    }
+    for _ in 0..2 {
+        let over = stack.get("/x", &forged).await;
+        assert_eq!(over.status(), 200, "a soft limit never refuses");
+        assert_eq!(over.text().await.unwrap(), "\"per-user\"");
+    }
+    // Another user is within the limit: the origin is told nothing.
+    let other = stack.get("/x", &[("x-user", "bob")]).await;
+    assert_eq!(other.text().await.unwrap(), "-");
+}
+
+const LOGINS: &str = r#"
+timeout_ms = 2000
+[[vars.EDGELIMIT_CONFIG.rules]]
+name = "login"
+path_prefix = "/login/"
+[[vars.EDGELIMIT_CONFIG.rules.limits]]
+name = "failed-logins"
+policy = "fixed 2/1h"
+identifier = "header:x-user"
+count_status = "401"
+"#;
+
+async fn count_status_charges_only_the_statuses_in_its_set(store: EdgeStore) {
+    let origin = start_exceed_origin().await;
+    let stack = Stack::start_with_on(store, LOGINS, origin, |g| g).await;
+    let user = [("x-user", "carol")];
+    // Successful logins: each reserved, then refunded in `waitUntil` once answered 200.
+    for attempt in 0..4 {
+        let started = Instant::now();
+        loop {
+            let ok = stack.get("/login/ok", &user).await;
+            if ok.status() == 200 {
+                break;
+            }
+            // A refund not yet landed: the quota is whole again within seconds.
+            assert_eq!(ok.status(), 429);
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "login {attempt}: the 200s were not refunded"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Let the last refund land, then two failures spend the quota for good.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for attempt in 0..2 {
+        let failed = stack.get("/login/fail", &user).await;
+        assert_eq!(failed.status(), 401, "failure {attempt}");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let refused = stack.get("/login/ok", &user).await;
+    assert_eq!(refused.status(), 429, "two 401s were kept");
+}
+
+/// A configuration of one rule over every path with `limit` (its TOML lines), by `x-user`.
 fn config(limit: &str) -> String {
     format!(
         r#"
@@ -76,28 +150,10 @@ identifier = "header:x-user"
     )
 }
 
-async fn a_soft_limit_admits_and_tells_the_origin_which_limit_is_over(store: EdgeStore) {
-    let origin = start_status_origin().await;
-    let limit = "name = \"per-user\"\npolicy = \"fixed 2/1h\"\nexceed = \"soft\"";
-    let stack = Stack::start_with_on(store, &config(limit), origin, |g| g).await;
-    let user = [("x-user", "alice")];
-    for n in 1..=4 {
-        let response = stack.get("/items", &user).await;
-        assert_eq!(response.status(), 200, "request {n} reaches the origin");
-        let seen = header(&response, "x-seen-exceeded").unwrap();
-        if n <= 2 {
-            assert_eq!(seen, "-", "request {n} is within the limit");
-        } else {
-            assert_eq!(seen, "\"per-user\"", "request {n} is over the soft limit");
-        }
-        assert!(header(&response, "retry-after").is_none());
-    }
-}
-
 async fn a_delayed_request_is_forwarded_after_its_wait_and_one_beyond_the_longest_is_refused(
     store: EdgeStore,
 ) {
-    let origin = start_status_origin().await;
+    let origin = start_exceed_origin().await;
     // One request a second, no burst: a second request right after the first fits in ≤ 1 s.
     let limit = "name = \"paced\"\npolicy = \"gcra 1/1s burst 1\"\nexceed = \"delay 1500ms\"";
     let stack = Stack::start_with_on(store, &config(limit), origin, |g| g).await;
@@ -133,7 +189,7 @@ async fn a_delayed_request_is_forwarded_after_its_wait_and_one_beyond_the_longes
 }
 
 async fn a_blocked_identifier_is_refused_for_the_block_even_in_a_new_window(store: EdgeStore) {
-    let origin = start_status_origin().await;
+    let origin = start_exceed_origin().await;
     let limit = "name = \"login\"\npolicy = \"fixed 2/1s\"\nblock_for = \"4s\"";
     let stack = Stack::start_with_on(store, &config(limit), origin, |g| g).await;
     let user = [("x-user", "carol")];
@@ -173,7 +229,7 @@ async fn a_blocked_identifier_is_refused_for_the_block_even_in_a_new_window(stor
 }
 
 async fn a_staged_limit_refuses_exactly_the_identifiers_its_hash_enforces(store: EdgeStore) {
-    let origin = start_status_origin().await;
+    let origin = start_exceed_origin().await;
     let limit = "name = \"staged\"\npolicy = \"fixed 1/1h\"\nenforce = \"50%\"";
     let stack = Stack::start_with_on(store, &config(limit), origin, |g| g).await;
     let share: Enforce = "50%".parse().unwrap();
@@ -195,23 +251,4 @@ async fn a_staged_limit_refuses_exactly_the_identifiers_its_hash_enforces(store:
         (4..=20).contains(&enforced),
         "about half enforced: {enforced}"
     );
-}
-
-async fn only_the_statuses_counted_are_charged(store: EdgeStore) {
-    let origin = start_status_origin().await;
-    let limit = "name = \"failures\"\npolicy = \"fixed 3/1h\"\ncount_status = \"401\"";
-    let stack = Stack::start_with_on(store, &config(limit), origin, |g| g).await;
-    let user = [("x-user", "erin")];
-    // Successful logins are refunded after their response: never charged.
-    for _ in 0..5 {
-        assert_eq!(stack.get("/status/200", &user).await.status(), 200);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    // Three failures are charged; the fourth request is refused before the origin.
-    for _ in 0..3 {
-        assert_eq!(stack.get("/status/401", &user).await.status(), 401);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    let refused = stack.get("/status/200", &user).await;
-    assert_eq!(refused.status(), 429, "three 401s spent the limit");
 }

@@ -853,6 +853,9 @@ fn a_soft_limit_admits_tells_the_origin_and_counts() {
     // Another user is under its own limit: nothing to tell.
     let other = path.run(&from("192.0.2.1", "bob"), 3);
     assert_eq!(other.outcome.exceeded_header(), None);
+    // No shadow rule decided anything: the shadow header, when on, stays away.
+    let debugging = Path::new(with_shadow_header(path.edge.config().clone()));
+    assert_eq!(debugging.run(&req, 0).header(SHADOW_HEADER), None);
     let metrics = path.edge.metrics_text();
     assert_eq!(
         sample(

@@ -104,11 +104,17 @@ impl EdgeReplay {
             .as_ref()
             .map(Overrides::assigned)
             .unwrap_or_default();
+        // A `soft` limit is always decided in the shadow check too (a staged one in either,
+        // by identifier: its shadow check is told by its other items, if any).
         let shadow_limits = config
             .rules
             .iter()
-            .filter(|r| r.shadow)
-            .flat_map(|r| r.limits.iter().map(|l| l.limit.name.clone()))
+            .flat_map(|r| {
+                r.limits
+                    .iter()
+                    .filter(move |l| r.shadow || l.exceed == edgelimit_engine::Exceed::Soft)
+                    .map(|l| l.limit.name.clone())
+            })
             .collect();
         let clock = Arc::new(ManualClock::at(0));
         let remembering = config
@@ -518,6 +524,7 @@ impl EdgeReplay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::report::WaitsReport;
     use crate::config::testing::{mixed_requests, request};
 
     /// Steps `requests` through a fresh replay, calling `prepare(i, replay)` before the step of
@@ -627,5 +634,66 @@ limits = [{ name = "per-ip", policy = "fixed 1/1m", identifier = "ip" }]
             .collect();
         assert_eq!(top, [("192.0.2.97", 4), ("192.0.2.98", 2)]);
         assert_eq!(limit.denied, 6);
+    }
+
+    #[test]
+    fn soft_and_staged_limits_are_told_apart_from_enforced_ones() {
+        let config = edgelimit_engine::config::file::parse(
+            r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [
+  { name = "staged", policy = "fixed 1/1m", identifier = "ip", enforce = "50%" },
+  { name = "soft", policy = "fixed 2/1m", identifier = "ip", exceed = "soft" },
+]
+"#,
+            "test",
+        )
+        .unwrap();
+        let enforce: edgelimit_engine::Enforce = "50%".parse().unwrap();
+        let mut replay = EdgeReplay::new(config, Outages::default(), false).unwrap();
+        let mut answered = Answered::default();
+        let t = 1_700_000_000_000;
+        let (mut enforced, mut refused) = (0, 0);
+        // 100 clients, three requests each within the minute.
+        for client in 0..100 {
+            let ip = format!("192.0.2.{client}");
+            enforced += u64::from(enforce.enforces("staged", ip.as_bytes()));
+            for n in 0..3 {
+                replay.step(&request(&ip, t + n), &mut answered).unwrap();
+                refused += u64::from(answered.status == 429);
+            }
+        }
+        // An enforced client: its 2nd and 3rd refused; `soft`, decided in the shadow check on
+        // its own, over on the 3rd (not forwarded: not tagged). Another client: all forwarded,
+        // `staged` over in shadow on the 2nd and 3rd — and, the shadow check being all or
+        // nothing, `soft` then charged nothing, so never over.
+        assert_eq!(refused, 2 * enforced);
+        let limits = &replay.rule_reports()[0].limits;
+        assert_eq!(limits[0].staged_enforced, 2 * enforced);
+        assert_eq!(limits[0].staged_shadow, 2 * (100 - enforced));
+        assert_eq!(
+            limits[0].denied,
+            2 * enforced,
+            "shadow denials refuse nothing"
+        );
+        assert_eq!(limits[1].soft_exceeded, enforced);
+        assert_eq!(limits[1].denied, 0);
+        let totals = replay.totals();
+        let exceeding = totals.exceeding.expect("soft and staged limits decided");
+        assert_eq!(exceeding.soft_tagged, 0, "tagged only when forwarded");
+        assert_eq!(exceeding.staged_shadow_denied, 2 * (100 - enforced));
+        assert!(enforced > 30 && enforced < 70, "{enforced}");
+    }
+
+    #[test]
+    fn waits_are_summarised_by_nearest_rank() {
+        assert_eq!(WaitsReport::of(Vec::new()), None);
+        let waits = WaitsReport::of((1..=100).rev().collect()).unwrap();
+        assert_eq!(
+            (waits.p50, waits.p90, waits.p99, waits.max, waits.mean),
+            (50, 90, 99, 100, 50.5)
+        );
     }
 }

@@ -274,6 +274,22 @@ pub fn render(report: &ConfigReport) -> String {
         report.missing_identifiers,
         report.shadow_would_deny
     );
+    if let Some(exceeding) = &report.exceeding {
+        let waits = exceeding.waits_ms.as_ref().map_or(String::new(), |w| {
+            format!(
+                " (waits: mean {:.0} ms, p50 {} ms, p90 {} ms, p99 {} ms, max {} ms)",
+                w.mean, w.p50, w.p90, w.p99, w.max
+            )
+        });
+        let _ = write!(
+            o,
+            "<p class=\"meta\">Soft limits tagged <b>{}</b> forwarded requests for the origin; staged limits would have refused <b>{}</b> more; <b>{}</b> requests waited{}.</p>",
+            exceeding.soft_tagged,
+            exceeding.staged_shadow_denied,
+            exceeding.delayed,
+            escape(&waits)
+        );
+    }
     if let Some(applied) = &report.overrides {
         let _ = write!(
             o,
