@@ -485,7 +485,13 @@ fn parse_spec(spec: &str) -> Result<Policy, String> {
     if let Some(period) = Period::from_name(window.trim()) {
         return parse_calendar(algorithm, limit, period, words);
     }
-    let window_ms = parse_window(window)?;
+    let window_ms = parse_window(window).map_err(|e| {
+        if e.starts_with("unknown window unit") {
+            format!("{e}, or a calendar period: `/week`, `/month` or `/year`")
+        } else {
+            e
+        }
+    })?;
     let burst = match words.next() {
         None => None,
         Some("burst") => {
@@ -720,6 +726,10 @@ mod tests {
             ("fixed 0/1s", "at least 1"),
             ("fixed 10/0s", "at least 1ms"),
             ("fixed 10/5y", "unknown window unit `y`"),
+            (
+                "fixed 10/2month",
+                "or a calendar period: `/week`, `/month` or `/year`",
+            ),
             ("leaky 10/1s", "unknown algorithm `leaky`"),
             ("fixed 99999999999999999999/1s", "overflows"),
             ("fixed 10/99999999999999999999d", "too large"),

@@ -554,6 +554,16 @@ mod tests {
             leap.period_of(date_ms(2025, 3, 1, 0)),
             (date_ms(2025, 2, 28, 0), date_ms(2026, 2, 28, 0))
         );
+        // The end of time: no overflow, and the period still contains it.
+        for cal in [
+            week,
+            month(31, MAX_OFFSET_MINUTES),
+            Calendar::new(Period::Year, Some((12, 31)), -MAX_OFFSET_MINUTES).unwrap(),
+        ] {
+            let t = crate::algorithm::MAX_TIME_MS;
+            let (start, end) = cal.period_of(t);
+            assert!(start <= t && t < end && end - start <= cal.period().longest_ms());
+        }
         // Before the epoch's first local period: the start reads as 0.
         assert_eq!(
             month(1, -60).period_of(0).0,

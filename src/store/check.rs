@@ -203,7 +203,7 @@ impl Limit {
                 Some(decision.limit),
             )
         } else {
-            Policy::new(algorithm, decision.limit, own.window_ms(), None)
+            own.with_limit(decision.limit, None)
         };
         rescaled.unwrap_or(own)
     }
@@ -673,6 +673,12 @@ mod tests {
             "gcra 60/1m burst 50"
         );
         assert_eq!(tiered.configured_policy(&decision(40)), None);
+        // A calendar limit's window is its calendar period.
+        let monthly = Limit::new("m", "fixed 10/month anchor 5".parse().unwrap());
+        assert_eq!(
+            monthly.advertised_policy(&decision(50)).to_string(),
+            "fixed 50/month anchor 5"
+        );
     }
 
     #[test]
