@@ -44,10 +44,12 @@ impl Reservation {
     /// `<id>/commit`.
     pub fn new(check: &Check, verdict: &Verdict, id: impl Into<Identifier>) -> Option<Reservation> {
         // Only what the store admitted was taken there (not a fail-open or fallback decision).
-        let stored = verdict
-            .decisions
-            .iter()
-            .all(|d| matches!(d.reason, crate::Reason::Admitted | crate::Reason::Leased));
+        let stored = verdict.decisions.iter().all(|d| {
+            matches!(
+                d.reason,
+                crate::Reason::Admitted | crate::Reason::Leased | crate::Reason::Delayed
+            )
+        });
         if !verdict.allowed || !stored || verdict.decisions.len() != check.items().len() {
             return None;
         }

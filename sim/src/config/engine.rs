@@ -117,11 +117,13 @@ impl EdgeReplay {
             })
             .collect();
         let clock = Arc::new(ManualClock::at(0));
+        // Remembered request ids, tiers, overrides, lists and blocks live in the library's
+        // `MemoryStore` alone (the replay's table keeps states only).
         let remembering = config
             .rules
             .iter()
             .flat_map(|r| &r.limits)
-            .any(|l| l.idempotent)
+            .any(|l| l.idempotent || l.limit.block_ms > 0)
             || overrides.is_some();
         let mut slots: Vec<(Arc<str>, Algorithm)> = Vec::new();
         for applied in config.rules.iter().flat_map(|r| &r.limits) {
@@ -351,6 +353,16 @@ impl EdgeReplay {
         if forwarded && outcome.delay_ms > 0 {
             totals.waits_ms.push(outcome.delay_ms);
         }
+        totals.blocked += u64::from(
+            !forwarded
+                && handled.decided().any(|d| {
+                    !d.shadow
+                        && d.verdict
+                            .decisions
+                            .iter()
+                            .any(|x| x.reason == Reason::Blocked)
+                }),
+        );
         if down {
             totals.outage_requests += 1;
         }
@@ -685,6 +697,44 @@ limits = [
         assert_eq!(exceeding.soft_tagged, 0, "tagged only when forwarded");
         assert_eq!(exceeding.staged_shadow_denied, 2 * (100 - enforced));
         assert!(enforced > 30 && enforced < 70, "{enforced}");
+    }
+
+    #[test]
+    fn a_block_refuses_beyond_the_limits_own_rule_and_is_counted() {
+        let config = edgelimit_engine::config::file::parse(
+            r#"
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [
+  { name = "login", policy = "fixed 2/1s", identifier = "ip", block_for = "5s" },
+]
+"#,
+            "test",
+        )
+        .unwrap();
+        let mut replay = EdgeReplay::new(config, Outages::default(), false).unwrap();
+        let mut answered = Answered::default();
+        let t = 1_700_000_000_000;
+        let mut statuses = Vec::new();
+        // One request every 400 ms for 8 s: the third (at 800 ms) is over, which blocks the
+        // client until 5,800 ms; the windows that turn meanwhile admit nothing.
+        for n in 0..20 {
+            replay
+                .step(&request("192.0.2.1", t + n * 400), &mut answered)
+                .unwrap();
+            statuses.push(answered.status);
+        }
+        let refused: Vec<u64> = (0..20).filter(|&n| statuses[n as usize] == 429).collect();
+        // Denied at 800 ms (over the limit), then 1,200 … 5,600 ms (blocked); at 6,000 and
+        // 6,400 ms a fresh window admits again, the third of it (6,800) is over and blocks anew.
+        let expected: Vec<u64> = (2..=14).chain(17..=19).collect();
+        assert_eq!(refused, expected, "{statuses:?}");
+        let limits = &replay.rule_reports()[0].limits;
+        assert_eq!(limits[0].denied_by.get("over_limit"), Some(&2));
+        assert_eq!(limits[0].denied_by.get("blocked"), Some(&14));
+        let exceeding = replay.totals().exceeding.expect("a block refused requests");
+        assert_eq!(exceeding.blocked, 14);
     }
 
     #[test]

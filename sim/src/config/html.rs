@@ -283,9 +283,10 @@ pub fn render(report: &ConfigReport) -> String {
         });
         let _ = write!(
             o,
-            "<p class=\"meta\">Soft limits tagged <b>{}</b> forwarded requests for the origin; staged limits would have refused <b>{}</b> more; <b>{}</b> requests waited{}.</p>",
+            "<p class=\"meta\">Soft limits tagged <b>{}</b> forwarded requests for the origin; staged limits would have refused <b>{}</b> more; blocks refused <b>{}</b>; <b>{}</b> requests waited{}.</p>",
             exceeding.soft_tagged,
             exceeding.staged_shadow_denied,
+            exceeding.blocked,
             exceeding.delayed,
             escape(&waits)
         );

@@ -368,6 +368,9 @@ pub struct ExceedingReport {
     pub soft_tagged: u64,
     /// Requests a staged limit denied in shadow (identifiers its `enforce` share leaves out).
     pub staged_shadow_denied: u64,
+    /// Requests refused by a block (`block_for`): denied as `blocked` after an earlier denial,
+    /// which the limit's own rule alone would have decided afresh.
+    pub blocked: u64,
     /// Requests admitted after a wait (`exceed = "delay …"`), counted as admitted.
     pub delayed: u64,
     /// The waits of the delayed requests (ms).

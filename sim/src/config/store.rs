@@ -7,8 +7,9 @@
 //! what `MemoryStore` runs; a replayed configuration spends and credits no capacity lease, so
 //! none is held). A state is dropped by `MemoryStore` only once it stopped mattering
 //! (docs/design.md §3), so keeping it changes no decision. Checks carrying request ids (limits with
-//! `idempotent = true`) need the remembered ids only `MemoryStore` keeps: a configuration with such
-//! a limit is replayed on the library's `MemoryStore` itself.
+//! `idempotent = true`) need the remembered ids only `MemoryStore` keeps, and limits with
+//! `block_for` the blocks it keeps beside their states: a configuration with such a limit is
+//! replayed on the library's `MemoryStore` itself.
 //!
 //! The table is indexed, not hashed: an identifier's dense id (`Identifiers`, looked up once per
 //! request and shared with the truths) times the number of the configuration's limit slots
@@ -161,8 +162,8 @@ fn placeholder() -> State {
 enum States {
     /// The table, used from one thread (the mutex is never contended).
     Table(Mutex<Table>),
-    /// The library's store, for configurations with idempotent limits and for replays given
-    /// tiers, overrides or lists (`--overrides`), which only it keeps.
+    /// The library's store, for configurations with idempotent or blocking limits and for
+    /// replays given tiers, overrides or lists (`--overrides`), which only it keeps.
     Memory(Box<MemoryStore>),
 }
 

@@ -111,8 +111,11 @@ pub fn render(report: &ConfigReport) -> String {
         let _ = writeln!(
             out,
             "         soft limits tagged {} for the origin; staged limits would have refused {} \
-             more; {} waited{waits}\n",
-            exceeding.soft_tagged, exceeding.staged_shadow_denied, exceeding.delayed
+             more; blocks refused {}; {} waited{waits}\n",
+            exceeding.soft_tagged,
+            exceeding.staged_shadow_denied,
+            exceeding.blocked,
+            exceeding.delayed
         );
     }
     let header = [

@@ -36,6 +36,9 @@ pub(super) struct LimitTally {
     pub(super) staged_shadow_denied: u64,
     /// Denials of this staged limit for identifiers it enforces.
     pub(super) staged_enforced_denied: u64,
+    /// Denials while the identifier was blocked after an earlier denial (`block_for`): what
+    /// the block refused beyond the limit's own rule.
+    pub(super) blocked: u64,
     /// Denials by dense identifier id (see `Identifiers`).
     pub(super) top: Vec<u64>,
 }
@@ -73,6 +76,8 @@ pub(super) struct Totals {
     pub(super) staged_shadow_denied: u64,
     /// The wait (ms) of each request admitted after one.
     pub(super) waits_ms: Vec<u64>,
+    /// Requests refused by a block (`block_for`): a limit denied them as `blocked`.
+    pub(super) blocked: u64,
 }
 
 /// Where `status` is counted in `Totals::statuses`.
@@ -126,6 +131,7 @@ impl LimitTally {
                 ("cached_denial", self.cached_denial),
                 ("failed_closed", self.failed_closed),
                 ("fallback", self.fallback_denied),
+                ("blocked", self.blocked),
                 (MISSING_IDENTIFIER, self.refused),
             ]
             .into_iter()
@@ -173,11 +179,12 @@ impl Totals {
             shadow_would_deny: self.shadow_would_deny,
             settled: self.settled,
             settle_failed: self.settle_failed,
-            exceeding: (self.soft_tagged + self.staged_shadow_denied > 0
+            exceeding: (self.soft_tagged + self.staged_shadow_denied + self.blocked > 0
                 || !self.waits_ms.is_empty())
             .then(|| ExceedingReport {
                 soft_tagged: self.soft_tagged,
                 staged_shadow_denied: self.staged_shadow_denied,
+                blocked: self.blocked,
                 delayed: self.waits_ms.len() as u64,
                 waits_ms: WaitsReport::of(self.waits_ms.clone()),
             }),
@@ -355,6 +362,7 @@ pub(super) fn tally_rule(
             Reason::CachedDenial => t.cached_denial += 1,
             Reason::FailedClosed => t.failed_closed += 1,
             Reason::Fallback => t.fallback_denied += 1,
+            Reason::Blocked => t.blocked += 1,
             _ => t.over_limit += 1,
         }
         let identifier = &items[index].identifier;
