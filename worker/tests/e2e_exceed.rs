@@ -10,7 +10,9 @@
 //!   forwarded then (its response comes no earlier), one beyond it is refused;
 //! - `block_for`: after a denial the identifier is refused for the block, even once its window
 //!   has turned, and admitted again after it;
-//! - `enforce = "50%"`: the identifiers the stable hash picks are refused, the others pass.
+//! - `enforce = "50%"`: the identifiers the stable hash picks are refused, the others pass;
+//! - a calendar quota (`fixed 2/month`): the third request of the month is refused until the
+//!   month's end, which `Retry-After` and `RateLimit`'s `t` count to.
 //!
 //! Like `tests/e2e.rs` these need the built Worker and wrangler, so they are `#[ignore]`d in a
 //! plain `cargo test`; `scripts/test.d/worker.sh` builds the Worker and runs them.
@@ -52,6 +54,7 @@ on_every_store!(
     a_delayed_request_is_forwarded_after_its_wait_and_one_beyond_the_longest_is_refused,
     a_blocked_identifier_is_refused_for_the_block_even_in_a_new_window,
     a_staged_limit_refuses_exactly_the_identifiers_its_hash_enforces,
+    a_calendar_quota_refuses_until_its_periods_end,
 );
 
 const SOFT: &str = r#"
@@ -251,4 +254,33 @@ async fn a_staged_limit_refuses_exactly_the_identifiers_its_hash_enforces(store:
         (4..=20).contains(&enforced),
         "about half enforced: {enforced}"
     );
+}
+
+async fn a_calendar_quota_refuses_until_its_periods_end(store: EdgeStore) {
+    let origin = start_exceed_origin().await;
+    let limit = "name = \"monthly\"\npolicy = \"fixed 2/month\"";
+    let stack = Stack::start_with_on(store, &config(limit), origin, |g| g).await;
+    let user = [("x-user", "fay")];
+    for _ in 0..2 {
+        assert_eq!(stack.get("/x", &user).await.status(), 200);
+    }
+    let refused = stack.get("/x", &user).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!(refused.status(), 429);
+    let policy: edgelimit::Policy = "fixed 2/month".parse().unwrap();
+    let (_, end_ms) = policy.calendar().unwrap().period_of(now_ms);
+    let to_end = end_ms.saturating_sub(now_ms).div_ceil(1000);
+    let retry: u64 = header(&refused, "retry-after").unwrap().parse().unwrap();
+    // The month's end, give or take the request's own time.
+    assert!(
+        retry.abs_diff(to_end) <= 5,
+        "Retry-After {retry} s, the month ends in {to_end} s"
+    );
+    let fields = header(&refused, "ratelimit").unwrap();
+    assert!(fields.starts_with("\"monthly\";r=0;t="), "{fields}");
+    let policy_field = header(&refused, "ratelimit-policy").unwrap();
+    assert_eq!(policy_field, "\"monthly\";q=2;w=2678400");
 }
