@@ -12,7 +12,8 @@
 -- retry the later of end - now and the step's own retry (a cost above capacity stays
 -- COST_EXCEEDS_CAPACITY). A blocked item never writes its block, so a block is not extended.
 -- An item whose own decision is OVER_LIMIT starts a block ending at now + ms (item.block_end),
--- which the main writes even when the check writes nothing else.
+-- which the main writes even when the check writes nothing else; that denial's reset_at and
+-- retry are at least the block's end.
 
 -- The decision reason of a blocked item, beside ADMITTED, OVER_LIMIT, ..., LEASED.
 local BLOCKED = 6
@@ -42,7 +43,9 @@ local function decide_item(item, now)
     return { 0, d[2], 0, math.max(d[4], ending), retry, BLOCKED }, nil, nil
   end
   if d[6] == OVER_LIMIT then
+    -- The denial that starts the block tells the client its end.
     item.block_end = now + item.block_ms
+    d = { d[1], d[2], d[3], math.max(d[4], item.block_end), math.max(d[5], item.block_ms), d[6] }
   end
   return d, value, expire_at
 end

@@ -179,9 +179,14 @@ pub fn decide_blocking_into(
         }
     }
     if !blocks.is_empty() {
-        for ((item, outcome), end) in items.iter().zip(&outcomes).zip(blocks.iter_mut()) {
+        for ((item, outcome), end) in items.iter().zip(outcomes.iter_mut()).zip(blocks.iter_mut()) {
             if item.applies_block() && outcome.decision.reason == Reason::OverLimit {
                 *end = now_ms.saturating_add(item.limit.block_ms);
+                // The denial that starts a block tells the client its end: it is refused
+                // until then, whatever its window says.
+                let d = &mut outcome.decision;
+                d.retry_after_ms = d.retry_after_ms.max(item.limit.block_ms);
+                d.reset_at_ms = d.reset_at_ms.max(*end);
             }
         }
     }
