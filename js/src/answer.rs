@@ -388,7 +388,10 @@ mod tests {
         assert!(second.success, "a soft limit never refuses");
         assert_eq!(second.exceeded, ["soft-cap"]);
         assert_eq!(second.decisions[1].reason, "over_limit");
-        assert_eq!(second.decisions[0].remaining, 3, "the enforced limit was charged");
+        assert_eq!(
+            second.decisions[0].remaining, 3,
+            "the enforced limit was charged"
+        );
     }
 
     #[test]

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use edgelimit::control::valid_tier_name;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
-use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::policy::parse_window;
+use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
 use edgelimit_engine::rules::{Enforce, Exceed};
 use serde::Deserialize;
@@ -291,10 +291,16 @@ impl RawLimit {
         let refuse = |field: &str, problem: &str| Err(invalid(format!("{at}.{field}"), problem));
         match exceed {
             Exceed::Soft if self.shadow => {
-                return refuse("exceed", "a shadow limit is never enforced: `soft` says nothing more")
+                return refuse(
+                    "exceed",
+                    "a shadow limit is never enforced: `soft` says nothing more",
+                )
             }
             Exceed::Soft if block_ms.is_some() => {
-                return refuse("blockFor", "a `soft` limit never refuses, so it blocks no one")
+                return refuse(
+                    "blockFor",
+                    "a `soft` limit never refuses, so it blocks no one",
+                )
             }
             Exceed::Soft if enforce.is_some() => {
                 return refuse("enforce", "a `soft` limit is enforced for no one")
@@ -302,7 +308,16 @@ impl RawLimit {
             Exceed::Delay { .. } if policy.algorithm() == Algorithm::Concurrency => {
                 return refuse(
                     "exceed",
-                    "a concurrency limit cannot delay: its leases end when responses do, not at a time",
+                    "delay needs a gcra policy (the shaping algorithm): a concurrency limit's \
+                     leases end when responses do, not at a time",
+                )
+            }
+            Exceed::Delay { .. } if policy.algorithm() != Algorithm::Gcra => {
+                return refuse(
+                    "exceed",
+                    "delay needs a gcra policy (the shaping algorithm): only its state, a time, \
+                     can reserve a later place (a window's future quota has no state to hold \
+                     it); `gcra L/W burst B` paces the same rate",
                 )
             }
             _ => {}
@@ -391,7 +406,7 @@ mod tests {
         let s = setup(json!({
             "url": "https://x.upstash.io", "token": "t",
             "limits": [
-                { "name": "a", "policy": "fixed 5/1m", "exceed": "delay 500ms", "blockFor": "10m" },
+                { "name": "a", "policy": "gcra 5/1m", "exceed": "delay 500ms", "blockFor": "10m" },
                 { "name": "b", "policy": "fixed 5/1m", "exceed": "soft" },
                 { "name": "c", "policy": "fixed 5/1m", "enforce": "12.5%" },
             ],
@@ -484,10 +499,26 @@ mod tests {
             assert!(e.message.contains(needle), "{e} lacks {needle:?}");
         }
         let limit_cases: Vec<(serde_json::Value, &str, &str)> = vec![
-            (json!({ "exceed": "sometimes" }), "limits[0].exceed", "sometimes"),
-            (json!({ "exceed": "delay" }), "limits[0].exceed", "longest wait"),
-            (json!({ "exceed": "soft", "blockFor": "1m" }), "limits[0].blockFor", "soft"),
-            (json!({ "exceed": "soft", "enforce": "10%" }), "limits[0].enforce", "soft"),
+            (
+                json!({ "exceed": "sometimes" }),
+                "limits[0].exceed",
+                "sometimes",
+            ),
+            (
+                json!({ "exceed": "delay" }),
+                "limits[0].exceed",
+                "longest wait",
+            ),
+            (
+                json!({ "exceed": "soft", "blockFor": "1m" }),
+                "limits[0].blockFor",
+                "soft",
+            ),
+            (
+                json!({ "exceed": "soft", "enforce": "10%" }),
+                "limits[0].enforce",
+                "soft",
+            ),
             (json!({ "blockFor": "0s" }), "limits[0].blockFor", "within"),
             (json!({ "blockFor": "soon" }), "limits[0].blockFor", "soon"),
             (json!({ "enforce": "110%" }), "limits[0].enforce", "110"),
@@ -496,7 +527,21 @@ mod tests {
                 "limits[0].exceed",
                 "concurrency",
             ),
-            (json!({ "block_for": "1m" }), "limits[0].block_for", "unknown field"),
+            (
+                json!({ "policy": "fixed 5/1m", "exceed": "delay 1s" }),
+                "limits[0].exceed",
+                "delay needs a gcra policy",
+            ),
+            (
+                json!({ "policy": "token-bucket 5/1m", "exceed": "delay 1s" }),
+                "limits[0].exceed",
+                "delay needs a gcra policy",
+            ),
+            (
+                json!({ "block_for": "1m" }),
+                "limits[0].block_for",
+                "unknown field",
+            ),
         ];
         for (fields, path, needle) in limit_cases {
             let e = with(&|o| {
