@@ -106,7 +106,8 @@ pub struct Decision {
     /// When the quota is whole again if nothing more is admitted (epoch ms).
     pub reset_at_ms: u64,
     /// For a denial: how long until this same request would be admitted, absent other traffic —
-    /// exact to the millisecond ([`RETRY_NEVER`] if never). Zero when admitted.
+    /// exact to the millisecond ([`RETRY_NEVER`] if never; for a limit that delays, admitted
+    /// without a wait). Zero when admitted, except [`Reason::Delayed`]: the wait.
     pub retry_after_ms: u64,
     /// Why.
     pub reason: Reason,

@@ -181,6 +181,27 @@ async fn a_reset_lifts_a_block<S: Control>(store: &S) {
     assert!(!store.reset(&l, &id).await.unwrap());
 }
 
+/// A peek at a delaying GCRA limit reads its queue: `reset_at` is the last reserved place, as a
+/// zero-cost check reports it.
+async fn a_peek_sees_the_queue_of_a_delaying_limit<S: Control>(store: &S) {
+    let l = limit("pr-delay", "gcra 10/1s burst 1").with_max_delay(1_000);
+    let id = Identifier::from("queued");
+    for _ in 0..5 {
+        assert!(charge(store, &l, "queued", 1, T0).await.allowed);
+    }
+    let v = charge(store, &l, "queued", 1, T0).await;
+    assert_eq!(
+        (v.decisions[0].reason, v.decisions[0].retry_after_ms),
+        (Reason::Delayed, 500)
+    );
+    let peek = store.peek(&l, &id, TimeSource::At(T0)).await.unwrap();
+    assert_eq!(peek.decisions[0].reset_at_ms, T0 + 600);
+    assert_eq!(
+        peek.decisions[0],
+        charge(store, &l, "queued", 0, T0).await.decisions[0]
+    );
+}
+
 /// A peek looks under the identifier's effective policy (docs/design.md §2, "Policy changes"):
 /// its tier, an unlapsed override on top, the default once both are gone — and agrees with a
 /// zero-cost check, which reads the assignment the same way.
@@ -354,6 +375,7 @@ async fn memory() {
     let store = MemoryStore::new();
     peek_reset_and_lists_conform(&store).await;
     a_reset_lifts_a_block(&store).await;
+    a_peek_sees_the_queue_of_a_delaying_limit(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
 }
 
@@ -366,6 +388,7 @@ async fn resp() {
         .with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
     a_reset_lifts_a_block(&store).await;
+    a_peek_sees_the_queue_of_a_delaying_limit(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
 }
 
@@ -387,6 +410,7 @@ async fn rest_via_gateway() {
     let store = gateway::rest_store(&gateway, "pr-token").with_namespace("pr");
     peek_reset_and_lists_conform(&store).await;
     a_reset_lifts_a_block(&store).await;
+    a_peek_sees_the_queue_of_a_delaying_limit(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
     gateway.shutdown().await;
 }
@@ -401,6 +425,7 @@ async fn sharded() {
     .unwrap();
     peek_reset_and_lists_conform(&store).await;
     a_reset_lifts_a_block(&store).await;
+    a_peek_sees_the_queue_of_a_delaying_limit(&store).await;
     listed_decisions_report_the_effective_capacity(&store).await;
 }
 

@@ -305,10 +305,21 @@ impl RawLimit {
             Exceed::Soft if enforce.is_some() => {
                 return refuse("enforce", "a `soft` limit is enforced for no one")
             }
-            Exceed::Delay { .. } if policy.algorithm() == Algorithm::Concurrency => return refuse(
-                "exceed",
-                "a concurrency limit cannot delay: its leases end when responses do, not at a time",
-            ),
+            Exceed::Delay { .. } if policy.algorithm() == Algorithm::Concurrency => {
+                return refuse(
+                    "exceed",
+                    "delay needs a gcra policy (the shaping algorithm): a concurrency limit's \
+                     leases end when responses do, not at a time",
+                )
+            }
+            Exceed::Delay { .. } if policy.algorithm() != Algorithm::Gcra => {
+                return refuse(
+                    "exceed",
+                    "delay needs a gcra policy (the shaping algorithm): only its state, a time, \
+                     can reserve a later place (a window's future quota has no state to hold \
+                     it); `gcra L/W burst B` paces the same rate",
+                )
+            }
             _ => {}
         }
         if self.shadow && enforce.is_some() {
@@ -395,7 +406,7 @@ mod tests {
         let s = setup(json!({
             "url": "https://x.upstash.io", "token": "t",
             "limits": [
-                { "name": "a", "policy": "fixed 5/1m", "exceed": "delay 500ms", "blockFor": "10m" },
+                { "name": "a", "policy": "gcra 5/1m", "exceed": "delay 500ms", "blockFor": "10m" },
                 { "name": "b", "policy": "fixed 5/1m", "exceed": "soft" },
                 { "name": "c", "policy": "fixed 5/1m", "enforce": "12.5%" },
             ],
@@ -515,6 +526,16 @@ mod tests {
                 json!({ "policy": "concurrency 5", "exceed": "delay 1s" }),
                 "limits[0].exceed",
                 "concurrency",
+            ),
+            (
+                json!({ "policy": "fixed 5/1m", "exceed": "delay 1s" }),
+                "limits[0].exceed",
+                "delay needs a gcra policy",
+            ),
+            (
+                json!({ "policy": "token-bucket 5/1m", "exceed": "delay 1s" }),
+                "limits[0].exceed",
+                "delay needs a gcra policy",
             ),
             (
                 json!({ "block_for": "1m" }),

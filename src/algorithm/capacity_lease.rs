@@ -238,6 +238,23 @@ pub fn apply(
     charge: Charge,
     spending: LeaseSpending,
 ) -> Outcome {
+    apply_delaying(policy, state, lease, now_ms, cost, charge, spending, 0)
+}
+
+/// [`apply`] with the state stepped as a limit delaying requests up to `max_delay_ms`
+/// ([`State::apply_charge_delaying`]): an item of such a limit in a check beside items that
+/// spend or credit their leases.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn apply_delaying(
+    policy: &Policy,
+    state: &mut State,
+    lease: &mut CapacityLease,
+    now_ms: u64,
+    cost: i64,
+    charge: Charge,
+    spending: LeaseSpending,
+    max_delay_ms: u64,
+) -> Outcome {
     if let Charge::LeaseCredit { until_ms } = charge {
         lease.credit(now_ms, cost, until_ms);
         return lease.outcome(policy.capacity(), now_ms);
@@ -245,7 +262,7 @@ pub fn apply(
     if spending == LeaseSpending::Only {
         return lease.decide_alone(policy, now_ms, cost, charge);
     }
-    let outcome = state.apply_charge(policy, now_ms, cost, charge);
+    let outcome = state.apply_charge_delaying(policy, now_ms, cost, charge, max_delay_ms);
     let spends = spending == LeaseSpending::AfterPolicy && charge == Charge::Request && cost > 0;
     if outcome.decision.allowed || !spends {
         return outcome;
@@ -275,11 +292,14 @@ pub(crate) fn look(
     now_ms: u64,
     charge: Charge,
     spending: LeaseSpending,
+    max_delay_ms: u64,
 ) -> Outcome {
     if matches!(charge, Charge::LeaseCredit { .. }) || spending == LeaseSpending::Only {
         return lease.outcome(policy.capacity(), now_ms);
     }
-    state.clone().apply(policy, now_ms, 0)
+    state
+        .clone()
+        .apply_charge_delaying(policy, now_ms, 0, Charge::Request, max_delay_ms)
 }
 
 #[cfg(test)]

@@ -61,6 +61,23 @@ pub(crate) fn admitted(policy: &Policy, remaining: u64, reset_at_ms: u64) -> Dec
     }
 }
 
+/// Admitted after a wait of `retry_after_ms` (docs/design.md §2, "Delays").
+pub(crate) fn delayed(
+    policy: &Policy,
+    remaining: u64,
+    reset_at_ms: u64,
+    retry_after_ms: u64,
+) -> Decision {
+    Decision {
+        allowed: true,
+        limit: policy.capacity(),
+        remaining,
+        reset_at_ms,
+        retry_after_ms,
+        reason: Reason::Delayed,
+    }
+}
+
 pub(crate) fn over_limit(
     policy: &Policy,
     remaining: u64,

@@ -104,34 +104,53 @@ impl State {
         cost: i64,
         charge: Charge,
     ) -> Outcome {
+        self.apply_charge_delaying(policy, now_ms, cost, charge, 0)
+    }
+
+    /// [`State::apply_charge`] for a limit delaying requests up to `max_delay_ms`
+    /// (docs/design.md §2, "Delays"): a GCRA state decides every charge with the longest wait
+    /// (a request may queue, and no charge forgives a queue); the other algorithms never delay
+    /// and ignore it.
+    pub(crate) fn apply_charge_delaying(
+        &mut self,
+        policy: &Policy,
+        now_ms: u64,
+        cost: i64,
+        charge: Charge,
+        max_delay_ms: u64,
+    ) -> Outcome {
         if self.algorithm() != policy.algorithm() {
             *self = State::fresh(policy.algorithm());
         }
         match charge {
-            Charge::Request => self.step(policy, now_ms, Cost::of(cost)),
+            Charge::Request => self.step(policy, now_ms, max_delay_ms, Cost::of(cost)),
             Charge::Settle if cost > 0 => {
-                let left = self.step(policy, now_ms, Cost::Peek).decision.remaining;
+                let left = self
+                    .step(policy, now_ms, max_delay_ms, Cost::Peek)
+                    .decision
+                    .remaining;
                 match (cost as u64).min(left) {
-                    0 => self.step(policy, now_ms, Cost::Peek),
-                    take => self.step(policy, now_ms, Cost::Take(take)),
+                    0 => self.step(policy, now_ms, max_delay_ms, Cost::Peek),
+                    take => self.step(policy, now_ms, max_delay_ms, Cost::Take(take)),
                 }
             }
-            Charge::Settle => self.step(policy, now_ms, Cost::of(cost)),
+            Charge::Settle => self.step(policy, now_ms, max_delay_ms, Cost::of(cost)),
             Charge::Release { lease_ms } if cost > 0 => self.step(
                 policy,
                 now_ms,
+                max_delay_ms,
                 Cost::Release {
                     lease_ms,
                     count: cost as u64,
                 },
             ),
-            Charge::Release { .. } => self.step(policy, now_ms, Cost::Peek),
+            Charge::Release { .. } => self.step(policy, now_ms, max_delay_ms, Cost::Peek),
             // The credit is the lease's (`capacity_lease::apply`); the state only looks.
-            Charge::LeaseCredit { .. } => self.step(policy, now_ms, Cost::Peek),
+            Charge::LeaseCredit { .. } => self.step(policy, now_ms, max_delay_ms, Cost::Peek),
         }
     }
 
-    fn step(&mut self, policy: &Policy, now_ms: u64, cost: Cost) -> Outcome {
+    fn step(&mut self, policy: &Policy, now_ms: u64, max_delay_ms: u64, cost: Cost) -> Outcome {
         if let State::Concurrency(s) = self {
             return concurrency::apply(policy, s, now_ms, cost);
         }
@@ -145,7 +164,7 @@ impl State {
             State::SlidingLog(s) => sliding_log::step(policy, s, now_ms, cost),
             State::SlidingCounter(s) => sliding_counter::step(policy, s, now_ms, cost),
             State::TokenBucket(s) => token_bucket::step(policy, s, now_ms, cost),
-            State::Gcra(s) => gcra::step(policy, s, now_ms, cost),
+            State::Gcra(s) => gcra::step_delaying(policy, s, now_ms, cost, max_delay_ms),
             State::Concurrency(s) => concurrency::step(policy, s, now_ms, cost),
         }
     }

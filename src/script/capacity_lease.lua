@@ -130,5 +130,5 @@ local function look_item(item, now)
   if item.raw == nil then
     item.raw = redis.call('GET', item.key)
   end
-  return item.step(item.raw, item.limit, item.window, item.cap, now, 0)
+  return item.step(item.raw, item.limit, item.window, item.cap, now, 0, nil, item.delay)
 end

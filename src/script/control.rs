@@ -149,7 +149,8 @@ pub fn read_match(reply: &Reply, candidates: usize) -> Result<(u64, Option<usize
 
 /// A zero-cost look at `identifier`'s state on `limit` that writes nothing, under its effective
 /// policy: the script reads the identifier's control key (same hash tag as the state key, so one
-/// call on a Cluster too) as the deciding scripts do with `ctl`. Reply: [`read_peek`].
+/// call on a Cluster too) as the deciding scripts do with `ctl`, and a delaying GCRA limit
+/// sends its longest wait. Reply: [`read_peek`].
 pub fn peek(
     namespace: &str,
     limit: &Limit,
@@ -169,6 +170,11 @@ pub fn peek(
     call.push_int_arg(policy.script_window());
     call.push_int_arg(policy.capacity());
     call.push_arg(limit.tiers.script_table());
+    // A delaying GCRA limit's look reads its queue as its steps do (docs/design.md §2,
+    // "Delays"); any other limit sends what it always has.
+    if limit.delay_ms() > 0 {
+        call.push_int_arg(limit.delay_ms());
+    }
     Ok(call)
 }
 

@@ -9,6 +9,11 @@
 -- tolerance B*T are held as exact fractions (whole ms, remainder in 1/L ms), as in the Rust step;
 -- reset_at = max(ceil(TAT), t); a denied request may retry at ceil(TAT + c*T - B*T).
 -- Denied requests consume nothing; time going backwards counts as no time passed.
+--
+-- A delaying limit (option `delay <D>`, docs/design.md section 2, "Delays") admits iff
+-- max(TAT, t) + c*T - t <= B*T + D, moving TAT on as ever; past B*T its wait is
+-- ceil(TAT' - B*T) - t and it is DELAYED with that retry; beyond D it is denied as above. Every
+-- max(TAT, t) is read as at most t + B*T + D, so no charge forgives the queue.
 
 -- Fractions are (whole, rem) pairs with 0 <= rem < L.
 local function frac_add(aw, ar, bw, br, L)
@@ -48,7 +53,7 @@ local function frac_ceil(w, r)
   return w
 end
 
-local function gcra(raw, L, W, B, now, cost)
+local function gcra(raw, L, W, B, now, cost, _, delay)
   local tat_w, tat_r, seen = 0, 0, 0
   if raw then
     local f = parse_fields(raw, 3)
@@ -67,9 +72,12 @@ local function gcra(raw, L, W, B, now, cost)
   local BW = B * W
   local tw = idiv(BW, L)
   local tr = BW - tw * L
-  -- A debt beyond the tolerance (the policy changed to a smaller one under a live key) is a full
-  -- debt, as in the Rust step (docs/design.md section 2, "Policy changes").
+  -- The latest TAT an admission may leave: t + B*T, plus the longest wait. A debt beyond it (the
+  -- policy changed to a smaller one under a live key) is a full debt, as in the Rust step
+  -- (docs/design.md section 2, "Policy changes").
   local capw, capr = frac_add(t, 0, tw, tr, L)
+  local plainw, plainr = capw, capr
+  capw = capw + (delay or 0)
   if not frac_le(base_w, base_r, capw, capr) then
     base_w, base_r = capw, capr
   end
@@ -92,10 +100,14 @@ local function gcra(raw, L, W, B, now, cost)
     else
       local cw, cr = frac_times(cost, iw, ir, L)
       local nw, nr = frac_add(base_w, base_r, cw, cr, L)
-      local lw, lr = frac_add(t, 0, tw, tr, L)
-      if frac_le(nw, nr, lw, lr) then
+      if frac_le(nw, nr, capw, capr) then
         ww, wr = nw, nr
-        d = admitted(B, remaining(nw, nr), reset_at(nw, nr))
+        if frac_le(nw, nr, plainw, plainr) then
+          d = admitted(B, remaining(nw, nr), reset_at(nw, nr))
+        else
+          local rw, rr = frac_sub(nw, nr, tw, tr, L)
+          d = delayed(B, remaining(nw, nr), reset_at(nw, nr), frac_ceil(rw, rr) - t)
+        end
       else
         local rw, rr = frac_sub(nw, nr, tw, tr, L)
         d = over_limit(B, remaining(base_w, base_r), reset_at(base_w, base_r),

@@ -509,7 +509,7 @@ fn charge_args(item: &CheckItem) -> (i64, Option<(&'static str, u64)>) {
 }
 
 /// Limit, window, capacity, cost — the head every script takes — then the number of options and
-/// the options (`settle`, `lease` or `credit`, then `spend`, `rq`, `ctl`, `block`, `gate`; see `read_item`
+/// the options (`settle`, `lease` or `credit`, then `spend`, `rq`, `ctl`, `block`, `delay`, `gate`; see `read_item`
 /// in prelude.lua and multi.lua). A single-limit call with no option stops after the cost, as it
 /// always has.
 fn push_item<S: Sink>(
@@ -537,11 +537,15 @@ fn push_item<S: Sink>(
     // Only an item a block applies to reads its block key: a limit without one, or a look, a
     // refund, a settlement, costs the script nothing more.
     let block = item.applies_block().then_some(item.limit.block_ms);
+    // Only a delaying GCRA limit's items send their longest wait (every charge: none may
+    // forgive the queue); a limit without one sends what it always has.
+    let delay = Some(item.max_delay_ms()).filter(|&ms| ms > 0);
     let count = option.is_some() as usize
         + spend.is_some() as usize
         + remember.is_some() as usize
         + control as usize
         + block.is_some() as usize
+        + delay.is_some() as usize
         + gate.is_some() as usize;
     if count == 0 && !multi {
         return;
@@ -565,6 +569,10 @@ fn push_item<S: Sink>(
     }
     if let Some(ms) = block {
         sink.text("block");
+        sink.int(ms);
+    }
+    if let Some(ms) = delay {
+        sink.text("delay");
         sink.int(ms);
     }
     if let Some(gate) = gate {
@@ -613,6 +621,26 @@ mod tests {
             assert_eq!(inv.keys(), vec!["{el:ns:a:x}:gcra".to_string()]);
             assert_eq!(inv.args().len(), 5, "{:?}", inv.args());
         }
+    }
+
+    #[test]
+    fn only_the_items_of_a_delaying_gcra_limit_send_their_longest_wait() {
+        let plan = |check: &Check| {
+            CheckPlan::new(check, "ns", TimeSource::At(5), Topology::Cluster).unwrap()
+        };
+        let delaying = limit("a", "gcra 10/1s burst 20").with_max_delay(500);
+        // Every charge, refunds and looks too: none may forgive the queue.
+        for (cost, sent) in [(3, "3"), (0, "0"), (-1, "-1")] {
+            let plan = plan(&Check::single(delaying.clone(), "x", cost));
+            let inv = &plan.invocations()[0];
+            assert_eq!(inv.keys(), vec!["{el:ns:a:x}:gcra".to_string()]);
+            assert_eq!(
+                inv.args(),
+                ["5", "10", "1000", "20", sent, "1", "delay", "500"]
+            );
+        }
+        let plain = plan(&Check::single(limit("a", "gcra 10/1s burst 20"), "x", 3));
+        assert_eq!(plain.invocations()[0].args().len(), 5);
     }
 
     #[test]

@@ -23,5 +23,11 @@ if KEYS[2] then
   item.ctl_key, item.tiers = KEYS[2], ARGV[6]
   control(item, now)
 end
-local d = step(redis.call('GET', item.key), item.limit, item.window, item.cap, now, 0)
+-- ARGV[7], when given: a delaying GCRA limit's longest wait (gcra.lua), so the look reads its
+-- queue as the deciding scripts do.
+local delay
+if ARGV[7] ~= nil then
+  delay = int_arg(ARGV[7])
+end
+local d = step(redis.call('GET', item.key), item.limit, item.window, item.cap, now, 0, nil, delay)
 return { d[1], now, d[1], d[2], d[3], d[4], d[5], d[6] }

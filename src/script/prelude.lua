@@ -13,6 +13,8 @@ local RETRY_NEVER = -1
 
 -- Decision reasons, as the Rust parser reads them.
 local ADMITTED, OVER_LIMIT, COST_EXCEEDS_CAPACITY = 0, 1, 2
+-- An admission after a wait (docs/design.md section 2, "Delays"), after LEASED (5), BLOCKED (6).
+local DELAYED = 7
 
 -- floor(a / b), exactly, for 0 <= a < 2^53 and 0 < b: the double quotient is correctly rounded,
 -- so its floor is off by at most one; the remainder tells which way.
@@ -58,6 +60,10 @@ end
 -- reason.
 local function admitted(cap, remaining, reset_at)
   return { 1, cap, remaining, reset_at, 0, ADMITTED }
+end
+
+local function delayed(cap, remaining, reset_at, wait)
+  return { 1, cap, remaining, reset_at, wait, DELAYED }
 end
 
 local function over_limit(cap, remaining, reset_at, retry_after)
@@ -149,6 +155,8 @@ end
 --                   from the next key; <tiers> is the limit's tier table, "name=L,W,cap;..."
 --   block <ms>      a request of positive cost on a limit blocking for <ms> after a denial: its
 --                   block's end is read from (and a new one written to) the next key (block.lua)
+--   delay <ms>      (gcra) the limit delays a request rather than deny it while the wait is at
+--                   most <ms> (gcra.lua); sent with every charge of such a limit
 --   gate <g>        the item is behind gate g (1-based, multi.lua only): an allow match there
 --                   lets it through uncharged
 local function read_item(a, k, with_code)
@@ -202,6 +210,8 @@ local function read_item(a, k, with_code)
       item.block_ms = int_arg(value)
       item.block_key = KEYS[k]
       k = k + 1
+    elseif name == 'delay' then
+      item.delay = int_arg(value)
     else
       error('edgelimit: unknown item option')
     end
@@ -274,10 +284,10 @@ end
 -- nothing is left), exactly as State::apply_charge.
 local function run_item(step, item, now, cost)
   if item.settle and cost > 0 then
-    local d = step(item.raw, item.limit, item.window, item.cap, now, 0)
+    local d = step(item.raw, item.limit, item.window, item.cap, now, 0, nil, item.delay)
     cost = math.min(cost, d[3])
   end
-  return step(item.raw, item.limit, item.window, item.cap, now, cost, item.lease)
+  return step(item.raw, item.limit, item.window, item.cap, now, cost, item.lease, item.delay)
 end
 
 -- The decision remembered under the item's request key if it is still live at `now`:

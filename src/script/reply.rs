@@ -156,9 +156,9 @@ pub(super) fn parse_gated(
 fn decision(f: &[i64]) -> Result<Decision, StoreError> {
     let unsigned = |v: i64| u64::try_from(v).map_err(|_| protocol(format!("negative field {v}")));
     let allowed = flag(f[0])?;
-    // A script admits with reason 0 (4: allowlisted, 5: from a capacity lease) and denies with
-    // 1, 2 (3: denylisted, 6: blocked), never otherwise.
-    if allowed != matches!(f[5], 0 | 4 | 5) {
+    // A script admits with reason 0 (4: allowlisted, 5: from a capacity lease, 7: after a
+    // wait) and denies with 1, 2 (3: denylisted, 6: blocked), never otherwise.
+    if allowed != matches!(f[5], 0 | 4 | 5 | 7) {
         return Err(protocol(format!(
             "allowed {} with reason code {}",
             f[0], f[5]
@@ -183,6 +183,7 @@ fn decision(f: &[i64]) -> Result<Decision, StoreError> {
             4 => Reason::Allowlisted,
             5 => Reason::Leased,
             6 => Reason::Blocked,
+            7 => Reason::Delayed,
             other => return Err(protocol(format!("unknown reason code {other}"))),
         },
     })

@@ -5,7 +5,7 @@ use smallvec::SmallVec;
 
 use super::check::{Check, CheckItem, Verdict};
 use super::error::StoreError;
-use crate::algorithm::{capacity_lease, CapacityLease, Outcome, State};
+use crate::algorithm::{capacity_lease, CapacityLease, Charge, Outcome, State};
 use crate::control::list::{self, Listed};
 use crate::decision::{Decision, Reason};
 
@@ -111,7 +111,7 @@ pub fn decide_blocking_into(
     let step = |item: &CheckItem, state: &mut State, lease: Option<&mut CapacityLease>| {
         let policy = &item.limit.policy;
         match lease {
-            Some(lease) => capacity_lease::apply(
+            Some(lease) => capacity_lease::apply_delaying(
                 policy,
                 state,
                 lease,
@@ -119,8 +119,15 @@ pub fn decide_blocking_into(
                 item.cost,
                 item.charge,
                 item.spend_lease,
+                item.max_delay_ms(),
             ),
-            None => state.apply_charge(policy, now_ms, item.cost, item.charge),
+            None => state.apply_charge_delaying(
+                policy,
+                now_ms,
+                item.cost,
+                item.charge,
+                item.max_delay_ms(),
+            ),
         }
     };
     let decide_item =
@@ -171,8 +178,15 @@ pub fn decide_blocking_into(
                             now_ms,
                             item.charge,
                             item.spend_lease,
+                            item.max_delay_ms(),
                         ),
-                        None => state.clone().apply(policy, now_ms, 0),
+                        None => state.clone().apply_charge_delaying(
+                            policy,
+                            now_ms,
+                            0,
+                            Charge::Request,
+                            item.max_delay_ms(),
+                        ),
                     };
                 }
             }

@@ -130,10 +130,12 @@ pub struct Limit {
     /// and their decisions are [`Reason::Blocked`] with `retry_after_ms` counting to its end.
     /// Kept beside the limit's state in every store (docs/design.md §2, "Blocks"). 0: no block.
     pub block_ms: u64,
-    /// The longest wait (ms) a request the limit denies may take instead of the denial: when
-    /// the check would admit it `w ≤ max_delay_ms` from now, its place is reserved at that
-    /// moment and it is admitted as [`Reason::Delayed`] with `retry_after_ms = w`, the host
-    /// forwarding it after the wait (docs/design.md §2, "Delays"). 0: deny at once.
+    /// The longest wait (ms) a request the limit denies may take instead of the denial, for a
+    /// GCRA limit only (stores refuse it on any other): when the plain rule would admit it
+    /// `w ≤ max_delay_ms` from now, its place is reserved at that moment (the theoretical
+    /// arrival time moves on) and it is admitted as [`Reason::Delayed`] with
+    /// `retry_after_ms = w`, the host forwarding it after the wait (docs/design.md §2,
+    /// "Delays"). 0: deny at once.
     pub max_delay_ms: u64,
 }
 
@@ -154,6 +156,16 @@ impl Limit {
     pub fn with_block_for(mut self, block_ms: u64) -> Limit {
         self.block_ms = block_ms;
         self
+    }
+
+    /// The longest wait its GCRA step may delay a request by: `max_delay_ms` for a GCRA limit,
+    /// 0 for any other (no store decides those: see [`Limit::max_delay_ms`]).
+    pub fn delay_ms(&self) -> u64 {
+        if self.policy.algorithm() == Algorithm::Gcra {
+            self.max_delay_ms
+        } else {
+            0
+        }
     }
 
     /// The same limit delaying, up to `max_delay_ms`, a request it would deny (see
@@ -342,6 +354,13 @@ impl CheckItem {
         self.limit.block_ms > 0 && self.charge == Charge::Request && self.cost > 0
     }
 
+    /// The longest wait (ms) its step may delay the item by: the limit's `max_delay_ms` for a
+    /// GCRA limit (docs/design.md §2, "Delays"), else 0. Every charge of such a limit is
+    /// stepped with it, so that none forgives the queue.
+    pub fn max_delay_ms(&self) -> u64 {
+        self.limit.delay_ms()
+    }
+
     /// The same item carrying `request_id`.
     pub fn with_request_id(mut self, request_id: impl Into<Identifier>) -> CheckItem {
         self.request_id = Some(request_id.into());
@@ -510,14 +529,18 @@ impl Check {
     /// spent, so it holds no capacity lease (docs/design.md §9). Every store answers such a
     /// check with this error, the Redis stores before sending anything.
     ///
-    /// It also refuses what no store decides yet or cannot keep exact: a limit delaying
-    /// requests (`max_delay_ms > 0`, docs/design.md §2, "Delays") and a block longer than a
-    /// policy's longest window ([`MAX_WINDOW_MS`], 366 days).
+    /// It also refuses what no store decides or cannot keep exact: a limit delaying requests
+    /// (`max_delay_ms > 0`, docs/design.md §2, "Delays") of another algorithm than GCRA — a
+    /// window's future quota has no state to reserve a place in — or longer than 366 days, and
+    /// a block longer than a policy's longest window ([`MAX_WINDOW_MS`], 366 days).
     pub(crate) fn refuse_bad_items(&self) -> Result<(), StoreError> {
-        if let Some(item) = self.items.iter().find(|i| i.limit.max_delay_ms > 0) {
+        let delaying = |i: &&CheckItem| i.limit.max_delay_ms > 0;
+        if let Some(item) = self.items.iter().filter(delaying).find(|i| {
+            i.limit.policy.algorithm() != Algorithm::Gcra || i.limit.max_delay_ms > MAX_WINDOW_MS
+        }) {
             return Err(StoreError::InvalidInput(format!(
-                "limit `{}` delays requests (max_delay_ms {}): no store decides delays yet \
-                 (docs/design.md §2, \"Delays\")",
+                "limit `{}` delays requests (max_delay_ms {}): only a gcra limit delays, for \
+                 at most 366 days (docs/design.md §2, \"Delays\")",
                 item.limit.name, item.limit.max_delay_ms
             )));
         }

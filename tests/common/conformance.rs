@@ -43,7 +43,8 @@ macro_rules! conformance_tests {
             a_concurrency_limit_holds_no_capacity_lease,
             a_block_starts_at_the_denial_and_ends_exactly,
             a_blocked_item_denies_its_check_and_only_its_own_denial_blocks,
-            a_delaying_limit_is_refused
+            a_delayed_admission_reserves_its_place_and_the_next_queue_behind_it,
+            a_delaying_limit_of_another_algorithm_is_refused
         ]);
     };
     (@tests $name:ident, $make:expr, [$($test:ident),*]) => {
@@ -762,13 +763,94 @@ pub async fn a_blocked_item_denies_its_check_and_only_its_own_denial_blocks<S: S
     assert!(v.allowed, "{v:?}");
 }
 
-pub async fn a_delaying_limit_is_refused<S: Store>(store: &S) {
-    let delaying = limit("conf-delay", "gcra 10/1s").with_max_delay(500);
-    let refused = store
-        .check(&[Check::single(&delaying, "d", 1)], TimeSource::At(T0))
-        .await;
-    assert!(
-        matches!(&refused, Err(StoreError::InvalidInput(m)) if m.contains("conf-delay")),
-        "{refused:?}"
+pub async fn a_delayed_admission_reserves_its_place_and_the_next_queue_behind_it<S: Store>(
+    store: &S,
+) {
+    // T = 100 ms, tolerance 200 ms, longest wait 500 ms (docs/design.md §2, "Delays").
+    let l = limit("conf-delay", "gcra 10/1s burst 2").with_max_delay(500);
+    let l = &l;
+    let at = |cost, t| async move { one(store, Check::single(l, "d", cost), t).await.decisions[0] };
+    let seen = |d: edgelimit::Decision| (d.allowed, d.reason, d.retry_after_ms, d.reset_at_ms);
+    assert_eq!(seen(at(1, T0).await), (true, Reason::Admitted, 0, T0 + 100));
+    assert_eq!(seen(at(1, T0).await), (true, Reason::Admitted, 0, T0 + 200));
+    // Over the tolerance: admitted after the first ms the plain rule would admit it.
+    let d = at(1, T0).await;
+    assert_eq!(seen(d), (true, Reason::Delayed, 100, T0 + 300));
+    assert_eq!(d.remaining, 0);
+    // The next request queues behind the reserved place.
+    assert_eq!(
+        seen(at(1, T0 + 50).await),
+        (true, Reason::Delayed, 150, T0 + 400)
     );
+    // A refund gives back its own cost only: the queue before it stays.
+    assert_eq!(
+        seen(at(-1, T0 + 60).await),
+        (true, Reason::Admitted, 0, T0 + 300)
+    );
+    for (wait, reset) in [(140, 400), (240, 500), (340, 600), (440, 700)] {
+        assert_eq!(
+            seen(at(1, T0 + 60).await),
+            (true, Reason::Delayed, wait, T0 + reset)
+        );
+    }
+    // Beyond the longest wait: denied, nothing written, retry when admitted without a wait.
+    assert_eq!(
+        seen(at(1, T0 + 60).await),
+        (false, Reason::OverLimit, 540, T0 + 700)
+    );
+    assert_eq!(
+        seen(at(1, T0 + 599).await),
+        (true, Reason::Delayed, 1, T0 + 800)
+    );
+    assert_eq!(
+        seen(at(-1, T0 + 599).await),
+        (true, Reason::Admitted, 0, T0 + 700)
+    );
+    assert_eq!(
+        seen(at(1, T0 + 600).await),
+        (true, Reason::Admitted, 0, T0 + 800)
+    );
+
+    // With another limit in the check: the delayed item's wait is the check's, and a denial
+    // elsewhere writes nothing.
+    let paced = limit("conf-delay-paced", "gcra 10/1s burst 1").with_max_delay(1_000);
+    let window = limit("conf-delay-window", "fixed 2/1s");
+    let both = || Check::new().with(&paced, "m", 1).with(&window, "m", 1);
+    assert!(one(store, both(), T0).await.allowed);
+    let v = one(store, both(), T0).await;
+    assert!(v.allowed, "{v:?}");
+    assert_eq!(
+        (v.decisions[0].reason, v.decisions[0].retry_after_ms),
+        (Reason::Delayed, 100)
+    );
+    assert_eq!(v.decisions[1].reason, Reason::Admitted);
+    let v = one(store, both(), T0).await;
+    assert!(!v.allowed);
+    assert_eq!(v.decisions[1].reason, Reason::OverLimit);
+    if v.atomic {
+        // Nothing was taken from the delaying limit: the next place is still 200 ms on.
+        assert_eq!(v.decisions[0].reason, Reason::Admitted);
+        let d = one(store, Check::single(&paced, "m", 1), T0)
+            .await
+            .decisions[0];
+        assert_eq!((d.reason, d.retry_after_ms), (Reason::Delayed, 200));
+    }
+}
+
+pub async fn a_delaying_limit_of_another_algorithm_is_refused<S: Store>(store: &S) {
+    for spec in [
+        "fixed 10/1s",
+        "token-bucket 10/1s",
+        "concurrency 5 timeout 1s",
+    ] {
+        let delaying = limit("conf-delay-other", spec).with_max_delay(500);
+        let refused = store
+            .check(&[Check::single(&delaying, "d", 1)], TimeSource::At(T0))
+            .await;
+        assert!(
+            matches!(&refused, Err(StoreError::InvalidInput(m))
+                if m.contains("conf-delay-other") && m.contains("only a gcra limit delays")),
+            "{spec}: {refused:?}"
+        );
+    }
 }

@@ -26,6 +26,11 @@
 //! on a denial (alone or among other items), requests refused during one, and its exact end are
 //! compared too.
 //!
+//! A third of the GCRA limits delay a request rather than deny it (`exceed = "delay …"`,
+//! docs/design.md §2, "Delays"), for longest waits from 1 ms to 366 days and at the emission
+//! interval's and tolerance's edges, so queues forming, waits at their exact millisecond, the
+//! denial beyond the longest wait and refunds and policy changes under a queue are compared.
+//!
 //! Steps backwards stay under `GC_GRACE_MS`: `MemoryStore` collects garbage on the caller's
 //! clock and Redis on its own, so after a jump far back past a collected key the two could
 //! legitimately differ (a clock skew that large is out of the design's scope).
@@ -100,6 +105,10 @@ pub struct Report {
     pub blocking: u64,
     /// Decisions refused by a block.
     pub blocked: u64,
+    /// Items on a delaying GCRA limit.
+    pub delaying: u64,
+    /// Decisions admitted after a wait.
+    pub delayed: u64,
     pub examples: Vec<String>,
 }
 
@@ -119,6 +128,8 @@ impl Report {
         self.reassigned += other.reassigned;
         self.blocking += other.blocking;
         self.blocked += other.blocked;
+        self.delaying += other.delaying;
+        self.delayed += other.delayed;
         for e in other.examples {
             if self.examples.len() < 5 {
                 self.examples.push(e);
@@ -133,7 +144,7 @@ impl Report {
             "{what}: {} sequences, {} calls, {} checks, {} items, {} mismatches \
              (admitted {}, over limit {}, cost exceeds capacity {}, non-atomic {}, \
              decided by an assignment {}, lease credits {}, admitted from a lease {}, \
-             items on blocking limits {}, blocked {})",
+             items on blocking limits {}, blocked {}, items on delaying limits {}, delayed {})",
             self.sequences,
             self.calls,
             self.checks,
@@ -147,7 +158,9 @@ impl Report {
             self.credits,
             self.leased,
             self.blocking,
-            self.blocked
+            self.blocked,
+            self.delaying,
+            self.delayed
         );
         assert_eq!(
             self.mismatches,
@@ -166,6 +179,10 @@ impl Report {
         assert!(
             self.blocking < 100 || self.blocked > 0,
             "{what}: limits blocked but no request was ever refused by a block: {self:?}"
+        );
+        assert!(
+            self.delaying < 100 || self.delayed > 0,
+            "{what}: limits delayed but no request was ever admitted after a wait: {self:?}"
         );
     }
 }
@@ -303,6 +320,28 @@ fn random_block(rng: &mut Rng, w: u64) -> u64 {
         any,
         1_000,
         60_000,
+        MAX_WINDOW_MS,
+    ])
+}
+
+/// A longest wait for a GCRA `policy`: at the edges of its emission interval `T` and its
+/// tolerance `B·T`, short, long, or the longest allowed.
+fn random_delay(rng: &mut Rng, policy: &Policy) -> u64 {
+    let w = policy.window_ms();
+    let interval = (w / policy.limit()).max(1);
+    let tolerance = (policy.capacity().saturating_mul(w) / policy.limit()).max(1);
+    let any = rng.range(1, w.saturating_mul(3).min(MAX_WINDOW_MS));
+    *rng.pick(&[
+        1,
+        2,
+        interval.saturating_sub(1).max(1),
+        interval.min(MAX_WINDOW_MS),
+        (interval + 1).min(MAX_WINDOW_MS),
+        (3 * interval).min(MAX_WINDOW_MS),
+        tolerance.min(MAX_WINDOW_MS),
+        (tolerance + 1).min(MAX_WINDOW_MS),
+        any,
+        500,
         MAX_WINDOW_MS,
     ])
 }
@@ -479,6 +518,18 @@ fn generate_with(
                     if rng.chance(33) {
                         let block_ms = random_block(&mut rng, l.policy.window_ms());
                         l.with_block_for(block_ms)
+                    } else {
+                        l
+                    }
+                })
+                .collect();
+            // A third of the GCRA limits delay what they would deny.
+            let limits: Vec<Limit> = limits
+                .into_iter()
+                .map(|l| {
+                    if l.policy.algorithm() == Algorithm::Gcra && rng.chance(33) {
+                        let delay_ms = random_delay(&mut rng, &l.policy);
+                        l.with_max_delay(delay_ms)
                     } else {
                         l
                     }
@@ -728,6 +779,11 @@ async fn run_one<S: Control>(
         for check in &call.checks {
             report.items += check.items().len() as u64;
             report.blocking += check.items().iter().filter(|i| i.applies_block()).count() as u64;
+            report.delaying += check
+                .items()
+                .iter()
+                .filter(|i| i.max_delay_ms() > 0)
+                .count() as u64;
             report.credits += check
                 .items()
                 .iter()
@@ -746,6 +802,7 @@ async fn run_one<S: Control>(
                     Reason::CostExceedsCapacity => report.too_costly += 1,
                     Reason::Leased => report.leased += 1,
                     Reason::Blocked => report.blocked += 1,
+                    Reason::Delayed => report.delayed += 1,
                     _ => {}
                 }
             }

@@ -226,8 +226,8 @@ impl LimitBuilder {
     }
 
     /// What exceeding the limit does (`exceed`): `deny` (the default), `soft` (forward with
-    /// `EdgeLimit-Exceeded` naming the limit), or `delay <duration>` (wait up to that long for
-    /// a place rather than refuse).
+    /// `EdgeLimit-Exceeded` naming the limit), or `delay <duration>` (a `gcra` limit only:
+    /// wait up to that long for a place rather than refuse).
     pub fn exceed(self, exceed: &str) -> LimitBuilder {
         self.set("exceed", json!(exceed))
     }

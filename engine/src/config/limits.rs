@@ -418,11 +418,26 @@ impl Exceeding {
             ));
         }
         if let Exceed::Delay { .. } = exceed_value {
-            if policy.algorithm() == Algorithm::Concurrency {
+            let why = match policy.algorithm() {
+                Algorithm::Gcra => None,
+                Algorithm::Concurrency => Some(
+                    "a concurrency limit frees a place when a request ends, at no time known \
+                     ahead, so a request cannot be given a place later; use `deny` or `soft`",
+                ),
+                Algorithm::TokenBucket => Some(
+                    "a token bucket keeps tokens, not the time a place is free; \
+                     `gcra L/W burst B` decides exactly as `token-bucket L/W burst B` and \
+                     reserves a later place",
+                ),
+                _ => Some(
+                    "a window's future quota has no state to reserve a later place in; a \
+                     `gcra` policy shapes the same rate",
+                ),
+            };
+            if let Some(why) = why {
                 return Err(ConfigError::at(
                     field("exceed"),
-                    "a concurrency limit frees a place when a request ends, at no time known \
-                     ahead: a request cannot be given a place later; use `deny` or `soft`",
+                    format!("delay needs a gcra policy (the shaping algorithm): {why}"),
                 ));
             }
         }

@@ -579,7 +579,10 @@ fn exceed_block_for_enforce_and_count_status_are_read() {
     assert_eq!(c.rules[0].limits[0].exceed, Exceed::Soft);
     assert!(c.tells_origin());
 
-    let c = Config::from_value(limit_with(json!({"exceed": "delay 500ms"}))).unwrap();
+    let c = Config::from_value(limit_with(
+        json!({"policy": "gcra 100/1m", "exceed": "delay 500ms"}),
+    ))
+    .unwrap();
     let l = &c.rules[0].limits[0];
     assert_eq!(l.exceed, Exceed::Delay { max_ms: 500 });
     assert_eq!(l.limit.max_delay_ms, 500);
@@ -627,8 +630,16 @@ fn bad_values_of_the_exceeding_keys_name_the_field() {
             "exceed",
             "names no longest wait",
         ),
-        (json!({"exceed": "delay 0ms"}), "exceed", "at most 30s"),
-        (json!({"exceed": "delay 31s"}), "exceed", "at most 30s"),
+        (
+            json!({"policy": "gcra 100/1m", "exceed": "delay 0ms"}),
+            "exceed",
+            "at most 30s",
+        ),
+        (
+            json!({"policy": "gcra 100/1m", "exceed": "delay 31s"}),
+            "exceed",
+            "at most 30s",
+        ),
         (json!({"exceed": "delay soon"}), "exceed", "window"),
         (json!({"block_for": "forever"}), "block_for", "forever"),
         (json!({"block_for": "2d"}), "block_for", "at most 1 day"),
@@ -671,7 +682,22 @@ fn options_combined_badly_are_refused_naming_the_field() {
         (
             json!({"policy": "concurrency 5", "exceed": "delay 1s"}),
             "exceed",
-            "concurrency",
+            "delay needs a gcra policy (the shaping algorithm): a concurrency limit",
+        ),
+        (
+            json!({"exceed": "delay 1s"}),
+            "exceed",
+            "delay needs a gcra policy (the shaping algorithm): a window's",
+        ),
+        (
+            json!({"policy": "sliding-log 10/1s", "exceed": "delay 1s"}),
+            "exceed",
+            "a window's future quota",
+        ),
+        (
+            json!({"policy": "token-bucket 10/1s burst 5", "exceed": "delay 1s"}),
+            "exceed",
+            "`gcra L/W burst B` decides exactly as",
         ),
         (
             json!({"policy": "concurrency 5", "count_status": "401"}),
@@ -719,7 +745,10 @@ fn blocks_and_delays_are_refused_on_global_limits() {
     Config::from_value(global(json!({}))).expect("a valid global configuration");
     for (keys, field) in [
         (json!({"block_for": "1m"}), "block_for"),
-        (json!({"exceed": "delay 1s"}), "exceed"),
+        (
+            json!({"policy": "gcra 100/1m", "exceed": "delay 1s"}),
+            "exceed",
+        ),
     ] {
         let e = error_of(global(keys.clone()));
         assert_eq!(e.field, format!("{AT} → {field}"), "{keys}: {e}");

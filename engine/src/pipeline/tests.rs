@@ -984,33 +984,6 @@ fn count_status_refunds_the_responses_outside_the_set() {
     );
 }
 
-/// A store answering as the stores' delay contract says (docs/design.md §2, "Delays"): a
-/// denial its limit could admit within `max_delay_ms` becomes an admission after that wait.
-struct Delaying(MemoryStore);
-
-#[async_trait::async_trait]
-impl edgelimit::Store for Delaying {
-    async fn check(
-        &self,
-        checks: &[edgelimit::Check],
-        time: edgelimit::TimeSource,
-    ) -> Result<Vec<edgelimit::Verdict>, edgelimit::StoreError> {
-        let mut verdicts = self.0.check(checks, time).await?;
-        for (check, verdict) in checks.iter().zip(&mut verdicts) {
-            for (item, decision) in check.items().iter().zip(&mut verdict.decisions) {
-                if decision.reason == edgelimit::Reason::OverLimit
-                    && decision.retry_after_ms <= item.limit.max_delay_ms
-                {
-                    decision.allowed = true;
-                    decision.reason = edgelimit::Reason::Delayed;
-                }
-            }
-            verdict.allowed = verdict.decisions.iter().all(|d| d.allowed);
-        }
-        Ok(verdicts)
-    }
-}
-
 #[test]
 fn a_delayed_admission_carries_the_longest_wait() {
     let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
@@ -1021,14 +994,15 @@ fn a_delayed_admission_carries_the_longest_wait() {
     let plan_limit = &c.rules[0].limits[0].limit;
     assert_eq!(plan_limit.max_delay_ms, 2000);
     let clock = Arc::new(ManualClock::at(0));
-    let edge = Edge::new(c, Delaying(MemoryStore::new().with_clock(clock.clone())))
-        .with_clock(clock.clone());
+    let edge = Edge::new(c, MemoryStore::new().with_clock(clock.clone())).with_clock(clock.clone());
     let req = from("192.0.2.1", "ann");
     let first = ready(edge.handle(&req, 0));
     assert_eq!((first.outcome().status, first.delay_ms()), (200, 0));
     drop(first);
     let second = ready(edge.handle(&req, 0));
     assert!(second.outcome().allowed());
+    // Each limit's place is one interval after the first request's (1 s and 1.5 s, each with
+    // a tolerance of one interval): the request waits for the later.
     assert_eq!(second.delay_ms(), 1500, "the longest of the limits' waits");
     assert_eq!(second.log_line(&req, None).delay_ms, 1500);
     drop(second);
@@ -1044,7 +1018,7 @@ fn a_delayed_admission_carries_the_longest_wait() {
 fn block_for_and_the_longest_wait_reach_the_checked_limit() {
     let c = Config::from_value(json!({"rules": [{ "name": "api", "limits": [
         { "name": "per-ip", "policy": "fixed 5/1m", "identifier": "ip", "block_for": "15m" },
-        { "name": "per-user", "policy": "fixed 5/1m", "identifier": "header:x-user",
+        { "name": "per-user", "policy": "gcra 5/1m", "identifier": "header:x-user",
           "exceed": "delay 750ms" }
     ]}]}))
     .unwrap();

@@ -23,7 +23,10 @@ impl MemoryStore {
             map.find_mut(hash, &key).map(|held| held.state())
         };
         let mut state = state.unwrap_or_else(|| State::fresh(policy.algorithm()));
-        let decision = state.apply(&policy, now_ms, 0).decision;
+        // A delaying GCRA limit's look reads its queue as its steps do.
+        let decision = state
+            .apply_charge_delaying(&policy, now_ms, 0, Charge::Request, limit.delay_ms())
+            .decision;
         Verdict {
             allowed: decision.allowed,
             decisions: vec![decision],

@@ -352,6 +352,7 @@ impl MemoryStore {
                     now_ms,
                     item.charge,
                     item.spend_lease,
+                    item.max_delay_ms(),
                 )
                 .decision
             });
@@ -671,14 +672,16 @@ fn apply(
 ) -> Outcome {
     let policy = &limit.policy;
     if let Some(mut held) = map.find_mut(hash, key) {
-        let outcome = held.update(|state| state.apply_charge(policy, now_ms, cost, charge));
+        let delay = limit.delay_ms();
+        let outcome =
+            held.update(|state| state.apply_charge_delaying(policy, now_ms, cost, charge, delay));
         if outcome.changed {
             held.set_expiry(keep_until(&outcome));
         }
         return outcome;
     }
     let mut state = State::fresh(policy.algorithm());
-    let outcome = state.apply_charge(policy, now_ms, cost, charge);
+    let outcome = state.apply_charge_delaying(policy, now_ms, cost, charge, limit.delay_ms());
     // A fresh key that was only looked at or denied stays absent.
     if outcome.changed {
         map.insert_absent(hash, key, &limit.name, state, keep_until(&outcome));
