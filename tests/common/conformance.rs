@@ -678,9 +678,13 @@ pub async fn a_block_starts_at_the_denial_and_ends_exactly<S: Store>(store: &S) 
     assert_eq!(v.decisions[0].reason, Reason::CostExceedsCapacity);
     assert!(at(1, T0).await.allowed);
     assert!(at(1, T0 + 1).await.allowed);
-    // The limit's own denial: OverLimit, and the block starts here, ending at T0 + 5100.
+    // The limit's own denial: OverLimit, and the block starts here, ending at T0 + 5100 —
+    // which the denial tells (its window alone would have said 900 ms).
     let v = at(1, T0 + 100).await.decisions[0];
-    assert_eq!((v.reason, v.retry_after_ms), (Reason::OverLimit, 900));
+    assert_eq!(
+        (v.reason, v.retry_after_ms, v.reset_at_ms),
+        (Reason::OverLimit, 5_000, T0 + 5_100)
+    );
     let v = at(1, T0 + 200).await.decisions[0];
     assert_eq!(
         (

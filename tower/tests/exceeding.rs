@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use common::{App, Req};
-use edgelimit::{Check, MemoryStore, Reason, Store, StoreError, TimeSource, Verdict};
+use edgelimit::MemoryStore;
 use edgelimit_tower::{Builder, ConfigBuilder, LimitBuilder, RuleBuilder};
 
 #[tokio::test]
@@ -89,29 +89,6 @@ async fn a_soft_limit_forwards_and_tells_the_inner_service() {
     }
 }
 
-/// A store answering as the stores' delay contract says (docs/design.md §2, "Delays"): a
-/// denial its limit could admit within `max_delay_ms` becomes an admission after that wait.
-struct Delaying(MemoryStore);
-
-#[async_trait::async_trait]
-impl Store for Delaying {
-    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        let mut verdicts = self.0.check(checks, time).await?;
-        for (check, verdict) in checks.iter().zip(&mut verdicts) {
-            for (item, decision) in check.items().iter().zip(&mut verdict.decisions) {
-                if decision.reason == Reason::OverLimit
-                    && decision.retry_after_ms <= item.limit.max_delay_ms
-                {
-                    decision.allowed = true;
-                    decision.reason = Reason::Delayed;
-                }
-            }
-            verdict.allowed = verdict.decisions.iter().all(|d| d.allowed);
-        }
-        Ok(verdicts)
-    }
-}
-
 #[tokio::test]
 async fn a_delayed_request_waits_before_the_inner_service_runs() {
     let config = ConfigBuilder::new()
@@ -123,7 +100,7 @@ async fn a_delayed_request_waits_before_the_inner_service_runs() {
         .build()
         .unwrap();
     let layer = Builder::new(config)
-        .build(Delaying(MemoryStore::new()))
+        .build(MemoryStore::new())
         .expect("the layer builds");
     let router = common::routes().layer(layer);
     let started = Instant::now();

@@ -703,6 +703,7 @@ limits = [
     fn a_block_refuses_beyond_the_limits_own_rule_and_is_counted() {
         let config = edgelimit_engine::config::file::parse(
             r#"
+denial_cache = 0
 [[rules]]
 name = "api"
 path_prefix = "/api/"
@@ -718,7 +719,9 @@ limits = [
         let t = 1_700_000_000_000;
         let mut statuses = Vec::new();
         // One request every 400 ms for 8 s: the third (at 800 ms) is over, which blocks the
-        // client until 5,800 ms; the windows that turn meanwhile admit nothing.
+        // client until 5,800 ms; the windows that turn meanwhile admit nothing. (No denial
+        // cache: it would answer the blocked requests itself, as `cached_denial`, the denial
+        // having told the block's end.)
         for n in 0..20 {
             replay
                 .step(&request("192.0.2.1", t + n * 400), &mut answered)
