@@ -444,11 +444,14 @@ describe("over the limit", () => {
   });
 
   test("a blocked identifier is refused for the block, charging nothing", async () => {
-    const rl = ratelimit([{ name: "login", policy: "fixed 1/1h", blockFor: "2h" }]);
+    // No denial cache: it would answer the blocked calls itself (`cached_denial`), the denial
+    // having told the block's end.
+    const rl = ratelimit([{ name: "login", policy: "fixed 1/1h", blockFor: "2h" }], { denialCache: 0 });
     const id = fresh();
     assert.equal((await rl.limit(id)).success, true);
     const denied = await rl.limit(id);
     assert.deepEqual([denied.success, denied.reason], [false, "over_limit"]);
+    assert.equal(denied.retryAfter, 7200, "the denial that starts the block tells its end");
     const blocked = await rl.limit(id);
     assert.deepEqual([blocked.success, blocked.reason], [false, "blocked"]);
     // The block is two hours from the denial, past the window's end.
