@@ -14,7 +14,7 @@
 //! share no code. **Worst case**: `B + ⌊L·(W−1)/W⌋` admitted within any `W` ms (a burst of `B`,
 //! then one per `T`).
 //!
-//! **Delays** ([`step_delaying`], docs/design.md §2, "Delays"): a limit with a longest wait `D`
+//! **Delays** (`step_delaying`, docs/design.md §2, "Delays"): a limit with a longest wait `D`
 //! admits while `max(TAT, t) + c·T − t ≤ B·T + D`, the request waiting until the first
 //! millisecond the plain rule admits it; `TAT` moving on is its reserved place, so later
 //! requests queue behind it and the forwarded costs stay below `B + L·Δ/W` in any `Δ` ms.

@@ -127,13 +127,13 @@ pub struct Limit {
     pub tiers: Tiers,
     /// How long (ms) an identifier the limit's own step denies stays refused on it: the block
     /// starts at that denial, requests refused during it charge nothing and do not extend it,
-    /// and their decisions are [`Reason::Blocked`] with `retry_after_ms` counting to its end.
+    /// and their decisions are [`crate::Reason::Blocked`] with `retry_after_ms` counting to its end.
     /// Kept beside the limit's state in every store (docs/design.md §2, "Blocks"). 0: no block.
     pub block_ms: u64,
     /// The longest wait (ms) a request the limit denies may take instead of the denial, for a
     /// GCRA limit only (stores refuse it on any other): when the plain rule would admit it
     /// `w ≤ max_delay_ms` from now, its place is reserved at that moment (the theoretical
-    /// arrival time moves on) and it is admitted as [`Reason::Delayed`] with
+    /// arrival time moves on) and it is admitted as [`crate::Reason::Delayed`] with
     /// `retry_after_ms = w`, the host forwarding it after the wait (docs/design.md §2,
     /// "Delays"). 0: deny at once.
     pub max_delay_ms: u64,
