@@ -11,6 +11,14 @@ echo "-- cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 
 echo "-- cargo package --workspace (verified)"
+# Each crate is verified in a build of its own (its features resolved alone), so the
+# verification builds the dependency tree once per crate. It gets a target directory of its own,
+# without debug info, removed afterwards: the builds are only compiled, never run or debugged,
+# and a rerun must not reuse an earlier run's builds of the packaged crates.
+verify_target="$(mktemp -d "${TMPDIR:-/tmp}/edgelimit-package.XXXXXX")"
+trap 'rm -rf "$verify_target"' EXIT
 # --allow-dirty: the tests before this one leave their outputs in the work tree.
-cargo package --locked --workspace --allow-dirty \
+CARGO_TARGET_DIR="$verify_target" CARGO_PROFILE_DEV_DEBUG=0 \
+  cargo package --locked --workspace --allow-dirty \
   --exclude edgelimit-worker --exclude edgelimit-js --exclude edgelimit-testkit
+echo "-- verification used $(du -sh "$verify_target" | cut -f1)"
