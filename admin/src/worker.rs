@@ -1,7 +1,7 @@
 //! `--worker`: a Worker's admin route as a store, for a deployment whose state only the Worker
 //! can reach (its Durable Objects, `store = "durable-object"`). Every operation is one POST of a
-//! `Call` (the Worker's own wire, `edgelimit_engine::wire`) with the admin token as a
-//! bearer token, answered with an `Answer`; the route decides it on the objects exactly as the
+//! `WireCall` (the Worker's own wire, `edgelimit_engine::wire`) with the admin token as a
+//! bearer token, answered with an `WireAnswer`; the route decides it on the objects exactly as the
 //! Worker's requests are decided.
 
 use std::fmt;
@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use edgelimit::StoreError;
 use edgelimit_engine::config::ADMIN_TOKEN_VAR;
 use edgelimit_engine::wire::calls::SendCall;
-use edgelimit_engine::wire::{error_of, Answer, Call};
+use edgelimit_engine::wire::{error_of, WireAnswer, WireCall};
 
 /// The admin route's bearer token: kept out of `Debug`, so no message or log can show it.
 #[derive(Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ impl AdminRoute {
     }
 
     /// Posts `call` and reads its answer; a call the store failed is its error.
-    pub async fn call(&self, call: &Call) -> Result<Answer, StoreError> {
+    pub async fn call(&self, call: &WireCall) -> Result<WireAnswer, StoreError> {
         let body = serde_json::to_string(call)
             .map_err(|e| StoreError::Protocol(format!("cannot encode a call: {e}")))?;
         let started = Instant::now();
@@ -133,8 +133,8 @@ impl AdminRoute {
                 )))
             }
         }
-        match serde_json::from_str::<Answer>(&text) {
-            Ok(Answer::Failed {
+        match serde_json::from_str::<WireAnswer>(&text) {
+            Ok(WireAnswer::Failed {
                 message,
                 invalid_input,
             }) => Err(error_of(message, invalid_input)),
@@ -183,7 +183,7 @@ fn excerpt(text: &str) -> String {
 
 #[async_trait]
 impl SendCall for AdminRoute {
-    async fn call(&self, call: &Call) -> Result<Answer, StoreError> {
+    async fn call(&self, call: &WireCall) -> Result<WireAnswer, StoreError> {
         AdminRoute::call(self, call).await
     }
 }

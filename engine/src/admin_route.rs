@@ -1,7 +1,7 @@
 //! The admin route (`admin_path`): live control of the Worker's store through the Worker itself,
 //! for a store only the Worker can reach (Durable Objects) — what `edgelimit-admin --worker URL`
-//! drives. A POST of one [`Call`] with `Authorization: Bearer <EDGELIMIT_ADMIN_TOKEN>`, answered
-//! with its [`Answer`](crate::wire::Answer). Off unless configured; the token is compared
+//! drives. A POST of one [`WireCall`] with `Authorization: Bearer <EDGELIMIT_ADMIN_TOKEN>`, answered
+//! with its [`WireAnswer`](crate::wire::WireAnswer). Off unless configured; the token is compared
 //! in constant time and never logged.
 
 use edgelimit::{Control, Store};
@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::pipeline::Edge;
 use crate::wire::serve::serve;
-use crate::wire::{Call, WireBytes, WireLimit};
+use crate::wire::{WireBytes, WireCall, WireLimit};
 
 /// What the admin route answers: a status and a JSON body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl<S: Store> Edge<S> {
         if method != "POST" {
             return answer(405, r#"{"error":"POST one call as JSON"}"#);
         }
-        let call: Call = match serde_json::from_str(body) {
+        let call: WireCall = match serde_json::from_str(body) {
             Ok(call) => call,
             Err(e) => {
                 let error = serde_json::json!({ "error": format!("not a call: {e}") });
@@ -80,13 +80,13 @@ impl<S: Store> Edge<S> {
 }
 
 /// The (limit, identifier) whose decisions `call` changes, if it changes any.
-fn changes_decisions(call: &Call) -> Option<(&WireLimit, &WireBytes)> {
+fn changes_decisions(call: &WireCall) -> Option<(&WireLimit, &WireBytes)> {
     match call {
-        Call::Reset { limit, identifier }
-        | Call::Assign {
+        WireCall::Reset { limit, identifier }
+        | WireCall::Assign {
             limit, identifier, ..
         }
-        | Call::ClearAssignment {
+        | WireCall::ClearAssignment {
             limit, identifier, ..
         } => Some((limit, identifier)),
         _ => None,
@@ -103,7 +103,7 @@ fn answer(status: u16, body: &str) -> AdminAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{check_call, Answer};
+    use crate::wire::{check_call, WireAnswer};
     use crate::Config;
     use edgelimit::{Check, MemoryStore, TimeSource};
 
@@ -159,22 +159,22 @@ mod tests {
         ))
         .unwrap();
         for allowed in [true, false] {
-            let answered: Answer =
+            let answered: WireAnswer =
                 serde_json::from_str(&post(Some("Bearer tok"), &check).body).unwrap();
             assert!(
-                matches!(answered, Answer::Verdicts { ref verdicts } if verdicts[0].allowed == allowed)
+                matches!(answered, WireAnswer::Verdicts { ref verdicts } if verdicts[0].allowed == allowed)
             );
         }
-        let reset = serde_json::to_string(&Call::Reset {
+        let reset = serde_json::to_string(&WireCall::Reset {
             limit: WireLimit::of(&limit),
             identifier: WireBytes::of(b"1.2.3.4"),
         })
         .unwrap();
-        let answered: Answer =
+        let answered: WireAnswer =
             serde_json::from_str(&post(Some("Bearer tok"), &reset).body).unwrap();
-        assert_eq!(answered, Answer::Existed { existed: true });
-        let answered: Answer =
+        assert_eq!(answered, WireAnswer::Existed { existed: true });
+        let answered: WireAnswer =
             serde_json::from_str(&post(Some("Bearer tok"), &check).body).unwrap();
-        assert!(matches!(answered, Answer::Verdicts { ref verdicts } if verdicts[0].allowed));
+        assert!(matches!(answered, WireAnswer::Verdicts { ref verdicts } if verdicts[0].allowed));
     }
 }

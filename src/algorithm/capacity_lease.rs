@@ -30,7 +30,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::outcome::Outcome;
+use super::outcome::StepOutcome;
 use super::state::{Charge, State};
 use crate::decision::{Decision, Reason};
 use crate::policy::Policy;
@@ -128,8 +128,8 @@ impl CapacityLease {
     }
 
     /// The lease's decision as an outcome that changes no state.
-    fn outcome(&self, capacity: u64, now_ms: u64) -> Outcome {
-        Outcome {
+    fn outcome(&self, capacity: u64, now_ms: u64) -> StepOutcome {
+        StepOutcome {
             decision: self.decision(capacity, now_ms),
             changed: false,
             expire_at_ms: self.until_ms,
@@ -139,7 +139,13 @@ impl CapacityLease {
     /// An item of [`LeaseSpending::Only`]: a request of positive `cost` is admitted iff the
     /// lease holds it, and otherwise denied as over the limit, retry after the policy's window
     /// (when the region next asks the home is not the lease's to say); anything else looks.
-    fn decide_alone(&mut self, policy: &Policy, now_ms: u64, cost: i64, charge: Charge) -> Outcome {
+    fn decide_alone(
+        &mut self,
+        policy: &Policy,
+        now_ms: u64,
+        cost: i64,
+        charge: Charge,
+    ) -> StepOutcome {
         let capacity = policy.capacity();
         let asked = match u64::try_from(cost) {
             Ok(cost @ 1..) if charge == Charge::Request => cost,
@@ -164,7 +170,7 @@ impl CapacityLease {
                 reason: Reason::OverLimit,
             },
         };
-        Outcome {
+        StepOutcome {
             decision,
             changed: false,
             expire_at_ms: self.until_ms,
@@ -237,7 +243,7 @@ pub fn apply(
     cost: i64,
     charge: Charge,
     spending: LeaseSpending,
-) -> Outcome {
+) -> StepOutcome {
     apply_delaying(policy, state, lease, now_ms, cost, charge, spending, 0)
 }
 
@@ -254,7 +260,7 @@ pub(crate) fn apply_delaying(
     charge: Charge,
     spending: LeaseSpending,
     max_delay_ms: u64,
-) -> Outcome {
+) -> StepOutcome {
     if let Charge::LeaseCredit { until_ms } = charge {
         lease.credit(now_ms, cost, until_ms);
         return lease.outcome(policy.capacity(), now_ms);
@@ -268,7 +274,7 @@ pub(crate) fn apply_delaying(
         return outcome;
     }
     match lease.spend(now_ms, cost as u64) {
-        Some(left) => Outcome {
+        Some(left) => StepOutcome {
             decision: Decision {
                 allowed: true,
                 remaining: left,
@@ -293,7 +299,7 @@ pub(crate) fn look(
     charge: Charge,
     spending: LeaseSpending,
     max_delay_ms: u64,
-) -> Outcome {
+) -> StepOutcome {
     if matches!(charge, Charge::LeaseCredit { .. }) || spending == LeaseSpending::Only {
         return lease.outcome(policy.capacity(), now_ms);
     }
@@ -318,7 +324,13 @@ mod tests {
     }
 
     /// One spending request of `cost` at `now` on `state` and `lease`.
-    fn spend(p: &Policy, state: &mut State, l: &mut CapacityLease, now: u64, cost: i64) -> Outcome {
+    fn spend(
+        p: &Policy,
+        state: &mut State,
+        l: &mut CapacityLease,
+        now: u64,
+        cost: i64,
+    ) -> StepOutcome {
         apply(
             p,
             state,

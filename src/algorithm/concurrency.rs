@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::outcome::{admitted, over_limit, too_costly, Cost, StepOutcome, MAX_TIME_MS};
 use crate::policy::Policy;
 
 /// The leases of one (policy, identifier): count per end time, earliest end first.
@@ -118,7 +118,7 @@ impl ConcurrencyState {
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
-pub fn step(policy: &Policy, state: &mut ConcurrencyState, now_ms: u64, cost: i64) -> Outcome {
+pub fn step(policy: &Policy, state: &mut ConcurrencyState, now_ms: u64, cost: i64) -> StepOutcome {
     apply(policy, state, now_ms, Cost::of(cost))
 }
 
@@ -129,7 +129,7 @@ pub fn release(
     now_ms: u64,
     lease_ms: u64,
     count: u64,
-) -> Outcome {
+) -> StepOutcome {
     apply(policy, state, now_ms, Cost::Release { lease_ms, count })
 }
 
@@ -138,7 +138,7 @@ pub(crate) fn apply(
     state: &mut ConcurrencyState,
     now_ms: u64,
     cost: Cost,
-) -> Outcome {
+) -> StepOutcome {
     let (limit, timeout) = (policy.limit(), policy.window_ms());
     let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let (_, ended) = state.ended(t);
@@ -223,7 +223,7 @@ pub(crate) fn apply(
     } else {
         standing
     };
-    Outcome {
+    StepOutcome {
         decision,
         changed,
         expire_at_ms,

@@ -18,7 +18,7 @@
 //! **State**: the last time seen and the count of that time's window (two integers). A clock that
 //! steps back before `seen_ms` counts as no time passed.
 
-use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::outcome::{admitted, over_limit, too_costly, Cost, StepOutcome, MAX_TIME_MS};
 use super::words::word_state;
 use crate::policy::{Calendar, Policy};
 
@@ -34,7 +34,7 @@ word_state! {
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
-pub fn step(policy: &Policy, state: &mut FixedWindowState, now_ms: u64, cost: i64) -> Outcome {
+pub fn step(policy: &Policy, state: &mut FixedWindowState, now_ms: u64, cost: i64) -> StepOutcome {
     let limit = policy.limit();
     let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let (start, end) = match policy.calendar() {
@@ -71,7 +71,7 @@ pub fn step(policy: &Policy, state: &mut FixedWindowState, now_ms: u64, cost: i6
     if let Some(count) = new_count {
         *state = FixedWindowState { seen_ms: t, count };
     }
-    Outcome {
+    StepOutcome {
         decision,
         changed: new_count.is_some(),
         expire_at_ms: end,

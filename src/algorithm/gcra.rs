@@ -27,7 +27,7 @@
 //! which never binds under an unchanged policy). The sub-millisecond remainder, in units of
 //! `1/L`, is read in the new limit's units, capped below `L'`: less than a millisecond either way.
 
-use super::outcome::{admitted, delayed, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::outcome::{admitted, delayed, over_limit, too_costly, Cost, StepOutcome, MAX_TIME_MS};
 use super::words::word_state;
 use crate::policy::{Fraction, Policy};
 
@@ -93,7 +93,7 @@ fn ceil(f: Fraction) -> u64 {
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
-pub fn step(policy: &Policy, state: &mut GcraState, now_ms: u64, cost: i64) -> Outcome {
+pub fn step(policy: &Policy, state: &mut GcraState, now_ms: u64, cost: i64) -> StepOutcome {
     step_delaying(policy, state, now_ms, cost, 0)
 }
 
@@ -111,7 +111,7 @@ pub(crate) fn step_delaying(
     now_ms: u64,
     cost: i64,
     max_delay_ms: u64,
-) -> Outcome {
+) -> StepOutcome {
     let (limit, w) = (policy.limit(), policy.window_ms());
     let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let now = Fraction { whole: t, rem: 0 };
@@ -185,7 +185,7 @@ pub(crate) fn step_delaying(
             seen_ms: t,
         };
     }
-    Outcome {
+    StepOutcome {
         decision,
         changed: write.is_some(),
         expire_at_ms: decision.reset_at_ms,

@@ -3,7 +3,7 @@
 //! ([`capacity_lease`], docs/design.md §9).
 //!
 //! Each module states its exact semantics (docs/design.md §2), its guarantee and its worst case, and
-//! offers `step(policy, &mut state, now_ms, cost) -> Outcome`, which leaves the state untouched
+//! offers `step(policy, &mut state, now_ms, cost) -> StepOutcome`, which leaves the state untouched
 //! unless the outcome says `changed` (denials and zero-cost peeks never change it). [`step`] is
 //! the algorithm-independent functional form over [`State`]. Times past [`MAX_TIME_MS`] read as
 //! [`MAX_TIME_MS`]. The fixed-size states also have a flat form as `u64` words ([`Words`]).
@@ -25,7 +25,7 @@ pub use capacity_lease::{CapacityLease, LeaseSpending};
 pub use concurrency::ConcurrencyState;
 pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;
-pub use outcome::{Outcome, MAX_TIME_MS};
+pub use outcome::{StepOutcome, MAX_TIME_MS};
 pub use sliding_counter::SlidingCounterState;
 pub use sliding_log::SlidingLogState;
 pub use state::{step, Charge, State, Step};

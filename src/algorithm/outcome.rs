@@ -10,7 +10,7 @@ pub const MAX_TIME_MS: u64 = u64::MAX - (1 << 52);
 
 /// The result of applying one request to one state in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
+pub struct StepOutcome {
     /// The verdict.
     pub decision: Decision,
     /// Whether the state changed in a way that must be persisted. Denials and zero-cost peeks

@@ -19,7 +19,7 @@
 //! **State**: the last time seen and two counters. A clock that steps back counts as no time
 //! passed.
 
-use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::outcome::{admitted, over_limit, too_costly, Cost, StepOutcome, MAX_TIME_MS};
 use super::words::word_state;
 use crate::policy::Policy;
 
@@ -37,7 +37,12 @@ word_state! {
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
-pub fn step(policy: &Policy, state: &mut SlidingCounterState, now_ms: u64, cost: i64) -> Outcome {
+pub fn step(
+    policy: &Policy,
+    state: &mut SlidingCounterState,
+    now_ms: u64,
+    cost: i64,
+) -> StepOutcome {
     let (limit, w) = (policy.limit(), policy.window_ms());
     let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let e = t % w;
@@ -98,7 +103,7 @@ pub fn step(policy: &Policy, state: &mut SlidingCounterState, now_ms: u64, cost:
             current,
         };
     }
-    Outcome {
+    StepOutcome {
         decision,
         changed: write.is_some(),
         expire_at_ms: reset_at(p, q),

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 
-use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::outcome::{admitted, over_limit, too_costly, Cost, StepOutcome, MAX_TIME_MS};
 use crate::policy::Policy;
 
 /// The log of one (policy, identifier): admitted cost per millisecond, oldest first.
@@ -104,7 +104,7 @@ impl SlidingLogState {
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
-pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64) -> Outcome {
+pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64) -> StepOutcome {
     let (limit, window) = (policy.limit(), policy.window_ms());
     let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let (expired, expired_cost) = state.expired(t.checked_sub(window));
@@ -181,7 +181,7 @@ pub fn step(policy: &Policy, state: &mut SlidingLogState, now_ms: u64, cost: i64
     } else {
         standing(state)
     };
-    Outcome {
+    StepOutcome {
         decision,
         changed,
         expire_at_ms,

@@ -3,7 +3,7 @@
 use super::concurrency::{self, ConcurrencyState};
 use super::fixed_window::{self, FixedWindowState};
 use super::gcra::{self, GcraState};
-use super::outcome::{Cost, Outcome};
+use super::outcome::{Cost, StepOutcome};
 use super::sliding_counter::{self, SlidingCounterState};
 use super::sliding_log::{self, SlidingLogState};
 use super::token_bucket::{self, TokenBucketState};
@@ -88,7 +88,7 @@ impl State {
     /// Applies one request in place. A state of another algorithm than the policy's (the policy
     /// was changed under a live key) is replaced by a fresh one first: the old counts mean nothing
     /// to the new algorithm.
-    pub fn apply(&mut self, policy: &Policy, now_ms: u64, cost: i64) -> Outcome {
+    pub fn apply(&mut self, policy: &Policy, now_ms: u64, cost: i64) -> StepOutcome {
         self.apply_charge(policy, now_ms, cost, Charge::Request)
     }
 
@@ -103,7 +103,7 @@ impl State {
         now_ms: u64,
         cost: i64,
         charge: Charge,
-    ) -> Outcome {
+    ) -> StepOutcome {
         self.apply_charge_delaying(policy, now_ms, cost, charge, 0)
     }
 
@@ -118,7 +118,7 @@ impl State {
         cost: i64,
         charge: Charge,
         max_delay_ms: u64,
-    ) -> Outcome {
+    ) -> StepOutcome {
         if self.algorithm() != policy.algorithm() {
             *self = State::fresh(policy.algorithm());
         }
@@ -150,7 +150,7 @@ impl State {
         }
     }
 
-    fn step(&mut self, policy: &Policy, now_ms: u64, max_delay_ms: u64, cost: Cost) -> Outcome {
+    fn step(&mut self, policy: &Policy, now_ms: u64, max_delay_ms: u64, cost: Cost) -> StepOutcome {
         if let State::Concurrency(s) = self {
             return concurrency::apply(policy, s, now_ms, cost);
         }
@@ -179,7 +179,7 @@ pub struct Step {
     pub state: Option<State>,
     /// Whether `state` differs from the state passed in (a store writes only then).
     pub changed: bool,
-    /// When the state stops mattering (epoch ms); see [`Outcome::expire_at_ms`].
+    /// When the state stops mattering (epoch ms); see [`StepOutcome::expire_at_ms`].
     pub expire_at_ms: u64,
 }
 

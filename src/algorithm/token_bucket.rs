@@ -20,7 +20,7 @@
 //! rate: an upgrade does not punish, a downgrade cannot over-admit. A state written before the
 //! capacity was recorded (`capacity` 0) is read at the policy's own capacity.
 
-use super::outcome::{admitted, over_limit, too_costly, Cost, Outcome, MAX_TIME_MS};
+use super::outcome::{admitted, over_limit, too_costly, Cost, StepOutcome, MAX_TIME_MS};
 use super::words::word_state;
 use crate::policy::Policy;
 
@@ -95,7 +95,7 @@ pub(crate) fn decide(policy: &Policy, deficit: u64, t: u64, cost: i64) -> (super
 }
 
 /// Applies one request of `cost` at `now_ms` to `state` in place (untouched unless `changed`).
-pub fn step(policy: &Policy, state: &mut TokenBucketState, now_ms: u64, cost: i64) -> Outcome {
+pub fn step(policy: &Policy, state: &mut TokenBucketState, now_ms: u64, cost: i64) -> StepOutcome {
     let t = now_ms.min(MAX_TIME_MS).max(state.seen_ms);
     let capacity = policy.burst() * policy.window_ms();
     let stored = rescale(state.deficit, state.capacity, capacity);
@@ -109,7 +109,7 @@ pub fn step(policy: &Policy, state: &mut TokenBucketState, now_ms: u64, cost: i6
             capacity,
         };
     }
-    Outcome {
+    StepOutcome {
         decision,
         changed,
         expire_at_ms: decision.reset_at_ms,

@@ -5,7 +5,7 @@ use smallvec::SmallVec;
 
 use super::check::{Check, CheckItem, Verdict};
 use super::error::StoreError;
-use crate::algorithm::{capacity_lease, CapacityLease, Charge, Outcome, State};
+use crate::algorithm::{capacity_lease, CapacityLease, Charge, State, StepOutcome};
 use crate::control::list::{self, Listed};
 use crate::decision::{Decision, Reason};
 
@@ -14,7 +14,7 @@ use crate::decision::{Decision, Reason};
 const INLINE_ITEMS: usize = 4;
 
 /// Each item's outcome from [`decide`], in the check's order.
-pub type Outcomes = SmallVec<[Outcome; INLINE_ITEMS]>;
+pub type StepOutcomes = SmallVec<[StepOutcome; INLINE_ITEMS]>;
 
 /// Decides `check` at `now_ms` over `states` (one per item, in order) and `leases`, all or
 /// nothing: the states and leases change only if every item admits. Returns the verdict and each
@@ -33,7 +33,7 @@ pub fn decide(
     states: &mut [State],
     leases: &mut [CapacityLease],
     now_ms: u64,
-) -> (Verdict, Outcomes) {
+) -> (Verdict, StepOutcomes) {
     let mut verdict = Verdict::empty();
     let outcomes = decide_into(check, states, leases, now_ms, &mut verdict);
     (verdict, outcomes)
@@ -52,7 +52,7 @@ pub fn decide_into(
     leases: &mut [CapacityLease],
     now_ms: u64,
     verdict: &mut Verdict,
-) -> Outcomes {
+) -> StepOutcomes {
     decide_blocking_into(check, states, leases, &mut [], now_ms, verdict)
 }
 
@@ -81,7 +81,7 @@ pub fn decide_blocking_into(
     blocks: &mut [u64],
     now_ms: u64,
     verdict: &mut Verdict,
-) -> Outcomes {
+) -> StepOutcomes {
     let items = check.items();
     debug_assert_eq!(items.len(), states.len());
     // Most checks spend and credit no lease: their items are stepped on their states alone.
@@ -142,7 +142,7 @@ pub fn decide_blocking_into(
                 None => step(item, state, lease),
             }
         };
-    let mut outcomes = Outcomes::new();
+    let mut outcomes = StepOutcomes::new();
     if let ([item], [state]) = (items, &mut *states) {
         // A single item needs no rollback: a denial never changes its state or its lease.
         outcomes.push(decide_item(0, item, state, leases.first_mut()));
@@ -217,16 +217,16 @@ pub fn decide_blocking_into(
 
 /// What an item blocked until `end` reports at `now_ms`, from the outcome its step would give
 /// (see [`decide_blocking_into`]): nothing changed.
-fn blocked(tried: Outcome, end: u64, now_ms: u64) -> Outcome {
+fn blocked(tried: StepOutcome, end: u64, now_ms: u64) -> StepOutcome {
     let step = tried.decision;
     if step.reason == Reason::CostExceedsCapacity {
-        return Outcome {
+        return StepOutcome {
             changed: false,
             ..tried
         };
     }
     let wait = end - now_ms;
-    Outcome {
+    StepOutcome {
         decision: Decision {
             allowed: false,
             limit: step.limit,

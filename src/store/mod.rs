@@ -23,7 +23,7 @@ mod state_map;
 mod traits;
 mod upstash;
 
-pub use batch::{decide, decide_blocking_into, decide_into, Outcomes};
+pub use batch::{decide, decide_blocking_into, decide_into, StepOutcomes};
 pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
 pub use coalescing::{Coalescing, DEFAULT_MAX_BATCH};
 pub use error::StoreError;

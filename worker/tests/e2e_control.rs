@@ -31,7 +31,7 @@ use edgelimit::control::list::{ListEntry, NEVER_MS};
 use edgelimit::control::Assignment;
 use edgelimit::store::key::{control_key, list_key};
 use edgelimit::{Identifier, Limit, Policy};
-use edgelimit_engine::wire::{Answer, Call, WireBytes, WireLimit};
+use edgelimit_engine::wire::{WireAnswer, WireBytes, WireCall, WireLimit};
 use edgelimit_gateway::MetricsPage;
 use edgelimit_testkit::edge::{keys, statuses, EdgeStore, Stack};
 use edgelimit_testkit::http::header;
@@ -88,7 +88,7 @@ fn redis(stack: &Stack, args: &[&str]) -> Reply {
 }
 
 /// `call` through the admin route; its answer.
-async fn admin(stack: &Stack, call: &Call) -> Answer {
+async fn admin(stack: &Stack, call: &WireCall) -> WireAnswer {
     let answer = stack.admin(&serde_json::to_string(call).unwrap()).await;
     serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
 }
@@ -117,13 +117,13 @@ async fn assign(stack: &Stack, limit: &str, identifier: &str, assignment: &Assig
             assert!(matches!(reply, Reply::Status(_)), "SET {key}: {reply:?}");
         }
         EdgeStore::DurableObjects => {
-            let call = Call::Assign {
+            let call = WireCall::Assign {
                 limit: WireLimit::of(&configured(limit)),
                 identifier: WireBytes::of(identifier.as_bytes()),
                 assignment: Some(assignment.encode(None)),
                 until_ms: None,
             };
-            assert_eq!(admin(stack, &call).await, Answer::Done);
+            assert_eq!(admin(stack, &call).await, WireAnswer::Done);
         }
     }
 }
@@ -141,13 +141,13 @@ async fn list_add(stack: &Stack, list: &str, entry: &str) {
                 .duration_since(UNIX_EPOCH)
                 .unwrap()
                 .as_millis() as u64;
-            let call = Call::ListAdd {
+            let call = WireCall::ListAdd {
                 list: list.to_string(),
                 entry: member,
                 until_ms: None,
                 now_ms,
             };
-            assert_eq!(admin(stack, &call).await, Answer::Done);
+            assert_eq!(admin(stack, &call).await, WireAnswer::Done);
         }
     }
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use edgelimit::algorithm::Charge;
 use edgelimit::store::{rendezvous_score, Shard, ShardedStore};
 use edgelimit::{Check, CheckItem, Limit, MemoryStore, Policy, Store, TimeSource, Verdict};
-use edgelimit_engine::wire::{check_call, Answer, Call, WireBytes, WireLimit};
+use edgelimit_engine::wire::{check_call, WireAnswer, WireBytes, WireCall, WireLimit};
 use edgelimit_testkit::edge::{
     durable_bindings, durable_vars, statuses, EdgeStore, Stack, ADMIN_PATH, ADMIN_TOKEN,
 };
@@ -60,7 +60,7 @@ fn now_ms() -> u64 {
 }
 
 /// `call` through the stack's admin route; its answer.
-async fn admin(stack: &Stack, call: &Call) -> Answer {
+async fn admin(stack: &Stack, call: &WireCall) -> WireAnswer {
     let answer = stack.admin(&serde_json::to_string(call).unwrap()).await;
     serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
 }
@@ -284,7 +284,7 @@ async fn replay_through_admin(
             TimeSource::At(step.at_ms),
         );
         let got = match admin(&stack, &call).await {
-            Answer::Verdicts { mut verdicts } if verdicts.len() == 1 => {
+            WireAnswer::Verdicts { mut verdicts } if verdicts.len() == 1 => {
                 verdicts.remove(0).verdict()
             }
             other => panic!("{algorithm} step {index}: {other:?}"),
@@ -419,7 +419,7 @@ async fn the_admin_route_takes_only_its_token_and_its_peek_and_reset_reach_reque
     let stack = Stack::start_on(EdgeStore::DurableObjects, SPREAD).await;
     clear_of_window_edge(Duration::from_secs(3600), Duration::from_secs(60)).await;
     let per_user = limit("per-user", "fixed 2/1h");
-    let peek = Call::Peek {
+    let peek = WireCall::Peek {
         limit: WireLimit::of(&per_user),
         identifier: WireBytes::of(b"user-0"),
         at_ms: None,
@@ -465,18 +465,18 @@ async fn the_admin_route_takes_only_its_token_and_its_peek_and_reset_reach_reque
 
     // Peek and reset through the route: the next request is decided on a whole quota (and this
     // isolate forgets the denial it cached).
-    let Answer::Verdict { verdict } = admin(&stack, &peek).await else {
+    let WireAnswer::Verdict { verdict } = admin(&stack, &peek).await else {
         panic!("a peek answers a verdict")
     };
     assert_eq!(verdict.decisions[0].remaining, 0);
     assert_eq!(verdict.decisions[0].limit, 2);
-    let reset = Call::Reset {
+    let reset = WireCall::Reset {
         limit: WireLimit::of(&per_user),
         identifier: WireBytes::of(b"user-0"),
     };
     assert_eq!(
         admin(&stack, &reset).await,
-        Answer::Existed { existed: true }
+        WireAnswer::Existed { existed: true }
     );
     assert!(
         stack.keys("*per-user:user-0}*").is_empty(),
@@ -489,11 +489,11 @@ async fn the_admin_route_takes_only_its_token_and_its_peek_and_reset_reach_reque
     );
     assert_eq!(
         admin(&stack, &reset).await,
-        Answer::Existed { existed: true }
+        WireAnswer::Existed { existed: true }
     );
     assert_eq!(
         admin(&stack, &reset).await,
-        Answer::Existed { existed: false }
+        WireAnswer::Existed { existed: false }
     );
 }
 
@@ -523,22 +523,22 @@ async fn spent_quota_a_deny_entry_and_a_tier_survive_a_restart() {
         .unwrap();
     let alice = [("x-user", "alice")];
     assert_eq!(statuses(&stack, "/x", &alice, 2).await, [200, 200]);
-    let tier = Call::Assign {
+    let tier = WireCall::Assign {
         limit: WireLimit::of(&per_user),
         identifier: WireBytes::of(b"bob"),
         assignment: Some("0 t pro".into()),
         until_ms: None,
     };
-    assert_eq!(admin(&stack, &tier).await, Answer::Done);
+    assert_eq!(admin(&stack, &tier).await, WireAnswer::Done);
     let bob = [("x-user", "bob")];
     assert_eq!(statuses(&stack, "/x", &bob, 4).await, [200; 4]);
-    let deny = Call::ListAdd {
+    let deny = WireCall::ListAdd {
         list: "deny".into(),
         entry: "header:x-user mallory".into(),
         until_ms: None,
         now_ms: now_ms(),
     };
-    assert_eq!(admin(&stack, &deny).await, Answer::Done);
+    assert_eq!(admin(&stack, &deny).await, WireAnswer::Done);
     assert_eq!(
         stack.get("/x", &[("x-user", "mallory")]).await.status(),
         403
@@ -566,13 +566,13 @@ async fn spent_quota_a_deny_entry_and_a_tier_survive_a_restart() {
     assert_eq!(denied.status(), 403);
     let problem: Value = denied.json().await.unwrap();
     assert_eq!(problem["list"], "deny");
-    let assignments = Call::Assignments {
+    let assignments = WireCall::Assignments {
         limit: WireLimit::of(&per_user),
         identifier: WireBytes::of(b"bob"),
     };
     assert_eq!(
         admin(&stack, &assignments).await,
-        Answer::Assignments {
+        WireAnswer::Assignments {
             assignments: vec![("0 t pro".into(), None)]
         }
     );

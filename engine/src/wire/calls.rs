@@ -1,5 +1,5 @@
 //! [`Calls`]: a client of the Durable Objects as a `Store` and a `Control`. Every operation is
-//! one [`Call`] sent and its [`Answer`] read back; only the sending differs between clients — the
+//! one [`WireCall`] sent and its [`WireAnswer`] read back; only the sending differs between clients — the
 //! Worker to an object's stub (`client`), edgelimit-admin to the Worker's admin route — so each
 //! says how it sends ([`SendCall`]) and this module says, once, what each operation sends and
 //! how its answer reads.
@@ -11,23 +11,24 @@ use edgelimit::store::MaybeSendSync;
 use edgelimit::{Check, Control, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 
 use super::{
-    assignment_of, assignment_text, check_call, Answer, Call, WireBytes, WireLimit, WireVerdict,
+    assignment_of, assignment_text, check_call, WireAnswer, WireBytes, WireCall, WireLimit,
+    WireVerdict,
 };
 
-/// How a client sends a [`Call`] to the objects: its answer, a `Failed` answer already turned
+/// How a client sends a [`WireCall`] to the objects: its answer, a `Failed` answer already turned
 /// into its error.
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 pub trait SendCall: MaybeSendSync {
     /// Sends `call` and reads its answer.
-    async fn call(&self, call: &Call) -> Result<Answer, StoreError>;
+    async fn call(&self, call: &WireCall) -> Result<WireAnswer, StoreError>;
 }
 
 /// A client that sends calls (`T`) as a `Store` and a `Control`.
 #[derive(Debug)]
 pub struct Calls<T>(pub T);
 
-fn unexpected(answer: Answer) -> StoreError {
+fn unexpected(answer: WireAnswer) -> StoreError {
     StoreError::Protocol(format!("an answer to another call: {answer:?}"))
 }
 
@@ -37,17 +38,17 @@ fn wire(limit: &Limit, identifier: &Identifier) -> (WireLimit, WireBytes) {
 
 impl<T: SendCall> Calls<T> {
     /// Sends a call whose answer is `Done`.
-    async fn done(&self, call: Call) -> Result<(), StoreError> {
+    async fn done(&self, call: WireCall) -> Result<(), StoreError> {
         match self.0.call(&call).await? {
-            Answer::Done => Ok(()),
+            WireAnswer::Done => Ok(()),
             other => Err(unexpected(other)),
         }
     }
 
     /// Sends a call whose answer says whether something existed.
-    async fn existed(&self, call: Call) -> Result<bool, StoreError> {
+    async fn existed(&self, call: WireCall) -> Result<bool, StoreError> {
         match self.0.call(&call).await? {
-            Answer::Existed { existed } => Ok(existed),
+            WireAnswer::Existed { existed } => Ok(existed),
             other => Err(unexpected(other)),
         }
     }
@@ -58,7 +59,7 @@ impl<T: SendCall> Calls<T> {
 impl<T: SendCall> Store for Calls<T> {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         match self.0.call(&check_call(checks, time)).await? {
-            Answer::Verdicts { verdicts } if verdicts.len() == checks.len() => {
+            WireAnswer::Verdicts { verdicts } if verdicts.len() == checks.len() => {
                 Ok(verdicts.into_iter().map(WireVerdict::verdict).collect())
             }
             other => Err(unexpected(other)),
@@ -77,7 +78,7 @@ impl<T: SendCall> Control for Calls<T> {
         until_ms: Option<u64>,
     ) -> Result<(), StoreError> {
         let (limit, identifier) = wire(limit, identifier);
-        self.done(Call::Assign {
+        self.done(WireCall::Assign {
             limit,
             identifier,
             assignment: assignment.map(|a| assignment_text(a, until_ms)),
@@ -93,7 +94,7 @@ impl<T: SendCall> Control for Calls<T> {
         kind: AssignmentKind,
     ) -> Result<(), StoreError> {
         let (limit, identifier) = wire(limit, identifier);
-        self.done(Call::ClearAssignment {
+        self.done(WireCall::ClearAssignment {
             limit,
             identifier,
             kind: kind.letter().to_string(),
@@ -109,10 +110,10 @@ impl<T: SendCall> Control for Calls<T> {
         let (limit, identifier) = wire(limit, identifier);
         match self
             .0
-            .call(&Call::Assignments { limit, identifier })
+            .call(&WireCall::Assignments { limit, identifier })
             .await?
         {
-            Answer::Assignments { assignments } => assignments
+            WireAnswer::Assignments { assignments } => assignments
                 .iter()
                 .map(|(text, _)| assignment_of(text))
                 .collect(),
@@ -127,7 +128,7 @@ impl<T: SendCall> Control for Calls<T> {
         until_ms: Option<u64>,
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        self.done(Call::ListAdd {
+        self.done(WireCall::ListAdd {
             list: list.to_string(),
             entry: entry.member(),
             until_ms,
@@ -137,7 +138,7 @@ impl<T: SendCall> Control for Calls<T> {
     }
 
     async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        self.existed(Call::ListRemove {
+        self.existed(WireCall::ListRemove {
             list: list.to_string(),
             entry: entry.member(),
         })
@@ -149,12 +150,12 @@ impl<T: SendCall> Control for Calls<T> {
         list: &str,
         now_ms: u64,
     ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        let call = Call::ListEntries {
+        let call = WireCall::ListEntries {
             list: list.to_string(),
             now_ms,
         };
         match self.0.call(&call).await? {
-            Answer::Entries { entries } => Ok(entries),
+            WireAnswer::Entries { entries } => Ok(entries),
             other => Err(unexpected(other)),
         }
     }
@@ -166,19 +167,19 @@ impl<T: SendCall> Control for Calls<T> {
         time: TimeSource,
     ) -> Result<Verdict, StoreError> {
         let (limit, identifier) = wire(limit, identifier);
-        let call = Call::Peek {
+        let call = WireCall::Peek {
             limit,
             identifier,
             at_ms: time.at_ms(),
         };
         match self.0.call(&call).await? {
-            Answer::Verdict { verdict } => Ok(verdict.verdict()),
+            WireAnswer::Verdict { verdict } => Ok(verdict.verdict()),
             other => Err(unexpected(other)),
         }
     }
 
     async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
         let (limit, identifier) = wire(limit, identifier);
-        self.existed(Call::Reset { limit, identifier }).await
+        self.existed(WireCall::Reset { limit, identifier }).await
     }
 }

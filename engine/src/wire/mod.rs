@@ -1,6 +1,6 @@
 //! What travels between the Worker and its Durable Objects, and between `edgelimit-admin` and the
-//! Worker's admin route: one [`Call`] (a batch of checks, or one control operation) and its
-//! [`Answer`], as JSON. The library's types are rebuilt exactly on the other side: a limit by its
+//! Worker's admin route: one [`WireCall`] (a batch of checks, or one control operation) and its
+//! [`WireAnswer`], as JSON. The library's types are rebuilt exactly on the other side: a limit by its
 //! name, policy and tiers (each sent once per call), an identifier by its bytes.
 //!
 //! - [`calls`]: any client of the wire (the Worker's Durable Object stub, edgelimit-admin's
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 /// One request to a store behind the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Call {
+pub enum WireCall {
     /// Decide `checks` (their limits listed once in `limits`) at `at_ms`, or on the store's
     /// clock when `None` (`TimeSource::Server`).
     Check {
@@ -106,10 +106,10 @@ pub enum Call {
     },
 }
 
-/// The answer to one [`Call`].
+/// The answer to one [`WireCall`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Answer {
+pub enum WireAnswer {
     /// One verdict per check.
     Verdicts {
         /// The verdicts, in order.
@@ -400,7 +400,7 @@ impl WireVerdict {
 }
 
 /// The call deciding `checks` at `time`: each distinct limit sent once.
-pub fn check_call(checks: &[Check], time: TimeSource) -> Call {
+pub fn check_call(checks: &[Check], time: TimeSource) -> WireCall {
     let mut limits: Vec<&Arc<Limit>> = Vec::new();
     for item in checks.iter().flat_map(|c| c.items()) {
         if !limits
@@ -449,14 +449,14 @@ pub fn check_call(checks: &[Check], time: TimeSource) -> Call {
             probe: check.probe().pairs().to_vec(),
         });
     }
-    Call::Check {
+    WireCall::Check {
         limits: limits.into_iter().map(|l| WireLimit::of(l)).collect(),
         checks: wire_checks,
         at_ms: time.at_ms(),
     }
 }
 
-/// The checks and time of a [`Call::Check`], rebuilt.
+/// The checks and time of a [`WireCall::Check`], rebuilt.
 pub fn checks_of(
     limits: &[WireLimit],
     checks: &[WireCheck],
@@ -542,14 +542,14 @@ pub fn entry_of(text: &str) -> Result<ListEntry, StoreError> {
 }
 
 /// The answer carrying `error`.
-pub fn failed(error: &StoreError) -> Answer {
-    Answer::Failed {
+pub fn failed(error: &StoreError) -> WireAnswer {
+    WireAnswer::Failed {
         message: error.to_string(),
         invalid_input: matches!(error, StoreError::InvalidInput(_)),
     }
 }
 
-/// The error a [`Answer::Failed`] carries, for the caller.
+/// The error a [`WireAnswer::Failed`] carries, for the caller.
 pub fn error_of(message: String, invalid_input: bool) -> StoreError {
     if invalid_input {
         StoreError::InvalidInput(message)
@@ -574,8 +574,8 @@ mod tests {
 
     fn round_trip(checks: &[Check], time: TimeSource) -> (Vec<Check>, TimeSource) {
         let text = serde_json::to_string(&check_call(checks, time)).unwrap();
-        match serde_json::from_str::<Call>(&text).unwrap() {
-            Call::Check {
+        match serde_json::from_str::<WireCall>(&text).unwrap() {
+            WireCall::Check {
                 limits,
                 checks,
                 at_ms,

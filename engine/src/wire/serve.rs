@@ -1,19 +1,21 @@
-//! The store's side of the wire: one [`Call`] answered by any store that decides and is
+//! The store's side of the wire: one [`WireCall`] answered by any store that decides and is
 //! controlled (`Control`) — the Durable Object's `MemoryStore`, or whatever store the Worker's
 //! admin route reaches.
 
 use edgelimit::{Control, StoreError, TimeSource, Verdict};
 
-use super::{assignment_of, checks_of, entry_of, failed, kind_of, Answer, Call, WireVerdict};
+use super::{
+    assignment_of, checks_of, entry_of, failed, kind_of, WireAnswer, WireCall, WireVerdict,
+};
 
 /// Answers `call` from `store`. `server_now_ms` is the store's own clock when the caller has
 /// one to give (a Durable Object's, which is its store's); `None` leaves "the store's clock" to
 /// the store (`TimeSource::Server`).
 pub async fn serve<S: Control + ?Sized>(
     store: &S,
-    call: &Call,
+    call: &WireCall,
     server_now_ms: Option<u64>,
-) -> Answer {
+) -> WireAnswer {
     match answer(store, call, server_now_ms).await {
         Ok(answer) => answer,
         Err(e) => failed(&e),
@@ -22,26 +24,26 @@ pub async fn serve<S: Control + ?Sized>(
 
 async fn answer<S: Control + ?Sized>(
     store: &S,
-    call: &Call,
+    call: &WireCall,
     server_now_ms: Option<u64>,
-) -> Result<Answer, StoreError> {
+) -> Result<WireAnswer, StoreError> {
     let time = |at_ms: Option<u64>| match at_ms.or(server_now_ms) {
         Some(ms) => TimeSource::At(ms),
         None => TimeSource::Server,
     };
     Ok(match call {
-        Call::Check {
+        WireCall::Check {
             limits,
             checks,
             at_ms,
         } => {
             let (checks, _) = checks_of(limits, checks, *at_ms)?;
             let verdicts = store.check(&checks, time(*at_ms)).await?;
-            Answer::Verdicts {
+            WireAnswer::Verdicts {
                 verdicts: verdicts.iter().map(WireVerdict::of).collect(),
             }
         }
-        Call::Peek {
+        WireCall::Peek {
             limit,
             identifier,
             at_ms,
@@ -49,16 +51,16 @@ async fn answer<S: Control + ?Sized>(
             let verdict: Verdict = store
                 .peek(&limit.limit()?, &identifier.identifier()?, time(*at_ms))
                 .await?;
-            Answer::Verdict {
+            WireAnswer::Verdict {
                 verdict: WireVerdict::of(&verdict),
             }
         }
-        Call::Reset { limit, identifier } => Answer::Existed {
+        WireCall::Reset { limit, identifier } => WireAnswer::Existed {
             existed: store
                 .reset(&limit.limit()?, &identifier.identifier()?)
                 .await?,
         },
-        Call::Assign {
+        WireCall::Assign {
             limit,
             identifier,
             assignment,
@@ -77,9 +79,9 @@ async fn answer<S: Control + ?Sized>(
                     *until_ms,
                 )
                 .await?;
-            Answer::Done
+            WireAnswer::Done
         }
-        Call::ClearAssignment {
+        WireCall::ClearAssignment {
             limit,
             identifier,
             kind,
@@ -87,9 +89,9 @@ async fn answer<S: Control + ?Sized>(
             store
                 .clear_assignment(&limit.limit()?, &identifier.identifier()?, kind_of(kind)?)
                 .await?;
-            Answer::Done
+            WireAnswer::Done
         }
-        Call::Assignments { limit, identifier } => Answer::Assignments {
+        WireCall::Assignments { limit, identifier } => WireAnswer::Assignments {
             assignments: store
                 .assignments(&limit.limit()?, &identifier.identifier()?)
                 .await?
@@ -97,7 +99,7 @@ async fn answer<S: Control + ?Sized>(
                 .map(|(a, until)| (a.encode(*until), *until))
                 .collect(),
         },
-        Call::ListAdd {
+        WireCall::ListAdd {
             list,
             entry,
             until_ms,
@@ -106,12 +108,12 @@ async fn answer<S: Control + ?Sized>(
             store
                 .list_add(list, &entry_of(entry)?, *until_ms, *now_ms)
                 .await?;
-            Answer::Done
+            WireAnswer::Done
         }
-        Call::ListRemove { list, entry } => Answer::Existed {
+        WireCall::ListRemove { list, entry } => WireAnswer::Existed {
             existed: store.list_remove(list, &entry_of(entry)?).await?,
         },
-        Call::ListEntries { list, now_ms } => Answer::Entries {
+        WireCall::ListEntries { list, now_ms } => WireAnswer::Entries {
             entries: store.list_entries(list, *now_ms).await?,
         },
     })

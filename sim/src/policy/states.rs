@@ -6,7 +6,7 @@ use std::mem::size_of;
 
 use edgelimit::algorithm::{
     fixed_window, gcra, sliding_counter, sliding_log, token_bucket, FixedWindowState, GcraState,
-    Outcome, SlidingCounterState, SlidingLogState, TokenBucketState, Words,
+    SlidingCounterState, SlidingLogState, StepOutcome, TokenBucketState, Words,
 };
 use edgelimit::{Decision, Policy};
 
@@ -66,7 +66,7 @@ pub(super) fn step(
 /// Steps a fixed-size state kept in its word form.
 #[inline(always)]
 fn step_words<S: Words>(
-    step: fn(&Policy, &mut S, u64, i64) -> Outcome,
+    step: fn(&Policy, &mut S, u64, i64) -> StepOutcome,
     policy: &Policy,
     words: &mut [u64],
     now_ms: u64,

@@ -23,7 +23,7 @@ use super::saved::{self, Saved};
 use super::state_key::KeyRef;
 use super::state_map::StateMap;
 use super::traits::{Control, Store};
-use crate::algorithm::{capacity_lease, CapacityLease, Charge, Outcome, State};
+use crate::algorithm::{capacity_lease, CapacityLease, Charge, State, StepOutcome};
 use crate::clock::{Clock, SystemClock};
 use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
@@ -655,7 +655,7 @@ fn gc_horizon(now_ms: u64) -> u64 {
 
 /// The stored expiry of a state written with `outcome`: [`GC_GRACE_MS`] past the moment it
 /// stops mattering.
-fn keep_until(outcome: &Outcome) -> u64 {
+fn keep_until(outcome: &StepOutcome) -> u64 {
     outcome.expire_at_ms.saturating_add(GC_GRACE_MS)
 }
 
@@ -669,7 +669,7 @@ fn apply(
     cost: i64,
     charge: Charge,
     now_ms: u64,
-) -> Outcome {
+) -> StepOutcome {
     let policy = &limit.policy;
     if let Some(mut held) = map.find_mut(hash, key) {
         let delay = limit.delay_ms();

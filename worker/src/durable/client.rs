@@ -1,5 +1,5 @@
-//! The Worker's side of its Durable Objects (wasm32 only): [`ObjectStub`], how a [`Call`] reaches
-//! one object and its [`Answer`] comes back ([`ObjectShard`]: the object as a store), and
+//! The Worker's side of its Durable Objects (wasm32 only): [`ObjectStub`], how a [`WireCall`] reaches
+//! one object and its [`WireAnswer`] comes back ([`ObjectShard`]: the object as a store), and
 //! [`object_store`], the objects of the namespace as one store — identifiers spread over them by
 //! rendezvous hashing, every limit of an identifier in one object, a check split over objects
 //! decided all or nothing with compensating refunds (`ShardedStore`).
@@ -13,7 +13,7 @@ use futures_util::future::{select, Either};
 use worker::{Delay, Method, ObjectNamespace, Request, RequestInit};
 
 use edgelimit_engine::wire::calls::{Calls, SendCall};
-use edgelimit_engine::wire::{error_of, Answer, Call};
+use edgelimit_engine::wire::{error_of, WireAnswer, WireCall};
 
 /// The objects' names: `edgelimit-0` … `edgelimit-<n-1>`.
 pub fn object_name(index: u32) -> String {
@@ -56,7 +56,7 @@ pub struct ObjectStub {
 #[async_trait(?Send)]
 impl SendCall for ObjectStub {
     /// Sends `call` to the object and reads its answer, within the timeout.
-    async fn call(&self, call: &Call) -> Result<Answer, StoreError> {
+    async fn call(&self, call: &WireCall) -> Result<WireAnswer, StoreError> {
         let unreachable = |e: worker::Error| StoreError::Unreachable(format!("{}: {e}", self.name));
         let body = serde_json::to_string(call)
             .map_err(|e| StoreError::Protocol(format!("cannot encode a call: {e}")))?;
@@ -82,11 +82,11 @@ impl SendCall for ObjectStub {
                 })
             }
         };
-        let answer: Answer = serde_json::from_str(&text).map_err(|e| {
+        let answer: WireAnswer = serde_json::from_str(&text).map_err(|e| {
             StoreError::Protocol(format!("{} answered what is not an answer: {e}", self.name))
         })?;
         match answer {
-            Answer::Failed {
+            WireAnswer::Failed {
                 message,
                 invalid_input,
             } => Err(error_of(message, invalid_input)),

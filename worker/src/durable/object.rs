@@ -17,7 +17,7 @@ use worker::{durable_object, js_sys, DurableObject, Env, Request, Response, Resu
 
 use super::object_state::{Changes, ObjectState};
 use edgelimit::StoreError;
-use edgelimit_engine::wire::{failed, Call};
+use edgelimit_engine::wire::{failed, WireCall};
 
 /// How soon after an entry's time the alarm collects it, at the earliest: garbage is collected
 /// in batches, not one alarm per entry.
@@ -45,7 +45,7 @@ impl DurableObject for EdgeLimitState {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         self.load().await?;
-        let call: Call = match req.json().await {
+        let call: WireCall = match req.json().await {
             Ok(call) => call,
             Err(e) => {
                 let error = StoreError::InvalidInput(format!("not a call: {e}"));

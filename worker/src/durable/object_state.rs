@@ -12,7 +12,7 @@ use edgelimit::store::Saved;
 use edgelimit::{MemoryStore, StoreError};
 
 use edgelimit_engine::wire::serve::serve;
-use edgelimit_engine::wire::{checks_of, entry_of, Answer, Call};
+use edgelimit_engine::wire::{checks_of, entry_of, WireAnswer, WireCall};
 
 /// What a call changed: the entries to write (`Some`) or delete (`None`), by key.
 pub type Changes = Vec<(String, Option<Saved>)>;
@@ -53,55 +53,57 @@ impl ObjectState {
 
     /// Answers `call` at `now_ms` (the object's clock: what `time = "server"` decides at), and
     /// says what to write before answering.
-    pub fn handle(&self, call: &Call, now_ms: u64) -> (Answer, Changes) {
+    pub fn handle(&self, call: &WireCall, now_ms: u64) -> (WireAnswer, Changes) {
         let answer = ready(serve(&self.store, call, Some(now_ms)));
         let changes = match answer {
-            Answer::Failed { .. } => Vec::new(),
+            WireAnswer::Failed { .. } => Vec::new(),
             _ => self.changes(call),
         };
         (answer, changes)
     }
 
     /// The entries `call` may have changed, as the store holds them now.
-    fn changes(&self, call: &Call) -> Changes {
+    fn changes(&self, call: &WireCall) -> Changes {
         let store = &self.store;
         let limit = |wire: &edgelimit_engine::wire::WireLimit,
                      id: &edgelimit_engine::wire::WireBytes| {
             Some((wire.limit().ok()?, id.identifier().ok()?))
         };
         match call {
-            Call::Check {
+            WireCall::Check {
                 limits,
                 checks,
                 at_ms,
             } => checks_of(limits, checks, *at_ms)
                 .map(|(checks, _)| store.saved_for(&checks))
                 .unwrap_or_default(),
-            Call::Reset {
+            WireCall::Reset {
                 limit: l,
                 identifier,
             } => limit(l, identifier)
                 .map(|(l, id)| store.saved_states(&l, id.as_bytes()))
                 .unwrap_or_default(),
-            Call::Assign {
+            WireCall::Assign {
                 limit: l,
                 identifier,
                 ..
             }
-            | Call::ClearAssignment {
+            | WireCall::ClearAssignment {
                 limit: l,
                 identifier,
                 ..
             } => limit(l, identifier)
                 .map(|(l, id)| vec![store.saved_assignments(&l, &id)])
                 .unwrap_or_default(),
-            Call::ListAdd { list, entry, .. } | Call::ListRemove { list, entry } => {
+            WireCall::ListAdd { list, entry, .. } | WireCall::ListRemove { list, entry } => {
                 match entry_of(entry) {
                     Ok(_) => vec![store.saved_list(list)],
                     Err(_) => Vec::new(),
                 }
             }
-            Call::Peek { .. } | Call::Assignments { .. } | Call::ListEntries { .. } => Vec::new(),
+            WireCall::Peek { .. } | WireCall::Assignments { .. } | WireCall::ListEntries { .. } => {
+                Vec::new()
+            }
         }
     }
 }
@@ -142,22 +144,22 @@ mod tests {
             .unwrap();
         let object = ObjectState::new();
         let mut storage = std::collections::HashMap::new();
-        let assign = Call::Assign {
+        let assign = WireCall::Assign {
             limit: WireLimit::of(&limit),
             identifier: WireBytes::of(b"alice"),
             assignment: Some("0 t pro".into()),
             until_ms: None,
         };
         let (answer, changes) = object.handle(&assign, 0);
-        assert_eq!(answer, Answer::Done, "{answer:?}");
+        assert_eq!(answer, WireAnswer::Done, "{answer:?}");
         kept(&mut storage, changes);
         let check = check_call(&[Check::single(&limit, "alice", 1)], TimeSource::Server);
         for now in 1..=3 {
             let (answer, changes) = object.handle(&check, now);
             kept(&mut storage, changes);
-            assert!(matches!(answer, Answer::Verdicts { ref verdicts } if verdicts[0].allowed));
+            assert!(matches!(answer, WireAnswer::Verdicts { ref verdicts } if verdicts[0].allowed));
         }
-        let deny = Call::ListAdd {
+        let deny = WireCall::ListAdd {
             list: "deny".into(),
             entry: "ip 198.51.100.0/24".into(),
             until_ms: None,
@@ -175,20 +177,22 @@ mod tests {
             .unwrap();
         for o in [&object, &restarted] {
             let (answer, _) = o.handle(&check, 4);
-            let Answer::Verdicts { verdicts } = answer else {
+            let WireAnswer::Verdicts { verdicts } = answer else {
                 panic!("{answer:?}")
             };
             assert!(verdicts[0].allowed, "the fourth of the pro tier's four");
             assert_eq!(verdicts[0].decisions[0].remaining, 0);
             let (answer, _) = o.handle(&check, 5);
-            assert!(matches!(answer, Answer::Verdicts { ref verdicts } if !verdicts[0].allowed));
-            let entries = Call::ListEntries {
+            assert!(
+                matches!(answer, WireAnswer::Verdicts { ref verdicts } if !verdicts[0].allowed)
+            );
+            let entries = WireCall::ListEntries {
                 list: "deny".into(),
                 now_ms: 5,
             };
             assert!(matches!(
                 o.handle(&entries, 5).0,
-                Answer::Entries { ref entries } if entries.len() == 1
+                WireAnswer::Entries { ref entries } if entries.len() == 1
             ));
         }
     }
@@ -196,7 +200,7 @@ mod tests {
     #[test]
     fn a_bad_call_fails_and_changes_nothing() {
         let object = ObjectState::new();
-        let bad = Call::ListAdd {
+        let bad = WireCall::ListAdd {
             list: "deny".into(),
             entry: "nonsense".into(),
             until_ms: None,
@@ -206,7 +210,7 @@ mod tests {
         assert!(
             matches!(
                 answer,
-                Answer::Failed {
+                WireAnswer::Failed {
                     invalid_input: true,
                     ..
                 }
