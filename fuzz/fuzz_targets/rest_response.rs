@@ -6,7 +6,7 @@
 #![no_main]
 
 use edgelimit::script::{CheckPlan, Topology};
-use edgelimit::store::decode_pipeline;
+use edgelimit::store::upstash::decode_pipeline;
 use edgelimit::{Check, Limit, Policy, StoreError, TimeSource};
 use libfuzzer_sys::fuzz_target;
 

@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use edgelimit::script::{control, Invocation, Reply};
-use edgelimit::store::{check_by_scripts, decode_pipeline, run_scripts, LoadedScripts};
+use edgelimit::store::upstash::{check_by_scripts, decode_pipeline, run_scripts, LoadedScripts};
 use edgelimit::{Check, Identifier, Limit, Store, StoreError, TimeSource, Verdict};
 use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;

@@ -40,8 +40,8 @@ pub fn decide(
 }
 
 /// [`decide`] writing its verdict into `verdict`, whatever it held: its decisions and lists are
-/// replaced, their allocations kept (see [`Verdict::reuse`]). Blocks are not consulted: see
-/// [`decide_blocking_into`].
+/// replaced, their allocations kept (see [`Verdict::reuse`]). Blocks are not consulted: the
+/// stores keep them beside the states and honour them (docs/design.md §2, "Blocks").
 ///
 /// # Panics
 ///
@@ -74,7 +74,7 @@ pub fn decide_into(
 /// # Panics
 ///
 /// As [`decide`], and when `blocks` is neither empty nor one per item.
-pub fn decide_blocking_into(
+pub(crate) fn decide_blocking_into(
     check: &Check,
     states: &mut [State],
     leases: &mut [CapacityLease],

@@ -22,7 +22,7 @@ use super::expiry_index::{ExpiryIndex, Filed};
 use super::key_hasher::KeyHasher;
 
 /// A bounded map of values that stop mattering at a known time.
-pub struct ExpiringMap<K, V> {
+pub(crate) struct ExpiringMap<K, V> {
     entries: Entries<K, V>,
     index: ExpiryIndex,
     capacity: usize,
@@ -99,7 +99,7 @@ impl<K: Eq + Hash, V> Filed for Entries<K, V> {
 
 impl<K: Eq + Hash, V> ExpiringMap<K, V> {
     /// A map holding at most `capacity` entries (at least one).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         ExpiringMap::with_hasher(capacity, KeyHasher::random())
     }
 
@@ -127,17 +127,27 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
     }
 
     /// The number of entries held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.table.len()
     }
 
+    /// Moves the expiry of a held `key` to `expire_at`; does nothing if `key` is not held.
+    #[cfg(test)]
+    fn set_expiry(&mut self, key: &K, expire_at: u64) {
+        let hash = self.entries.hasher.hash_one(key);
+        if let Some(mut slot) = self.find_mut(hash, |k| k == key) {
+            slot.set_expiry(expire_at);
+        }
+    }
+
     /// Whether the map is empty.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.table.is_empty()
     }
 
     /// The value for `key` and its expiry, if held.
-    pub fn get(&self, key: &K) -> Option<(&V, u64)> {
+    pub(crate) fn get(&self, key: &K) -> Option<(&V, u64)> {
         let hash = self.entries.hasher.hash_one(key);
         self.entries
             .table
@@ -145,25 +155,8 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
             .map(|s| (&s.value, s.expire_at))
     }
 
-    /// The value for `key`, mutably, if held. Change its expiry with [`Self::set_expiry`].
-    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        let hash = self.entries.hasher.hash_one(key);
-        self.entries
-            .table
-            .find_mut(hash, |s| s.key == *key)
-            .map(|s| &mut s.value)
-    }
-
-    /// Moves the expiry of a held `key` to `expire_at`; does nothing if `key` is not held.
-    pub fn set_expiry(&mut self, key: &K, expire_at: u64) {
-        let hash = self.entries.hasher.hash_one(key);
-        if let Some(mut slot) = self.find_mut(hash, |k| k == key) {
-            slot.set_expiry(expire_at);
-        }
-    }
-
     /// Removes and returns the value for `key` with its expiry.
-    pub fn remove(&mut self, key: &K) -> Option<(V, u64)> {
+    pub(crate) fn remove(&mut self, key: &K) -> Option<(V, u64)> {
         let hash = self.entries.hasher.hash_one(key);
         let (slot, _) = self
             .entries
@@ -178,7 +171,7 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
 
     /// Inserts or replaces `key`, to be dropped once `now` passes `expire_at`. Evicts the entry
     /// that expires soonest when the map is full.
-    pub fn insert(&mut self, key: K, value: V, expire_at: u64) {
+    pub(crate) fn insert(&mut self, key: K, value: V, expire_at: u64) {
         let hash = self.entries.hasher.hash_one(&key);
         if let Some(mut slot) = self.find_mut(hash, |k| *k == key) {
             *slot.value() = value;
@@ -191,7 +184,7 @@ impl<K: Eq + Hash, V> ExpiringMap<K, V> {
 
     /// Drops every entry whose expiry is at or before `now`; returns how many.
     #[inline]
-    pub fn purge_expired(&mut self, now: u64) -> usize {
+    pub(crate) fn purge_expired(&mut self, now: u64) -> usize {
         // Every decision asks; almost always nothing is due.
         if !self.index.due(now) {
             return 0;

@@ -21,13 +21,13 @@ mod sharded;
 mod state_key;
 mod state_map;
 mod traits;
-mod upstash;
+pub mod upstash;
 
-pub use batch::{decide, decide_blocking_into, decide_into, StepOutcomes};
+pub use batch::{decide, decide_into, StepOutcomes};
 pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
 pub use coalescing::{Coalescing, DEFAULT_MAX_BATCH};
 pub use error::StoreError;
-pub use expiring_map::ExpiringMap;
+pub(crate) use expiring_map::ExpiringMap;
 pub use key::DEFAULT_NAMESPACE;
 pub(crate) use key_hasher::KeyHasher;
 pub use memory::{Direct, MemoryStore, DEFAULT_CAPACITY, GC_GRACE_MS};
@@ -39,7 +39,4 @@ pub use rest::RestStore;
 pub use saved::Saved;
 pub use sharded::{rendezvous_score, Shard, ShardedStore};
 pub use traits::{Control, MaybeSendSync, Store};
-pub use upstash::{
-    check_by_scripts, decode_pipeline, eval_pipeline_body, evalsha_pipeline_body,
-    plain_pipeline_body, post_resent_if, run_scripts, LoadedScripts, REST_TOKEN_VAR, REST_URL_VAR,
-};
+pub use upstash::{REST_TOKEN_VAR, REST_URL_VAR};

@@ -71,7 +71,7 @@ pub fn evalsha_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, Sto
 
 /// The body of the `/pipeline` request that runs `invocations` by `EVAL` and their sources, as
 /// [`super::RestStore`] resends those a fresh Redis answered `NOSCRIPT`.
-pub fn eval_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn eval_pipeline_body(invocations: &[&Invocation]) -> Result<Vec<u8>, StoreError> {
     pipeline_body(invocations, |_, i| ("EVAL", i.script.source()))
 }
 
@@ -313,7 +313,7 @@ impl<'de> serde::Deserialize<'de> for ResultValue {
 }
 
 /// The `/pipeline` body of one plain command: `[["GET", "key"]]`.
-pub fn plain_pipeline_body(parts: &[String]) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn plain_pipeline_body(parts: &[String]) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(&[parts])
         .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))
 }
@@ -391,7 +391,7 @@ where
 
 /// `post(body, commands)`, sent once more after a transient failure when `idempotent` (a lost
 /// answer may have run: only a batch whose repeat charges nothing twice is resent).
-pub async fn post_resent_if<P, F>(
+pub(crate) async fn post_resent_if<P, F>(
     post: &P,
     idempotent: bool,
     body: Vec<u8>,

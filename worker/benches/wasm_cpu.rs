@@ -37,7 +37,8 @@ mod probe {
     use async_trait::async_trait;
     use edgelimit::limiter::Checked;
     use edgelimit::script::{CheckPlan, Invocation, Topology};
-    use edgelimit::store::{decode_pipeline, evalsha_pipeline_body, Shard, ShardedStore};
+    use edgelimit::store::upstash::{decode_pipeline, evalsha_pipeline_body};
+    use edgelimit::store::{Shard, ShardedStore};
     use edgelimit::{Check, Clock, Reason, Store, StoreError, SystemClock, TimeSource, Verdict};
     use edgelimit_engine::{Config, Edge, Incoming, LogLine, Plan, RequestView};
     use wasm_bindgen::prelude::wasm_bindgen;

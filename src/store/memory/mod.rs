@@ -86,7 +86,7 @@ struct Shard(Mutex<StateMap>);
 /// An in-process store. Entries are dropped [`GC_GRACE_MS`] after their state stops mattering,
 /// and at most `capacity` are held. Keys are spread over shards by a secretly seeded hash, each
 /// shard holding its share of the capacity; when a shard is full, its entry that expires soonest
-/// is evicted (as an [`ExpiringMap`] does). A store with capacity under 8192 has one shard, so
+/// is evicted. A store with capacity under 8192 has one shard, so
 /// there the soonest-expiring entry of the whole store is evicted.
 pub struct MemoryStore {
     shards: Box<[Shard]>,
