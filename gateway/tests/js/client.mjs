@@ -63,6 +63,7 @@ await check("a command error comes back as an error", async () => {
 });
 await check("@upstash/ratelimit 2.2 (scripts with #!lua flags=allow-key-locking)", async () => {
   for (const limiter of [Ratelimit.fixedWindow(3, "10 s"), Ratelimit.slidingWindow(3, "10 s"), Ratelimit.tokenBucket(1, "10 s", 3)]) {
+    await clearOfWindowEnd(10_000);
     const ratelimit = new Ratelimit({ redis, limiter, prefix: `js:rl:${Math.random()}`, analytics: false });
     const outcomes = [];
     for (let i = 0; i < 5; i++) outcomes.push((await ratelimit.limit("user")).success);
@@ -84,6 +85,15 @@ async function remainingOnceSettled(ratelimit, identifier, expected) {
     if (remaining === expected || Date.now() > deadline) return remaining;
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+// @upstash/ratelimit's fixed and sliding windows are aligned to the epoch by the client's clock:
+// a sequence that crosses a window's end starts afresh there and admits what the test expects
+// denied (on a loaded machine a sequence of a few requests can take a second or more). Each
+// windowed sequence starts at least `needMs` before its window ends.
+async function clearOfWindowEnd(windowMs, needMs = 3000) {
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < needMs) await new Promise((r) => setTimeout(r, left + 20));
 }
 
 async function outcomes(ratelimit, identifier, n) {
@@ -118,6 +128,7 @@ await check("ratelimit deny list: enableProtection (EVAL with SMISMEMBER, TTL, S
 });
 await check("ratelimit dynamic limits: set, read, apply, clear (SET, GET, DEL)", async () => {
   for (const limiter of [Ratelimit.fixedWindow(5, "10 s"), Ratelimit.slidingWindow(5, "10 s"), Ratelimit.tokenBucket(1, "10 s", 5)]) {
+    await clearOfWindowEnd(10_000);
     const ratelimit = new Ratelimit({ redis, limiter, prefix: uniquePrefix("dynamic"), dynamicLimits: true, ephemeralCache: false });
     assert.deepEqual(await ratelimit.getDynamicLimit(), { dynamicLimit: null });
     await ratelimit.setDynamicLimit({ limit: 2 });
@@ -132,6 +143,7 @@ await check("ratelimit dynamic limits: set, read, apply, clear (SET, GET, DEL)",
 });
 await check("ratelimit getRemaining and resetUsedTokens (a script with SCAN and DEL)", async () => {
   for (const limiter of [Ratelimit.fixedWindow(2, "10 s"), Ratelimit.slidingWindow(2, "10 s"), Ratelimit.tokenBucket(1, "10 s", 2), Ratelimit.cachedFixedWindow(2, "10 s")]) {
+    await clearOfWindowEnd(10_000);
     const ratelimit = new Ratelimit({ redis, limiter, prefix: uniquePrefix("reset") });
     assert.deepEqual(await outcomes(ratelimit, "user", 3), [true, true, false]);
     assert.equal((await ratelimit.getRemaining("user")).remaining, 0);
@@ -141,6 +153,7 @@ await check("ratelimit getRemaining and resetUsedTokens (a script with SCAN and 
   }
 });
 await check("ratelimit analytics (ZINCRBY; EVAL with ZRANGE and ZUNION)", async () => {
+  await clearOfWindowEnd(10_000);
   const ratelimit = new Ratelimit({ redis, limiter: Ratelimit.fixedWindow(1, "10 s"), prefix: uniquePrefix("analytics"), analytics: true, ephemeralCache: false });
   assert.deepEqual(await outcomes(ratelimit, "user", 3), [true, false, false]);
   const usage = await ratelimit.analytics.getUsage();
@@ -158,6 +171,7 @@ await check("ratelimit blockUntilReady", async () => {
 });
 await check("multi-region ratelimit (HSET, scripts with HGETALL)", async () => {
   for (const limiter of [MultiRegionRatelimit.fixedWindow(2, "10 s"), MultiRegionRatelimit.slidingWindow(2, "10 s")]) {
+    await clearOfWindowEnd(10_000);
     const ratelimit = new MultiRegionRatelimit({ redis: [redis], limiter, prefix: uniquePrefix("multi") });
     assert.deepEqual(await outcomes(ratelimit, "user", 3), [true, true, false]);
     assert.equal((await ratelimit.getRemaining("user")).remaining, 0);
