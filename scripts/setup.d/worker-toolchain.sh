@@ -9,6 +9,9 @@ WASM_BINDGEN_VERSION=0.2.130
 
 ensure_apt node nodejs
 ensure_apt npm npm
+# npm's node 22 comes first: wrangler 4.164 refuses Debian's node 20; then the tools cargo
+# installs (into $CARGO_HOME/bin), so a run finds what an earlier one installed.
+export PATH="$PWD/node_modules/.bin:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 # Debug builds of the tools: they install in less than half the time (docs/decisions.md,
 # "Tools installed as debug builds"), and the Worker builds as fast with them.
 if [ "$(worker-build --version 2>/dev/null)" != "$WORKER_BUILD_VERSION" ]; then
@@ -20,8 +23,6 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $WASM_BINDGEN_V
   # Not --locked: its lockfile names a crate version the registry no longer serves.
   cargo install "wasm-bindgen-cli@$WASM_BINDGEN_VERSION" --debug
 fi
-# npm's node 22 comes first: wrangler 4.164 refuses Debian's node 20.
-export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 if [ "$(wrangler --version 2>/dev/null | tail -1)" != "4.164.0" ] || [ ! -x node_modules/.bin/wasm-opt ]; then
   echo "== installing wrangler, node 22 and wasm-opt (npm, pinned by package-lock.json)"
   # `npm install`, not `npm ci`: npm 11 leaves other platforms' workerd out of the lock file
