@@ -12,7 +12,7 @@ use edgelimit::Policy;
 
 use crate::bench::{self, BenchOptions};
 use crate::bundled;
-use crate::config::{self, outage::Outage, run_config, EdgeRunOptions, RegionOptions};
+use crate::config::{self, outage::Outage, run_config_on, EdgeRunOptions, RegionOptions};
 use crate::generate::{write_csv, Generator, Kind};
 use crate::input::Source;
 use crate::policy::{self, run, RunOptions, StoreChoice};
@@ -429,7 +429,7 @@ fn replay(
 fn spool_stdin() -> Result<tempfile::NamedTempFile> {
     let mut file = tempfile::NamedTempFile::new().context("making a temporary file for stdin")?;
     std::io::copy(&mut std::io::stdin().lock(), &mut file)
-        .context("keeping standard input for the charts' second pass")?;
+        .context("keeping standard input for a second pass over it")?;
     Ok(file)
 }
 
@@ -470,8 +470,18 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
     if args.key != Key::Ip {
         bail!("--config takes each limit's identifier from the configuration: drop --key");
     }
+    let threads = threads(args.threads);
+    // Split over threads, the replay reads the trace twice (`config::parallel`): standard
+    // input is kept in a temporary file for it (removed when the report is made).
+    let spooled = match args.trace.as_os_str() == "-" && threads > 1 {
+        true => Some(spool_stdin()?),
+        false => None,
+    };
     let options = EdgeRunOptions {
-        source: Source::File(args.trace.clone()),
+        source: match &spooled {
+            Some(file) => Source::Spooled(file.path().to_path_buf()),
+            None => Source::File(args.trace.clone()),
+        },
         read: ReadOptions {
             format: args.format,
             key: Key::Ip,
@@ -498,7 +508,7 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
         },
         decisions: args.decisions.clone(),
     };
-    let report = run_config(&options)?;
+    let report = run_config_on(&options, threads)?;
     emit(
         &args.out,
         || report.to_json(),
