@@ -177,8 +177,11 @@ pub struct ReplayArgs {
     /// [default: home=50,local=1].
     #[arg(long, value_name = "SPEC", requires = "config", value_parser = parse_rtt)]
     pub rtt: Option<RttSpec>,
-    /// Threads to replay on [default: every core]: the clients are split over them, the output
-    /// is the same for any number. A store replay (--store) runs on one.
+    /// Threads to replay on [default: every core]: the clients (with --config, groups of
+    /// requests sharing no state) are split over them, the output is the same for any number.
+    /// A store replay (--store) runs on one, and so does a --config replay whose state spans
+    /// identifiers: a `global` section, --baseline, --overrides, --outage, idempotent,
+    /// concurrency or settled limits, the Worker's own log, a denial cache that could fill.
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// Policies and outputs.

@@ -10,6 +10,7 @@
 //! denial cache does too when it could have been full (`denial_spans`), found after the
 //! threads ran: the replay is then made again on one thread.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -142,9 +143,7 @@ pub fn run_threads(
     let mut replay = ThreadedReplay::new(&config, &assignment, decisions.is_some())?;
     while let Some(request) = reader.next_request().transpose()? {
         replay.push(request)?;
-        for spent in replay.spent() {
-            reader.recycle(spent);
-        }
+        replay.recycle(|spent| reader.recycle(spent));
         progress.tick();
     }
     progress.finish();
@@ -223,7 +222,10 @@ pub struct ThreadedReplay {
     blocks: Vec<Block>,
     senders: Vec<SyncSender<Block>>,
     workers: Vec<JoinHandle<Result<Done, SimError>>>,
-    spent: Receiver<Vec<Request>>,
+    /// Blocks of requests the threads are done with, to be filled again.
+    spent: Receiver<Block>,
+    /// Emptied blocks, to hand requests over in without allocating.
+    free: Vec<Block>,
     place: u64,
     /// The decisions files of the threads, removed when done.
     _scratch: Option<tempfile::TempDir>,
@@ -272,6 +274,7 @@ impl ThreadedReplay {
             senders,
             workers,
             spent,
+            free: Vec::new(),
             place: 0,
             _scratch: scratch,
         })
@@ -287,16 +290,25 @@ impl ThreadedReplay {
         let block = &mut self.blocks[thread];
         block.push((place, request));
         if block.len() == BLOCK {
-            let full = std::mem::replace(block, Vec::with_capacity(BLOCK));
+            let empty = self.free.pop().unwrap_or_else(|| Vec::with_capacity(BLOCK));
+            let full = std::mem::replace(block, empty);
             // A thread gone (it failed) tells why when it is joined.
             let _ = self.senders[thread].send(full);
         }
         Ok(())
     }
 
-    /// Requests the threads are done with, to be filled again.
-    pub fn spent(&self) -> impl Iterator<Item = Request> + '_ {
-        self.spent.try_iter().flatten()
+    /// Hands the requests the threads are done with to `reuse` (to be filled again), keeping
+    /// their blocks for the next requests.
+    pub fn recycle(&mut self, mut reuse: impl FnMut(Request)) {
+        while let Ok(mut block) = self.spent.try_recv() {
+            for (_, request) in block.drain(..) {
+                reuse(request);
+            }
+            if self.free.len() < self.senders.len() * QUEUE {
+                self.free.push(block);
+            }
+        }
     }
 
     /// Waits for every thread and merges what they counted.
@@ -339,39 +351,50 @@ impl ThreadedReplay {
 }
 
 /// Replays every block of `blocks` in order, each request prepared a few ahead of its step as
-/// one replay does; hands the requests back through `give_back`.
+/// one replay does; hands the requests back through `give_back`, in the blocks they came in.
 fn replay_share(
     mut replay: EdgeReplay,
     blocks: Receiver<Block>,
-    give_back: SyncSender<Vec<Request>>,
+    give_back: SyncSender<Block>,
 ) -> Result<(Share, Vec<u32>), SimError> {
     let mut answered = Answered::default();
     let mut rows = Vec::new();
-    let mut ahead: std::collections::VecDeque<(u64, Request)> =
-        std::collections::VecDeque::with_capacity(PREPARE_AHEAD + 1);
-    let mut done = Vec::with_capacity(BLOCK);
-    let mut incoming = blocks.into_iter().flatten();
-    loop {
-        if let Some((place, request)) = incoming.next() {
-            replay.prepare(&request);
-            ahead.push_back((place, request));
-            if ahead.len() <= PREPARE_AHEAD {
-                continue;
-            }
-        }
-        let Some((place, request)) = ahead.pop_front() else {
-            break;
-        };
+    let mut ahead: VecDeque<(u64, Request)> = VecDeque::with_capacity(PREPARE_AHEAD + 1);
+    let mut done: Block = Vec::with_capacity(BLOCK);
+    let mut empty: Vec<Block> = Vec::new();
+    let mut step = |replay: &mut EdgeReplay,
+                    (place, request): (u64, Request),
+                    done: &mut Block,
+                    empty: &mut Vec<Block>|
+     -> Result<(), SimError> {
         let before = replay.decision_rows();
         replay.step_at(place, &request, &mut answered)?;
         if let (Some(before), Some(after)) = (before, replay.decision_rows()) {
             rows.push((after - before) as u32);
         }
-        done.push(request);
+        done.push((place, request));
         if done.len() == BLOCK {
+            let next = empty.pop().unwrap_or_else(|| Vec::with_capacity(BLOCK));
             // The reader may be gone or full: the requests are then dropped.
-            let _ = give_back.try_send(std::mem::replace(&mut done, Vec::with_capacity(BLOCK)));
+            let _ = give_back.try_send(std::mem::replace(done, next));
         }
+        Ok(())
+    };
+    for mut block in blocks {
+        for (place, request) in block.drain(..) {
+            replay.prepare(&request);
+            ahead.push_back((place, request));
+            if ahead.len() > PREPARE_AHEAD {
+                let next = ahead.pop_front().expect("requests ahead");
+                step(&mut replay, next, &mut done, &mut empty)?;
+            }
+        }
+        if empty.len() < QUEUE {
+            empty.push(block);
+        }
+    }
+    while let Some(next) = ahead.pop_front() {
+        step(&mut replay, next, &mut done, &mut empty)?;
     }
     Ok((replay.into_share()?, rows))
 }
@@ -390,6 +413,11 @@ pub struct Merged {
 }
 
 impl Merged {
+    /// Requests replayed.
+    pub fn requests(&self) -> u64 {
+        self.totals.requests
+    }
+
     fn of(
         config: &Config,
         step_back_ms: u64,
