@@ -489,7 +489,8 @@ fn config_rows(events: u64, identifiers: u32) -> Result<Vec<BenchRow>, SimError>
 /// pass, then the busier of the handing thread and the replay threads, then the merge — the
 /// wall time on a machine with a core free for each thread.
 /// With more than one thread, two rows follow: the CPU seconds of the first pass and of the
-/// busiest replay thread.
+/// busiest replay thread. A row whose denial cache could have been full says so: `sim replay`
+/// would then replay on one thread (`config::parallel`).
 fn config_threaded_row(
     events: u64,
     identifiers: u32,
@@ -560,18 +561,28 @@ fn config_threaded_row(
             .map(|(replay, handed)| replay.max(handed))
             .zip(grouped.zip(merge))
             .map(|(busiest, (grouped, merge))| grouped + busiest + merge);
-        Ok((merged.requests(), critical, Some((grouped, busiest_replay))))
+        // Where the denial cache could have filled, `sim replay` would replay on one thread.
+        let exact = !merged.denial_cache_could_fill;
+        Ok((
+            merged.requests(),
+            critical,
+            Some((grouped, busiest_replay, exact)),
+        ))
     })?;
     m.cpu = process_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+    let inexact = match parts {
+        Some((_, _, false)) => " (cache full: 1 thread)",
+        _ => "",
+    };
     let mut row = row(
-        format!("replay --config end to end ({identifiers} ids), {threads} thread(s)"),
+        format!("replay --config end to end ({identifiers} ids), {threads} thread(s){inexact}"),
         n,
         &m,
         None,
     );
     row.busiest_thread_cpu_seconds = critical;
     let mut rows = vec![row];
-    if let Some((grouped, busiest_replay)) = parts {
+    if let Some((grouped, busiest_replay, _)) = parts {
         for (name, cpu) in [
             ("  … first pass: requests built, grouped", grouped),
             ("  … busiest replay thread", busiest_replay),

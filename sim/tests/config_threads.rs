@@ -229,3 +229,23 @@ fn a_configuration_with_a_global_section_replays_on_one_thread_and_says_why() {
     let one = outputs(&options, 1);
     assert_eq!(one, outputs(&options, 2));
 }
+
+#[test]
+fn a_denial_cache_that_could_fill_replays_on_one_thread_and_says_why() {
+    let dir = TempDir::new("sim-config-threads-cache");
+    // Room for three denials: the busy clients fill it, and then it drops denials of any of
+    // them, which a split over threads would not see.
+    let config = dir.write(
+        "small-cache.toml",
+        &MULTI.replace("denial_cache_ms", "denial_cache = 3\ndenial_cache_ms"),
+    );
+    let trace = dir.write("trace.csv", &generated_trace(5_000, 200, 50));
+    let options = options(&trace, &config, None);
+    let loaded = edgelimit_engine::config::file::load(&config).unwrap();
+    assert_eq!(one_thread_reason(&loaded, &options), None);
+    let reason = run_threads(&options, loaded, 2)
+        .unwrap()
+        .expect_err("one thread");
+    assert!(reason.contains("denial cache"), "{reason}");
+    assert_eq!(outputs(&options, 1), outputs(&options, 2));
+}
