@@ -13,7 +13,7 @@ use std::time::Instant;
 use edgelimit::Policy;
 
 use crate::bundled;
-use crate::config::groups::Grouping;
+use crate::config::groups::ThreadedGrouping;
 use crate::config::outage::Outages;
 use crate::config::parallel::ThreadedReplay;
 use crate::config::whatif::Answered;
@@ -483,7 +483,8 @@ fn config_rows(events: u64, identifiers: u32) -> Result<Vec<BenchRow>, SimError>
 /// The configuration replay end to end as `sim replay --config --threads N` runs it, each
 /// request built from the generated trace where the replay would read and parse it: on one
 /// thread, built, prepared and stepped by one thread; on more, a first pass building every
-/// request to find the groups sharing state (`config::groups`), then a second building each
+/// request to find the groups sharing state (`config::groups`: the identifiers extracted on
+/// the replay threads, the groups joined on the building one), then a second building each
 /// again and handing it to its replay thread, and the threads' counts merged. The requests are
 /// built twice, as a trace is read twice. `busiest cpu s` is the critical path: the first
 /// pass, then the busier of the handing thread and the replay threads, then the merge — the
@@ -530,17 +531,17 @@ fn config_threaded_row(
             let _ = replay.rule_reports();
             return Ok((n, since(start), None));
         }
-        let mut request = Request::default();
-        let mut grouping = Grouping::new(&config);
+        let mut spare: Vec<Request> = Vec::new();
+        let mut grouping = ThreadedGrouping::new(&config, threads);
         for ev in heavy_tailed(events, identifiers) {
+            let mut request = spare.pop().unwrap_or_default();
             bench_request(&ev, &mut request, &mut text);
-            grouping.add(&config, &request);
+            grouping.add(request, |done| spare.push(done));
         }
-        let assignment = grouping.assign(threads);
+        let assignment = grouping.assign(threads, |done| spare.push(done));
         let grouped = since(start);
         let handing = thread_cpu_seconds();
         let mut replay = ThreadedReplay::new(&config, &assignment, false)?;
-        let mut spare: Vec<Request> = Vec::new();
         for ev in heavy_tailed(events, identifiers) {
             let mut request = spare.pop().unwrap_or_default();
             bench_request(&ev, &mut request, &mut text);

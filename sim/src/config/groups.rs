@@ -7,6 +7,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
 
 use edgelimit_engine::Config;
 use rustc_hash::FxBuildHasher;
@@ -68,19 +70,25 @@ impl Grouping {
 
     /// The next request of the trace.
     pub fn add(&mut self, config: &Config, request: &Request) {
-        let time_ms = request.time_ms;
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        let matched = self.extracted.state_keys(config, request, &mut keys);
+        self.add_keys(request.time_ms, matched, &keys);
+        self.keys = keys;
+    }
+
+    /// The next request of the trace: its time, whether it matched a rule, and its state keys
+    /// (`Extracted::state_keys`).
+    fn add_keys(&mut self, time_ms: u64, matched: bool, keys: &[u64]) {
         self.step_back_ms = self
             .step_back_ms
             .max(self.latest_ms.saturating_sub(time_ms));
         self.latest_ms = self.latest_ms.max(time_ms);
-        let mut keys = std::mem::take(&mut self.keys);
-        keys.clear();
-        if self.extracted.state_keys(config, request, &mut keys) && self.first_matched_ms.is_none()
-        {
+        if matched && self.first_matched_ms.is_none() {
             self.first_matched_ms = Some(time_ms);
         }
         let mut group = NO_GROUP;
-        for &key in &keys {
+        for &key in keys {
             let next = self.parent.len() as u32;
             let node = *self.nodes.entry(key).or_insert(next);
             if node == next {
@@ -91,7 +99,6 @@ impl Grouping {
                 group => self.join(group, node),
             };
         }
-        self.keys = keys;
         self.requests.push(group);
     }
 
@@ -168,6 +175,138 @@ impl Grouping {
     }
 }
 
+/// Requests handed to an extracting thread at a time.
+const BLOCK: usize = 1 << 10;
+
+/// Blocks in flight per extracting thread.
+const QUEUE: usize = 8;
+
+/// A block of requests and, once extracted, each one's state keys: per request, whether it
+/// matched a rule and how many keys it has, then all the keys in order.
+#[derive(Debug, Default)]
+struct Keyed {
+    requests: Vec<Request>,
+    counts: Vec<(bool, u32)>,
+    keys: Vec<u64>,
+}
+
+/// [`Grouping`] with the identifiers extracted on other threads: the reading thread hands
+/// blocks of requests round, each thread extracts their state keys, and the groups are joined
+/// in trace order as the blocks come back — what [`Grouping::add`] finds, the extraction (an
+/// API key's hash, a header's parse) off the reading thread.
+#[derive(Debug)]
+pub struct ThreadedGrouping {
+    grouping: Grouping,
+    senders: Vec<SyncSender<Keyed>>,
+    receivers: Vec<Receiver<Keyed>>,
+    workers: Vec<JoinHandle<()>>,
+    block: Keyed,
+    /// Blocks sent and joined so far (block `b` goes to thread `b` modulo the threads).
+    sent: usize,
+    joined: usize,
+    /// Emptied blocks, to fill again.
+    free: Vec<Keyed>,
+}
+
+impl ThreadedGrouping {
+    /// Groups `config`'s requests with `threads` threads extracting (at least one).
+    pub fn new(config: &Config, threads: usize) -> ThreadedGrouping {
+        let threads = threads.max(1);
+        let (mut senders, mut receivers, mut workers) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..threads {
+            let (tx, rx) = sync_channel::<Keyed>(QUEUE);
+            let (done_tx, done_rx) = sync_channel::<Keyed>(QUEUE);
+            let config = config.clone();
+            workers.push(std::thread::spawn(move || {
+                let mut extracted = Extracted::new(&config);
+                for mut block in rx {
+                    block.counts.clear();
+                    block.keys.clear();
+                    for request in &block.requests {
+                        let before = block.keys.len();
+                        let matched = extracted.state_keys(&config, request, &mut block.keys);
+                        block
+                            .counts
+                            .push((matched, (block.keys.len() - before) as u32));
+                    }
+                    if done_tx.send(block).is_err() {
+                        return;
+                    }
+                }
+            }));
+            senders.push(tx);
+            receivers.push(done_rx);
+        }
+        ThreadedGrouping {
+            grouping: Grouping::new(config),
+            senders,
+            receivers,
+            workers,
+            block: Keyed::default(),
+            sent: 0,
+            joined: 0,
+            free: Vec::new(),
+        }
+    }
+
+    /// The next request of the trace; `reuse` receives requests done with.
+    pub fn add(&mut self, request: Request, reuse: impl FnMut(Request)) {
+        self.block.requests.push(request);
+        if self.block.requests.len() == BLOCK {
+            self.send(reuse);
+        }
+    }
+
+    /// Hands the block over, joining the oldest block back first when every thread has its
+    /// fill.
+    fn send(&mut self, mut reuse: impl FnMut(Request)) {
+        let threads = self.senders.len();
+        if self.sent - self.joined == threads * QUEUE {
+            self.join_next(&mut reuse);
+        }
+        let next = self.free.pop().unwrap_or_default();
+        let block = std::mem::replace(&mut self.block, next);
+        // A thread gone (it panicked) is found when its block is awaited.
+        let _ = self.senders[self.sent % threads].send(block);
+        self.sent += 1;
+    }
+
+    /// Joins the groups of the oldest block handed over.
+    fn join_next(&mut self, reuse: &mut impl FnMut(Request)) {
+        let threads = self.receivers.len();
+        let Ok(mut block) = self.receivers[self.joined % threads].recv() else {
+            panic!("a thread extracting identifiers stopped");
+        };
+        self.joined += 1;
+        let mut at = 0;
+        for (request, &(matched, n)) in block.requests.iter().zip(&block.counts) {
+            let keys = &block.keys[at..at + n as usize];
+            at += n as usize;
+            self.grouping.add_keys(request.time_ms, matched, keys);
+        }
+        for request in block.requests.drain(..) {
+            reuse(request);
+        }
+        self.free.push(block);
+    }
+
+    /// Gives whole groups to `threads` threads (see [`Grouping::assign`]) once every request
+    /// is joined; `reuse` receives the last requests.
+    pub fn assign(mut self, threads: usize, mut reuse: impl FnMut(Request)) -> Assignment {
+        if !self.block.requests.is_empty() {
+            self.send(&mut reuse);
+        }
+        while self.joined < self.sent {
+            self.join_next(&mut reuse);
+        }
+        self.senders.clear();
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+        self.grouping.assign(threads)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +363,34 @@ limits = [
         // The largest group (3 requests) on thread 0, the next two (2 each) on thread 1 then 1.
         assert_eq!(a.requests, vec![3, 4]);
         assert_eq!(a.first_matched_ms, Some(1));
+    }
+
+    #[test]
+    fn identifiers_extracted_on_threads_group_as_on_one() {
+        let config = config();
+        let requests: Vec<Request> = (0..5000u64)
+            .map(|i| {
+                // Address k shares its user with the addresses equal to it modulo 20.
+                let k = i * 7 % 251;
+                let user = (i % 3 == 0).then(|| format!("u{}", k % 20));
+                with_user(&format!("192.0.2.{k}"), user.as_deref(), i)
+            })
+            .collect();
+        let mut one = Grouping::new(&config);
+        requests.iter().for_each(|r| one.add(&config, r));
+        let one = one.assign(3);
+        for threads in [1, 2, 3] {
+            let mut many = ThreadedGrouping::new(&config, threads);
+            let mut back = 0;
+            for r in &requests {
+                many.add(r.clone(), |_| back += 1);
+            }
+            let many = many.assign(3, |_| back += 1);
+            assert_eq!(many, one, "{threads} threads");
+            assert_eq!(back, requests.len());
+        }
+        assert_eq!(one.groups, 20);
+        assert!(one.requests.iter().all(|&n| n > 0));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use edgelimit_engine::Config;
 use super::decisions::{DecisionLog, DecisionsReport};
 use super::denial_spans::DenialSpans;
 use super::engine::{EdgeReplay, Share, PREPARE_AHEAD};
-use super::groups::{Assignment, Grouping};
+use super::groups::{Assignment, ThreadedGrouping};
 use super::outage::Outages;
 use super::report::{ConfigReport, RuleReport, Settlements};
 use super::run::EdgeRunOptions;
@@ -54,7 +54,10 @@ pub fn one_thread_reason(config: &Config, options: &EdgeRunOptions) -> Option<&'
             "a `global` section: a global limit's pool is shared by every identifier of a region",
         );
     }
-    if options.baseline.is_some() {
+    if options.regions.assign.is_some() || options.regions.rtt.is_some() {
+        return Some("--assign-regions and --rtt: regions are a `global` section's");
+    }
+    if options.baseline.is_some() || options.baseline_overrides.is_some() {
         return Some(
             "--baseline: the two configurations are compared request by request, and their \
              identifiers are not grouped together",
@@ -110,9 +113,10 @@ pub fn run_threads(
         .as_deref()
         .map(DecisionLog::create)
         .transpose()?;
-    // The first pass: which requests share state.
+    // The first pass: which requests share state, the identifiers extracted on the threads
+    // that will replay.
     let pass_cpu = thread_cpu_seconds();
-    let mut grouping = Grouping::new(&config);
+    let mut grouping = ThreadedGrouping::new(&config, threads);
     let mut progress = Progress::new(options.progress, &options.source);
     let mut reader = TraceReader::open_requests(
         &options.source,
@@ -124,13 +128,12 @@ pub fn run_threads(
         if request.logged.is_some() {
             return Ok(Err(WORKER_LOG));
         }
-        grouping.add(&config, &request);
-        reader.recycle(request);
+        grouping.add(request, |done| reader.recycle(done));
         progress.tick();
     }
     progress.finish();
+    let assignment = grouping.assign(threads, |done| reader.recycle(done));
     drop(reader);
-    let assignment = grouping.assign(threads);
     let grouping_cpu = thread_cpu_seconds().zip(pass_cpu).map(|(b, a)| b - a);
     // The second: each request to its thread.
     let mut progress = Progress::new(options.progress, &options.source);
