@@ -467,7 +467,7 @@ impl EdgeReplay {
                         && decision.retry_after_ms > 0
                         && item.limit.policy.algorithm() != Algorithm::Concurrency
                     {
-                        spans.add(local_ms);
+                        spans.add(local_ms, &item.limit.name, &item.identifier);
                     }
                 }
                 if down {
