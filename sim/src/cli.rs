@@ -177,11 +177,12 @@ pub struct ReplayArgs {
     /// [default: home=50,local=1].
     #[arg(long, value_name = "SPEC", requires = "config", value_parser = parse_rtt)]
     pub rtt: Option<RttSpec>,
-    /// Threads to replay on [default: every core]: the clients (with --config, groups of
-    /// requests sharing no state) are split over them, the output is the same for any number.
-    /// A store replay (--store) runs on one, and so does a --config replay whose state spans
-    /// identifiers: a `global` section, --baseline, --overrides, --outage, idempotent,
-    /// concurrency or settled limits, the Worker's own log, a denial cache that could fill.
+    /// Threads to replay on [default: every core; with --config, one]: the clients (with
+    /// --config, groups of requests sharing no state) are split over them, the output is the
+    /// same for any number. A store replay (--store) runs on one, and so does a --config replay
+    /// whose state spans identifiers: a `global` section, --baseline, --overrides, --outage,
+    /// idempotent, concurrency or settled limits, the Worker's own log, a denial cache that
+    /// could fill.
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// Policies and outputs.
@@ -473,7 +474,9 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
     if args.key != Key::Ip {
         bail!("--config takes each limit's identifier from the configuration: drop --key");
     }
-    let threads = threads(args.threads);
+    // One thread unless asked: split, the replay reads the whole trace before it starts, which
+    // on few cores costs more than the split gains (docs/sim.md, "Every core").
+    let threads = args.threads.unwrap_or(1);
     // Split over threads, the replay reads the trace twice (`config::parallel`): standard
     // input is kept in a temporary file for it (removed when the report is made).
     let spooled = match args.trace.as_os_str() == "-" && threads > 1 {
