@@ -249,3 +249,30 @@ fn a_denial_cache_that_could_fill_replays_on_one_thread_and_says_why() {
     assert!(reason.contains("denial cache"), "{reason}");
     assert_eq!(outputs(&options, 1), outputs(&options, 2));
 }
+
+/// Standard input is kept in a temporary file for the split's second pass (`sim replay -`).
+#[test]
+fn standard_input_over_threads_reports_what_one_thread_does() {
+    let dir = TempDir::new("sim-config-threads-stdin");
+    let json_path = dir.path().join("report.json");
+    let trace = data("apache_logs.gz");
+    let config = data("three-rules.toml");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["replay", "-", "--config"])
+        .arg(&config)
+        .args(["--threads", "2", "-q", "--json"])
+        .arg(&json_path)
+        .stdin(std::fs::File::open(&trace).unwrap())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let mut piped = json(&std::fs::read_to_string(&json_path).unwrap());
+    let mut report = run_config_on(&options(&trace, &config, None), 1).unwrap();
+    report.elapsed_ms = 0;
+    let mut one = json(&report.to_json());
+    for value in [&mut piped, &mut one] {
+        value["elapsed_ms"] = 0.into();
+        value["trace"]["name"] = "".into();
+    }
+    assert_eq!(piped, one);
+}
