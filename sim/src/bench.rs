@@ -13,7 +13,9 @@ use std::time::Instant;
 use edgelimit::Policy;
 
 use crate::bundled;
+use crate::config::groups::ThreadedGrouping;
 use crate::config::outage::Outages;
+use crate::config::parallel::ThreadedReplay;
 use crate::config::whatif::Answered;
 use crate::config::{EdgeReplay, PREPARE_AHEAD};
 use crate::error::SimError;
@@ -152,6 +154,15 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
     }
     if options.config_events > 0 {
         rows.extend(config_rows(options.config_events, CONFIG_IDENTIFIERS)?);
+        if options.threads > 1 {
+            for threads in [1, options.threads] {
+                rows.extend(config_threaded_row(
+                    options.config_events,
+                    CONFIG_IDENTIFIERS,
+                    threads,
+                )?);
+            }
+        }
     }
     if options.large_events > 0 {
         let mut counts = vec![1];
@@ -172,6 +183,15 @@ pub fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, SimError> {
             options.large_config_events,
             options.large_clients,
         )?);
+        if options.threads > 1 {
+            for threads in [1, options.threads] {
+                rows.extend(config_threaded_row(
+                    options.large_config_events,
+                    options.large_clients,
+                    threads,
+                )?);
+            }
+        }
     }
     if options.memory_events > 0 {
         rows.push(memory_row(options, &policies)?);
@@ -458,6 +478,125 @@ fn config_rows(events: u64, identifiers: u32) -> Result<Vec<BenchRow>, SimError>
         &replay,
         None,
     )])
+}
+
+/// The configuration replay end to end as `sim replay --config --threads N` runs it, each
+/// request built from the generated trace where the replay would read and parse it: on one
+/// thread, built, prepared and stepped by one thread; on more, a first pass building every
+/// request to find the groups sharing state (`config::groups`: the identifiers extracted on
+/// the replay threads, the groups joined on the building one), then a second building each
+/// again and handing it to its replay thread, and the threads' counts merged. The requests are
+/// built twice, as a trace is read twice. `busiest cpu s` is the critical path: the first
+/// pass, then the busier of the handing thread and the replay threads, then the merge — the
+/// wall time on a machine with a core free for each thread.
+/// With more than one thread, two rows follow: the CPU seconds of the first pass and of the
+/// busiest replay thread. A row whose denial cache could have been full says so: `sim replay`
+/// would then replay on one thread (`config::parallel`).
+fn config_threaded_row(
+    events: u64,
+    identifiers: u32,
+    threads: usize,
+) -> Result<Vec<BenchRow>, SimError> {
+    let config = edgelimit_engine::config::file::parse(BENCH_CONFIG, "bench")?;
+    let cpu0 = process_cpu_seconds();
+    let since = |a: Option<f64>| thread_cpu_seconds().zip(a).map(|(b, a)| b - a);
+    let ((n, critical, parts), mut m) = measure(|| {
+        let start = thread_cpu_seconds();
+        let mut text = String::new();
+        if threads <= 1 {
+            let mut replay = EdgeReplay::new(config.clone(), Outages::default(), false)?;
+            let mut answered = Answered::default();
+            let mut ahead: std::collections::VecDeque<Request> =
+                std::collections::VecDeque::with_capacity(PREPARE_AHEAD + 1);
+            let mut spare: Vec<Request> = Vec::new();
+            let mut events = heavy_tailed(events, identifiers);
+            let mut n = 0u64;
+            loop {
+                if let Some(ev) = events.next() {
+                    let mut request = spare.pop().unwrap_or_default();
+                    bench_request(&ev, &mut request, &mut text);
+                    replay.prepare(&request);
+                    ahead.push_back(request);
+                    if ahead.len() <= PREPARE_AHEAD {
+                        continue;
+                    }
+                }
+                let Some(request) = ahead.pop_front() else {
+                    break;
+                };
+                replay.step(&request, &mut answered)?;
+                spare.push(request);
+                n += 1;
+            }
+            let _ = replay.rule_reports();
+            return Ok((n, since(start), None));
+        }
+        let mut spare: Vec<Request> = Vec::new();
+        let mut grouping = ThreadedGrouping::new(&config, threads);
+        for ev in heavy_tailed(events, identifiers) {
+            let mut request = spare.pop().unwrap_or_default();
+            bench_request(&ev, &mut request, &mut text);
+            grouping.add(request, |done| spare.push(done));
+        }
+        let assignment = grouping.assign(threads, |done| spare.push(done));
+        let grouped = since(start);
+        let handing = thread_cpu_seconds();
+        let mut replay = ThreadedReplay::new(&config, &assignment, false)?;
+        for ev in heavy_tailed(events, identifiers) {
+            let mut request = spare.pop().unwrap_or_default();
+            bench_request(&ev, &mut request, &mut text);
+            replay.push(request)?;
+            replay.recycle(|spent| spare.push(spent));
+        }
+        let handed = since(handing);
+        let merging = thread_cpu_seconds();
+        let (merged, cpu) = replay.finish(&config, &assignment)?;
+        let merge = since(merging);
+        // The replay threads ran while this one handed requests over; the merge after both.
+        let busiest_replay = cpu
+            .into_iter()
+            .collect::<Option<Vec<f64>>>()
+            .map(|all| all.into_iter().fold(0.0, f64::max));
+        let critical = busiest_replay
+            .zip(handed)
+            .map(|(replay, handed)| replay.max(handed))
+            .zip(grouped.zip(merge))
+            .map(|(busiest, (grouped, merge))| grouped + busiest + merge);
+        // Where the denial cache could have filled, `sim replay` would replay on one thread.
+        let exact = !merged.denial_cache_could_fill;
+        Ok((
+            merged.requests(),
+            critical,
+            Some((grouped, busiest_replay, exact)),
+        ))
+    })?;
+    m.cpu = process_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+    let inexact = match parts {
+        Some((_, _, false)) => " (cache full: 1 thread)",
+        _ => "",
+    };
+    let mut row = row(
+        format!("replay --config end to end ({identifiers} ids), {threads} thread(s){inexact}"),
+        n,
+        &m,
+        None,
+    );
+    row.busiest_thread_cpu_seconds = critical;
+    let mut rows = vec![row];
+    if let Some((grouped, busiest_replay, _)) = parts {
+        for (name, cpu) in [
+            ("  … first pass: requests built, grouped", grouped),
+            ("  … busiest replay thread", busiest_replay),
+        ] {
+            let part = Measured {
+                wall: cpu.unwrap_or(0.0),
+                cpu,
+                peak_kib: None,
+            };
+            rows.push(self::row(name.into(), n, &part, None));
+        }
+    }
+    Ok(rows)
 }
 
 /// `sim replay` end to end but for the file: a generated CSV trace (uniform clients, so nearly

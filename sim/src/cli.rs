@@ -12,7 +12,7 @@ use edgelimit::Policy;
 
 use crate::bench::{self, BenchOptions};
 use crate::bundled;
-use crate::config::{self, outage::Outage, run_config, EdgeRunOptions, RegionOptions};
+use crate::config::{self, outage::Outage, run_config_on, EdgeRunOptions, RegionOptions};
 use crate::generate::{write_csv, Generator, Kind};
 use crate::input::Source;
 use crate::policy::{self, run, RunOptions, StoreChoice};
@@ -177,8 +177,12 @@ pub struct ReplayArgs {
     /// [default: home=50,local=1].
     #[arg(long, value_name = "SPEC", requires = "config", value_parser = parse_rtt)]
     pub rtt: Option<RttSpec>,
-    /// Threads to replay on [default: every core]: the clients are split over them, the output
-    /// is the same for any number. A store replay (--store) runs on one.
+    /// Threads to replay on [default: every core; with --config, one]: the clients (with
+    /// --config, groups of requests sharing no state) are split over them, the output is the
+    /// same for any number. A store replay (--store) runs on one, and so does a --config replay
+    /// whose state spans identifiers: a `global` section, --baseline, --overrides, --outage,
+    /// idempotent, concurrency or settled limits, the Worker's own log, a denial cache that
+    /// could fill.
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// Policies and outputs.
@@ -429,7 +433,7 @@ fn replay(
 fn spool_stdin() -> Result<tempfile::NamedTempFile> {
     let mut file = tempfile::NamedTempFile::new().context("making a temporary file for stdin")?;
     std::io::copy(&mut std::io::stdin().lock(), &mut file)
-        .context("keeping standard input for the charts' second pass")?;
+        .context("keeping standard input for a second pass over it")?;
     Ok(file)
 }
 
@@ -470,8 +474,20 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
     if args.key != Key::Ip {
         bail!("--config takes each limit's identifier from the configuration: drop --key");
     }
+    // One thread unless asked: split, the replay reads the whole trace before it starts, which
+    // on few cores costs more than the split gains (docs/sim.md, "Every core").
+    let threads = args.threads.unwrap_or(1);
+    // Split over threads, the replay reads the trace twice (`config::parallel`): standard
+    // input is kept in a temporary file for it (removed when the report is made).
+    let spooled = match args.trace.as_os_str() == "-" && threads > 1 {
+        true => Some(spool_stdin()?),
+        false => None,
+    };
     let options = EdgeRunOptions {
-        source: Source::File(args.trace.clone()),
+        source: match &spooled {
+            Some(file) => Source::Spooled(file.path().to_path_buf()),
+            None => Source::File(args.trace.clone()),
+        },
         read: ReadOptions {
             format: args.format,
             key: Key::Ip,
@@ -498,7 +514,7 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
         },
         decisions: args.decisions.clone(),
     };
-    let report = run_config(&options)?;
+    let report = run_config_on(&options, threads)?;
     emit(
         &args.out,
         || report.to_json(),

@@ -159,6 +159,37 @@ impl DecisionLog {
         }
     }
 
+    /// Rows written so far, the header not counted.
+    pub(super) fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Copies the next `count` rows of `share` (another decisions file being read, its header
+    /// read already) here, as they were written.
+    pub(super) fn copy_rows(
+        &mut self,
+        share: &mut csv::Reader<File>,
+        count: u64,
+        record: &mut csv::ByteRecord,
+    ) -> Result<(), SimError> {
+        for _ in 0..count {
+            let read = share
+                .read_byte_record(record)
+                .map_err(|e| SimError::io(&self.path, std::io::Error::other(e.to_string())))?;
+            if !read {
+                return Err(SimError::io(
+                    &self.path,
+                    std::io::Error::other("a replay thread's decisions ended early"),
+                ));
+            }
+            self.writer
+                .write_byte_record(record)
+                .map_err(|e| write_error(&self.path, e))?;
+            self.rows += 1;
+        }
+        Ok(())
+    }
+
     /// Fails if a write did.
     pub fn check(&mut self) -> Result<(), SimError> {
         match self.failed.take() {

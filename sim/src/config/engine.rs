@@ -11,11 +11,12 @@
 
 use std::sync::Arc;
 
-use edgelimit::{Algorithm, ManualClock, Reason};
+use edgelimit::{Algorithm, Identifier, ManualClock, Reason};
 use edgelimit_engine::{Config, Edge, Settlement};
 
 use super::against::LogCheck;
 use super::decisions::{DecisionLog, DecisionsReport, RequestRow};
+use super::denial_spans::DenialSpans;
 use super::extract::{Extracted, Replayed};
 use super::global::GlobalReplay;
 use super::outage::Outages;
@@ -25,7 +26,7 @@ use super::report::{GlobalReport, OutageReport, RuleReport};
 use super::series::Series;
 use super::store::ReplayStore;
 use super::tally::{status_slot, tally_rule, LimitTally, RuleTally, Totals, TotalsReport};
-use super::truth::{Boundary, LimitTruth};
+use super::truth::{Boundary, BoundaryPart, LimitTruth};
 use super::whatif::Answered;
 use crate::due::Due;
 use crate::error::SimError;
@@ -64,6 +65,25 @@ pub struct EdgeReplay {
     /// The configuration decided in its regions, beside this replay (the exact reference),
     /// when it has a global section.
     global: Option<GlobalReplay>,
+    /// The place in the trace of the next request stepped (counted from 0).
+    next_place: u64,
+    /// The denials its denial cache kept, counted when the replay is one share of a trace's
+    /// requests ([`EdgeReplay::count_denials`]).
+    denial_spans: Option<DenialSpans>,
+}
+
+/// What one replay of a share of a trace's requests (those of some identifiers) counted, to be
+/// merged with the other shares' into what one replay of them all reports.
+#[derive(Debug)]
+pub(super) struct Share {
+    pub(super) totals: Totals,
+    pub(super) rules: Vec<RuleTally>,
+    /// Per rule, per limit: the identifiers it denied most, named.
+    pub(super) tops: Vec<Vec<Vec<(Identifier, u64)>>>,
+    /// Per limit name: its boundary metrics over the share.
+    pub(super) boundaries: Vec<(Arc<str>, BoundaryPart)>,
+    pub(super) series: Series,
+    pub(super) denial_spans: Option<DenialSpans>,
 }
 
 /// How many requests ahead of its step a request is best prepared ([`EdgeReplay::prepare`]):
@@ -173,6 +193,8 @@ impl EdgeReplay {
             region_names: Vec::new(),
             rtt: None,
             global: None,
+            next_place: 0,
+            denial_spans: None,
         })
     }
 
@@ -292,9 +314,72 @@ impl EdgeReplay {
         }
     }
 
+    /// Counts the denials its denial cache keeps, per span of the cache's time (see
+    /// `DenialSpans`): for a replay of one share of a trace's requests.
+    pub(super) fn count_denials(&mut self) {
+        let config = self.edge.config();
+        if config.denial_cache > 0 && config.denial_cache_ms > 0 {
+            self.denial_spans = Some(DenialSpans::new(config.denial_cache_ms));
+        }
+    }
+
+    /// Starts the charts' series at `start_ms`, the first time a whole replay of the trace
+    /// counts (see `Series::starting_at`).
+    pub(super) fn start_series_at(&mut self, start_ms: u64) {
+        self.series = Series::starting_at(self.edge.config().rules.len(), start_ms);
+    }
+
+    /// Rows written to the decisions file so far, when one is written.
+    pub(super) fn decision_rows(&self) -> Option<u64> {
+        self.decisions.as_ref().map(DecisionLog::rows)
+    }
+
+    /// Replays the request at `place` in the trace (counted from 0): a replay of a share of
+    /// the trace's requests steps each at its place in the whole, so that of equal windows the
+    /// one a whole replay reports is found (see `LimitTruth::at_request`).
+    pub(super) fn step_at(
+        &mut self,
+        place: u64,
+        request: &Request,
+        answered: &mut Answered,
+    ) -> Result<(), SimError> {
+        self.next_place = place;
+        self.step(request, answered)
+    }
+
+    /// What this replay of a share counted, its decisions file flushed.
+    pub(super) fn into_share(mut self) -> Result<Share, SimError> {
+        self.finish_decisions()?;
+        let ids = self.edge.limiter().store().identifiers();
+        let boundaries = self
+            .truths
+            .iter_mut()
+            .map(|(name, truth)| (name.clone(), truth.finish_part(&ids)))
+            .collect();
+        let tops = self
+            .rules
+            .iter()
+            .map(|rule| rule.limits.iter().map(|l| l.top_named(&ids)).collect())
+            .collect();
+        drop(ids);
+        Ok(Share {
+            totals: std::mem::take(&mut self.totals),
+            rules: std::mem::take(&mut self.rules),
+            tops,
+            boundaries,
+            series: self.series.clone(),
+            denial_spans: self.denial_spans.take(),
+        })
+    }
+
     /// Replays one request; `answered` receives what was answered (for `--baseline`).
     pub fn step(&mut self, request: &Request, answered: &mut Answered) -> Result<(), SimError> {
         let local_ms = request.time_ms;
+        let place = self.next_place;
+        self.next_place += 1;
+        for (_, truth) in &mut self.truths {
+            truth.at_request(place);
+        }
         self.apply_overrides(local_ms)?;
         self.land_until(local_ms)?;
         let duration = request.duration_ms.map(u64::from);
@@ -322,6 +407,7 @@ impl EdgeReplay {
             decisions,
             region_names,
             global,
+            denial_spans,
             ..
         } = self;
         extracted.next_request(edge.config(), request);
@@ -375,6 +461,15 @@ impl EdgeReplay {
                 forwarded
             };
             for (item, decision) in decided.check.items().iter().zip(&verdict.decisions) {
+                // What the limiter keeps in its denial cache (`Limiter::remember`).
+                if let Some(spans) = denial_spans.as_mut() {
+                    if decision.reason == Reason::OverLimit
+                        && decision.retry_after_ms > 0
+                        && item.limit.policy.algorithm() != Algorithm::Concurrency
+                    {
+                        spans.add(local_ms, &item.limit.name, &item.identifier);
+                    }
+                }
                 if down {
                     totals.outage_failed_open += u64::from(decision.reason == Reason::FailedOpen);
                     totals.outage_fallback += u64::from(decision.reason == Reason::Fallback);

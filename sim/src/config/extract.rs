@@ -8,7 +8,9 @@ use std::collections::{HashMap, VecDeque};
 
 use edgelimit::Identifier;
 use edgelimit_engine::plan::MatchedRules;
-use edgelimit_engine::{Config, IdentifierSource, Incoming, LogLine, RequestView, RuleLimit};
+use edgelimit_engine::{
+    Config, IdentifierSource, Incoming, LogLine, Missing, RequestView, RuleLimit,
+};
 use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 
@@ -72,6 +74,10 @@ struct Prepared {
     /// The identifiers' hashes (`identifiers::hash`), to fetch what they will read.
     hashes: SmallVec<[u64; 4]>,
 }
+
+/// The key of the bucket a limit with `missing = "shared"` counts requests without an
+/// identifier in (see [`Extracted::state_keys`]).
+pub(super) const SHARED: u64 = u64::MAX;
 
 /// Where a configured limit lives: it identifies the limit while the configuration is held.
 fn address(applied: &RuleLimit) -> usize {
@@ -175,6 +181,42 @@ impl Extracted {
             hashes,
         });
         &self.prepared.back().expect("just pushed").hashes
+    }
+
+    /// Adds to `keys` the hash of every identifier `request`'s limits decide it by — each
+    /// limit of each rule it matches, extracted as its step extracts it — and [`SHARED`] for
+    /// a limit counting requests without an identifier in one shared bucket. Requests with no
+    /// key in common share no state (hashes equal by chance only join more of them). Returns
+    /// whether it matches a rule.
+    pub(super) fn state_keys(
+        &mut self,
+        config: &Config,
+        request: &Request,
+        keys: &mut Vec<u64>,
+    ) -> bool {
+        let mut values = self.fresh_values();
+        let mut matched = false;
+        for rule in &config.rules {
+            if !rule.matches(request) {
+                continue;
+            }
+            matched = true;
+            for applied in &rule.limits {
+                let Some(slot) = self.slot(applied) else {
+                    continue;
+                };
+                if values[slot].is_none() {
+                    values[slot] = Some(self.extract(slot, request));
+                }
+                match &values[slot] {
+                    Some(Some(identifier)) => keys.push(identifiers::hash(identifier.as_bytes())),
+                    _ if applied.missing == Missing::Shared => keys.push(SHARED),
+                    _ => {}
+                }
+            }
+        }
+        self.recycle(values);
+        matched
     }
 
     /// The identifiers' hashes of the request prepared `back` requests before the latest one.

@@ -22,21 +22,26 @@
 //!   tallied.
 //! - `global`: a configuration with a `global` section decided in its regions (a `GlobalStore`
 //!   per region over one home), compared with the exact reference (the replay itself).
-//! - [`run`]: one replay end to end.
+//! - [`run`]: one replay end to end; [`parallel`]: over threads, the requests split into
+//!   `groups` sharing no state (`denial_spans`: whether the denial cache could have joined
+//!   them).
 //! - [`report`]: what it measured, with [`series`] (the charts' data) and [`names`] (identifiers
 //!   as shown), rendered as text by [`table`], as a page by [`html`], as JSON by
 //!   [`ConfigReport::to_json`] — all through the report kit (`crate::report`).
 
 pub mod against;
 pub mod decisions;
+mod denial_spans;
 pub mod engine;
 mod extract;
 mod global;
+pub mod groups;
 pub mod html;
 pub mod identifiers;
 pub mod names;
 pub mod outage;
 pub mod overrides;
+pub mod parallel;
 pub mod prefetch;
 mod ready;
 pub mod report;
@@ -53,5 +58,5 @@ pub mod whatif;
 
 pub use engine::{EdgeReplay, PREPARE_AHEAD};
 pub use report::ConfigReport;
-pub use run::{run_config, EdgeRunOptions, RegionOptions};
+pub use run::{run_config, run_config_on, EdgeRunOptions, RegionOptions};
 pub use tally::TotalsReport;

@@ -11,6 +11,7 @@ use super::decisions::DecisionLog;
 use super::engine::{EdgeReplay, PREPARE_AHEAD};
 use super::outage::{Outage, Outages};
 use super::overrides::Overrides;
+use super::parallel;
 use super::report::{ConfigReport, RegionReport, RegionsReport, Settlements};
 use super::whatif::{Answered, WhatIfTally};
 use crate::error::SimError;
@@ -58,8 +59,27 @@ pub struct RegionOptions {
     pub rtt: Option<RttSpec>,
 }
 
-/// Replays a trace through a configuration (and its baseline).
+/// Replays a trace through a configuration (and its baseline), on one thread.
 pub fn run_config(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
+    run_config_on(options, 1)
+}
+
+/// Replays a trace through a configuration (and its baseline) over `threads` threads where it
+/// can be split (`parallel`), on one where it cannot: the report is the same either way.
+pub fn run_config_on(options: &EdgeRunOptions, threads: usize) -> Result<ConfigReport, SimError> {
+    if threads > 1 {
+        let config = config_file::load(&options.config)?;
+        if parallel::one_thread_reason(&config, options).is_none() {
+            if let Ok(run) = parallel::run_threads(options, config, threads)? {
+                return Ok(run.report);
+            }
+        }
+    }
+    run_one(options)
+}
+
+/// The replay on one thread.
+fn run_one(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
     let started = Instant::now();
     let config = config_file::load(&options.config)?;
     let baseline = options

@@ -26,6 +26,66 @@ impl Series {
         }
     }
 
+    /// Empty series for `rules` rules whose first bucket starts at `start_ms`: where a whole
+    /// replay's would start (its first counted request's time), so that series counted over
+    /// shares of the requests [`Series::merge`] into the whole replay's.
+    pub fn starting_at(rules: usize, start_ms: u64) -> Series {
+        Series {
+            start_ms,
+            bucket_ms: 1_000,
+            rules: vec![Vec::new(); rules],
+        }
+    }
+
+    /// Doubles the buckets' width (merging pairs) until they are `bucket_ms` wide.
+    fn widen_to(&mut self, bucket_ms: u64) {
+        while self.bucket_ms < bucket_ms {
+            self.widen();
+        }
+    }
+
+    /// Doubles the buckets' width, merging pairs.
+    fn widen(&mut self) {
+        self.bucket_ms *= 2;
+        for counts in &mut self.rules {
+            let merged: Vec<[u64; 2]> = counts
+                .chunks(2)
+                .map(|pair| {
+                    pair.iter()
+                        .fold([0, 0], |acc, c| [acc[0] + c[0], acc[1] + c[1]])
+                })
+                .collect();
+            *counts = merged;
+        }
+    }
+
+    /// Adds `other`'s counts, both started at the same time ([`Series::starting_at`]): the
+    /// narrower is widened to the wider's buckets, as one series counting both would have been.
+    pub fn merge(&mut self, mut other: Series) {
+        if other.bucket_ms == 0 {
+            return;
+        }
+        if self.bucket_ms == 0 {
+            *self = other;
+            return;
+        }
+        debug_assert_eq!(
+            self.start_ms, other.start_ms,
+            "series merged from one start"
+        );
+        self.widen_to(other.bucket_ms);
+        other.widen_to(self.bucket_ms);
+        for (mine, theirs) in self.rules.iter_mut().zip(other.rules) {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), [0, 0]);
+            }
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                m[0] += t[0];
+                m[1] += t[1];
+            }
+        }
+    }
+
     /// Counts one request of `rule` at `time_ms`.
     pub fn add(&mut self, rule: usize, time_ms: u64, denied: bool) {
         if self.bucket_ms == 0 {
@@ -34,17 +94,7 @@ impl Series {
         }
         let mut bucket = (time_ms.saturating_sub(self.start_ms) / self.bucket_ms) as usize;
         while bucket >= MAX_BUCKETS {
-            self.bucket_ms *= 2;
-            for counts in &mut self.rules {
-                let merged: Vec<[u64; 2]> = counts
-                    .chunks(2)
-                    .map(|pair| {
-                        pair.iter()
-                            .fold([0, 0], |acc, c| [acc[0] + c[0], acc[1] + c[1]])
-                    })
-                    .collect();
-                *counts = merged;
-            }
+            self.widen();
             bucket = (time_ms.saturating_sub(self.start_ms) / self.bucket_ms) as usize;
         }
         let Some(counts) = self.rules.get_mut(rule) else {
@@ -73,5 +123,25 @@ mod tests {
         assert!(s.rules.iter().all(|r| r.len() <= MAX_BUCKETS));
         assert_eq!(s.bucket_ms, 16_000, "one hour in 240 buckets: 16 s each");
         assert_eq!(s.start_ms, 10_000);
+    }
+
+    #[test]
+    fn series_counted_apart_merge_into_one_counted_whole() {
+        let hour = 3_600_000;
+        let times: Vec<u64> = (0..5000u64).map(|i| 10_000 + i * i * 17 % hour).collect();
+        let mut whole = Series::new(2);
+        let mut parts = [
+            Series::starting_at(2, times[0]),
+            Series::starting_at(2, times[0]),
+        ];
+        for (i, &t) in times.iter().enumerate() {
+            whole.add(i % 2, t, i % 3 == 0);
+            // One share sees only the first 100 requests: its buckets stay narrow.
+            parts[usize::from(i >= 100 && i % 5 != 0)].add(i % 2, t, i % 3 == 0);
+        }
+        let [mut merged, other] = parts;
+        merged.merge(other);
+        assert!(whole.bucket_ms > 1_000);
+        assert_eq!(merged, whole);
     }
 }

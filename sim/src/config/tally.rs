@@ -99,6 +99,42 @@ const STATUSES: [u16; 5] = [200, 400, 403, 429, 503];
 const OTHER_STATUS: usize = STATUSES.len();
 
 impl LimitTally {
+    /// The identifiers this limit denied most (up to 10), most denied first, ties by
+    /// identifier: named by `ids`, so that shares of a replay holding distinct identifiers can
+    /// be merged (the whole's ten are among the shares' tens).
+    pub(super) fn top_named(&self, ids: &Identifiers) -> Vec<(Identifier, u64)> {
+        let mut top: Vec<(&Identifier, u64)> = (0u32..)
+            .zip(&self.top)
+            .filter(|(_, n)| **n > 0)
+            .map(|(id, n)| (ids.name(id), *n))
+            .collect();
+        sort_top(&mut top);
+        top.into_iter()
+            .take(TOP)
+            .map(|(id, n)| (id.clone(), n))
+            .collect()
+    }
+
+    /// Adds another share's counts (not its identifiers: see [`LimitTally::top_named`]).
+    pub(super) fn add_counts(&mut self, other: &LimitTally) {
+        self.checked += other.checked;
+        self.denied += other.denied;
+        self.over_limit += other.over_limit;
+        self.cached_denial += other.cached_denial;
+        self.failed_closed += other.failed_closed;
+        self.fallback_denied += other.fallback_denied;
+        self.refused += other.refused;
+        self.answered += other.answered;
+        self.missing += other.missing;
+        self.skipped += other.skipped;
+        self.failed_open += other.failed_open;
+        self.fallback_admitted += other.fallback_admitted;
+        self.soft_exceeded += other.soft_exceeded;
+        self.staged_shadow_denied += other.staged_shadow_denied;
+        self.staged_enforced_denied += other.staged_enforced_denied;
+        self.blocked += other.blocked;
+    }
+
     /// The report of `applied` from this tally, its identifiers named by `ids` and its boundary
     /// metrics found in `boundaries` by the limit's name.
     pub(super) fn report(
@@ -107,12 +143,18 @@ impl LimitTally {
         ids: &Identifiers,
         boundaries: &[(Arc<str>, Boundary)],
     ) -> LimitReport {
-        let mut top: Vec<(&Identifier, u64)> = (0u32..)
-            .zip(&self.top)
-            .filter(|(_, n)| **n > 0)
-            .map(|(id, n)| (ids.name(id), *n))
-            .collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        self.report_with(applied, self.top_named(ids), boundaries)
+    }
+
+    /// The report of `applied` from these counts, `top` the identifiers it denied most (up to
+    /// 10, most denied first) and its boundary metrics found in `boundaries` by the limit's
+    /// name.
+    pub(super) fn report_with(
+        &self,
+        applied: &RuleLimit,
+        top: Vec<(Identifier, u64)>,
+        boundaries: &[(Arc<str>, Boundary)],
+    ) -> LimitReport {
         let boundary = boundaries
             .iter()
             .find(|(n, _)| *n == applied.limit.name)
@@ -146,9 +188,8 @@ impl LimitTally {
             staged_shadow: self.staged_shadow_denied,
             top_identifiers: top
                 .into_iter()
-                .take(10)
                 .map(|(id, denied)| TopIdentifier {
-                    identifier: display_identifier(id),
+                    identifier: display_identifier(&id),
                     denied,
                 })
                 .collect(),
@@ -157,7 +198,60 @@ impl LimitTally {
     }
 }
 
+/// How many of a limit's most denied identifiers are reported.
+const TOP: usize = 10;
+
+/// Most denied first, then by identifier.
+fn sort_top<I: Ord>(top: &mut [(I, u64)]) {
+    top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+}
+
+/// The most denied identifiers (up to 10) of shares of a limit's tally holding distinct
+/// identifiers, each share's as [`LimitTally::top_named`] gives them.
+pub(super) fn merged_top(
+    shares: impl IntoIterator<Item = Vec<(Identifier, u64)>>,
+) -> Vec<(Identifier, u64)> {
+    let mut top: Vec<(Identifier, u64)> = shares.into_iter().flatten().collect();
+    sort_top(&mut top);
+    top.truncate(TOP);
+    top
+}
+
+impl RuleTally {
+    /// Adds another share's counts, its limits' too (not their identifiers).
+    pub(super) fn add_counts(&mut self, other: &RuleTally) {
+        self.matched += other.matched;
+        self.admitted += other.admitted;
+        self.denied += other.denied;
+        self.listed += other.listed;
+        self.allowlisted += other.allowlisted;
+        for (mine, theirs) in self.limits.iter_mut().zip(&other.limits) {
+            mine.add_counts(theirs);
+        }
+    }
+}
+
 impl Totals {
+    /// Adds another share's counts.
+    pub(super) fn add(&mut self, other: Totals) {
+        self.requests += other.requests;
+        for (mine, theirs) in self.statuses.iter_mut().zip(other.statuses) {
+            *mine += theirs;
+        }
+        self.unmatched += other.unmatched;
+        self.missing += other.missing;
+        self.shadow_would_deny += other.shadow_would_deny;
+        self.outage_requests += other.outage_requests;
+        self.outage_failed_open += other.outage_failed_open;
+        self.outage_fallback += other.outage_fallback;
+        self.settled += other.settled;
+        self.settle_failed += other.settle_failed;
+        self.soft_tagged += other.soft_tagged;
+        self.staged_shadow_denied += other.staged_shadow_denied;
+        self.waits_ms.extend(other.waits_ms);
+        self.blocked += other.blocked;
+    }
+
     /// The counts as reported.
     pub(super) fn report(&self) -> TotalsReport {
         let mut statuses: BTreeMap<u16, u64> = STATUSES

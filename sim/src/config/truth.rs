@@ -176,8 +176,10 @@ pub struct LimitTruth {
     /// Identifier, window start and end, and the request's place in the limit's order: of two
     /// windows as full, the earlier is reported.
     worst: Option<(u32, u64, u64, u64)>,
-    /// Requests recorded so far (their places in order).
-    recorded: u64,
+    /// The place in the trace of the request being recorded ([`LimitTruth::at_request`]) and
+    /// how many records it made so far: a record's place in order is both (see `place`).
+    request_place: u64,
+    within_request: u64,
     /// Window limits' requests not yet held against their logs (see [`LimitTruth::record`]).
     pending: Vec<Pending>,
     /// How many are held before they are decided.
@@ -187,6 +189,8 @@ pub struct LimitTruth {
 /// A window limit's request waiting to be held against its identifier's log.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
+    /// Its place in order (see `LimitTruth::place`).
+    seq: u64,
     at_ms: u64,
     cost: i64,
     id: u32,
@@ -198,6 +202,11 @@ struct Pending {
 /// Requests a window limit holds before deciding them against the exact logs, identifier by
 /// identifier (see [`LimitTruth::record`]).
 const BATCH: usize = 1 << 16;
+/// Bits of a record's place in order given to its place within its request (see
+/// `LimitTruth::place`): a request records a limit at most a few times, and a trace holds fewer
+/// than 2^44 requests.
+const RECORDS_PER_REQUEST_BITS: u32 = 20;
+
 // A place in the batch is kept in 32 bits.
 const _: () = assert!(BATCH <= u32::MAX as usize);
 
@@ -292,10 +301,27 @@ impl LimitTruth {
             fallback_false_denies: 0,
             max_in_window: 0,
             worst: None,
-            recorded: 0,
+            request_place: 0,
+            within_request: 0,
             pending: Vec::new(),
             batch: BATCH,
         })
+    }
+
+    /// The records that follow are of the request at `place` in the trace (counted from 0):
+    /// of two windows as full, the one reached at the earlier place is reported, so a replay
+    /// split over threads, each thread seeing only some requests, picks the one a whole replay
+    /// picks. Without it, records are placed in the order made.
+    pub fn at_request(&mut self, place: u64) {
+        self.request_place = place;
+        self.within_request = 0;
+    }
+
+    /// The next record's place in order: the request's place, then the record's within it.
+    fn place(&mut self) -> u64 {
+        let within = self.within_request;
+        self.within_request += 1;
+        (self.request_place << RECORDS_PER_REQUEST_BITS) + within
     }
 
     /// Lands the requests in flight under a concurrency limit that ended by `now_ms` (call
@@ -324,8 +350,7 @@ impl LimitTruth {
         admitted: bool,
         duration: Option<u64>,
     ) {
-        let seq = self.recorded;
-        self.recorded += 1;
+        let seq = self.place();
         if let Some(flights) = &mut self.flights {
             let (exact, in_flight) =
                 flights.record(identifier, at_ms, cost, duration, admitted, None);
@@ -337,6 +362,7 @@ impl LimitTruth {
             return;
         }
         self.pending.push(Pending {
+            seq,
             at_ms,
             cost,
             id: identifier,
@@ -352,7 +378,6 @@ impl LimitTruth {
     /// Holds the pending requests against their identifiers' logs.
     fn flush(&mut self) {
         let mut pending = std::mem::take(&mut self.pending);
-        let first_seq = self.recorded - pending.len() as u64;
         // Sorted as keys (identifier, place in the batch) of one word each, lighter to move than
         // the records. The places are in order already, so a stable sort by identifier alone
         // gives each identifier's requests in time order: a radix sort, two or three passes over
@@ -430,8 +455,7 @@ impl LimitTruth {
                 }
                 id.sum += cost;
                 let start = id.admitted_front_ms;
-                let seq = first_seq + u64::from(in_batch);
-                self.consider(id.sum, seq, (p.id, start, t));
+                self.consider(id.sum, p.seq, (p.id, start, t));
             }
         }
         (self.states, self.place) = (states, place);
@@ -510,6 +534,55 @@ impl LimitTruth {
             fallback_false_allows: self.fallback_false_allows,
             fallback_false_denies: self.fallback_false_denies,
         }
+    }
+}
+
+/// A limit's boundary metrics over one share of the requests (a replay thread's), with the
+/// place in order of its worst window: what [`Boundary::merged`] joins.
+#[derive(Debug, Clone)]
+pub struct BoundaryPart {
+    /// The metrics of this share.
+    pub boundary: Boundary,
+    /// Where its worst window was reached (see [`LimitTruth::at_request`]).
+    worst_place: Option<u64>,
+}
+
+impl LimitTruth {
+    /// [`LimitTruth::finish`], keeping where the worst window was reached for a merge.
+    pub fn finish_part(&mut self, identifiers: &Identifiers) -> BoundaryPart {
+        let boundary = self.finish(identifiers);
+        BoundaryPart {
+            boundary,
+            worst_place: self.worst.map(|w| w.3),
+        }
+    }
+}
+
+impl Boundary {
+    /// The metrics of one limit over shares of the requests that share no identifier: counts
+    /// add up, and the worst window is the fullest of the shares', of equal ones the one reached
+    /// earliest in the trace — what one replay of all of them reports. `None` without parts.
+    pub fn merged(parts: &[BoundaryPart]) -> Option<Boundary> {
+        let worst = parts
+            .iter()
+            .filter(|p| p.worst_place.is_some())
+            .min_by_key(|p| {
+                (
+                    std::cmp::Reverse(p.boundary.max_admitted_in_window),
+                    p.worst_place,
+                )
+            });
+        let mut merged = worst.or(parts.first())?.boundary.clone();
+        let sum = |count: fn(&Boundary) -> u64| parts.iter().map(|p| count(&p.boundary)).sum();
+        merged.decided = sum(|b| b.decided);
+        merged.false_allows = sum(|b| b.false_allows);
+        merged.false_denies = sum(|b| b.false_denies);
+        merged.fallback_decided = sum(|b| b.fallback_decided);
+        merged.fallback_false_allows = sum(|b| b.fallback_false_allows);
+        merged.fallback_false_denies = sum(|b| b.fallback_false_denies);
+        merged.wrongly_allowed_pct = pct(merged.false_allows, merged.decided);
+        merged.wrongly_limited_pct = pct(merged.false_denies, merged.decided);
+        Some(merged)
     }
 }
 
