@@ -236,7 +236,7 @@ pub struct ThreadedReplay {
 
 impl ThreadedReplay {
     /// Threads replaying `config` as `assignment` splits the requests; with `decisions`, each
-    /// writes its rows to a scratch file, put back in trace order by [`Merged::write_decisions`].
+    /// writes its rows to a scratch file, put back in trace order by `Merged::write_decisions`.
     pub fn new(
         config: &Config,
         assignment: &Assignment,
