@@ -15,7 +15,9 @@ echo "-- cargo package --workspace (verified)"
 # verification builds the dependency tree once per crate. It gets a target directory of its own,
 # without debug info, removed afterwards: the builds are only compiled, never run or debugged,
 # and a rerun must not reuse an earlier run's builds of the packaged crates.
-verify_target="$(mktemp -d "${TMPDIR:-/tmp}/edgelimit-package.XXXXXX")"
+# Inside target/, on the disk that holds the builds (a temporary directory may be a small tmpfs).
+verify_target="$PWD/target/package-verify"
+rm -rf "$verify_target"
 trap 'rm -rf "$verify_target"' EXIT
 # --allow-dirty: the tests before this one leave their outputs in the work tree.
 CARGO_TARGET_DIR="$verify_target" CARGO_PROFILE_DEV_DEBUG=0 \
