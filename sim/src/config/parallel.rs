@@ -26,7 +26,7 @@ use super::denial_spans::DenialSpans;
 use super::engine::{EdgeReplay, Share, PREPARE_AHEAD};
 use super::groups::{Assignment, ThreadedGrouping};
 use super::outage::Outages;
-use super::report::{ConfigReport, RuleReport, Settlements};
+use super::report::{ConfigReport, RuleReport};
 use super::run::EdgeRunOptions;
 use super::series::Series;
 use super::tally::{merged_top, Totals};
@@ -37,7 +37,6 @@ use crate::input::Source;
 use crate::policy::thread_cpu_seconds;
 use crate::progress::Progress;
 use crate::readers::{Request, TraceReader};
-use crate::report::json::{TOOL, VERSION};
 
 /// Requests handed to a thread at a time.
 const BLOCK: usize = 1 << 12;
@@ -158,34 +157,16 @@ pub fn run_threads(
         Some(log) => Some(merged.write_decisions(log, &assignment)?),
         None => None,
     };
-    let totals = merged.totals.report();
     let report = ConfigReport {
-        tool: TOOL,
-        version: VERSION,
-        config: options.config.display().to_string(),
-        trace: reader.stats(),
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        requests: totals.requests,
-        admitted: totals.admitted,
-        denied: totals.denied,
-        unmatched: totals.unmatched,
-        statuses: totals.statuses,
-        missing_identifiers: totals.missing_identifiers,
-        shadow_would_deny: totals.shadow_would_deny,
-        exceeding: totals.exceeding,
-        regions: None,
-        global: None,
         decisions,
-        overrides: None,
-        settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
-            settled: totals.settled,
-            failed: totals.settle_failed,
-        }),
-        rules: merged.rules,
-        outage: None,
-        against_log: None,
-        whatif: None,
-        series: merged.series,
+        ..ConfigReport::of_totals(
+            options.config.display().to_string(),
+            reader.stats(),
+            started.elapsed().as_millis() as u64,
+            merged.totals.report(),
+            merged.rules,
+            merged.series,
+        )
     };
     Ok(Ok(ThreadedRun {
         report,

@@ -355,6 +355,49 @@ pub struct ConfigReport {
 }
 
 impl ConfigReport {
+    /// The report of a replay of `config` over `trace` that took `elapsed_ms`, its counts from
+    /// `totals`, with `rules` and `series`; the sections only some replays have (regions,
+    /// global, decisions, overrides, outage, the Worker's log, what-if) start empty.
+    pub(super) fn of_totals(
+        config: String,
+        trace: ReadStats,
+        elapsed_ms: u64,
+        totals: super::tally::TotalsReport,
+        rules: Vec<RuleReport>,
+        series: Series,
+    ) -> ConfigReport {
+        ConfigReport {
+            tool: crate::report::json::TOOL,
+            version: crate::report::json::VERSION,
+            config,
+            trace,
+            elapsed_ms,
+            requests: totals.requests,
+            admitted: totals.admitted,
+            denied: totals.denied,
+            unmatched: totals.unmatched,
+            statuses: totals.statuses,
+            missing_identifiers: totals.missing_identifiers,
+            shadow_would_deny: totals.shadow_would_deny,
+            exceeding: totals.exceeding,
+            regions: None,
+            global: None,
+            decisions: None,
+            overrides: None,
+            settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
+                settled: totals.settled,
+                failed: totals.settle_failed,
+            }),
+            rules,
+            outage: None,
+            against_log: None,
+            whatif: None,
+            series,
+        }
+    }
+}
+
+impl ConfigReport {
     /// The JSON text.
     pub fn to_json(&self) -> String {
         json::to_json(self)

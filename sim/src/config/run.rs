@@ -12,14 +12,13 @@ use super::engine::{EdgeReplay, PREPARE_AHEAD};
 use super::outage::{Outage, Outages};
 use super::overrides::Overrides;
 use super::parallel;
-use super::report::{ConfigReport, RegionReport, RegionsReport, Settlements};
+use super::report::{ConfigReport, RegionReport, RegionsReport};
 use super::whatif::{Answered, WhatIfTally};
 use crate::error::SimError;
 use crate::input::Source;
 use crate::progress::Progress;
 use crate::readers::{Format, ReadOptions, Request, RequestOptions, TraceReader};
 use crate::regions::{AssignSpec, Attribution, Regions, Rtt, RttSpec};
-use crate::report::json::{TOOL, VERSION};
 
 /// What to replay and how.
 #[derive(Debug, Clone)]
@@ -192,34 +191,15 @@ fn run_one(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
         (Some(regions), Some(rtt)) => Some(regions_report(regions, rtt)),
         _ => None,
     };
-    let totals = candidate.totals();
     let against_log = candidate
         .log_check()
         .filter(|_| reader.stats().format == Some(Format::Edgelimit))
         .map(|c| c.finish());
     Ok(ConfigReport {
-        tool: TOOL,
-        version: VERSION,
-        config: options.config.display().to_string(),
-        trace: reader.stats(),
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        requests: totals.requests,
-        admitted: totals.admitted,
-        denied: totals.denied,
-        unmatched: totals.unmatched,
-        statuses: totals.statuses,
-        missing_identifiers: totals.missing_identifiers,
-        shadow_would_deny: totals.shadow_would_deny,
-        exceeding: totals.exceeding,
         regions,
         global: candidate.global_report(),
         decisions,
         overrides: candidate.applied_overrides().cloned(),
-        settlements: (totals.settled + totals.settle_failed > 0).then_some(Settlements {
-            settled: totals.settled,
-            failed: totals.settle_failed,
-        }),
-        rules: candidate.rule_reports(),
         outage: (!options.outages.is_empty()).then(|| candidate.outage_report()),
         against_log,
         whatif: whatif.map(|(replay, tally)| {
@@ -227,7 +207,14 @@ fn run_one(options: &EdgeRunOptions) -> Result<ConfigReport, SimError> {
             whatif.baseline_overrides = replay.applied_overrides().cloned();
             whatif
         }),
-        series: candidate.series().clone(),
+        ..ConfigReport::of_totals(
+            options.config.display().to_string(),
+            reader.stats(),
+            started.elapsed().as_millis() as u64,
+            candidate.totals(),
+            candidate.rule_reports(),
+            candidate.series().clone(),
+        )
     })
 }
 
