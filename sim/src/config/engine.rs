@@ -582,20 +582,14 @@ impl EdgeReplay {
             .rules
             .iter()
             .zip(&self.rules)
-            .map(|(rule, tally)| RuleReport {
-                name: rule.name.clone(),
-                shadow: rule.shadow,
-                matched: tally.matched,
-                admitted: tally.admitted,
-                denied: tally.denied,
-                listed: tally.listed,
-                allowlisted: tally.allowlisted,
-                limits: rule
+            .map(|(rule, tally)| {
+                let limits = rule
                     .limits
                     .iter()
                     .zip(&tally.limits)
                     .map(|(applied, t)| t.report(applied, &ids, &boundaries))
-                    .collect(),
+                    .collect();
+                tally.report(rule, limits)
             })
             .collect()
     }

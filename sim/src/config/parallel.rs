@@ -452,15 +452,8 @@ impl Merged {
             .iter()
             .zip(&tallies)
             .enumerate()
-            .map(|(r, (rule, tally))| RuleReport {
-                name: rule.name.clone(),
-                shadow: rule.shadow,
-                matched: tally.matched,
-                admitted: tally.admitted,
-                denied: tally.denied,
-                listed: tally.listed,
-                allowlisted: tally.allowlisted,
-                limits: rule
+            .map(|(r, (rule, tally))| {
+                let limits = rule
                     .limits
                     .iter()
                     .zip(&tally.limits)
@@ -469,7 +462,8 @@ impl Merged {
                         let top = merged_top(tops.iter().map(|share| share[r][l].clone()));
                         t.report_with(applied, top, &boundaries)
                     })
-                    .collect(),
+                    .collect();
+                tally.report(rule, limits)
             })
             .collect();
         let denial_cache_could_fill =

@@ -56,6 +56,26 @@ pub(super) struct RuleTally {
     pub(super) limits: Vec<LimitTally>,
 }
 
+impl RuleTally {
+    /// What `rule` did, as reported, with its limits' reports `limits` (in its limits' order).
+    pub(super) fn report(
+        &self,
+        rule: &Rule,
+        limits: Vec<super::report::LimitReport>,
+    ) -> super::report::RuleReport {
+        super::report::RuleReport {
+            name: rule.name.clone(),
+            shadow: rule.shadow,
+            matched: self.matched,
+            admitted: self.admitted,
+            denied: self.denied,
+            listed: self.listed,
+            allowlisted: self.allowlisted,
+            limits,
+        }
+    }
+}
+
 /// Request-level counts.
 #[derive(Debug, Default)]
 pub(super) struct Totals {
