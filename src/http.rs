@@ -283,6 +283,53 @@ impl<'a> FieldText<'a> {
     }
 }
 
+/// Which sets of rate-limit header fields an answer carries. `Retry-After` goes with every
+/// denial that a wait lifts, whatever the sets: RFC 9110 gives it that meaning on a 429 or 503.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldSets {
+    /// `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
+    pub ratelimit: bool,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`, the fields most
+    /// clients written before the draft read.
+    pub x_ratelimit: bool,
+}
+
+impl FieldSets {
+    /// Both sets: what an answer carries unless configured otherwise.
+    pub const ALL: FieldSets = FieldSets {
+        ratelimit: true,
+        x_ratelimit: true,
+    };
+    /// Neither set (`Retry-After` alone, on denials).
+    pub const NONE: FieldSets = FieldSets {
+        ratelimit: false,
+        x_ratelimit: false,
+    };
+
+    /// `self` with the set named `name` (`ratelimit` or `x-ratelimit`, any case); an error
+    /// naming the sets there are when `name` is none of them.
+    pub fn with_set(self, name: &str) -> Result<FieldSets, String> {
+        let mut sets = self;
+        if name.eq_ignore_ascii_case("ratelimit") {
+            sets.ratelimit = true;
+        } else if name.eq_ignore_ascii_case("x-ratelimit") {
+            sets.x_ratelimit = true;
+        } else {
+            return Err(format!(
+                "`{name}` is not a set of header fields: `ratelimit` (RateLimit-Policy and \
+                 RateLimit) or `x-ratelimit` (X-RateLimit-Limit, -Remaining and -Reset)"
+            ));
+        }
+        Ok(sets)
+    }
+}
+
+impl Default for FieldSets {
+    fn default() -> FieldSets {
+        FieldSets::ALL
+    }
+}
+
 /// One request's decided limits as the HTTP layer answers them. The binding limit — the one the
 /// `X-RateLimit-*` trio and the problem body describe — and `Retry-After` are found once, here.
 #[derive(Debug, Clone, Copy)]
@@ -290,6 +337,7 @@ pub struct Answer<'r, 'a> {
     reports: &'r [LimitReport<'a>],
     binding: Option<&'r LimitReport<'a>>,
     retry_after: Option<u64>,
+    sets: FieldSets,
 }
 
 impl<'r, 'a> Answer<'r, 'a> {
@@ -322,7 +370,13 @@ impl<'r, 'a> Answer<'r, 'a> {
             reports,
             binding: longest_denial.or(tightest),
             retry_after,
+            sets: FieldSets::ALL,
         }
+    }
+
+    /// This answer carrying only the header fields of `sets` ([`FieldSets::ALL`] unless set).
+    pub fn with_fields(self, sets: FieldSets) -> Answer<'r, 'a> {
+        Answer { sets, ..self }
     }
 
     /// The limit the answer is about: the denial with the longest wait, else the limit with the
@@ -344,8 +398,9 @@ impl<'r, 'a> Answer<'r, 'a> {
 
     /// The response header fields at `now_ms` (the time the decisions were made), in a stable
     /// order: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-Limit`, `X-RateLimit-Remaining`,
-    /// `X-RateLimit-Reset` (seconds, like `t`), and `Retry-After` when denied. Empty when there is
-    /// nothing to report.
+    /// `X-RateLimit-Reset` (seconds, like `t`) — of those, the sets the answer carries
+    /// ([`Answer::with_fields`]) — and `Retry-After` when denied. Empty when there is nothing to
+    /// report.
     pub fn headers(&self, now_ms: u64) -> Vec<(&'static str, String)> {
         self.header_fields(now_ms)
             .iter()
@@ -363,50 +418,54 @@ impl<'r, 'a> Answer<'r, 'a> {
         // room for the fields a host adds, `Cache-Control` and the shadow header).
         fields.text.reserve(2 * FieldText::SHORT + 64);
         fields.fields.reserve(8);
-        let mut policies = FieldText::new(&mut fields.text);
-        for (i, r) in self.reports.iter().enumerate() {
-            if i > 0 {
-                policies.str(", ");
-            }
-            policies.sf_string(r.name);
-            policies.str(";q=");
-            policies.number(r.quota());
-            if r.policy.algorithm() != Algorithm::Concurrency {
-                policies.str(";w=");
-                policies.number(r.window_seconds());
-            }
-            if let Some(unit) = r.quota_unit() {
-                policies.str(";qu=");
-                policies.sf_string(unit);
-            }
-        }
-        fields.end("RateLimit-Policy");
-        let mut states = FieldText::new(&mut fields.text);
-        for (i, r) in self.reports.iter().enumerate() {
-            if i > 0 {
-                states.str(", ");
-            }
-            states.sf_string(r.name);
-            states.str(";r=");
-            states.number(r.decision.remaining);
-            if let Some(t) = r.reset_seconds(now_ms) {
-                states.str(";t=");
-                states.number(t);
-            }
-        }
-        fields.end("RateLimit");
         fn number(fields: &mut HeaderFields, name: &'static str, n: u64) {
             FieldText::new(&mut fields.text).number(n);
             fields.end(name);
         }
-        number(&mut fields, "X-RateLimit-Limit", binding.quota());
-        number(
-            &mut fields,
-            "X-RateLimit-Remaining",
-            binding.decision.remaining,
-        );
-        if let Some(t) = binding.reset_seconds(now_ms) {
-            number(&mut fields, "X-RateLimit-Reset", t);
+        if self.sets.ratelimit {
+            let mut policies = FieldText::new(&mut fields.text);
+            for (i, r) in self.reports.iter().enumerate() {
+                if i > 0 {
+                    policies.str(", ");
+                }
+                policies.sf_string(r.name);
+                policies.str(";q=");
+                policies.number(r.quota());
+                if r.policy.algorithm() != Algorithm::Concurrency {
+                    policies.str(";w=");
+                    policies.number(r.window_seconds());
+                }
+                if let Some(unit) = r.quota_unit() {
+                    policies.str(";qu=");
+                    policies.sf_string(unit);
+                }
+            }
+            fields.end("RateLimit-Policy");
+            let mut states = FieldText::new(&mut fields.text);
+            for (i, r) in self.reports.iter().enumerate() {
+                if i > 0 {
+                    states.str(", ");
+                }
+                states.sf_string(r.name);
+                states.str(";r=");
+                states.number(r.decision.remaining);
+                if let Some(t) = r.reset_seconds(now_ms) {
+                    states.str(";t=");
+                    states.number(t);
+                }
+            }
+            fields.end("RateLimit");
+        }
+        if self.sets.x_ratelimit {
+            number(&mut fields, "X-RateLimit-Limit", binding.quota());
+            number(
+                &mut fields,
+                "X-RateLimit-Remaining",
+                binding.decision.remaining,
+            );
+            if let Some(t) = binding.reset_seconds(now_ms) {
+                number(&mut fields, "X-RateLimit-Reset", t);
+            }
         }
         if let Some(seconds) = self.retry_after {
             number(&mut fields, "Retry-After", seconds);
@@ -651,6 +710,52 @@ mod tests {
         let short: Policy = "fixed 5/200ms".parse().unwrap();
         let r = report("api", &short, &d);
         assert_eq!(r.window_seconds(), 1);
+    }
+
+    #[test]
+    fn an_answer_carries_the_field_sets_it_is_given_and_retry_after_always() {
+        let p: Policy = "fixed 5/10s".parse().unwrap();
+        let denied = decision(false, 0, 10_000, 4_000);
+        let reports = [report("a", &p, &denied)];
+        let names = |sets: FieldSets| -> Vec<&'static str> {
+            let answer = Answer::new(&reports).with_fields(sets);
+            answer
+                .headers(0)
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect()
+        };
+        let everything = names(FieldSets::ALL);
+        assert_eq!(
+            everything,
+            [
+                "RateLimit-Policy",
+                "RateLimit",
+                "X-RateLimit-Limit",
+                "X-RateLimit-Remaining",
+                "X-RateLimit-Reset",
+                "Retry-After"
+            ]
+        );
+        assert_eq!(names(FieldSets::default()), everything);
+        let draft = FieldSets::NONE.with_set("RateLimit").unwrap();
+        assert_eq!(
+            names(draft),
+            ["RateLimit-Policy", "RateLimit", "Retry-After"]
+        );
+        let legacy = FieldSets::NONE.with_set("x-ratelimit").unwrap();
+        assert_eq!(
+            names(legacy),
+            [
+                "X-RateLimit-Limit",
+                "X-RateLimit-Remaining",
+                "X-RateLimit-Reset",
+                "Retry-After"
+            ]
+        );
+        assert_eq!(names(FieldSets::NONE), ["Retry-After"]);
+        let e = FieldSets::NONE.with_set("ratelimit-headers").unwrap_err();
+        assert!(e.contains("`ratelimit-headers`"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use edgelimit::control::list::{Candidates, Gate, ListProbe};
+use edgelimit::http::FieldSets;
 use edgelimit::{Check, CheckItem, Identifier, Verdict};
 use smallvec::SmallVec;
 
@@ -86,6 +87,8 @@ pub struct Plan<'c> {
     deny_scope: SmallVec<[&'c str; 4]>,
     /// Whether responses carry `X-EdgeLimit-Shadow` (the configuration's `shadow_header`).
     pub(crate) shadow_header: bool,
+    /// The rate-limit header fields responses carry (the configuration's `headers`).
+    pub(crate) headers: FieldSets,
     /// Per item of the shadow check, in order: why a limit of an enforced rule is decided
     /// there (`soft`, or left out by its staged enforcement), `None` for a shadow rule's limit.
     /// Held inline up to four: no allocation per request.
@@ -137,6 +140,7 @@ impl Config {
             settles,
             deny_scope: SmallVec::new(),
             shadow_header: self.shadow_header,
+            headers: self.headers,
             shadow_kinds: SmallVec::new(),
         };
         // What the request offers the lists, only when a list can apply: the dynamic ones are

@@ -260,7 +260,7 @@ impl<'c> Plan<'c> {
             outcome.decided_at_ms = Some(verdict.decided_at_ms);
             let reports = Reports::new(check, verdict);
             let reports = reports.reports(self);
-            let answer = Answer::new(&reports);
+            let answer = Answer::new(&reports).with_fields(self.headers);
             outcome.status = answer.status().unwrap_or(200);
             if outcome.status == 200 {
                 outcome.delay_ms = verdict
@@ -353,7 +353,7 @@ impl<'c> Plan<'c> {
             Some((check, verdict)) if outcome.denied.is_none() && self.refused.is_none() => {
                 let reports = Reports::new(check, verdict);
                 let reports = reports.reports(self);
-                let answer = Answer::new(&reports);
+                let answer = Answer::new(&reports).with_fields(self.headers);
                 Some(Written {
                     headers: answer.header_fields(verdict.decided_at_ms),
                     problem: answer.problem(Some(path)).map(Box::new),

@@ -141,7 +141,7 @@ impl LimitResult {
                 unit: None,
             })
             .collect();
-        let answer = Answer::new(&reports);
+        let answer = Answer::new(&reports).with_fields(setup.headers);
         let binding = answer.binding().map(|b| *b.decision);
         let decisions = decisions_in_order(setup, call, enforced, shadow);
         let problem = answer

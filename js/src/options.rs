@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgelimit::control::valid_tier_name;
+use edgelimit::http::FieldSets;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::policy::parse_window;
 use edgelimit::store::DEFAULT_NAMESPACE;
@@ -80,6 +81,9 @@ pub struct Setup {
     pub denial_cache_ms: u64,
     /// The limits, in the order given.
     pub limits: Vec<ConfiguredLimit>,
+    /// The rate-limit header fields a result's `headers` carries (`headers`, both sets unless
+    /// set), as the Worker's `headers` key.
+    pub headers: FieldSets,
 }
 
 impl Setup {
@@ -125,6 +129,7 @@ struct RawOptions {
     time: Option<String>,
     denial_cache: Option<usize>,
     denial_cache_ms: Option<u64>,
+    headers: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -220,6 +225,18 @@ impl RawOptions {
                 "every limit is a shadow limit: at least one must be enforced (or `soft`)",
             ));
         }
+        let headers = match self.headers {
+            None => FieldSets::ALL,
+            Some(names) => {
+                names
+                    .iter()
+                    .enumerate()
+                    .try_fold(FieldSets::NONE, |sets, (i, name)| {
+                        sets.with_set(name)
+                            .map_err(|why| invalid(format!("headers[{i}]"), why))
+                    })?
+            }
+        };
         Ok(Setup {
             url,
             token,
@@ -229,6 +246,7 @@ impl RawOptions {
             denial_cache: self.denial_cache.unwrap_or(DEFAULT_DENIAL_CACHE),
             denial_cache_ms: self.denial_cache_ms.unwrap_or(DEFAULT_DENIAL_CACHE_MS),
             limits,
+            headers,
         })
     }
 }
@@ -374,13 +392,14 @@ mod tests {
         assert_eq!(l.limit.policy.to_string(), "gcra 10/1s burst 20");
         assert_eq!(l.limit.fail_mode, FailMode::Open);
         assert!(!l.shadow);
+        assert_eq!(s.headers, FieldSets::ALL);
     }
 
     #[test]
     fn every_knob_is_read() {
         let s = setup(json!({
             "url": "https://x.upstash.io", "token": "t", "namespace": "app.v2", "timeout": 80,
-            "time": "local", "denialCache": 0, "denialCacheMs": 500,
+            "time": "local", "denialCache": 0, "denialCacheMs": 500, "headers": ["ratelimit"],
             "limits": [
                 { "name": "a", "policy": "fixed 5/1m", "fail": "closed" },
                 { "name": "b", "policy": "sliding-counter 1000/1h", "fail": "fallback 10%", "shadow": true },
@@ -392,6 +411,7 @@ mod tests {
         assert_eq!(s.timeout, Duration::from_millis(80));
         assert_eq!(s.time, TimeMode::Local);
         assert_eq!((s.denial_cache, s.denial_cache_ms), (0, 500));
+        assert_eq!(s.headers, FieldSets::NONE.with_set("ratelimit").unwrap());
         assert_eq!(s.limits[0].limit.fail_mode, FailMode::Closed);
         assert_eq!(
             s.limits[1].limit.fail_mode,
@@ -450,6 +470,11 @@ mod tests {
                 "invalid value",
             ),
             (Box::new(|o| o["time"] = json!("utc")), "time", "neither"),
+            (
+                Box::new(|o| o["headers"] = json!(["ratelimit", "draft"])),
+                "headers[1]",
+                "`draft`",
+            ),
             (Box::new(|o| o["limits"] = json!([])), "limits", "empty"),
             (
                 Box::new(|o| o["timout"] = json!(5)),

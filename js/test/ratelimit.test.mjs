@@ -142,6 +142,23 @@ test("costs: whole, per limit, above capacity, refunds and looks", async () => {
   assert.match(JSON.parse(r.problem.body).detail, /can ever admit/);
 });
 
+test("the headers option chooses the sets of rate-limit fields; a denial keeps Retry-After", async () => {
+  const limits = [{ name: "only", policy: "fixed 1/1h" }];
+  const sets = async (headers) => {
+    const rl = ratelimit(limits, headers === undefined ? {} : { headers });
+    const id = fresh();
+    return [await rl.limit(id), await rl.limit(id)].map((r) => Object.keys(r.headers).sort());
+  };
+  const draft = ["RateLimit", "RateLimit-Policy"];
+  const legacy = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"];
+  const both = [...draft, ...legacy].sort();
+  assert.deepEqual(await sets(undefined), [both, [...both, "Retry-After"].sort()]);
+  assert.deepEqual(await sets(["ratelimit"]), [draft, [...draft, "Retry-After"].sort()]);
+  assert.deepEqual(await sets(["x-ratelimit"]), [legacy, [...legacy, "Retry-After"].sort()]);
+  assert.deepEqual(await sets([]), [[], ["Retry-After"]]);
+  assert.throws(() => ratelimit(limits, { headers: ["legacy"] }), (e) => e instanceof EdgelimitError && e.code === "invalid_option" && e.path === "headers[0]");
+});
+
 test("the headers describe every enforced limit and the binding one", async () => {
   const rl = ratelimit([
     { name: "burst", policy: "gcra 10/1s burst 20" },

@@ -123,6 +123,12 @@ export interface RatelimitOptions {
    * time: how long a `reset` elsewhere takes to reach this instance.
    */
   denialCacheMs?: number;
+  /**
+   * The rate-limit header fields a result's `headers` carries: `"ratelimit"` (`RateLimit-Policy`
+   * and `RateLimit`, the IETF draft) and `"x-ratelimit"` (`X-RateLimit-Limit`, `-Remaining`,
+   * `-Reset`); both unless set. `Retry-After` goes with every denial a wait lifts either way.
+   */
+  headers?: ("ratelimit" | "x-ratelimit")[];
   /** The `fetch` carrying the requests; the global `fetch` unless set. */
   fetch?: FetchLike;
 }

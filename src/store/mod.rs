@@ -9,6 +9,7 @@ mod expiry_index;
 pub mod key;
 mod key_hasher;
 mod memory;
+#[cfg(any(feature = "rest", all(feature = "resp", not(target_arch = "wasm32"))))]
 mod redis_control;
 mod remembered;
 mod reservation;

@@ -313,6 +313,7 @@ impl<'de> serde::Deserialize<'de> for ResultValue {
 }
 
 /// The `/pipeline` body of one plain command: `[["GET", "key"]]`.
+#[cfg(feature = "rest")]
 pub(crate) fn plain_pipeline_body(parts: &[String]) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(&[parts])
         .map_err(|e| StoreError::Protocol(format!("cannot encode the pipeline: {e}")))

@@ -1,8 +1,9 @@
 //! What the layer adds to a request, beside tower-governor, in one run: the same axum service
 //! (one route answering "ok") alone, behind tower-governor (governor's GCRA, keyed by peer
 //! address; without and with its headers) and behind edgelimit-tower (the same GCRA in
-//! `MemoryStore`, keyed by peer address; the configuration's default of consulting the store's
-//! deny and allow lists, and without them), every request admitted, peers rotating over 1,024
+//! `MemoryStore`, keyed by peer address; both sets of rate-limit fields, and the draft's alone;
+//! the configuration's default of consulting the store's deny and allow lists, and without
+//! them), every request admitted, peers rotating over 1,024
 //! addresses. Then edgelimit-tower on a local Redis, for the latency it adds.
 //!
 //! 1. Wall and CPU time per request, on a tokio runtime of 1 and of 2 worker threads (four
@@ -47,14 +48,16 @@ enum Variant {
     Governor,
     GovernorHeaders,
     Edgelimit,
+    EdgelimitDraftFields,
     EdgelimitLists,
 }
 
-const VARIANTS: [Variant; 5] = [
+const VARIANTS: [Variant; 6] = [
     Variant::Bare,
     Variant::Governor,
     Variant::GovernorHeaders,
     Variant::Edgelimit,
+    Variant::EdgelimitDraftFields,
     Variant::EdgelimitLists,
 ];
 
@@ -65,6 +68,7 @@ impl Variant {
             Variant::Governor => "tower-governor",
             Variant::GovernorHeaders => "tower-governor, headers",
             Variant::Edgelimit => "edgelimit-tower",
+            Variant::EdgelimitDraftFields => "edgelimit-tower, draft fields only",
             Variant::EdgelimitLists => "edgelimit-tower, lists",
         }
     }
@@ -75,15 +79,22 @@ impl Variant {
             Variant::Governor => "governor",
             Variant::GovernorHeaders => "governor-headers",
             Variant::Edgelimit => "edgelimit",
+            Variant::EdgelimitDraftFields => "edgelimit-draft-fields",
             Variant::EdgelimitLists => "edgelimit-lists",
         }
     }
 }
 
-/// The GCRA per peer on `/api/`, as edgelimit writes it.
-fn config(lists: bool) -> Config {
-    ConfigBuilder::new()
-        .dynamic_lists(lists)
+/// The GCRA per peer on `/api/`, as edgelimit writes it; the store's lists consulted or not,
+/// and either both sets of rate-limit fields (the default) or the draft's alone
+/// (`headers = ["ratelimit"]`).
+fn config(variant: Variant) -> Config {
+    let builder = ConfigBuilder::new().dynamic_lists(variant == Variant::EdgelimitLists);
+    let builder = match variant {
+        Variant::EdgelimitDraftFields => builder.headers(&["ratelimit"]),
+        _ => builder,
+    };
+    builder
         .rule(
             RuleBuilder::new("api")
                 .path_prefix("/api/")
@@ -120,11 +131,12 @@ fn service(variant: Variant) -> Router {
                 .finish()
                 .expect("a governor configuration"),
         ))),
-        Variant::Edgelimit | Variant::EdgelimitLists => routes().layer(
-            Builder::new(config(variant == Variant::EdgelimitLists))
-                .build(MemoryStore::new())
-                .expect("a layer"),
-        ),
+        Variant::Edgelimit | Variant::EdgelimitDraftFields | Variant::EdgelimitLists => routes()
+            .layer(
+                Builder::new(config(variant))
+                    .build(MemoryStore::new())
+                    .expect("a layer"),
+            ),
     }
 }
 
@@ -372,7 +384,7 @@ fn on_redis(options: &Options) {
     let bare = routes();
     let memory = service(Variant::Edgelimit);
     let limited = rt.block_on(async {
-        let config = config(false);
+        let config = config(Variant::Edgelimit);
         let store = redis_store(&redis.url(), &config).await.expect("Redis");
         layered(config, store)
     });

@@ -62,6 +62,13 @@ impl ConfigBuilder {
         self.set("dynamic_lists", json!(on))
     }
 
+    /// The sets of rate-limit header fields responses carry (`headers`, default both):
+    /// `ratelimit` (`RateLimit-Policy`, `RateLimit`) and `x-ratelimit` (`X-RateLimit-Limit`,
+    /// `-Remaining`, `-Reset`); none for `&[]`. `Retry-After` goes with denials either way.
+    pub fn headers(self, sets: &[&str]) -> ConfigBuilder {
+        self.set("headers", json!(sets))
+    }
+
     /// How many denied identifiers this process remembers (`denial_cache`, 0 off).
     pub fn denial_cache(self, entries: usize) -> ConfigBuilder {
         self.set("denial_cache", json!(entries))

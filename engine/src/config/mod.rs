@@ -12,6 +12,7 @@ mod validate;
 
 use std::time::Duration;
 
+use edgelimit::http::FieldSets;
 use edgelimit::TimeMode;
 
 use crate::config::global::Global;
@@ -155,6 +156,10 @@ pub struct Config {
     /// configured, since shadow mode is meant to go unnoticed by clients — attackers included.
     /// A debugging aid; the log line, metrics and `sim` report shadow decisions either way.
     pub shadow_header: bool,
+    /// The rate-limit header fields answers carry (`headers = ["ratelimit", "x-ratelimit"]`,
+    /// both unless configured; `[]` for neither): a deployment whose clients read only the
+    /// draft's fields need not send the older trio on every response.
+    pub headers: FieldSets,
 }
 
 impl Config {

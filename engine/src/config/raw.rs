@@ -33,6 +33,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) list_sources: Vec<String>,
     pub(super) shadow_header: Option<bool>,
+    pub(super) headers: Option<Vec<String>>,
     pub(super) store: Option<String>,
     pub(super) objects: Option<u32>,
     pub(super) admin_path: Option<String>,

@@ -1,3 +1,4 @@
+use edgelimit::http::FieldSets;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::net::AddressGrouping;
 use edgelimit::{FailMode, Limit};
@@ -32,6 +33,35 @@ fn a_minimal_config_takes_the_documented_defaults() {
     assert_eq!((limit.cost, limit.missing), (1, Missing::Shared));
     assert_eq!(limit.limit.fail_mode, FailMode::Open);
     assert_eq!(limit.source, IdentifierSource::ClientIp(Default::default()));
+}
+
+#[test]
+fn header_sets_are_read_by_name_and_an_unknown_one_is_refused_where_written() {
+    assert_eq!(
+        Config::from_value(minimal()).unwrap().headers,
+        FieldSets::ALL
+    );
+    let mut v = minimal();
+    v["headers"] = json!(["ratelimit"]);
+    let sets = Config::from_value(v).unwrap().headers;
+    assert!(sets.ratelimit && !sets.x_ratelimit);
+    let mut v = minimal();
+    v["headers"] = json!([]);
+    assert_eq!(Config::from_value(v).unwrap().headers, FieldSets::NONE);
+    let mut v = minimal();
+    v["headers"] = json!(["ratelimit", "x-rate-limit"]);
+    let e = error_of(v);
+    assert_eq!(e.field, "headers[1]", "{e}");
+    assert!(
+        e.problem.contains("`x-rate-limit`") && e.problem.contains("`x-ratelimit`"),
+        "{e}"
+    );
+    let mut v = minimal();
+    v["headers"] = json!("ratelimit");
+    assert!(
+        error_of(v).field.contains("headers"),
+        "a list, not a string"
+    );
 }
 
 #[test]

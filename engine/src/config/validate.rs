@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use edgelimit::http::FieldSets;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::net::AddressGrouping;
 use edgelimit::store::DEFAULT_NAMESPACE;
@@ -104,6 +105,18 @@ impl RawConfig {
                 format!("`{request_id_header}` is not a header name"),
             ));
         }
+        let headers = match self.headers {
+            None => FieldSets::ALL,
+            Some(names) => {
+                names
+                    .iter()
+                    .enumerate()
+                    .try_fold(FieldSets::NONE, |sets, (i, name)| {
+                        sets.with_set(name)
+                            .map_err(|why| ConfigError::at(format!("headers[{i}]"), why))
+                    })?
+            }
+        };
         Ok(Config {
             namespace,
             timeout: Duration::from_millis(timeout_ms),
@@ -123,6 +136,7 @@ impl RawConfig {
             list_cache_ms,
             probe_sources,
             shadow_header: self.shadow_header.unwrap_or(false),
+            headers,
             store,
             objects,
             admin_path: self.admin_path,

@@ -272,6 +272,64 @@ fn a_missing_identifier_is_handled_as_configured() {
     );
 }
 
+/// The header field names of a response, in order.
+fn field_names(ran: &Ran) -> Vec<&'static str> {
+    ran.response.headers.iter().map(|(name, _)| name).collect()
+}
+
+#[test]
+fn the_configured_header_sets_are_the_only_rate_limit_fields_answered() {
+    let req = OwnedRequest::get("h", "/api/x")
+        .with_header("cf-connecting-ip", "1.1.1.1")
+        .with_header("x-api-key", "k");
+    let run = |headers: serde_json::Value| {
+        let mut v = json!({
+            "headers": headers,
+            "rules": [{ "name": "api", "path_prefix": "/api/", "limits": [
+                { "name": "per-ip", "policy": "fixed 1/1m", "identifier": "ip" }
+            ]}]
+        });
+        if v["headers"].is_null() {
+            v.as_object_mut().unwrap().remove("headers");
+        }
+        let path = Path::new(Config::from_value(v).unwrap());
+        let admitted = path.run(&req, 0);
+        let denied = path.run(&req, 1_000);
+        assert_eq!((admitted.status(), denied.status()), (200, 429));
+        (field_names(&admitted), field_names(&denied))
+    };
+    let draft = ["RateLimit-Policy", "RateLimit"];
+    let legacy = [
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+    ];
+    let both: Vec<&str> = draft.iter().chain(&legacy).copied().collect();
+    let with = |fields: &[&'static str], extra: &[&'static str]| -> Vec<&'static str> {
+        fields.iter().chain(extra).copied().collect()
+    };
+    let denial = ["Retry-After", "Cache-Control"];
+    assert_eq!(
+        run(serde_json::Value::Null),
+        (both.clone(), with(&both, &denial)),
+        "both sets unless configured"
+    );
+    assert_eq!(
+        run(json!(["ratelimit", "x-ratelimit"])),
+        (both.clone(), with(&both, &denial))
+    );
+    assert_eq!(
+        run(json!(["ratelimit"])),
+        (draft.to_vec(), with(&draft, &denial))
+    );
+    assert_eq!(
+        run(json!(["X-RateLimit"])),
+        (legacy.to_vec(), with(&legacy, &denial))
+    );
+    // Neither set: a denial still says when to come back.
+    assert_eq!(run(json!([])), (vec![], denial.to_vec()));
+}
+
 #[test]
 fn denials_answer_429_with_headers_and_a_problem_naming_the_policy() {
     let path = Path::new(config());
