@@ -322,6 +322,17 @@ impl FieldSets {
         }
         Ok(sets)
     }
+
+    /// The sets `names` name (each as [`FieldSets::with_set`] reads it); else where the first
+    /// name that is none is (its index) and why.
+    pub fn named<S: AsRef<str>>(names: &[S]) -> Result<FieldSets, (usize, String)> {
+        names
+            .iter()
+            .enumerate()
+            .try_fold(FieldSets::NONE, |sets, (i, name)| {
+                sets.with_set(name.as_ref()).map_err(|why| (i, why))
+            })
+    }
 }
 
 impl Default for FieldSets {

@@ -227,15 +227,8 @@ impl RawOptions {
         }
         let headers = match self.headers {
             None => FieldSets::ALL,
-            Some(names) => {
-                names
-                    .iter()
-                    .enumerate()
-                    .try_fold(FieldSets::NONE, |sets, (i, name)| {
-                        sets.with_set(name)
-                            .map_err(|why| invalid(format!("headers[{i}]"), why))
-                    })?
-            }
+            Some(names) => FieldSets::named(&names)
+                .map_err(|(i, why)| invalid(format!("headers[{i}]"), why))?,
         };
         Ok(Setup {
             url,

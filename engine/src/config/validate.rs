@@ -107,15 +107,8 @@ impl RawConfig {
         }
         let headers = match self.headers {
             None => FieldSets::ALL,
-            Some(names) => {
-                names
-                    .iter()
-                    .enumerate()
-                    .try_fold(FieldSets::NONE, |sets, (i, name)| {
-                        sets.with_set(name)
-                            .map_err(|why| ConfigError::at(format!("headers[{i}]"), why))
-                    })?
-            }
+            Some(names) => FieldSets::named(&names)
+                .map_err(|(i, why)| ConfigError::at(format!("headers[{i}]"), why))?,
         };
         Ok(Config {
             namespace,
