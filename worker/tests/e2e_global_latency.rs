@@ -30,7 +30,11 @@
 //! - **The table**: per run, the latency the limiter adds (each answer's latency less the median
 //!   latency of requests through the same Worker that no rule limits), p50 and p99; the home's
 //!   script calls (Redis `INFO commandstats`) per request; admitted; false denied; the most
-//!   admitted in one (identifier, window) against the limit.
+//!   admitted in one (identifier, window) against the limit. Then the added latency of the
+//!   shared identifiers' bursts alone, of the trickles alone, and of the identifier only `us`
+//!   sends to (its region alone on it decides nearly every request locally under leases: its
+//!   latency is what the harness adds to a local decision), to tell the home's round trips
+//!   from the machine's queueing.
 //!
 //! Like `tests/e2e.rs` this needs the built Worker and wrangler, so it is `#[ignore]`d in a
 //! plain `cargo test`; `scripts/test.d/worker.sh` builds the Worker and runs it.
@@ -405,6 +409,12 @@ struct Run {
     raw_p99_ms: f64,
     trickle_p50_ms: f64,
     trickle_p99_ms: f64,
+    /// The shared identifiers' bursts alone: the requests the machine queues most.
+    burst_p50_ms: f64,
+    /// The identifier only `us` sends to: a region alone on it decides nearly every request
+    /// locally, so under leases its latency is what the machine adds to a local decision.
+    us_only_p50_ms: f64,
+    us_only_p99_ms: f64,
     home_calls: u64,
     admitted: u64,
     false_denied: u64,
@@ -480,11 +490,16 @@ async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases
         .map(|r| r.latency_ms - unlimited[r.region])
         .collect();
     let mut raw: Vec<f64> = responses.iter().map(|r| r.latency_ms).collect();
-    let mut trickle: Vec<f64> = responses
-        .iter()
-        .filter(|r| !r.in_burst())
-        .map(|r| r.latency_ms - unlimited[r.region])
-        .collect();
+    let added_of = |keep: &dyn Fn(&Response) -> bool| -> Vec<f64> {
+        responses
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| r.latency_ms - unlimited[r.region])
+            .collect()
+    };
+    let mut trickle = added_of(&|r| !r.in_burst());
+    let mut burst = added_of(&|r| r.identifier != US_ONLY && r.in_burst());
+    let mut us_only = added_of(&|r| r.identifier == US_ONLY);
     Run {
         name,
         requests: responses.len(),
@@ -494,6 +509,9 @@ async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases
         raw_p99_ms: percentile(&mut raw, 0.99),
         trickle_p50_ms: percentile(&mut trickle, 0.5),
         trickle_p99_ms: percentile(&mut trickle, 0.99),
+        burst_p50_ms: percentile(&mut burst, 0.5),
+        us_only_p50_ms: percentile(&mut us_only, 0.5),
+        us_only_p99_ms: percentile(&mut us_only, 0.99),
         home_calls,
         admitted: per_window.values().sum(),
         false_denied,
@@ -640,6 +658,15 @@ async fn leases_against_one_store_at_the_home_same_load_one_run() {
     eprintln!(
         "(the trickles alone, 9 requests at a time: added p50/p99 {:.1}/{:.1} ms one store, {:.1}/{:.1} ms leases)",
         single.trickle_p50_ms, single.trickle_p99_ms, leases.trickle_p50_ms, leases.trickle_p99_ms
+    );
+    eprintln!(
+        "(the shared identifiers' bursts alone: added p50 {:.1} ms one store, {:.1} ms leases; the identifier only us sends to: added p50/p99 {:.1}/{:.1} ms one store, {:.1}/{:.1} ms leases)",
+        single.burst_p50_ms,
+        leases.burst_p50_ms,
+        single.us_only_p50_ms,
+        single.us_only_p99_ms,
+        leases.us_only_p50_ms,
+        leases.us_only_p99_ms
     );
     for run in [&single, &leases] {
         eprintln!("{}: {}", run.name, by_region(&run.responses));
