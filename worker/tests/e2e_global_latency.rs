@@ -30,7 +30,8 @@
 //! - **The table**: per run, the latency the limiter adds (each answer's latency less the median
 //!   latency of requests through the same Worker that no rule limits), p50 and p99; the home's
 //!   script calls (Redis `INFO commandstats`) per request; admitted; false denied; the most
-//!   admitted in one (identifier, window) against the limit. Then the added latency of the
+//!   admitted in one (identifier, window) against the limit. Then every store's script calls
+//!   per request (the work a run asks of the stores), and the added latency of the
 //!   shared identifiers' bursts alone, of the trickles alone, and of the identifier only `us`
 //!   sends to (its region alone on it decides nearly every request locally under leases: its
 //!   latency is what the harness adds to a local decision), to tell the home's round trips
@@ -126,6 +127,11 @@ impl Backends {
     /// Calls of the deciding scripts the home's Redis has run.
     fn home_script_calls(&self) -> u64 {
         self.redis[HOME].script_calls()
+    }
+
+    /// Calls of the deciding scripts every store's Redis has run, the home's and the regions'.
+    fn all_script_calls(&self) -> u64 {
+        self.redis.iter().map(RedisServer::script_calls).sum()
     }
 }
 
@@ -416,6 +422,8 @@ struct Run {
     us_only_p50_ms: f64,
     us_only_p99_ms: f64,
     home_calls: u64,
+    /// Script calls of every store, the home's and the regions'.
+    store_calls: u64,
     admitted: u64,
     false_denied: u64,
     max_per_window: u64,
@@ -435,8 +443,10 @@ async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases
         unlimited.push(unlimited_median_ms(&http, worker, 20).await);
     }
     let home_before = backends.home_script_calls();
+    let all_before = backends.all_script_calls();
     let responses = load(&http, &workers).await;
     let home_calls = backends.home_script_calls() - home_before;
+    let store_calls = backends.all_script_calls() - all_before;
     let mut decisions = Vec::new();
     for (region, worker) in workers.iter().enumerate() {
         let sent = responses.iter().filter(|r| r.region == region).count();
@@ -513,6 +523,7 @@ async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases
         us_only_p50_ms: percentile(&mut us_only, 0.5),
         us_only_p99_ms: percentile(&mut us_only, 0.99),
         home_calls,
+        store_calls,
         admitted: per_window.values().sum(),
         false_denied,
         max_per_window: per_window.values().copied().max().unwrap_or(0),
@@ -667,6 +678,11 @@ async fn leases_against_one_store_at_the_home_same_load_one_run() {
         single.us_only_p99_ms,
         leases.us_only_p50_ms,
         leases.us_only_p99_ms
+    );
+    eprintln!(
+        "(script calls of every store, the home's and the regions', per request: {:.2} one store, {:.2} leases)",
+        single.store_calls as f64 / single.requests as f64,
+        leases.store_calls as f64 / leases.requests as f64
     );
     for run in [&single, &leases] {
         eprintln!("{}: {}", run.name, by_region(&run.responses));
