@@ -30,7 +30,12 @@
 //! - **The table**: per run, the latency the limiter adds (each answer's latency less the median
 //!   latency of requests through the same Worker that no rule limits), p50 and p99; the home's
 //!   script calls (Redis `INFO commandstats`) per request; admitted; false denied; the most
-//!   admitted in one (identifier, window) against the limit.
+//!   admitted in one (identifier, window) against the limit. Then every store's script calls
+//!   per request (the work a run asks of the stores), and the added latency of the
+//!   shared identifiers' bursts alone, of the trickles alone, and of the identifier only `us`
+//!   sends to (its region alone on it decides nearly every request locally under leases: its
+//!   latency is what the harness adds to a local decision), to tell the home's round trips
+//!   from the machine's queueing.
 //!
 //! Like `tests/e2e.rs` this needs the built Worker and wrangler, so it is `#[ignore]`d in a
 //! plain `cargo test`; `scripts/test.d/worker.sh` builds the Worker and runs it.
@@ -122,6 +127,11 @@ impl Backends {
     /// Calls of the deciding scripts the home's Redis has run.
     fn home_script_calls(&self) -> u64 {
         self.redis[HOME].script_calls()
+    }
+
+    /// Calls of the deciding scripts every store's Redis has run, the home's and the regions'.
+    fn all_script_calls(&self) -> u64 {
+        self.redis.iter().map(RedisServer::script_calls).sum()
     }
 }
 
@@ -405,7 +415,15 @@ struct Run {
     raw_p99_ms: f64,
     trickle_p50_ms: f64,
     trickle_p99_ms: f64,
+    /// The shared identifiers' bursts alone: the requests the machine queues most.
+    burst_p50_ms: f64,
+    /// The identifier only `us` sends to: a region alone on it decides nearly every request
+    /// locally, so under leases its latency is what the machine adds to a local decision.
+    us_only_p50_ms: f64,
+    us_only_p99_ms: f64,
     home_calls: u64,
+    /// Script calls of every store, the home's and the regions'.
+    store_calls: u64,
     admitted: u64,
     false_denied: u64,
     max_per_window: u64,
@@ -425,8 +443,10 @@ async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases
         unlimited.push(unlimited_median_ms(&http, worker, 20).await);
     }
     let home_before = backends.home_script_calls();
+    let all_before = backends.all_script_calls();
     let responses = load(&http, &workers).await;
     let home_calls = backends.home_script_calls() - home_before;
+    let store_calls = backends.all_script_calls() - all_before;
     let mut decisions = Vec::new();
     for (region, worker) in workers.iter().enumerate() {
         let sent = responses.iter().filter(|r| r.region == region).count();
@@ -480,11 +500,16 @@ async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases
         .map(|r| r.latency_ms - unlimited[r.region])
         .collect();
     let mut raw: Vec<f64> = responses.iter().map(|r| r.latency_ms).collect();
-    let mut trickle: Vec<f64> = responses
-        .iter()
-        .filter(|r| !r.in_burst())
-        .map(|r| r.latency_ms - unlimited[r.region])
-        .collect();
+    let added_of = |keep: &dyn Fn(&Response) -> bool| -> Vec<f64> {
+        responses
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| r.latency_ms - unlimited[r.region])
+            .collect()
+    };
+    let mut trickle = added_of(&|r| !r.in_burst());
+    let mut burst = added_of(&|r| r.identifier != US_ONLY && r.in_burst());
+    let mut us_only = added_of(&|r| r.identifier == US_ONLY);
     Run {
         name,
         requests: responses.len(),
@@ -494,7 +519,11 @@ async fn run(name: &'static str, origin: SocketAddr, backends: &Backends, leases
         raw_p99_ms: percentile(&mut raw, 0.99),
         trickle_p50_ms: percentile(&mut trickle, 0.5),
         trickle_p99_ms: percentile(&mut trickle, 0.99),
+        burst_p50_ms: percentile(&mut burst, 0.5),
+        us_only_p50_ms: percentile(&mut us_only, 0.5),
+        us_only_p99_ms: percentile(&mut us_only, 0.99),
         home_calls,
+        store_calls,
         admitted: per_window.values().sum(),
         false_denied,
         max_per_window: per_window.values().copied().max().unwrap_or(0),
@@ -640,6 +669,20 @@ async fn leases_against_one_store_at_the_home_same_load_one_run() {
     eprintln!(
         "(the trickles alone, 9 requests at a time: added p50/p99 {:.1}/{:.1} ms one store, {:.1}/{:.1} ms leases)",
         single.trickle_p50_ms, single.trickle_p99_ms, leases.trickle_p50_ms, leases.trickle_p99_ms
+    );
+    eprintln!(
+        "(the shared identifiers' bursts alone: added p50 {:.1} ms one store, {:.1} ms leases; the identifier only us sends to: added p50/p99 {:.1}/{:.1} ms one store, {:.1}/{:.1} ms leases)",
+        single.burst_p50_ms,
+        leases.burst_p50_ms,
+        single.us_only_p50_ms,
+        single.us_only_p99_ms,
+        leases.us_only_p50_ms,
+        leases.us_only_p99_ms
+    );
+    eprintln!(
+        "(script calls of every store, the home's and the regions', per request: {:.2} one store, {:.2} leases)",
+        single.store_calls as f64 / single.requests as f64,
+        leases.store_calls as f64 / leases.requests as f64
     );
     for run in [&single, &leases] {
         eprintln!("{}: {}", run.name, by_region(&run.responses));
