@@ -425,6 +425,10 @@ impl<'r, 'a> Answer<'r, 'a> {
         let Some(binding) = self.binding else {
             return fields;
         };
+        if !self.sets.ratelimit && !self.sets.x_ratelimit && self.retry_after.is_none() {
+            // Nothing to write: no buffer to allocate.
+            return fields;
+        }
         // Both lists, the three numbers and `Retry-After`: one allocation for a few limits (and
         // room for the fields a host adds, `Cache-Control` and the shadow header).
         fields.text.reserve(2 * FieldText::SHORT + 64);
