@@ -19,20 +19,39 @@ const MAX_ESCAPED_LEN: usize = 128;
 
 /// Whether `b` stands for itself in a key: `[A-Za-z0-9._~-]`; every other byte is escaped.
 fn is_unreserved(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-')
+    UNRESERVED[usize::from(b)]
 }
+
+/// [`is_unreserved`] for every byte: a key is written on every decision, a byte at a time.
+const UNRESERVED: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        table[b] = byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'~' | b'-');
+        b += 1;
+    }
+    table
+};
 
 /// Appends `bytes` escaped: unreserved bytes ([`is_unreserved`]) as is, every other as `%XX`.
 fn escape_into(out: &mut String, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in bytes {
-        if is_unreserved(b) {
-            out.push(b as char);
-        } else {
-            out.push('%');
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 15) as usize] as char);
-        }
+    let mut rest = bytes;
+    loop {
+        // Most names and identifiers escape nothing: runs of unreserved bytes go in whole.
+        let plain = rest
+            .iter()
+            .position(|&b| !is_unreserved(b))
+            .unwrap_or(rest.len());
+        out.push_str(std::str::from_utf8(&rest[..plain]).expect("unreserved bytes are ASCII"));
+        let Some((&b, after)) = rest[plain..].split_first() else {
+            return;
+        };
+        out.push('%');
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 15)] as char);
+        rest = after;
     }
 }
 
