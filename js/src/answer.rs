@@ -2,13 +2,14 @@
 //! `RateLimit` headers and, when denied, the RFC 9457 problem body — all from the library's
 //! [`edgelimit::http`], so the JavaScript side writes no header and no body of its own.
 
-use edgelimit::http::{Answer, LimitReport, PROBLEM_CONTENT_TYPE};
+use edgelimit::http::{Answer, HeaderFields, LimitReport, PROBLEM_CONTENT_TYPE};
 use edgelimit::{CheckItem, Checked, Decision, Limit, Policy, Reason, Verdict, RETRY_NEVER};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use edgelimit_engine::rules::Exceed;
 
+use crate::json::JsonText;
 use crate::options::Setup;
 use crate::request::LimitCall;
 
@@ -51,6 +52,33 @@ impl DecisionOut {
             shadow,
         }
     }
+
+    /// The decision as JSON: what `serde_json` makes of it, written by hand (crate::json).
+    pub fn to_json(&self) -> String {
+        let mut out = JsonText::with_capacity(192);
+        self.write_json(&mut out);
+        out.into_string()
+    }
+
+    fn write_json(&self, out: &mut JsonText) {
+        out.raw("{\"name\":");
+        out.string(&self.name);
+        out.raw(",\"success\":");
+        out.boolean(self.success);
+        out.raw(",\"limit\":");
+        out.number(self.limit);
+        out.raw(",\"remaining\":");
+        out.number(self.remaining);
+        out.raw(",\"reset\":");
+        out.number(self.reset);
+        out.raw(",\"retryAfterMs\":");
+        out.number_or_null(self.retry_after_ms);
+        out.raw(",\"reason\":");
+        out.string(self.reason);
+        out.raw(",\"shadow\":");
+        out.boolean(self.shadow);
+        out.raw("}");
+    }
 }
 
 /// A denial's problem body, ready to send.
@@ -84,7 +112,7 @@ pub struct LimitResult {
     /// The response header fields: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*`, and
     /// `Retry-After` when denied.
     #[serde(serialize_with = "as_map")]
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: HeaderFields,
     /// One decision per limit, in configuration order, shadow limits included.
     pub decisions: Vec<DecisionOut>,
     /// The problem body when denied.
@@ -100,7 +128,7 @@ pub struct LimitResult {
     pub exceeded: Vec<String>,
 }
 
-fn as_map<S: Serializer>(fields: &[(&'static str, String)], s: S) -> Result<S::Ok, S::Error> {
+fn as_map<S: Serializer>(fields: &HeaderFields, s: S) -> Result<S::Ok, S::Error> {
     let mut map = s.serialize_map(Some(fields.len()))?;
     for (name, value) in fields {
         map.serialize_entry(name, value)?;
@@ -177,7 +205,7 @@ impl LimitResult {
             reset: binding.map_or(decided_at, |d| d.reset_at_ms),
             retry_after: answer.retry_after_seconds(),
             reason: binding.map_or("admitted", |d| d.reason.as_str()),
-            headers: answer.headers(decided_at),
+            headers: answer.header_fields(decided_at),
             decisions,
             problem,
             decided_at,
@@ -186,9 +214,66 @@ impl LimitResult {
         }
     }
 
-    /// The outcome as the JSON the wrapper parses.
+    /// The outcome as the JSON the wrapper parses: what `serde_json` makes of it, written by
+    /// hand (crate::json).
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+        let fields = self.headers.text().len() + 32 * self.headers.len();
+        let problem = self.problem.as_ref().map_or(0, |p| p.body.len() * 2 + 96);
+        let mut out = JsonText::with_capacity(256 + fields + problem + 192 * self.decisions.len());
+        out.raw("{\"success\":");
+        out.boolean(self.success);
+        out.raw(",\"limit\":");
+        out.number(self.limit);
+        out.raw(",\"remaining\":");
+        out.number(self.remaining);
+        out.raw(",\"reset\":");
+        out.number(self.reset);
+        out.raw(",\"retryAfter\":");
+        out.number_or_null(self.retry_after);
+        out.raw(",\"reason\":");
+        out.string(self.reason);
+        out.raw(",\"headers\":{");
+        for (i, (name, value)) in self.headers.iter().enumerate() {
+            if i > 0 {
+                out.raw(",");
+            }
+            out.string(name);
+            out.raw(":");
+            out.string(value);
+        }
+        out.raw("},\"decisions\":[");
+        for (i, decision) in self.decisions.iter().enumerate() {
+            if i > 0 {
+                out.raw(",");
+            }
+            decision.write_json(&mut out);
+        }
+        out.raw("],\"problem\":");
+        match &self.problem {
+            None => out.raw("null"),
+            Some(problem) => {
+                out.raw("{\"status\":");
+                out.number(u64::from(problem.status));
+                out.raw(",\"contentType\":");
+                out.string(problem.content_type);
+                out.raw(",\"body\":");
+                out.string(&problem.body);
+                out.raw("}");
+            }
+        }
+        out.raw(",\"decidedAt\":");
+        out.number(self.decided_at);
+        out.raw(",\"delayMs\":");
+        out.number(self.delay_ms);
+        out.raw(",\"exceeded\":[");
+        for (i, name) in self.exceeded.iter().enumerate() {
+            if i > 0 {
+                out.raw(",");
+            }
+            out.string(name);
+        }
+        out.raw("]}");
+        out.into_string()
     }
 }
 
@@ -246,6 +331,17 @@ mod tests {
 
     const T0: u64 = 1_700_000_000_000;
 
+    /// The result of `call`, whose JSON must be what serde_json writes for it, and the JSON of
+    /// each of its decisions too.
+    fn result(setup: &Setup, call: &LimitCall, checked: &Checked) -> LimitResult {
+        let out = LimitResult::new(setup, call, checked);
+        assert_eq!(out.to_json(), serde_json::to_string(&out).unwrap());
+        for decision in &out.decisions {
+            assert_eq!(decision.to_json(), serde_json::to_string(decision).unwrap());
+        }
+        out
+    }
+
     /// Decides `call` in memory at `T0 + at`, as the limiter would.
     fn decide(store: &MemoryStore, call: &LimitCall, at: u64) -> Checked {
         Checked {
@@ -260,7 +356,7 @@ mod tests {
         let setup = setup();
         let store = MemoryStore::new();
         let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
-        let out = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
+        let out = result(&setup, &call, &decide(&store, &call, 0));
         assert!(out.success && out.problem.is_none() && out.retry_after.is_none());
         assert_eq!((out.limit, out.remaining, out.reason), (2, 1, "admitted"));
         assert_eq!(out.reset, T0 - T0 % 60_000 + 60_000);
@@ -296,9 +392,9 @@ mod tests {
         let store = MemoryStore::new();
         let call = LimitCall::new(&setup, "\"u\"", "{\"instance\":\"/api\"}").unwrap();
         for at in 0..2 {
-            assert!(LimitResult::new(&setup, &call, &decide(&store, &call, at)).success);
+            assert!(result(&setup, &call, &decide(&store, &call, at)).success);
         }
-        let out = LimitResult::new(&setup, &call, &decide(&store, &call, 2_000));
+        let out = result(&setup, &call, &decide(&store, &call, 2_000));
         assert!(!out.success);
         assert_eq!((out.reason, out.remaining), ("over_limit", 0));
         // Fixed windows align to the epoch: T0 is 20 s into its minute.
@@ -314,13 +410,29 @@ mod tests {
             (body["instance"].as_str(), body["retry_after"].as_u64()),
             (Some("/api"), Some(38))
         );
-        let headers: std::collections::HashMap<_, _> = out.headers.iter().cloned().collect();
-        assert_eq!(headers["Retry-After"], "38");
+        assert_eq!(out.headers.get("Retry-After"), Some("38"));
         // The shadow limit denied too, and is reported, never enforced.
         let trial = &out.decisions[0];
         assert!(trial.shadow && !trial.success && trial.retry_after_ms == Some(38_000));
         // All or nothing: the team limit was not charged by the denied request.
         assert_eq!(out.decisions[2].remaining, 3);
+    }
+
+    #[test]
+    fn a_problem_naming_any_path_crosses_as_serde_json_writes_it() {
+        let setup = setup();
+        let store = MemoryStore::new();
+        let instance = "/a \"quoted\" back\\slash\nline\u{1}é😀";
+        let options = json!({ "instance": instance }).to_string();
+        let call = LimitCall::new(&setup, "\"u\"", &options).unwrap();
+        for at in 0..2 {
+            result(&setup, &call, &decide(&store, &call, at));
+        }
+        let out = result(&setup, &call, &decide(&store, &call, 2_000));
+        let json: serde_json::Value = serde_json::from_str(&out.to_json()).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_str(json["problem"]["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body["instance"], instance);
     }
 
     #[test]
@@ -355,10 +467,12 @@ mod tests {
             local_ms: T0,
             store_ms: None,
         };
-        let out = LimitResult::new(&setup, &call, &checked);
-        let headers: std::collections::HashMap<_, _> = out.headers.iter().cloned().collect();
-        assert_eq!(headers["RateLimit"], "\"per-user\";r=0;t=40");
-        assert_eq!(headers["RateLimit-Policy"], "\"per-user\";q=2;w=60");
+        let out = result(&setup, &call, &checked);
+        assert_eq!(out.headers.get("RateLimit"), Some("\"per-user\";r=0;t=40"));
+        assert_eq!(
+            out.headers.get("RateLimit-Policy"),
+            Some("\"per-user\";q=2;w=60")
+        );
         assert_eq!(
             out.decisions[2].reason, "skipped",
             "still reported among the decisions"
@@ -382,9 +496,9 @@ mod tests {
         let store = MemoryStore::new();
         let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
         assert_eq!(call.shadow, [false, true]);
-        let first = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
+        let first = result(&setup, &call, &decide(&store, &call, 0));
         assert!(first.success && first.exceeded.is_empty());
-        let second = LimitResult::new(&setup, &call, &decide(&store, &call, 1));
+        let second = result(&setup, &call, &decide(&store, &call, 1));
         assert!(second.success, "a soft limit never refuses");
         assert_eq!(second.exceeded, ["soft-cap"]);
         assert_eq!(second.decisions[1].reason, "over_limit");
@@ -407,8 +521,8 @@ mod tests {
             let call = LimitCall::new(&setup, &format!("{id:?}"), "").unwrap();
             let picked = share.enforces("staged", id.as_bytes());
             assert_eq!(call.shadow, [!picked], "{id}");
-            assert!(LimitResult::new(&setup, &call, &decide(&store, &call, 0)).success);
-            let again = LimitResult::new(&setup, &call, &decide(&store, &call, 1));
+            assert!(result(&setup, &call, &decide(&store, &call, 0)).success);
+            let again = result(&setup, &call, &decide(&store, &call, 1));
             assert_eq!(again.success, !picked, "{id}'s second request");
             assert_eq!(again.decisions[0].shadow, !picked);
             enforced += usize::from(picked);
@@ -423,14 +537,14 @@ mod tests {
         ]));
         let store = MemoryStore::new();
         let call = LimitCall::new(&setup, "\"u\"", "").unwrap();
-        let first = LimitResult::new(&setup, &call, &decide(&store, &call, 0));
+        let first = result(&setup, &call, &decide(&store, &call, 0));
         assert_eq!((first.success, first.delay_ms), (true, 0));
-        let second = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
+        let second = result(&setup, &call, &decide(&store, &call, 100));
         assert_eq!((second.success, second.delay_ms), (true, 900));
         assert_eq!(second.decisions[0].reason, "delayed");
-        let third = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
+        let third = result(&setup, &call, &decide(&store, &call, 100));
         assert_eq!((third.success, third.delay_ms), (true, 1_900));
-        let beyond = LimitResult::new(&setup, &call, &decide(&store, &call, 100));
+        let beyond = result(&setup, &call, &decide(&store, &call, 100));
         assert!(!beyond.success, "2.9 s is beyond the longest wait");
         assert_eq!(beyond.delay_ms, 0);
     }
@@ -467,7 +581,7 @@ mod tests {
             local_ms: T0,
             store_ms: Some(50.0),
         };
-        let out = LimitResult::new(&setup, &call, &checked);
+        let out = result(&setup, &call, &checked);
         assert_eq!(out.problem.as_ref().map(|p| p.status), Some(503));
         assert_eq!((out.reason, out.retry_after), ("failed_closed", Some(1)));
         assert_eq!(out.decisions[2].reason, "failed_open");

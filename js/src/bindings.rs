@@ -1,42 +1,79 @@
 //! What JavaScript sees (wasm32 only): `Core`, one per `Ratelimit`, holding the library's
-//! [`Limiter`] — its denial cache, fail modes and counters — over a [`FetchStore`].
+//! [`Limiter`] — its denial cache, fail modes and counters — over a [`StoreExchange`].
 //!
 //! Arguments and answers cross as JSON text: the wrapper (ts/index.ts) stringifies the options
-//! and identifiers and parses the outcome, and errors are rejected as the JSON of
-//! [`crate::error::Error`] for it to rethrow as an `EdgelimitError`. Each asynchronous method
-//! returns a `Promise` over a shared handle, so calls may overlap.
+//! and identifiers and parses the outcome, and errors are thrown as the JSON of
+//! [`crate::error::Error`] for it to rethrow as an `EdgelimitError`. Every method is
+//! synchronous: `limit`, `peek` and `reset` start a call and return its number; the wrapper
+//! posts each body `advance`, `reply` and `fail` hand it and takes the outcome from `finish`
+//! (src/exchange.rs). Calls may overlap.
 
+use std::cell::RefCell;
 use std::rc::Rc;
-
 use std::sync::Arc;
 
 use edgelimit::{Clock, Identifier, Limit, Limiter, SystemClock, TimeMode, TimeSource};
-use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
 use crate::answer::{DecisionOut, LimitResult};
 use crate::error::{Error, ErrorCode};
-use crate::fetch_store::FetchStore;
+use crate::exchange::{Exchange, StoreExchange};
 use crate::options::Setup;
 use crate::request::LimitCall;
 
-/// One configured limiter: its options and the library's `Limiter` over `fetch`.
+/// One configured limiter: its options, the library's `Limiter` over the wrapper's `fetch`, and
+/// the calls in flight.
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Core {
     shared: Rc<Shared>,
+    calls: RefCell<Calls>,
 }
 
 #[derive(Debug)]
 struct Shared {
     setup: Setup,
-    store: FetchStore,
-    limiter: Limiter<FetchStore>,
+    store: StoreExchange,
+    limiter: Limiter<StoreExchange>,
+}
+
+/// A call's outcome: the JSON `limit`, `peek` or `reset` resolves to, or the error to throw.
+type Outcome = Result<String, Error>;
+
+/// The calls in flight, by number; a finished call's number is given to the next.
+#[derive(Debug, Default)]
+struct Calls {
+    slots: Vec<Option<Exchange<Outcome>>>,
+    free: Vec<u32>,
+}
+
+impl Calls {
+    fn start(&mut self, call: Exchange<Outcome>) -> u32 {
+        match self.free.pop() {
+            Some(number) => {
+                self.slots[number as usize] = Some(call);
+                number
+            }
+            None => {
+                self.slots.push(Some(call));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn get(&mut self, number: u32) -> Option<&mut Exchange<Outcome>> {
+        self.slots.get_mut(number as usize)?.as_mut()
+    }
+
+    fn end(&mut self, number: u32) -> Option<Exchange<Outcome>> {
+        let call = self.slots.get_mut(number as usize)?.take()?;
+        self.free.push(number);
+        Some(call)
+    }
 }
 
 impl Shared {
-    fn limiter(setup: &Setup, store: &FetchStore) -> Limiter<FetchStore> {
+    fn limiter(setup: &Setup, store: &StoreExchange) -> Limiter<StoreExchange> {
         Limiter::new(store.clone())
             .with_time_mode(setup.time)
             .with_denial_cache(setup.denial_cache)
@@ -77,14 +114,21 @@ fn thrown(e: Error) -> JsValue {
     JsValue::from_str(&e.to_json())
 }
 
+fn unknown_call(number: u32) -> JsValue {
+    thrown(Error::new(
+        ErrorCode::InvalidArgument,
+        "call",
+        format!("no call {number} is in flight"),
+    ))
+}
+
 #[wasm_bindgen]
 impl Core {
-    /// Validates `options` (JSON) and makes the limiter; `fetch(url, init)` carries its
-    /// requests.
+    /// Validates `options` (JSON).
     #[wasm_bindgen(constructor)]
-    pub fn new(options: &str, fetch: Function) -> Result<Core, JsValue> {
+    pub fn new(options: &str) -> Result<Core, JsValue> {
         let setup = Setup::from_json(options).map_err(thrown)?;
-        let store = FetchStore::new(&setup, fetch)?;
+        let store = StoreExchange::new(&setup.namespace, setup.timeout.as_millis() as u64);
         let limiter = Shared::limiter(&setup, &store);
         Ok(Core {
             shared: Rc::new(Shared {
@@ -92,61 +136,129 @@ impl Core {
                 store,
                 limiter,
             }),
+            calls: Default::default(),
         })
     }
 
-    /// Decides one request against every limit (JSON identifiers and options, see
-    /// `LimitCall::new`); resolves to the outcome's JSON. Bad arguments throw before anything is
-    /// sent; a store failure is answered by each limit's fail mode, never thrown.
-    pub fn limit(&self, identifiers: &str, options: &str) -> Result<Promise, JsValue> {
+    /// Where the wrapper posts each body: the store's `/pipeline`.
+    #[wasm_bindgen(js_name = pipelineUrl)]
+    pub fn pipeline_url(&self) -> String {
+        format!("{}/pipeline", self.shared.setup.url)
+    }
+
+    /// The `Authorization` field every post carries.
+    pub fn authorization(&self) -> String {
+        format!("Bearer {}", self.shared.setup.token)
+    }
+
+    /// How long one post, its body read, may take, in ms.
+    #[wasm_bindgen(js_name = timeoutMs)]
+    pub fn timeout_ms(&self) -> f64 {
+        self.shared.setup.timeout.as_millis() as f64
+    }
+
+    /// Starts deciding one request against every limit (JSON identifiers and options, see
+    /// `LimitCall::new`); the call's outcome is the result's JSON. Bad arguments throw before
+    /// anything is sent; a store failure is answered by each limit's fail mode, never thrown.
+    pub fn limit(&self, identifiers: &str, options: &str) -> Result<u32, JsValue> {
         let call = LimitCall::new(&self.shared.setup, identifiers, options).map_err(thrown)?;
         let shared = self.shared.clone();
-        Ok(future_to_promise(async move {
+        Ok(self.start(async move {
             let checked = shared.limiter.check_all(&call.checks).await;
-            let outcome = LimitResult::new(&shared.setup, &call, &checked);
-            Ok(JsValue::from_str(&outcome.to_json()))
+            Ok(LimitResult::new(&shared.setup, &call, &checked).to_json())
         }))
     }
 
-    /// `identifier`'s standing on the limit `name`, charging nothing; resolves to one
-    /// decision's JSON.
-    pub fn peek(&self, name: &str, identifier: &str) -> Result<Promise, JsValue> {
+    /// Starts reading `identifier`'s standing on the limit `name`, charging nothing; the call's
+    /// outcome is one decision's JSON.
+    pub fn peek(&self, name: &str, identifier: &str) -> Result<u32, JsValue> {
         let (limit, identifier) = self.shared.configured(name, identifier).map_err(thrown)?;
         let shadow = self.shared.setup.limit(name).is_some_and(|l| l.shadow);
         let shared = self.shared.clone();
-        Ok(future_to_promise(async move {
+        Ok(self.start(async move {
             let verdict = shared
                 .store
                 .peek(&limit, &identifier, shared.time())
                 .await
-                .map_err(|e| thrown(Error::store("peek", &e)))?;
+                .map_err(|e| Error::store("peek", &e))?;
             let decision = verdict.decisions.first().ok_or_else(|| {
-                thrown(Error::new(
-                    ErrorCode::Store,
-                    "peek",
-                    "the store answered no decision",
-                ))
+                Error::new(ErrorCode::Store, "peek", "the store answered no decision")
             })?;
             let out = DecisionOut::new(&limit.name, decision, shadow);
-            Ok(JsValue::from_str(
-                &serde_json::to_string(&out).unwrap_or_default(),
-            ))
+            Ok(out.to_json())
         }))
     }
 
-    /// Deletes `identifier`'s state on the limit `name` and forgets this limiter's cached
-    /// denials; resolves to whether any state existed.
-    pub fn reset(&self, name: &str, identifier: &str) -> Result<Promise, JsValue> {
+    /// Starts deleting `identifier`'s state on the limit `name` and forgetting this limiter's
+    /// cached denials; the call's outcome is whether any state existed (`true` or `false`).
+    pub fn reset(&self, name: &str, identifier: &str) -> Result<u32, JsValue> {
         let (limit, identifier) = self.shared.configured(name, identifier).map_err(thrown)?;
         let shared = self.shared.clone();
-        Ok(future_to_promise(async move {
+        Ok(self.start(async move {
             let existed = shared
                 .store
                 .reset(&limit, &identifier)
                 .await
-                .map_err(|e| thrown(Error::store("reset", &e)))?;
+                .map_err(|e| Error::store("reset", &e))?;
             shared.limiter.forget(&limit, &identifier);
-            Ok(JsValue::from_bool(existed))
+            Ok(existed.to_string())
         }))
+    }
+
+    /// Runs call `call` until it needs the store: the body to post, or `undefined` when it is
+    /// over.
+    pub fn advance(&self, call: u32) -> Result<Option<String>, JsValue> {
+        let mut calls = self.calls.borrow_mut();
+        let exchange = calls.get(call).ok_or_else(|| unknown_call(call))?;
+        Ok(exchange.advance(&self.shared.store))
+    }
+
+    /// The store's reply to call `call`'s last body (its HTTP status and text), then
+    /// [`Core::advance`].
+    pub fn reply(&self, call: u32, status: u16, text: String) -> Result<Option<String>, JsValue> {
+        if let Some(exchange) = self.calls.borrow_mut().get(call) {
+            exchange.reply(status, text);
+        }
+        self.advance(call)
+    }
+
+    /// Posting call `call`'s last body failed (`timed_out`: its time ran out; else `message`
+    /// says how), then [`Core::advance`].
+    pub fn fail(
+        &self,
+        call: u32,
+        timed_out: bool,
+        message: String,
+    ) -> Result<Option<String>, JsValue> {
+        if let Some(exchange) = self.calls.borrow_mut().get(call) {
+            exchange.fail(&self.shared.store, timed_out, message);
+        }
+        self.advance(call)
+    }
+
+    /// Ends call `call`: its outcome's JSON, or throws its error (a call the wrapper gives up
+    /// before it is over ends as a store error).
+    pub fn finish(&self, call: u32) -> Result<String, JsValue> {
+        let exchange = self
+            .calls
+            .borrow_mut()
+            .end(call)
+            .ok_or_else(|| unknown_call(call))?;
+        exchange
+            .into_output()
+            .unwrap_or_else(|| {
+                Err(Error::new(
+                    ErrorCode::Store,
+                    "call",
+                    "ended before the store answered",
+                ))
+            })
+            .map_err(thrown)
+    }
+}
+
+impl Core {
+    fn start(&self, call: impl std::future::Future<Output = Outcome> + 'static) -> u32 {
+        self.calls.borrow_mut().start(Exchange::new(call))
     }
 }

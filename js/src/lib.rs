@@ -11,9 +11,11 @@
 //!
 //! - [`options`]: `new Ratelimit(options)` parsed and validated into a [`Setup`].
 //! - [`request`]: one call's identifiers and options into the checks it decides.
-//! - [`answer`]: the verdicts into what `limit()` resolves to (headers, problem body).
+//! - [`answer`]: the verdicts into what `limit()` resolves to (headers, problem body), and
+//!   `json`, the JSON text it crosses as.
 //! - [`error`]: the typed error every bad input throws.
-//! - `fetch_store` (wasm32): the `Store` whose HTTP call is JavaScript's `fetch`.
+//! - [`exchange`]: the store whose round trips the wrapper posts with `fetch`, and a call run
+//!   one round trip at a time.
 //! - `bindings` (wasm32): `Core`, what the wrapper calls.
 //!
 //! Everything but the two wasm32 modules is plain Rust, tested natively.
@@ -28,13 +30,13 @@
 
 pub mod answer;
 pub mod error;
+pub mod exchange;
+mod json;
 pub mod options;
 pub mod request;
 
 #[cfg(target_arch = "wasm32")]
 mod bindings;
-#[cfg(target_arch = "wasm32")]
-mod fetch_store;
 
 pub use answer::{DecisionOut, LimitResult, ProblemOut};
 pub use error::{Error, ErrorCode};

@@ -61,11 +61,11 @@ impl LimitCall {
         let mut shadow = Check::new();
         let mut in_shadow = Vec::with_capacity(setup.limits.len());
         for (i, configured) in setup.limits.iter().enumerate() {
-            let mut item = CheckItem::new(configured.limit.clone(), ids[i].as_str(), costs[i]);
+            let mut item = CheckItem::new(configured.limit.clone(), ids[i], costs[i]);
             if let Some(id) = &request_id {
                 item = item.with_request_id(id.as_str());
             }
-            let here = configured.in_shadow(&ids[i]);
+            let here = configured.in_shadow(ids[i]);
             in_shadow.push(here);
             if here {
                 shadow.add_item(item);
@@ -86,14 +86,14 @@ impl LimitCall {
 }
 
 /// One identifier per configured limit, in their order.
-fn identifiers_of(setup: &Setup, identifiers: &Json) -> Result<Vec<String>, Error> {
+fn identifiers_of<'j>(setup: &Setup, identifiers: &'j Json) -> Result<Vec<&'j str>, Error> {
     let given = match identifiers {
         Json::String(one) => {
             let path = "identifier";
             if one.is_empty() {
                 return Err(Error::new(ErrorCode::MissingIdentifier, path, "is empty"));
             }
-            return Ok(vec![one.clone(); setup.limits.len()]);
+            return Ok(vec![one.as_str(); setup.limits.len()]);
         }
         Json::Object(map) => map,
         other => {
@@ -122,22 +122,22 @@ fn identifiers_of(setup: &Setup, identifiers: &Json) -> Result<Vec<String>, Erro
         .iter()
         .map(|configured| {
             let name = &*configured.limit.name;
-            let path = format!("identifiers[{name:?}]");
+            let path = || format!("identifiers[{name:?}]");
             match given.get(name) {
                 None | Some(Json::Null) => Err(Error::new(
                     ErrorCode::MissingIdentifier,
-                    path,
+                    path(),
                     format!("limit `{name}` needs an identifier (whose quota to count)"),
                 )),
                 Some(Json::String(id)) if id.is_empty() => Err(Error::new(
                     ErrorCode::MissingIdentifier,
-                    path,
+                    path(),
                     format!("limit `{name}` got an empty identifier"),
                 )),
-                Some(Json::String(id)) => Ok(id.clone()),
+                Some(Json::String(id)) => Ok(id.as_str()),
                 Some(other) => Err(Error::new(
                     ErrorCode::InvalidIdentifier,
-                    path,
+                    path(),
                     format!("must be a string, got {}", kind(other)),
                 )),
             }
@@ -168,25 +168,26 @@ fn costs_of(setup: &Setup, cost: Option<&Json>) -> Result<Vec<i64>, Error> {
                 .iter()
                 .map(|c| {
                     let name = &*c.limit.name;
-                    by_name
-                        .get(name)
-                        .map_or(Ok(1), |v| whole_cost(v, &format!("options.cost[{name:?}]")))
+                    by_name.get(name).map_or(Ok(1), |v| {
+                        whole_cost(v, || format!("options.cost[{name:?}]"))
+                    })
                 })
                 .collect()
         }
-        Some(one) => Ok(vec![whole_cost(one, "options.cost")?; n]),
+        Some(one) => Ok(vec![whole_cost(one, || "options.cost".to_string())?; n]),
     }
 }
 
 /// A cost: a whole number within the scripts' exact range (±2^52).
-fn whole_cost(value: &Json, path: &str) -> Result<i64, Error> {
+/// `path` names it in the error, made only when there is one.
+fn whole_cost(value: &Json, path: impl FnOnce() -> String) -> Result<i64, Error> {
     value
         .as_i64()
         .filter(|c| c.abs() <= MAX_SCRIPT_COST)
         .ok_or_else(|| {
             Error::new(
                 ErrorCode::InvalidCost,
-                path,
+                path(),
                 format!("must be a whole number within ±2^52, got {value}"),
             )
         })

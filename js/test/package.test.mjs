@@ -11,7 +11,7 @@ import { JS, tarball } from "./support.mjs";
 test("the tarball ships the built package and nothing of its sources", () => {
   const files = execFileSync("tar", ["-tzf", tarball()], { encoding: "utf8" }).trim().split("\n").sort();
   const expected = ["README.md", "package.json"];
-  for (const module of ["core", "errors", "hono", "index", "node", "workerd"]) {
+  for (const module of ["core", "errors", "exchange", "hono", "index", "node", "workerd"]) {
     expected.push(`dist/${module}.js`, `dist/${module}.d.ts`);
   }
   expected.push("dist/core_bg.wasm", "dist/core_bg.wasm.d.ts");

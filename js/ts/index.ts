@@ -20,6 +20,7 @@
 
 import { Core } from "./core.js";
 import { EdgelimitError, rethrow } from "./errors.js";
+import { Exchange } from "./exchange.js";
 
 export { EdgelimitError } from "./errors.js";
 export type { ErrorCode } from "./errors.js";
@@ -86,7 +87,7 @@ export interface FetchInit {
   /** The `/pipeline` body (JSON). */
   body: string;
   /**
-   * Aborts the request after `timeout` ms (`AbortSignal.timeout`). Typed loosely so that every
+   * Aborts the request after `timeout` ms (an `AbortController`'s). Typed loosely so that every
    * runtime's `fetch`, whose `signal` is its own `AbortSignal` type, fits `FetchLike`.
    */
   signal?: any;
@@ -248,6 +249,10 @@ export type EnvLike = Record<string, unknown> | undefined;
 
 /** JSON text of `value`; a non-finite number becomes a string, which the core then refuses. */
 function json(value: unknown): string {
+  const plain = JSON.stringify(value) ?? "null";
+  // `JSON.stringify` writes a non-finite number as `null`: only then is the slower replacer
+  // needed (a `null` the caller wrote gives the same text either way).
+  if (!plain.includes("null")) return plain;
   return (
     JSON.stringify(value, (_key, v: unknown) =>
       typeof v === "number" && !Number.isFinite(v) ? String(v) : v,
@@ -265,6 +270,7 @@ const globalFetch: FetchLike = (url, init) =>
  */
 export class Ratelimit {
   readonly #core: Core;
+  readonly #exchange: Exchange;
   /** The limits' names, in order. */
   readonly names: readonly string[];
 
@@ -272,10 +278,11 @@ export class Ratelimit {
   constructor(config: RatelimitConfig) {
     const { fetch, ...options } = config ?? ({} as RatelimitConfig);
     try {
-      this.#core = new Core(json(options), fetch ?? globalFetch);
+      this.#core = new Core(json(options));
     } catch (e) {
       rethrow(e);
     }
+    this.#exchange = new Exchange(this.#core, fetch ?? globalFetch);
     this.names = (options.limits ?? []).map((l) => l.name);
   }
 
@@ -314,7 +321,8 @@ export class Ratelimit {
   async limit(identifiers: Identifiers, options?: LimitOptions): Promise<LimitResult> {
     let answer: string;
     try {
-      answer = (await this.#core.limit(json(identifiers), options ? json(options) : "")) as string;
+      const call = this.#core.limit(json(identifiers), options ? json(options) : "");
+      answer = await this.#exchange.run(call);
     } catch (e) {
       rethrow(e);
     }
@@ -328,7 +336,7 @@ export class Ratelimit {
   async peek(name: string, identifier: string): Promise<Decision> {
     let answer: string;
     try {
-      answer = (await this.#core.peek(String(name), String(identifier))) as string;
+      answer = await this.#exchange.run(this.#core.peek(String(name), String(identifier)));
     } catch (e) {
       rethrow(e);
     }
@@ -341,7 +349,7 @@ export class Ratelimit {
    */
   async reset(name: string, identifier: string): Promise<boolean> {
     try {
-      return (await this.#core.reset(String(name), String(identifier))) as boolean;
+      return JSON.parse(await this.#exchange.run(this.#core.reset(String(name), String(identifier)))) as boolean;
     } catch (e) {
       rethrow(e);
     }
