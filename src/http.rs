@@ -71,8 +71,12 @@ impl LimitReport<'_> {
     pub fn window_seconds(&self) -> u64 {
         let p = self.policy;
         // capacity·W/L ≤ 2^50·(366 days) / 1 fits u128 easily; the policy bounds keep it sane.
-        let ms =
-            (u128::from(p.capacity()) * u128::from(p.window_ms())).div_ceil(u128::from(p.limit()));
+        // Most products fit u64, whose division is a few instructions rather than a call.
+        let ms = match p.capacity().checked_mul(p.window_ms()) {
+            Some(product) => u128::from(product.div_ceil(p.limit())),
+            None => (u128::from(p.capacity()) * u128::from(p.window_ms()))
+                .div_ceil(u128::from(p.limit())),
+        };
         u64::try_from(ms.div_ceil(1000)).unwrap_or(u64::MAX).max(1)
     }
 
