@@ -149,7 +149,14 @@ where
 {
     let shared = &*shared;
     let request = HttpRequest::new(&parts, &shared.reading).with_matched(matched);
-    let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
+    // The isolate's clock is read by its memory of the dynamic lists' denials alone: without
+    // those lists the time is never looked at, and the clock is not read for it.
+    let now_ms = if shared.edge.config().dynamic_lists {
+        shared.clock.now_ms()
+    } else {
+        0
+    };
+    let handled = shared.edge.handle(&request, now_ms).await;
     let answer = handled.response(&request);
     drop(request);
     let (status, body_text, content_type) = match answer.action {
@@ -196,6 +203,9 @@ where
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
+    // The map is empty: sized once, for the content type, the fields and the `content-length`
+    // the server adds, rather than allocated for the first and grown for the others.
+    headers.reserve(answer.headers.len() + 2);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     add_fields(headers, answer.headers);
     Ok(response)
@@ -239,11 +249,11 @@ fn add_fields(headers: &mut HeaderMap, fields: HeaderFields) {
     let spans: SmallVec<[(&'static str, Range<usize>); 8]> = fields.spans().collect();
     // Every value is a slice of the one buffer: no value is copied or allocated on its own.
     let text = Bytes::from(fields.into_text());
-    for (name, span) in spans {
+    for (name, span) in &spans {
         // The fields' names and values are the library's own, always valid.
         if let (Some(name), Ok(value)) = (
             field_name(name),
-            HeaderValue::from_maybe_shared(text.slice(span)),
+            HeaderValue::from_maybe_shared(text.slice(span.clone())),
         ) {
             headers.insert(name, value);
         }
