@@ -103,13 +103,11 @@ where
         // next `poll_ready`.
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
-        ResponseFuture::limited(Box::pin(limited(
-            shared.clone(),
-            inner,
-            parts,
-            body,
-            matched,
-        )))
+        // The box is allocated before the future is made, so that the future is written
+        // straight into it rather than made on the stack and copied over, whole.
+        let boxed = Box::new_uninit();
+        let future = Box::write(boxed, limited(shared.clone(), inner, parts, body, matched));
+        ResponseFuture::limited(Box::into_pin(future))
     }
 }
 
