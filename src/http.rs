@@ -425,18 +425,20 @@ impl<'r, 'a> Answer<'r, 'a> {
 
     /// [`Answer::headers`], written into one buffer.
     pub fn header_fields(&self, now_ms: u64) -> HeaderFields {
-        let mut fields = HeaderFields::new();
         let Some(binding) = self.binding else {
-            return fields;
+            return HeaderFields::new();
         };
         if !self.sets.ratelimit && !self.sets.x_ratelimit && self.retry_after.is_none() {
             // Nothing to write: no buffer to allocate.
-            return fields;
+            return HeaderFields::new();
         }
         // Both lists, the three numbers and `Retry-After`: one allocation for a few limits (and
-        // room for the fields a host adds, `Cache-Control` and the shadow header).
-        fields.text.reserve(2 * FieldText::SHORT + 64);
-        fields.fields.reserve(8);
+        // room for the fields a host adds, `Cache-Control` and the shadow header). Allocated as
+        // made, rather than reserved in empty buffers, which takes the growing path.
+        let mut fields = HeaderFields {
+            text: String::with_capacity(2 * FieldText::SHORT + 64),
+            fields: Vec::with_capacity(8),
+        };
         fn number(fields: &mut HeaderFields, name: &'static str, n: u64) {
             FieldText::new(&mut fields.text).number(n);
             fields.end(name);
