@@ -133,11 +133,8 @@ impl<'a> HttpRequest<'a> {
         Some(IpPrefix::address(ip).text())
     }
 
-    fn client_text(&self) -> Option<&str> {
-        self.client
-            .get_or_init(|| self.resolve_client())
-            .as_ref()
-            .map(AddressText::as_str)
+    fn client_address(&self) -> Option<&AddressText> {
+        self.client.get_or_init(|| self.resolve_client()).as_ref()
     }
 }
 
@@ -207,7 +204,8 @@ impl RequestView for HttpRequest<'_> {
     }
 
     fn client_ip(&self) -> Option<Cow<'_, str>> {
-        self.client_text().map(Cow::Borrowed)
+        self.client_address()
+            .map(|text| Cow::Borrowed(text.as_str()))
     }
 
     fn custom(&self, name: &str) -> Option<Cow<'_, str>> {
@@ -222,10 +220,20 @@ impl RequestView for HttpRequest<'_> {
 /// matched them already.
 impl Incoming for HttpRequest<'_> {
     /// The client address's identifier is made from its text as resolved, which is never
-    /// empty nor padded: what the source's own reading would trim and check is skipped.
+    /// empty nor padded: what the source's own reading would trim and check is skipped. An
+    /// IPv4 address is its own identifier, as written (`IdentifierSource::identifier_of`): its
+    /// bytes are taken as they are, without reading them as text first.
     fn identifier(&self, limit: &RuleLimit) -> Option<Identifier> {
         match &limit.source {
-            IdentifierSource::ClientIp(_) => Some(limit.source.identifier_of(self.client_text()?)),
+            IdentifierSource::ClientIp(_) => {
+                let text = self.client_address()?;
+                let bytes: &[u8] = text.as_ref();
+                Some(if bytes.contains(&b':') {
+                    limit.source.identifier_of(text.as_str())
+                } else {
+                    Identifier::from(bytes)
+                })
+            }
             source => source.extract(self),
         }
     }
