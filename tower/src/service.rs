@@ -24,7 +24,6 @@ use edgelimit_engine::rules::STATUS_FIELD;
 use edgelimit_engine::{Action, Handled, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
-use pin_project_lite::pin_project;
 use smallvec::SmallVec;
 use tower_service::Service;
 
@@ -283,27 +282,33 @@ fn field_name(name: &str) -> Option<HeaderName> {
 
 type Limited<B, E> = Pin<Box<dyn Future<Output = Answer<B, E>> + Send>>;
 
-pin_project! {
-    /// The response future of [`RateLimit`].
-    pub struct ResponseFuture<F, B, E> {
-        #[pin]
-        kind: Kind<F, B, E>,
-    }
+/// The response future of [`RateLimit`].
+///
+/// Every kind is held behind a pointer: the future is moved several times on its way to the
+/// server (wrapped by each layer above), and a pointer moves in a register where an inner
+/// service's future held inline (hundreds of bytes) would be copied each time.
+pub struct ResponseFuture<F, B, E> {
+    kind: Kind<F, B, E>,
 }
 
-pin_project! {
-    #[project = KindProj]
-    enum Kind<F, B, E> {
-        Passthrough { #[pin] future: F },
-        Limited { future: Limited<B, E> },
-        Ready { response: Option<Response<ResponseBody<B>>> },
-    }
+enum Kind<F, B, E> {
+    Passthrough {
+        future: Pin<Box<F>>,
+    },
+    Limited {
+        future: Limited<B, E>,
+    },
+    Ready {
+        response: Option<Box<Response<ResponseBody<B>>>>,
+    },
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
     fn passthrough(future: F) -> ResponseFuture<F, B, E> {
         ResponseFuture {
-            kind: Kind::Passthrough { future },
+            kind: Kind::Passthrough {
+                future: Box::pin(future),
+            },
         }
     }
 
@@ -316,7 +321,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     fn ready(response: Response<ResponseBody<B>>) -> ResponseFuture<F, B, E> {
         ResponseFuture {
             kind: Kind::Ready {
-                response: Some(response),
+                response: Some(Box::new(response)),
             },
         }
     }
@@ -339,13 +344,15 @@ where
     type Output = Answer<B, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer<B, E>> {
-        match self.project().kind.project() {
-            KindProj::Passthrough { future } => future
+        // Nothing is pinned in place: every kind holds its future behind a pointer.
+        match &mut self.get_mut().kind {
+            Kind::Passthrough { future } => future
+                .as_mut()
                 .poll(cx)
                 .map(|result| result.map(|response| response.map(ResponseBody::inner))),
-            KindProj::Limited { future } => future.as_mut().poll(cx),
-            KindProj::Ready { response } => {
-                Poll::Ready(Ok(response.take().expect("a ready future polled once")))
+            Kind::Limited { future } => future.as_mut().poll(cx),
+            Kind::Ready { response } => {
+                Poll::Ready(Ok(*response.take().expect("a ready future polled once")))
             }
         }
     }
