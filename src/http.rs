@@ -71,8 +71,12 @@ impl LimitReport<'_> {
     pub fn window_seconds(&self) -> u64 {
         let p = self.policy;
         // capacity·W/L ≤ 2^50·(366 days) / 1 fits u128 easily; the policy bounds keep it sane.
-        let ms =
-            (u128::from(p.capacity()) * u128::from(p.window_ms())).div_ceil(u128::from(p.limit()));
+        // Most products fit u64, whose division is a few instructions rather than a call.
+        let ms = match p.capacity().checked_mul(p.window_ms()) {
+            Some(product) => u128::from(product.div_ceil(p.limit())),
+            None => (u128::from(p.capacity()) * u128::from(p.window_ms()))
+                .div_ceil(u128::from(p.limit())),
+        };
         u64::try_from(ms.div_ceil(1000)).unwrap_or(u64::MAX).max(1)
     }
 
@@ -421,18 +425,20 @@ impl<'r, 'a> Answer<'r, 'a> {
 
     /// [`Answer::headers`], written into one buffer.
     pub fn header_fields(&self, now_ms: u64) -> HeaderFields {
-        let mut fields = HeaderFields::new();
         let Some(binding) = self.binding else {
-            return fields;
+            return HeaderFields::new();
         };
         if !self.sets.ratelimit && !self.sets.x_ratelimit && self.retry_after.is_none() {
             // Nothing to write: no buffer to allocate.
-            return fields;
+            return HeaderFields::new();
         }
         // Both lists, the three numbers and `Retry-After`: one allocation for a few limits (and
-        // room for the fields a host adds, `Cache-Control` and the shadow header).
-        fields.text.reserve(2 * FieldText::SHORT + 64);
-        fields.fields.reserve(8);
+        // room for the fields a host adds, `Cache-Control` and the shadow header). Allocated as
+        // made, rather than reserved in empty buffers, which takes the growing path.
+        let mut fields = HeaderFields {
+            text: String::with_capacity(2 * FieldText::SHORT + 64),
+            fields: Vec::with_capacity(8),
+        };
         fn number(fields: &mut HeaderFields, name: &'static str, n: u64) {
             FieldText::new(&mut fields.text).number(n);
             fields.end(name);

@@ -16,7 +16,7 @@ use tower_layer::Layer;
 use crate::error::BuildError;
 use crate::exempt::Exemptions;
 use crate::peer::Peer;
-use crate::request::Reading;
+use crate::request::{client_always, Reading};
 use crate::service::RateLimit;
 use crate::shared::{ReservationIds, Shared};
 
@@ -196,6 +196,7 @@ impl Builder {
         refuse_worker_only(&self.config)?;
         let mut reading = self.reading;
         reading.request_id = HeaderName::from_bytes(self.config.request_id_header.as_bytes()).ok();
+        reading.client_always = client_always(&self.config);
         let edge = Edge::new(self.config, store).with_clock(self.clock.clone());
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {

@@ -7,7 +7,10 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use edgelimit::net::{AddressText, ClientAddress, IpPrefix};
+use edgelimit::Identifier;
+use edgelimit_engine::identify::IdentifierSource;
 use edgelimit_engine::plan::MatchedRules;
+use edgelimit_engine::rules::RuleLimit;
 use edgelimit_engine::{Config, Incoming, RequestView};
 use http::header::{HeaderName, HOST};
 use http::request::Parts;
@@ -28,6 +31,30 @@ pub(crate) struct Reading {
     /// The configuration's request id header, parsed once for the layer rather than on every
     /// request (`None` until the layer is built).
     pub(crate) request_id: Option<HeaderName>,
+    /// Whether every limited request needs its client address (a limit keyed by `ip`, or a
+    /// list, which always looks at it): then it is resolved up front, without the lazy
+    /// cell's synchronisation on first use (found when the layer is built).
+    pub(crate) client_always: bool,
+}
+
+/// Whether a limited request of `config` always needs its client address: some limit is keyed
+/// by it (hashed or not), or some list applies (the lists are offered it).
+pub(crate) fn client_always(config: &Config) -> bool {
+    fn reads_client(source: &IdentifierSource) -> bool {
+        match source {
+            IdentifierSource::ClientIp(_) => true,
+            IdentifierSource::ApiKey(inner) => reads_client(inner),
+            _ => false,
+        }
+    }
+    config.dynamic_lists
+        || !config.deny.is_empty()
+        || !config.allow.is_empty()
+        || config.rules.iter().any(|rule| {
+            !rule.deny.is_empty()
+                || !rule.allow.is_empty()
+                || rule.limits.iter().any(|l| reads_client(&l.source))
+        })
 }
 
 impl Reading {
@@ -54,7 +81,9 @@ impl Reading {
 pub(crate) struct HttpRequest<'a> {
     parts: &'a Parts,
     reading: &'a Reading,
-    host: Cow<'a, str>,
+    /// The host, found on first use: only a rule naming hosts reads it, and the request path
+    /// given the rules already matched never does.
+    host: OnceLock<Cow<'a, str>>,
     /// The client's address as text, found on first use: a request no `ip` limit or list looks
     /// at never resolves it.
     client: OnceLock<Option<AddressText>>,
@@ -80,7 +109,7 @@ impl<'a> HttpRequest<'a> {
     /// `parts` read as `reading` says.
     pub(crate) fn new(parts: &'a Parts, reading: &'a Reading) -> HttpRequest<'a> {
         HttpRequest {
-            host: host_of(parts),
+            host: OnceLock::new(),
             parts,
             reading,
             client: OnceLock::new(),
@@ -89,10 +118,23 @@ impl<'a> HttpRequest<'a> {
     }
 
     /// The same request, known to match the rules at `places` (from [`matched_places`]): the
-    /// request path does not match them again.
+    /// request path does not match them again. Its client address is resolved now when the
+    /// request path always reads it ([`Reading::client_always`]).
     pub(crate) fn with_matched(mut self, places: MatchedPlaces) -> HttpRequest<'a> {
         self.matched = Some(places);
+        if self.reading.client_always {
+            self.client = OnceLock::from(self.resolve_client());
+        }
         self
+    }
+
+    fn resolve_client(&self) -> Option<AddressText> {
+        let ip = self.reading.client_of(self.parts)?;
+        Some(IpPrefix::address(ip).text())
+    }
+
+    fn client_address(&self) -> Option<&AddressText> {
+        self.client.get_or_init(|| self.resolve_client()).as_ref()
     }
 }
 
@@ -125,7 +167,7 @@ impl RequestView for HttpRequest<'_> {
     }
 
     fn host(&self) -> &str {
-        &self.host
+        self.host.get_or_init(|| host_of(self.parts))
     }
 
     fn path(&self) -> &str {
@@ -162,12 +204,7 @@ impl RequestView for HttpRequest<'_> {
     }
 
     fn client_ip(&self) -> Option<Cow<'_, str>> {
-        self.client
-            .get_or_init(|| {
-                let ip = self.reading.client_of(self.parts)?;
-                Some(IpPrefix::address(ip).text())
-            })
-            .as_ref()
+        self.client_address()
             .map(|text| Cow::Borrowed(text.as_str()))
     }
 
@@ -182,6 +219,25 @@ impl RequestView for HttpRequest<'_> {
 /// Identifiers are read from the request, as the Worker reads them; rules too, unless the layer
 /// matched them already.
 impl Incoming for HttpRequest<'_> {
+    /// The client address's identifier is made from its text as resolved, which is never
+    /// empty nor padded: what the source's own reading would trim and check is skipped. An
+    /// IPv4 address is its own identifier, as written (`IdentifierSource::identifier_of`): its
+    /// bytes are taken as they are, without reading them as text first.
+    fn identifier(&self, limit: &RuleLimit) -> Option<Identifier> {
+        match &limit.source {
+            IdentifierSource::ClientIp(_) => {
+                let text = self.client_address()?;
+                let bytes: &[u8] = text.as_ref();
+                Some(if bytes.contains(&b':') {
+                    limit.source.identifier_of(text.as_str())
+                } else {
+                    Identifier::from(bytes)
+                })
+            }
+            source => source.extract(self),
+        }
+    }
+
     fn matching<'c>(&self, config: &'c Config) -> MatchedRules<'c> {
         match &self.matched {
             Some(places) => places

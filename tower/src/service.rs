@@ -24,7 +24,6 @@ use edgelimit_engine::rules::STATUS_FIELD;
 use edgelimit_engine::{Action, Handled, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
-use pin_project_lite::pin_project;
 use smallvec::SmallVec;
 use tower_service::Service;
 
@@ -103,13 +102,11 @@ where
         // next `poll_ready`.
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
-        ResponseFuture::limited(Box::pin(limited(
-            shared.clone(),
-            inner,
-            parts,
-            body,
-            matched,
-        )))
+        // The box is allocated before the future is made, so that the future is written
+        // straight into it rather than made on the stack and copied over, whole.
+        let boxed = Box::new_uninit();
+        let future = Box::write(boxed, limited(shared.clone(), inner, parts, body, matched));
+        ResponseFuture::limited(Box::into_pin(future))
     }
 }
 
@@ -149,7 +146,14 @@ where
 {
     let shared = &*shared;
     let request = HttpRequest::new(&parts, &shared.reading).with_matched(matched);
-    let handled = shared.edge.handle(&request, shared.clock.now_ms()).await;
+    // The isolate's clock is read by its memory of the dynamic lists' denials alone: without
+    // those lists the time is never looked at, and the clock is not read for it.
+    let now_ms = if shared.edge.config().dynamic_lists {
+        shared.clock.now_ms()
+    } else {
+        0
+    };
+    let handled = shared.edge.handle(&request, now_ms).await;
     let answer = handled.response(&request);
     drop(request);
     let (status, body_text, content_type) = match answer.action {
@@ -196,6 +200,9 @@ where
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
+    // The map is empty: sized once, for the content type, the fields and the `content-length`
+    // the server adds, rather than allocated for the first and grown for the others.
+    headers.reserve(answer.headers.len() + 2);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     add_fields(headers, answer.headers);
     Ok(response)
@@ -239,11 +246,11 @@ fn add_fields(headers: &mut HeaderMap, fields: HeaderFields) {
     let spans: SmallVec<[(&'static str, Range<usize>); 8]> = fields.spans().collect();
     // Every value is a slice of the one buffer: no value is copied or allocated on its own.
     let text = Bytes::from(fields.into_text());
-    for (name, span) in spans {
+    for (name, span) in &spans {
         // The fields' names and values are the library's own, always valid.
         if let (Some(name), Ok(value)) = (
             field_name(name),
-            HeaderValue::from_maybe_shared(text.slice(span)),
+            HeaderValue::from_maybe_shared(text.slice(span.clone())),
         ) {
             headers.insert(name, value);
         }
@@ -275,27 +282,33 @@ fn field_name(name: &str) -> Option<HeaderName> {
 
 type Limited<B, E> = Pin<Box<dyn Future<Output = Answer<B, E>> + Send>>;
 
-pin_project! {
-    /// The response future of [`RateLimit`].
-    pub struct ResponseFuture<F, B, E> {
-        #[pin]
-        kind: Kind<F, B, E>,
-    }
+/// The response future of [`RateLimit`].
+///
+/// Every kind is held behind a pointer: the future is moved several times on its way to the
+/// server (wrapped by each layer above), and a pointer moves in a register where an inner
+/// service's future held inline (hundreds of bytes) would be copied each time.
+pub struct ResponseFuture<F, B, E> {
+    kind: Kind<F, B, E>,
 }
 
-pin_project! {
-    #[project = KindProj]
-    enum Kind<F, B, E> {
-        Passthrough { #[pin] future: F },
-        Limited { future: Limited<B, E> },
-        Ready { response: Option<Response<ResponseBody<B>>> },
-    }
+enum Kind<F, B, E> {
+    Passthrough {
+        future: Pin<Box<F>>,
+    },
+    Limited {
+        future: Limited<B, E>,
+    },
+    Ready {
+        response: Option<Box<Response<ResponseBody<B>>>>,
+    },
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
     fn passthrough(future: F) -> ResponseFuture<F, B, E> {
         ResponseFuture {
-            kind: Kind::Passthrough { future },
+            kind: Kind::Passthrough {
+                future: Box::pin(future),
+            },
         }
     }
 
@@ -308,7 +321,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     fn ready(response: Response<ResponseBody<B>>) -> ResponseFuture<F, B, E> {
         ResponseFuture {
             kind: Kind::Ready {
-                response: Some(response),
+                response: Some(Box::new(response)),
             },
         }
     }
@@ -331,13 +344,15 @@ where
     type Output = Answer<B, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer<B, E>> {
-        match self.project().kind.project() {
-            KindProj::Passthrough { future } => future
+        // Nothing is pinned in place: every kind holds its future behind a pointer.
+        match &mut self.get_mut().kind {
+            Kind::Passthrough { future } => future
+                .as_mut()
                 .poll(cx)
                 .map(|result| result.map(|response| response.map(ResponseBody::inner))),
-            KindProj::Limited { future } => future.as_mut().poll(cx),
-            KindProj::Ready { response } => {
-                Poll::Ready(Ok(response.take().expect("a ready future polled once")))
+            Kind::Limited { future } => future.as_mut().poll(cx),
+            Kind::Ready { response } => {
+                Poll::Ready(Ok(*response.take().expect("a ready future polled once")))
             }
         }
     }
