@@ -17,7 +17,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::answer::{DecisionOut, LimitResult};
 use crate::error::{Error, ErrorCode};
-use crate::exchange::{Exchange, StoreExchange};
+use crate::exchange::{Calls, Exchange, StoreExchange};
 use crate::options::Setup;
 use crate::request::LimitCall;
 
@@ -27,7 +27,7 @@ use crate::request::LimitCall;
 #[derive(Debug)]
 pub struct Core {
     shared: Rc<Shared>,
-    calls: RefCell<Calls>,
+    calls: RefCell<Calls<Outcome>>,
 }
 
 #[derive(Debug)]
@@ -39,38 +39,6 @@ struct Shared {
 
 /// A call's outcome: the JSON `limit`, `peek` or `reset` resolves to, or the error to throw.
 type Outcome = Result<String, Error>;
-
-/// The calls in flight, by number; a finished call's number is given to the next.
-#[derive(Debug, Default)]
-struct Calls {
-    slots: Vec<Option<Exchange<Outcome>>>,
-    free: Vec<u32>,
-}
-
-impl Calls {
-    fn start(&mut self, call: Exchange<Outcome>) -> u32 {
-        match self.free.pop() {
-            Some(number) => {
-                self.slots[number as usize] = Some(call);
-                number
-            }
-            None => {
-                self.slots.push(Some(call));
-                (self.slots.len() - 1) as u32
-            }
-        }
-    }
-
-    fn get(&mut self, number: u32) -> Option<&mut Exchange<Outcome>> {
-        self.slots.get_mut(number as usize)?.as_mut()
-    }
-
-    fn end(&mut self, number: u32) -> Option<Exchange<Outcome>> {
-        let call = self.slots.get_mut(number as usize)?.take()?;
-        self.free.push(number);
-        Some(call)
-    }
-}
 
 impl Shared {
     fn limiter(setup: &Setup, store: &StoreExchange) -> Limiter<StoreExchange> {

@@ -2,8 +2,8 @@
 //! until it needs Redis, hands the `/pipeline` body it would send to the wrapper, which posts it
 //! with `fetch` and hands back the reply, and so on until the call ends. The await stays in
 //! JavaScript, where a promise costs nothing extra; the core is only ever called synchronously,
-//! so a call is a future polled by hand ([`Exchange`]) over a [`StoreExchange`] whose one
-//! transport is the wrapper.
+//! so a call is a future polled by hand ([`Exchange`], held by number in [`Calls`]) over a
+//! [`StoreExchange`] whose one transport is the wrapper.
 //!
 //! Everything protocol-shaped is the library's (the plans and scripts, the `/pipeline` body, the
 //! reply parser, the EVALSHA-then-EVAL sequence); this module only moves bodies and replies
@@ -139,8 +139,8 @@ impl<T> std::fmt::Debug for Exchange<T> {
 }
 
 impl<T> Exchange<T> {
-    /// The call `future`, whose store round trips go through `store`; nothing runs until
-    /// [`Exchange::advance`].
+    /// The call `future`, whose store round trips go through the [`StoreExchange`] each
+    /// [`Exchange::advance`] is given; nothing runs until the first.
     pub fn new(future: impl Future<Output = T> + 'static) -> Exchange<T> {
         Exchange {
             future: Box::pin(future),
@@ -191,6 +191,51 @@ impl<T> Exchange<T> {
     /// What the call ended with; `None` while it waits for the store.
     pub fn into_output(self) -> Option<T> {
         self.output
+    }
+}
+
+/// The calls in flight, by number: what the wrapper holds of a call is its number, and a
+/// finished call's number is given to the next.
+#[derive(Debug)]
+pub struct Calls<T> {
+    slots: Vec<Option<Exchange<T>>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Calls<T> {
+    fn default() -> Calls<T> {
+        Calls {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Calls<T> {
+    /// Holds `call`; its number.
+    pub fn start(&mut self, call: Exchange<T>) -> u32 {
+        match self.free.pop() {
+            Some(number) => {
+                self.slots[number as usize] = Some(call);
+                number
+            }
+            None => {
+                self.slots.push(Some(call));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The call numbered `number`, if it is in flight.
+    pub fn get(&mut self, number: u32) -> Option<&mut Exchange<T>> {
+        self.slots.get_mut(number as usize)?.as_mut()
+    }
+
+    /// Takes the call numbered `number` out, freeing its number.
+    pub fn end(&mut self, number: u32) -> Option<Exchange<T>> {
+        let call = self.slots.get_mut(number as usize)?.take()?;
+        self.free.push(number);
+        Some(call)
     }
 }
 
@@ -263,6 +308,23 @@ mod tests {
             Err(StoreError::Unreachable(m)) => assert_eq!(m, "connection refused"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_call_is_found_by_its_number_until_it_ends_and_its_number_is_reused() {
+        let store = StoreExchange::new("edgelimit", 1_000);
+        let mut calls = Calls::default();
+        let a = calls.start(checking(&store));
+        let b = calls.start(checking(&store));
+        assert_ne!(a, b);
+        assert!(calls.get(b).is_some() && calls.get(b + 1).is_none());
+        assert!(calls.end(a).is_some());
+        assert!(
+            calls.get(a).is_none() && calls.end(a).is_none(),
+            "ended once"
+        );
+        assert_eq!(calls.start(checking(&store)), a, "the freed number");
+        assert!(calls.get(b).is_some(), "b untouched");
     }
 
     #[test]
