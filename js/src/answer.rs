@@ -63,14 +63,8 @@ impl DecisionOut {
     fn write_json(&self, out: &mut JsonText) {
         out.raw("{\"name\":");
         out.string(&self.name);
-        out.raw(",\"success\":");
-        out.boolean(self.success);
-        out.raw(",\"limit\":");
-        out.number(self.limit);
-        out.raw(",\"remaining\":");
-        out.number(self.remaining);
-        out.raw(",\"reset\":");
-        out.number(self.reset);
+        out.raw(",");
+        out.standing(self.success, self.limit, self.remaining, self.reset);
         out.raw(",\"retryAfterMs\":");
         out.number_or_null(self.retry_after_ms);
         out.raw(",\"reason\":");
@@ -220,14 +214,8 @@ impl LimitResult {
         let fields = self.headers.text().len() + 32 * self.headers.len();
         let problem = self.problem.as_ref().map_or(0, |p| p.body.len() * 2 + 96);
         let mut out = JsonText::with_capacity(256 + fields + problem + 192 * self.decisions.len());
-        out.raw("{\"success\":");
-        out.boolean(self.success);
-        out.raw(",\"limit\":");
-        out.number(self.limit);
-        out.raw(",\"remaining\":");
-        out.number(self.remaining);
-        out.raw(",\"reset\":");
-        out.number(self.reset);
+        out.raw("{");
+        out.standing(self.success, self.limit, self.remaining, self.reset);
         out.raw(",\"retryAfter\":");
         out.number_or_null(self.retry_after);
         out.raw(",\"reason\":");

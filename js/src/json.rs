@@ -43,6 +43,19 @@ impl JsonText {
         self.raw(if value { "true" } else { "false" });
     }
 
+    /// The four fields a result and each of its decisions open with: `success`, `limit`,
+    /// `remaining`, `reset`.
+    pub(crate) fn standing(&mut self, success: bool, limit: u64, remaining: u64, reset: u64) {
+        self.raw("\"success\":");
+        self.boolean(success);
+        self.raw(",\"limit\":");
+        self.number(limit);
+        self.raw(",\"remaining\":");
+        self.number(remaining);
+        self.raw(",\"reset\":");
+        self.number(reset);
+    }
+
     /// The text written.
     pub(crate) fn into_string(self) -> String {
         // Only `str`s and JSON punctuation went in.
