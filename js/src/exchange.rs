@@ -22,8 +22,8 @@ use edgelimit::{Check, Identifier, Limit, Store, StoreError, TimeSource, Verdict
 /// What one call and its store say to each other: the body waiting to be posted, then the reply.
 #[derive(Debug, Default)]
 struct Round {
-    /// The `/pipeline` body the call waits to have posted, and its number of commands.
-    outgoing: Option<(String, usize)>,
+    /// The `/pipeline` body the call waits to have posted.
+    outgoing: Option<String>,
     /// What the wrapper brought back for it.
     incoming: Option<Result<(u16, String), StoreError>>,
 }
@@ -67,7 +67,7 @@ impl StoreExchange {
         })?;
         let body = String::from_utf8(body)
             .map_err(|e| StoreError::Protocol(format!("the pipeline is not UTF-8: {e}")))?;
-        locked(&slot).outgoing = Some((body, n));
+        locked(&slot).outgoing = Some(body);
         let (status, text) = std::future::poll_fn(|_| match locked(&slot).incoming.take() {
             Some(reply) => Poll::Ready(reply),
             None => Poll::Pending,
@@ -166,7 +166,7 @@ impl<T> Exchange<T> {
                 None
             }
             // Pending only ever waits for a reply: the body it asked to have posted is there.
-            Poll::Pending => locked(&self.slot).outgoing.take().map(|(body, _)| body),
+            Poll::Pending => locked(&self.slot).outgoing.take(),
         }
     }
 
