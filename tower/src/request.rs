@@ -7,10 +7,8 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use edgelimit::net::{AddressText, ClientAddress, IpPrefix};
-use edgelimit::Identifier;
 use edgelimit_engine::identify::IdentifierSource;
 use edgelimit_engine::plan::MatchedRules;
-use edgelimit_engine::rules::RuleLimit;
 use edgelimit_engine::{Config, Incoming, RequestView};
 use http::header::{HeaderName, HOST};
 use http::request::Parts;
@@ -219,25 +217,6 @@ impl RequestView for HttpRequest<'_> {
 /// Identifiers are read from the request, as the Worker reads them; rules too, unless the layer
 /// matched them already.
 impl Incoming for HttpRequest<'_> {
-    /// The client address's identifier is made from its text as resolved, which is never
-    /// empty nor padded: what the source's own reading would trim and check is skipped. An
-    /// IPv4 address is its own identifier, as written (`IdentifierSource::identifier_of`): its
-    /// bytes are taken as they are, without reading them as text first.
-    fn identifier(&self, limit: &RuleLimit) -> Option<Identifier> {
-        match &limit.source {
-            IdentifierSource::ClientIp(_) => {
-                let text = self.client_address()?;
-                let bytes: &[u8] = text.as_ref();
-                Some(if bytes.contains(&b':') {
-                    limit.source.identifier_of(text.as_str())
-                } else {
-                    Identifier::from(bytes)
-                })
-            }
-            source => source.extract(self),
-        }
-    }
-
     fn matching<'c>(&self, config: &'c Config) -> MatchedRules<'c> {
         match &self.matched {
             Some(places) => places
