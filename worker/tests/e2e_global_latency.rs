@@ -556,12 +556,33 @@ fn by_region(responses: &[Response]) -> String {
     out.join("; ")
 }
 
+/// Admitted per (identifier, window), by region (`eu`, `us`, `ap`).
+type Cells = BTreeMap<(&'static str, u64), [u64; 3]>;
+
+/// The admitted requests of `decided` per (identifier, window) and region.
+fn admitted_cells(decided: &[Decided]) -> Cells {
+    let mut cells = Cells::new();
+    for d in decided.iter().filter(|d| d.status == 200) {
+        cells.entry((d.identifier, d.window())).or_default()[d.region] += 1;
+    }
+    cells
+}
+
+/// What the sim predicts of one replay.
+struct Prediction {
+    /// The limit's `admitted_exact − admitted`: the count set beside the measured one.
+    shortfall: u64,
+    /// Requests the reference admits and the regions deny, one by one.
+    per_request: u64,
+    /// What the replay admitted, each request in the window of its time in the trace.
+    cells: Cells,
+}
+
 /// The simulator's replay of `requests` (their times, regions and identifiers, in time order)
-/// under the leases configuration with `--rtt home=40,local=1`: the limit's
-/// `admitted_exact − admitted`, and its per-request `false_denied`. With `E2E_GLOBAL_KEEP_DIR`
+/// under the leases configuration with `--rtt home=40,local=1`. With `E2E_GLOBAL_KEEP_DIR`
 /// set, the trace is kept there as `{name}.csv` (with each request's status as measured in
 /// `{name}.status.csv`) for a closer look with `sim replay --decisions`.
-fn sim_prediction(name: &str, requests: &[Decided]) -> (u64, u64) {
+fn sim_prediction(name: &str, requests: &[Decided]) -> Prediction {
     let dir = TempDir::new("e2e-global-latency-sim");
     let mut trace = String::from("timestamp_ms,path,header:x-user,region\n");
     let mut statuses = String::from("timestamp_ms,region,identifier,status\n");
@@ -607,13 +628,44 @@ fn sim_prediction(name: &str, requests: &[Decided]) -> (u64, u64) {
                     .expect("an rtt spec"),
             ),
         },
-        decisions: None,
+        decisions: Some(dir.join("decisions.csv")),
     })
     .expect("the sim replays the trace");
     let global = report.global.expect("a global report");
     let limit = &global.limits[0];
     assert_eq!(limit.requests, requests.len() as u64);
-    (limit.admitted_exact - limit.admitted, limit.false_denied)
+    // time_ms,region,rule,limit,identifier,status,reason,exact_status: no field is quoted.
+    let rows = std::fs::read_to_string(dir.join("decisions.csv")).expect("the sim's decisions");
+    let replayed: Vec<Decided> = rows
+        .lines()
+        .skip(1)
+        .map(|row| {
+            let fields: Vec<&str> = row.split(',').collect();
+            Decided {
+                time_ms: fields[0].parse().expect("a decision's time"),
+                region: REGIONS
+                    .iter()
+                    .position(|r| *r == fields[1])
+                    .expect("a region"),
+                identifier: IDENTIFIERS
+                    .into_iter()
+                    .chain([US_ONLY])
+                    .find(|i| *i == fields[4])
+                    .expect("one of the identifiers"),
+                status: fields[5].parse().expect("a status"),
+            }
+        })
+        .collect();
+    assert_eq!(
+        replayed.len(),
+        requests.len(),
+        "a decision for every request"
+    );
+    Prediction {
+        shortfall: limit.admitted_exact - limit.admitted,
+        per_request: limit.false_denied,
+        cells: admitted_cells(&replayed),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -687,10 +739,7 @@ async fn leases_against_one_store_at_the_home_same_load_one_run() {
     for run in [&single, &leases] {
         eprintln!("{}: {}", run.name, by_region(&run.responses));
     }
-    let mut cells: BTreeMap<(&str, u64), [u64; 3]> = BTreeMap::new();
-    for d in leases.decided.iter().filter(|d| d.status == 200) {
-        cells.entry((d.identifier, d.window())).or_default()[d.region] += 1;
-    }
+    let cells = admitted_cells(&leases.decided);
     eprintln!("leases admitted per (identifier, window), eu/us/ap: {cells:?}");
 
     // The sim replays the requests twice: at the Workers' own decision times (what a
@@ -713,12 +762,36 @@ async fn leases_against_one_store_at_the_home_same_load_one_run() {
         ("decision-times", &leases.decided),
         ("send-times", &as_sent),
     ] {
-        let (predicted, per_request) = sim_prediction(name, requests);
+        let prediction = sim_prediction(name, requests);
+        let predicted = prediction.shortfall;
         eprintln!(
             "false denied under leases: measured {measured}, sim on the {name} predicts {predicted} \
-             (per request: {per_request}); tolerance ±{tolerance}: within {}",
+             (per request: {}); tolerance ±{tolerance}: within {}",
+            prediction.per_request,
             predicted.abs_diff(measured) <= tolerance
         );
+        // Where the replay's admissions part from the Workers': what to look at when the
+        // prediction misses (a run's traces are kept with E2E_GLOBAL_KEEP_DIR).
+        let parted: Vec<String> = cells
+            .keys()
+            .chain(prediction.cells.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|key| {
+                let (workers, sim) = (
+                    cells.get(key).copied().unwrap_or_default(),
+                    prediction.cells.get(key).copied().unwrap_or_default(),
+                );
+                (workers.iter().sum::<u64>() != sim.iter().sum::<u64>())
+                    .then(|| format!("{key:?} Workers {workers:?}, sim {sim:?}"))
+            })
+            .collect();
+        if !parted.is_empty() {
+            eprintln!(
+                "  (identifier, window)s the sim on the {name} admits a different number of, eu/us/ap: {}",
+                parted.join("; ")
+            );
+        }
         predictions.push(predicted);
     }
     // What a deployment's logs give the sim: the Workers' own decision times.
