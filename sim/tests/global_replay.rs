@@ -418,3 +418,71 @@ fn the_report_counts_what_the_decisions_file_holds() {
     }
     assert_eq!(global["waited"], waited);
 }
+
+/// The Workers' decisions of one run of the Worker's global latency e2e (`fixed 40/5s` in
+/// `eu`, `us` and `ap`; every region bursting on three identifiers at the same moment of each
+/// window, then trickling; a fourth identifier only `us` sends to), each time moved by up to
+/// 10 ms (`tests/data/README.md`). Regions that see each other once a window, at the same
+/// moment of it, must not take each other for gone: one that did would take the whole pool
+/// from under the others' requests of that moment and strand it in its lease. Replayed as the
+/// e2e replays it, every (identifier, window) admits what one store admits, and no more.
+#[test]
+fn regions_bursting_at_the_same_moment_of_every_window_strand_nothing() {
+    const E2E_LIMIT: u64 = 40;
+    const E2E_WINDOW_MS: u64 = 5_000;
+    let dir = TempDir::new("sim-global-periodic");
+    dir.write(
+        "global.toml",
+        &format!(
+            r#"
+[global]
+home = {{ url_var = "HOME_URL", token_var = "HOME_TOKEN" }}
+static_share = "50%"
+regions = [
+  {{ name = "eu", url_var = "EU_URL", token_var = "EU_TOKEN" }},
+  {{ name = "us", url_var = "US_URL", token_var = "US_TOKEN" }},
+  {{ name = "ap", url_var = "AP_URL", token_var = "AP_TOKEN" }},
+]
+
+[[rules]]
+name = "api"
+path_prefix = "/api/"
+limits = [{{ name = "per-user", policy = "fixed {E2E_LIMIT}/5s", identifier = "header:x-user" }}]
+"#
+        ),
+    );
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/periodic_bursts.csv.gz");
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["replay", trace.to_str().unwrap(), "--config", "global.toml"])
+        .args(["--rtt", "home=40,local=1", "--decisions", "d.csv"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = rows(&dir.join("d.csv"));
+    assert_eq!(rows.len(), 700);
+    // (identifier, window): admitted in the regions, by the reference.
+    let mut admitted: BTreeMap<(String, u64), (u64, u64)> = BTreeMap::new();
+    for row in &rows {
+        let cell = admitted
+            .entry((row.identifier.clone(), row.time_ms / E2E_WINDOW_MS))
+            .or_default();
+        cell.0 += u64::from(row.admitted());
+        cell.1 += u64::from(row.exact_status == 200);
+    }
+    assert_eq!(admitted.len(), 4 * 4, "four identifiers in four windows");
+    for (cell, (regions, exact)) in &admitted {
+        assert_eq!(
+            exact, &E2E_LIMIT,
+            "{cell:?}: every window asks beyond the limit"
+        );
+        assert_eq!(
+            regions, exact,
+            "{cell:?}: admitted in the regions, by one store"
+        );
+    }
+}

@@ -298,7 +298,12 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             regions: self.regions,
             pool_capacity: limit.pool.as_ref().map_or(0, |p| p.policy.capacity()),
             fixed_window: policy.algorithm() == Algorithm::FixedWindow,
-            alone_ms: policy.window_ms().max(self.horizon_ms()),
+            // Two windows, not one: regions sharing an identifier often draw on its pool at the
+            // same moment of every window (a daily job, a burst at each minute's start), so a
+            // region sees the others about one window apart, and a span of one window would
+            // call it alone at that moment in every other window — then it takes the whole
+            // pool from the others' requests of the same moment and strands it in its lease.
+            alone_ms: 2 * policy.window_ms().max(self.horizon_ms()),
         }
     }
 
