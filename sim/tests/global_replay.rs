@@ -122,8 +122,9 @@ fn replay(dir: &TempDir, static_share: &str) -> (Vec<Row>, serde_json::Value) {
         format!("r-{name}.json"),
         format!("r-{name}.html"),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args([
+    let text = sim(
+        dir,
+        &[
             "replay",
             "trace.csv",
             "--config",
@@ -136,16 +137,8 @@ fn replay(dir: &TempDir, static_share: &str) -> (Vec<Row>, serde_json::Value) {
             &json,
             "--html",
             &html,
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("global limits in 3 regions"), "{text}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(&json)).unwrap()).unwrap();
@@ -159,6 +152,21 @@ fn replay(dir: &TempDir, static_share: &str) -> (Vec<Row>, serde_json::Value) {
     assert!(page.contains("Global limits in 3 regions"), "{page}");
     assert!(page.contains(&said), "{said} missing from the HTML report");
     (rows(&dir.join(&decisions)), report)
+}
+
+/// Runs `sim` with `args` in `dir`: what it printed.
+fn sim(dir: &TempDir, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn rows(path: &Path) -> Vec<Row> {
@@ -452,16 +460,19 @@ limits = [{{ name = "per-user", policy = "fixed {E2E_LIMIT}/5s", identifier = "h
         ),
     );
     let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/periodic_bursts.csv.gz");
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(["replay", trace.to_str().unwrap(), "--config", "global.toml"])
-        .args(["--rtt", "home=40,local=1", "--decisions", "d.csv"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let trace = trace.to_str().unwrap();
+    sim(
+        &dir,
+        &[
+            "replay",
+            trace,
+            "--config",
+            "global.toml",
+            "--rtt",
+            "home=40,local=1",
+            "--decisions",
+            "d.csv",
+        ],
     );
     let rows = rows(&dir.join("d.csv"));
     assert_eq!(rows.len(), 700);
