@@ -301,8 +301,9 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             // Two windows, not one: regions sharing an identifier often draw on its pool at the
             // same moment of every window (a daily job, a burst at each minute's start), so a
             // region sees the others about one window apart, and a span of one window would
-            // call it alone at that moment in every other window — then it takes the whole
-            // pool from the others' requests of the same moment and strands it in its lease.
+            // make it alone again at that moment of each window, a few milliseconds either way
+            // deciding it — then it takes the whole pool from under the others' requests of
+            // that moment and strands it in its lease (docs/design.md §9).
             alone_ms: 2 * policy.window_ms().max(self.horizon_ms()),
         }
     }
