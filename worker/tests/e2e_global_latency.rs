@@ -347,6 +347,15 @@ impl Decided {
     }
 }
 
+/// The load's identifier spelled `name`.
+fn identifier_named(name: &str) -> &'static str {
+    IDENTIFIERS
+        .into_iter()
+        .chain([US_ONLY])
+        .find(|i| *i == name)
+        .unwrap_or_else(|| panic!("`{name}` is not one of the load's identifiers"))
+}
+
 /// The decisions of `/api/` requests in a Worker's log lines, waiting (up to 30 s) until
 /// `expected` of them are written.
 async fn decided(worker: &WranglerDev, region: usize, expected: usize) -> Vec<Decided> {
@@ -363,11 +372,7 @@ async fn decided(worker: &WranglerDev, region: usize, expected: usize) -> Vec<De
                 Decided {
                     time_ms: line["time_ms"].as_u64().expect("a decision's time"),
                     region,
-                    identifier: IDENTIFIERS
-                        .into_iter()
-                        .chain([US_ONLY])
-                        .find(|i| *i == identifier)
-                        .expect("one of the identifiers"),
+                    identifier: identifier_named(identifier),
                     status: line["status"].as_u64().expect("a status") as u16,
                 }
             })
@@ -634,25 +639,29 @@ fn sim_prediction(name: &str, requests: &[Decided]) -> Prediction {
     let global = report.global.expect("a global report");
     let limit = &global.limits[0];
     assert_eq!(limit.requests, requests.len() as u64);
-    // time_ms,region,rule,limit,identifier,status,reason,exact_status: no field is quoted.
+    // The columns as the sim names them; no field of this trace needs quoting.
     let rows = std::fs::read_to_string(dir.join("decisions.csv")).expect("the sim's decisions");
-    let replayed: Vec<Decided> = rows
-        .lines()
-        .skip(1)
+    let mut lines = rows.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|c| *c == name)
+            .unwrap_or_else(|| panic!("no `{name}` column in the sim's decisions"))
+    };
+    let [time_ms, region, identifier, status] =
+        ["time_ms", "region", "identifier", "status"].map(column);
+    let replayed: Vec<Decided> = lines
         .map(|row| {
             let fields: Vec<&str> = row.split(',').collect();
             Decided {
-                time_ms: fields[0].parse().expect("a decision's time"),
+                time_ms: fields[time_ms].parse().expect("a decision's time"),
                 region: REGIONS
                     .iter()
-                    .position(|r| *r == fields[1])
+                    .position(|r| *r == fields[region])
                     .expect("a region"),
-                identifier: IDENTIFIERS
-                    .into_iter()
-                    .chain([US_ONLY])
-                    .find(|i| *i == fields[4])
-                    .expect("one of the identifiers"),
-                status: fields[5].parse().expect("a status"),
+                identifier: identifier_named(fields[identifier]),
+                status: fields[status].parse().expect("a status"),
             }
         })
         .collect();
