@@ -634,6 +634,19 @@ impl Problem {
         problem
     }
 
+    /// 400: the request cannot be read unambiguously, the way its origin will read it (`why`
+    /// completes "This request is refused: …"), so no limit could be applied to it with
+    /// certainty.
+    pub fn ambiguous(why: &str, instance: &str) -> Problem {
+        let mut problem = Problem::new(
+            400,
+            format!("This request is refused: {why}."),
+            Some(instance),
+        );
+        problem.reason = Some("ambiguous_request");
+        problem
+    }
+
     /// 500: the limiter cannot run (`why` says what to fix); it refuses rather than run unlimited.
     pub fn misconfigured(why: &str) -> Problem {
         Problem::new(500, format!("edgelimit is misconfigured: {why}"), None)

@@ -10,18 +10,30 @@ use edgelimit::Limit;
 
 use crate::identify::{IdentifierSource, RequestView};
 use crate::lists::StaticList;
+use crate::reading::FieldValues;
 
 /// What to do with a request when a limit's identifier is absent (or empty).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Missing {
+    /// `ip`: count the request by its client address (the `ip` source, grouped alike), in a
+    /// bucket of the limit's no identifier can name ([`ADDRESS_FALLBACK`]) — the default: a
+    /// client that leaves the field out is still limited, alone. Without an address either, the
+    /// request joins the limit's shared bucket.
+    #[default]
+    Address,
     /// Refuse the request with 400 and a problem body naming the missing source.
     Deny,
     /// Skip this limit for the request.
     Allow,
-    /// Count the request in one bucket shared by every request without an identifier.
-    #[default]
+    /// Count the request in one bucket shared by every request without an identifier: one
+    /// client leaving the field out can use up, and so deny, every other's share of it.
     Shared,
 }
+
+/// The first byte of an identifier made of a client address for a request without the limit's
+/// own identifier ([`Missing::Address`]). Identifiers taken from a request are text (UTF-8),
+/// which never holds this byte, so no value a client sends can name such a bucket.
+pub const ADDRESS_FALLBACK: u8 = 0xFE;
 
 /// One limit as a rule applies it.
 #[derive(Debug, Clone, PartialEq)]
@@ -388,6 +400,9 @@ pub struct Rule {
     pub path: PathMatch,
     /// Decide and report, but never block.
     pub shadow: bool,
+    /// The rule of CORS preflights (`preflight_limit`, [`PREFLIGHT_RULE`]): it matches exactly
+    /// the preflights, and they match no other rule.
+    pub preflight: bool,
     /// The limits applied, all or nothing.
     pub limits: Vec<RuleLimit>,
     /// Deny entries of this rule, matched in the isolate: a match refuses the request with 403
@@ -406,6 +421,7 @@ pub struct Rule {
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Missing::Address => "ip",
             Missing::Deny => "deny",
             Missing::Allow => "allow",
             Missing::Shared => "shared",
@@ -418,10 +434,11 @@ impl FromStr for Missing {
 
     fn from_str(text: &str) -> Result<Missing, String> {
         match text.trim() {
+            "ip" => Ok(Missing::Address),
             "deny" => Ok(Missing::Deny),
             "allow" => Ok(Missing::Allow),
             "shared" => Ok(Missing::Shared),
-            other => Err(format!("`{other}` is not one of deny, allow, shared")),
+            other => Err(format!("`{other}` is not one of ip, deny, allow, shared")),
         }
     }
 }
@@ -552,9 +569,25 @@ impl PathMatch {
     }
 }
 
+/// The name of the rule (and its limit) that `preflight_limit` gives CORS preflights.
+pub const PREFLIGHT_RULE: &str = "cors-preflight";
+
+/// Whether `request` is a CORS preflight, as the Fetch standard sends one: `OPTIONS` with
+/// `Access-Control-Request-Method`. Any other `OPTIONS` is an ordinary request.
+pub fn is_preflight<R: RequestView + ?Sized>(request: &R) -> bool {
+    request.method() == "OPTIONS"
+        && request.header_values("access-control-request-method") != FieldValues::Absent
+}
+
 impl Rule {
-    /// Whether this rule applies to `request`.
+    /// Whether this rule applies to `request` (read as the request path reads it,
+    /// [`crate::Config::reading`]). Which rules a request matches together is
+    /// [`crate::Config::matching`]'s: a preflight matches only the preflight rule, when there is
+    /// one.
     pub fn matches<R: RequestView + ?Sized>(&self, request: &R) -> bool {
+        if self.preflight {
+            return is_preflight(request);
+        }
         (self.hosts.is_empty() || self.hosts.iter().any(|h| h.matches(request.host())))
             && (self.methods.is_empty() || self.methods.iter().any(|m| m == request.method()))
             && self.path.matches(request.path())

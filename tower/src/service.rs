@@ -87,14 +87,11 @@ where
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
         // Worker). The rules are matched here, once: the request path takes them as found.
-        let matched = if shared.exempt.exempts(&parts) {
-            MatchedPlaces::new()
-        } else {
-            matched_places(
-                shared.edge.config(),
-                &HttpRequest::new(&parts, &shared.reading),
-            )
-        };
+        let matched = matched_places(
+            shared.edge.config(),
+            &shared.exempt,
+            &HttpRequest::new(&parts, &shared.reading),
+        );
         if matched.is_empty() {
             return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
         }
@@ -216,8 +213,7 @@ async fn settle<S: Store>(
     handled: &Handled<'_>,
     head: Option<&response::Parts>,
 ) {
-    let name = shared.ids.next();
-    let settlement = handled.settlement(&name, |field| {
+    let settlement = handled.settlement(|field| {
         let head = head?;
         if field == STATUS_FIELD {
             return Some(head.status.as_u16().to_string());

@@ -140,6 +140,7 @@ impl RawRule {
             methods,
             path,
             shadow: self.shadow,
+            preflight: false,
             limits,
             deny,
             allow,

@@ -23,6 +23,9 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) shards: Vec<RawShard>,
     pub(super) request_id_header: Option<String>,
+    pub(super) request_id_trusted: Option<bool>,
+    pub(super) duplicates: Option<String>,
+    pub(super) preflight_limit: Option<String>,
     pub(super) rules: Vec<RawRule>,
     #[serde(default)]
     pub(super) deny: Vec<String>,

@@ -339,6 +339,7 @@ fn top_level_settings_are_checked() {
 fn settled_costs_and_the_request_id_header_are_read_and_checked() {
     let mut v = minimal();
     v["request_id_header"] = json!("X-Request-Id");
+    v["request_id_trusted"] = json!(true);
     v["rules"][0]["limits"] = json!([
         {"name": "llm", "policy": "fixed 100000/1h", "identifier": "ip",
          "cost": {"reserve": 1000, "from": "response-header:X-Tokens-Used"}, "idempotent": true},
@@ -347,7 +348,7 @@ fn settled_costs_and_the_request_id_header_are_read_and_checked() {
         {"name": "inflight", "policy": "concurrency 2 timeout 30s", "identifier": "ip"}
     ]);
     let c = Config::from_value(v).unwrap();
-    assert_eq!(c.request_id_header, "x-request-id");
+    assert_eq!(c.request_id_header.as_deref(), Some("x-request-id"));
     let [llm, egress, inflight] = &c.rules[0].limits[..] else {
         panic!("three limits")
     };
@@ -368,10 +369,19 @@ fn settled_costs_and_the_request_id_header_are_read_and_checked() {
         })
     );
     assert_eq!((inflight.cost, &inflight.settle), (1, &None));
+    // No header is read as the request id unless named and trusted: a client could send one.
     assert_eq!(
         Config::from_value(minimal()).unwrap().request_id_header,
-        "cf-ray"
+        None
     );
+    let mut v = minimal();
+    v["request_id_header"] = json!("cf-ray");
+    let untrusted = error_of(v);
+    assert_eq!(untrusted.field, "request_id_header");
+    assert!(untrusted.problem.contains("request_id_trusted = true"));
+    let mut v = minimal();
+    v["request_id_trusted"] = json!(true);
+    assert_eq!(error_of(v).field, "request_id_trusted");
 }
 
 #[test]
@@ -426,6 +436,7 @@ fn settled_cost_errors_name_the_field() {
     assert_eq!(error_of(v).field, format!("{at} → cost"));
     let mut v = minimal();
     v["request_id_header"] = json!("x request");
+    v["request_id_trusted"] = json!(true);
     assert_eq!(error_of(v).field, "request_id_header");
 }
 

@@ -49,7 +49,6 @@ pub struct EdgeReplay {
     /// What requests settle when they land (their concurrency leases released, their settled
     /// costs committed): the Worker's settlement, due at the request's time plus its duration.
     landings: Due<Settlement>,
-    landed: u64,
     extracted: Extracted,
     /// `--overrides`: applied to the store at the first request (then kept for the report).
     overrides: Option<Overrides>,
@@ -185,7 +184,6 @@ impl EdgeReplay {
             totals: Totals::default(),
             log_check: compare_log.then(LogCheck::default),
             landings: Due::default(),
-            landed: 0,
             extracted,
             overrides,
             assigned,
@@ -401,7 +399,6 @@ impl EdgeReplay {
             series,
             log_check,
             landings,
-            landed,
             extracted,
             assigned,
             decisions,
@@ -507,9 +504,7 @@ impl EdgeReplay {
         // The request lands after its duration; the Worker settles it then (a request without
         // a duration keeps its leases until they time out).
         if let Some(duration) = duration {
-            *landed += 1;
-            let name = format!("sim-{landed}");
-            if let Some(settlement) = handled.settlement(&name, |_| None) {
+            if let Some(settlement) = handled.settlement(|_| None) {
                 landings.push(local_ms.saturating_add(duration), settlement);
             }
         }
@@ -540,7 +535,15 @@ impl EdgeReplay {
                 .as_mut()
                 .filter(|_| global.is_none())
                 .map(|log| (log, row));
-            let denied = tally_rule(&mut rules[index], rule, &handled, &replayed, &mut ids, rows);
+            let denied = tally_rule(
+                &mut rules[index],
+                rule,
+                &handled,
+                config,
+                &replayed,
+                &mut ids,
+                rows,
+            );
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use edgelimit::{Identifier, Reason};
 use edgelimit_engine::lists;
-use edgelimit_engine::{Exceed, Handled, Incoming, Missing, Rule, RuleLimit, Unenforced};
+use edgelimit_engine::{Config, Exceed, Handled, Incoming, Missing, Rule, RuleLimit, Unenforced};
 
 use super::decisions::{DecisionLog, RequestRow, MISSING_IDENTIFIER};
 use super::extract::Replayed;
@@ -342,6 +342,7 @@ pub(super) fn tally_rule(
     tally: &mut RuleTally,
     rule: &Rule,
     handled: &Handled<'_>,
+    config: &Config,
     request: &Replayed<'_>,
     ids: &mut Identifiers,
     mut rows: Option<(&mut DecisionLog, RequestRow<'_>)>,
@@ -393,7 +394,7 @@ pub(super) fn tally_rule(
                     continue;
                 }
                 Missing::Allow => continue,
-                Missing::Shared => {}
+                Missing::Shared | Missing::Address => {}
             }
         }
         // A limit of an enforced rule decided in shadow (`soft`, or an identifier its staged
@@ -403,7 +404,7 @@ pub(super) fn tally_rule(
                 Some((
                     check,
                     verdict,
-                    find_item(check, applied, absent, request, |_| true)?,
+                    find_item(check, applied, absent, config, request, |_| true)?,
                 ))
             })
             .or_else(|| {
@@ -411,7 +412,7 @@ pub(super) fn tally_rule(
                     return None;
                 }
                 let d = handled.decided().find(|d| d.shadow)?;
-                let index = find_item(d.check, applied, absent, request, |i| {
+                let index = find_item(d.check, applied, absent, config, request, |i| {
                     plan.unenforced(i).is_some()
                 })?;
                 Some((d.check, d.verdict, index))
@@ -515,6 +516,7 @@ fn find_item(
     check: &edgelimit::Check,
     applied: &edgelimit_engine::RuleLimit,
     absent: bool,
+    config: &Config,
     request: &Replayed<'_>,
     eligible: impl Fn(usize) -> bool,
 ) -> Option<usize> {
@@ -531,7 +533,7 @@ fn find_item(
         Identifier::from("")
     } else {
         request
-            .identifier(applied)
+            .identifier(applied, &config.reading(request))
             .unwrap_or_else(|| Identifier::from(""))
     };
     items.iter().enumerate().position(|(i, item)| {
