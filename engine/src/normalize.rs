@@ -113,51 +113,72 @@ pub(crate) fn configured_path(raw: &str) -> Result<Cow<'_, str>, UnreadablePath>
 ///
 /// Borrows `raw` when it changes nothing but drop the port and trailing dot.
 pub fn host(raw: &str) -> Result<Cow<'_, str>, UnreadableHost> {
-    if raw.is_empty() {
-        return Ok(Cow::Borrowed(raw));
-    }
-    let (name, port) = if raw.starts_with('[') {
-        let close = raw.find(']').ok_or(UnreadableHost::Literal)?;
-        let rest = &raw[close + 1..];
-        let port = match rest.strip_prefix(':') {
-            Some(port) => port,
-            None if rest.is_empty() => "",
-            None => return Err(UnreadableHost::Literal),
-        };
-        let inside = &raw[1..close];
-        if inside.is_empty()
-            || !inside
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-        {
-            return Err(UnreadableHost::Literal);
-        }
-        (&raw[..=close], port)
-    } else {
-        let (name, port) = raw.split_once(':').unwrap_or((raw, ""));
-        if name
-            .bytes()
-            .any(|b| b <= b' ' || b == 0x7f || matches!(b, b'/' | b'\\' | b'[' | b']'))
-        {
-            return Err(UnreadableHost::Character);
-        }
-        let name = name.strip_suffix('.').unwrap_or(name);
-        if name.is_empty() {
-            return Err(UnreadableHost::Empty);
-        }
-        if name.split('.').any(str::is_empty) {
-            return Err(UnreadableHost::EmptyLabel);
-        }
-        (name, port)
+    let bytes = raw.as_bytes();
+    let (name, port, upper) = match bytes.first() {
+        None => return Ok(Cow::Borrowed(raw)),
+        Some(b'[') => ip_literal(raw)?,
+        Some(_) => host_name(raw)?,
     };
     if !port.bytes().all(|b| b.is_ascii_digit()) {
         return Err(UnreadableHost::Port);
     }
-    Ok(if name.bytes().any(|b| b.is_ascii_uppercase()) {
+    Ok(if upper {
         Cow::Owned(name.to_ascii_lowercase())
     } else {
         Cow::Borrowed(name)
     })
+}
+
+/// A host name, its port (after the `:`, if any), and whether the name holds an upper-case
+/// letter: in one pass, as a host is read on every request.
+fn host_name(raw: &str) -> Result<(&str, &str, bool), UnreadableHost> {
+    let bytes = raw.as_bytes();
+    let (mut end, mut label_start) = (bytes.len(), 0);
+    let (mut upper, mut empty_label) = (false, false);
+    for (i, &byte) in bytes.iter().enumerate() {
+        match byte {
+            b':' => {
+                end = i;
+                break;
+            }
+            b'.' => {
+                empty_label |= i == label_start;
+                label_start = i + 1;
+            }
+            b'A'..=b'Z' => upper = true,
+            0..=b' ' | 0x7f | b'/' | b'\\' | b'[' | b']' => return Err(UnreadableHost::Character),
+            _ => {}
+        }
+    }
+    let name = &raw[..end];
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if name.is_empty() {
+        return Err(UnreadableHost::Empty);
+    }
+    if empty_label {
+        return Err(UnreadableHost::EmptyLabel);
+    }
+    Ok((name, raw.get(end + 1..).unwrap_or(""), upper))
+}
+
+/// An IP literal with its brackets, its port (after the `:`, if any), and whether it holds an
+/// upper-case hex digit.
+fn ip_literal(raw: &str) -> Result<(&str, &str, bool), UnreadableHost> {
+    let close = raw.find(']').ok_or(UnreadableHost::Literal)?;
+    let inside = &raw[1..close];
+    if inside.is_empty()
+        || !inside
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+    {
+        return Err(UnreadableHost::Literal);
+    }
+    let port = match &raw[close + 1..] {
+        "" => "",
+        rest => rest.strip_prefix(':').ok_or(UnreadableHost::Literal)?,
+    };
+    let upper = inside.bytes().any(|b| b.is_ascii_uppercase());
+    Ok((&raw[..=close], port, upper))
 }
 
 fn read_path(raw: &str, parents: Parents) -> Result<Cow<'_, str>, UnreadablePath> {
@@ -212,35 +233,50 @@ fn escape(segment: &[u8], at: usize) -> Option<u8> {
     Some((digit(1)? * 16 + digit(2)?) as u8)
 }
 
+/// The bytes a read path holds literally, `/` aside: visible ASCII but `%`, `?`, `#`, `;` and
+/// `\` (what [`sent`] reads as [`Sent::Literal`]), as a table for [`is_read`]'s one pass.
+const LITERAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = b'!';
+    while byte < 0x7f {
+        table[byte as usize] = !matches!(byte, b'%' | b'?' | b'#' | b';' | b'\\' | b'/');
+        byte += 1;
+    }
+    table
+};
+
 /// Whether a path (starting with `/`) is already in the spelling [`path`] writes: what lets a
-/// path read unchanged without allocating.
+/// path read unchanged without allocating, in one pass over its bytes.
 fn is_read(bytes: &[u8]) -> bool {
-    let mut segments = bytes[1..].split(|&b| b == b'/').peekable();
-    while let Some(segment) = segments.next() {
-        let last = segments.peek().is_none();
-        if (segment.is_empty() && !last) || segment == b"." || segment == b".." {
-            return false;
+    // The current segment starts at `start`.
+    let (mut start, mut i) = (1, 1);
+    while i < bytes.len() {
+        let byte = bytes[i];
+        if LITERAL[usize::from(byte)] {
+            i += 1;
+            continue;
         }
-        let mut i = 0;
-        while i < segment.len() {
-            match sent(segment[i]) {
-                Ok(Sent::Literal) => i += 1,
-                Ok(Sent::Percent) => {
-                    let upper = |b: &u8| b.is_ascii_digit() || (b'A'..=b'F').contains(b);
-                    let canonical = segment
-                        .get(i + 1..i + 3)
-                        .is_some_and(|d| d.iter().all(upper))
-                        && escape(segment, i).map(decoded) == Some(Ok(Sent::Escaped));
-                    if !canonical {
-                        return false;
-                    }
-                    i += 3;
+        match byte {
+            b'/' => {
+                if matches!(&bytes[start..i], b"" | b"." | b"..") {
+                    return false;
                 }
-                Ok(Sent::Escaped) | Err(_) => return false,
+                i += 1;
+                start = i;
             }
+            b'%' => {
+                let upper = |b: &u8| b.is_ascii_digit() || (b'A'..=b'F').contains(b);
+                let canonical = bytes.get(i + 1..i + 3).is_some_and(|d| d.iter().all(upper))
+                    && escape(bytes, i).map(decoded) == Some(Ok(Sent::Escaped));
+                if !canonical {
+                    return false;
+                }
+                i += 3;
+            }
+            _ => return false,
         }
     }
-    true
+    !matches!(&bytes[start..], b"." | b"..")
 }
 
 /// The path read into its spelling: segment by segment, each decoded and re-escaped, empty and

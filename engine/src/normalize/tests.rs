@@ -111,6 +111,14 @@ fn a_path_already_read_is_borrowed() {
 }
 
 #[test]
+fn the_fast_checks_table_is_what_a_byte_reads_as() {
+    for byte in 0..=255u8 {
+        let literal = byte != b'/' && sent(byte) == Ok(Sent::Literal);
+        assert_eq!(LITERAL[usize::from(byte)], literal, "{byte:#04x}");
+    }
+}
+
+#[test]
 fn a_rules_path_refuses_every_parent_segment() {
     assert_eq!(configured_path("/a%70i/").as_deref(), Ok("/api/"));
     assert_eq!(configured_path("/a//b/./c").as_deref(), Ok("/a/b/c"));
