@@ -53,7 +53,8 @@ pub enum UnreadablePath {
     ParentSegment,
 }
 
-/// Why a host cannot be read: the request is refused (400), as nginx refuses it.
+/// Why a host cannot be read: the request is refused (400). nginx refuses `..`, a space, a
+/// control character, `/` and an empty name too; the rest no client sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum UnreadableHost {
@@ -108,8 +109,9 @@ pub(crate) fn configured_path(raw: &str) -> Result<Cow<'_, str>, UnreadablePath>
 /// The host as the origin routes by it: ASCII letters lower-cased, the port dropped (any port:
 /// the origin picks its server by name alone), one trailing dot dropped. An IP literal in
 /// brackets keeps its brackets (`[::1]:8080` reads `[::1]`). An empty host (a request without
-/// one) reads empty. Refused ([`UnreadableHost`]): what nginx refuses (an empty label, a space,
-/// control character, `/` or `\`, no name) and a port that is not a number.
+/// one) reads empty. Refused ([`UnreadableHost`]): an empty label (`a..b`, a leading dot), a
+/// space, control character, `/`, `\` or stray bracket, a malformed IP literal, no name, and a
+/// port that is not a number.
 ///
 /// Borrows `raw` when it changes nothing but drop the port and trailing dot.
 pub fn host(raw: &str) -> Result<Cow<'_, str>, UnreadableHost> {
