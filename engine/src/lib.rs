@@ -15,6 +15,7 @@
 //! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its
 //!   field; [`config::file`] (native): the same from a `wrangler.toml`; [`config::global`]:
 //!   regions and the home of global limits.
+//! - [`normalize`]: a request's path and host as the origin reads them, which rules match.
 //! - [`rules`]: rules, the limits they apply, and matching by host, method and path.
 //! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
 //! - [`reading`]: the request as the path reads it, once for every host: path and host as the
@@ -44,6 +45,7 @@ pub mod exceed_counters;
 pub mod identify;
 pub mod lists;
 pub mod log_line;
+pub mod normalize;
 pub mod own_id;
 pub mod pipeline;
 pub mod plan;
