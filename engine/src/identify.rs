@@ -36,7 +36,9 @@ pub trait RequestView {
     fn method(&self) -> &str;
     /// The host, lower case, without port.
     fn host(&self) -> &str;
-    /// The path, as sent (percent-encoded), starting with `/`.
+    /// The path, as sent (percent-encoded), starting with `/`, without the query: rules and
+    /// identifiers read it as the origin will ([`crate::normalize::path`], through
+    /// [`crate::Config::reading`]).
     fn path(&self) -> &str;
     /// The first value of a query parameter, decoded.
     fn query(&self, name: &str) -> Option<String>;

@@ -18,7 +18,7 @@ use crate::identify::IdentifierSource;
 use crate::identify::{OwnedRequest, RequestView};
 use crate::lists::{self, Denial, ProbeCache, Via};
 use crate::own_id::OwnId;
-use crate::reading::{Reading, RepeatedField};
+use crate::reading::{Reading, RepeatedField, Unreadable};
 use crate::rules::{is_preflight, Missing, Rule, RuleLimit, Unenforced, ADDRESS_FALLBACK};
 
 /// A request as the pipeline plans it: what it offers ([`RequestView`]), where each limit's
@@ -62,6 +62,9 @@ pub enum Refusal<'c> {
     Missing(Absent<'c>),
     /// A field the configuration reads is sent more than once (`duplicates = "refuse"`).
     Repeated(RepeatedField),
+    /// The path or host cannot be read the way the origin reads it (docs/configuration.md,
+    /// "How a request's path and host are read").
+    Unreadable(Unreadable),
 }
 
 impl Refusal<'_> {
@@ -78,6 +81,7 @@ impl Refusal<'_> {
                 &format!("it sends {field} more than once, and the limiter reads one value"),
                 path,
             ),
+            Refusal::Unreadable(why) => Problem::ambiguous(&why.to_string(), path),
         }
     }
 }
@@ -190,6 +194,12 @@ impl Config {
         probes: Option<&Mutex<ProbeCache>>,
     ) -> Plan<'c> {
         let read = self.reading(request);
+        if let Some(why) = read.unreadable() {
+            // No rule can be matched with certainty: none is, and nothing is charged.
+            let mut plan = Plan::empty(own_id, spare, self);
+            plan.refuse(Refusal::Unreadable(why));
+            return plan;
+        }
         let mut plan = self.plan_read(request, &read, own_id, spare, probes);
         if let Some(field) = read.repeated() {
             plan.refuse(Refusal::Repeated(field));
@@ -203,13 +213,12 @@ impl Config {
         request: &R,
         read: &Reading<'_, R>,
         own_id: Option<OwnId>,
-        mut spare: [Check; 2],
+        spare: [Check; 2],
         probes: Option<&Mutex<ProbeCache>>,
     ) -> Plan<'c> {
         let rules = request.matching(self, read);
         let identify = &mut |applied: &RuleLimit| request.identifier(applied, read);
         let fallback = &mut || self.address_fallback(read);
-        spare.iter_mut().for_each(Check::clear);
         // A trusted header's id, as the proxy that set it sent it (not read as a field a
         // client may repeat: the proxy replaces whatever the client sent).
         let request_id = self
@@ -221,26 +230,10 @@ impl Config {
         let settles = rules
             .iter()
             .any(|r| r.limits.iter().any(|l| l.settle.is_some()));
-        let mut plan = Plan {
-            rules,
-            absent: Vec::new(),
-            request_id,
-            own_id,
-            allowed: Vec::new(),
-            checks: spare,
-            sent: 0,
-            enforced: None,
-            shadow: None,
-            refused: None,
-            denied: None,
-            shadow_listed: Vec::new(),
-            probe: ListProbe::default(),
-            settles,
-            deny_scope: SmallVec::new(),
-            shadow_header: self.shadow_header,
-            headers: self.headers,
-            shadow_kinds: SmallVec::new(),
-        };
+        let mut plan = Plan::empty(own_id, spare, self);
+        plan.rules = rules;
+        plan.request_id = request_id;
+        plan.settles = settles;
         // What the request offers the lists, only when a list can apply: the dynamic ones are
         // consulted along with a check, so only for requests some rule matches.
         let dynamic = self.dynamic_lists && !plan.rules.is_empty();
@@ -452,6 +445,31 @@ impl Config {
 }
 
 impl<'c> Plan<'c> {
+    /// A plan of `config` matching no rule, its checks to be built in `checks` (emptied).
+    fn empty(own_id: Option<OwnId>, mut checks: [Check; 2], config: &Config) -> Plan<'c> {
+        checks.iter_mut().for_each(Check::clear);
+        Plan {
+            rules: SmallVec::new(),
+            absent: Vec::new(),
+            request_id: None,
+            own_id,
+            allowed: Vec::new(),
+            checks,
+            sent: 0,
+            enforced: None,
+            shadow: None,
+            refused: None,
+            denied: None,
+            shadow_listed: Vec::new(),
+            probe: ListProbe::default(),
+            settles: false,
+            deny_scope: SmallVec::new(),
+            shadow_header: config.shadow_header,
+            headers: config.headers,
+            shadow_kinds: SmallVec::new(),
+        }
+    }
+
     /// The checks to send in one batch: the enforced limits first, then the shadow ones (each
     /// only when present). None when the request is refused for a missing identifier or by a
     /// deny list before the store.

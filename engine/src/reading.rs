@@ -14,6 +14,7 @@ use std::str::FromStr;
 
 use crate::config::Config;
 use crate::identify::RequestView;
+use crate::normalize::{self, UnreadableHost, UnreadablePath};
 
 /// How a field (a header or a query parameter) that a request carries more than once is read
 /// (the configuration's `duplicates`). Origins disagree on which of several values counts (most
@@ -147,6 +148,25 @@ impl fmt::Display for RepeatedField {
     }
 }
 
+/// Why a request's path or host cannot be read the way its origin reads it
+/// ([`crate::normalize`]): the request is refused with 400, before any rule is matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreadable {
+    /// The path.
+    Path(UnreadablePath),
+    /// The host.
+    Host(UnreadableHost),
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreadable::Path(why) => write!(f, "its path cannot be read unambiguously: {why}"),
+            Unreadable::Host(why) => write!(f, "its host cannot be read unambiguously: {why}"),
+        }
+    }
+}
+
 /// A request as the request path reads it: the host's request, its path and host normalised,
 /// and each header and query parameter read as one value under the configuration's
 /// [`Duplicates`]. Every rule and identifier source reads the request through it.
@@ -154,6 +174,8 @@ pub struct Reading<'r, R: ?Sized> {
     request: &'r R,
     path: Cow<'r, str>,
     host: Cow<'r, str>,
+    /// Why the path or host cannot be read, when one cannot: the request is refused.
+    unreadable: Option<Unreadable>,
     duplicates: Duplicates,
     /// The first field read that the request repeats, when `duplicates` refuses them.
     repeated: Cell<Option<RepeatedField>>,
@@ -173,6 +195,12 @@ impl<'r, R: RequestView + ?Sized> Reading<'r, R> {
     /// The host's request itself.
     pub fn request(&self) -> &'r R {
         self.request
+    }
+
+    /// Why the request's path or host cannot be read, if one cannot: then the request is
+    /// refused, and its path and host read as sent.
+    pub fn unreadable(&self) -> Option<Unreadable> {
+        self.unreadable
     }
 
     /// The first field the request repeats among those read so far, when the configuration
@@ -199,9 +227,14 @@ impl<'r, R: RequestView + ?Sized> Reading<'r, R> {
 impl Config {
     /// `request` as the request path reads it (see [`Reading`]).
     pub fn reading<'r, R: RequestView + ?Sized>(&self, request: &'r R) -> Reading<'r, R> {
+        let (raw_path, raw_host) = (request.path(), request.host());
+        let path = normalize::path(raw_path).map_err(Unreadable::Path);
+        let host = normalize::host(raw_host).map_err(Unreadable::Host);
+        let unreadable = path.as_ref().err().or(host.as_ref().err()).copied();
         Reading {
-            path: Cow::Borrowed(request.path()),
-            host: Cow::Borrowed(request.host()),
+            path: path.unwrap_or(Cow::Borrowed(raw_path)),
+            host: host.unwrap_or(Cow::Borrowed(raw_host)),
+            unreadable,
             duplicates: self.duplicates,
             repeated: Cell::new(None),
             request,
@@ -284,6 +317,7 @@ mod tests {
             request,
             path: Cow::Borrowed(request.path()),
             host: Cow::Borrowed(request.host()),
+            unreadable: None,
             duplicates,
             repeated: Cell::new(None),
         };

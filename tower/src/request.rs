@@ -94,18 +94,23 @@ pub(crate) struct HttpRequest<'a> {
 /// Where in the configuration the rules a request matches are, in configuration order.
 pub(crate) type MatchedPlaces = SmallVec<[usize; 4]>;
 
-/// The places of the rules of `config` that `request` matches, unless `exempt` lets its path
-/// pass: both read as the request path reads the request ([`Config::reading`]).
-pub(crate) fn matched_places(
+/// Whether the layer takes `request` down the request path, and with which of `config`'s rules
+/// (their places): `None` to pass it through untouched (no rule matches it, or `exempt` lets
+/// its path pass), read as the request path reads it ([`Config::reading`]). A request whose
+/// path or host cannot be read is taken with no rule, for the request path to refuse.
+pub(crate) fn limited_places(
     config: &Config,
     exempt: &Exemptions,
     request: &HttpRequest<'_>,
-) -> MatchedPlaces {
+) -> Option<MatchedPlaces> {
     let read = config.reading(request);
-    if exempt.exempts(read.path()) {
-        return MatchedPlaces::new();
+    if read.unreadable().is_some() {
+        return Some(MatchedPlaces::new());
     }
-    config.matched_places(&read)
+    if exempt.exempts(read.path()) {
+        return None;
+    }
+    Some(config.matched_places(&read)).filter(|places| !places.is_empty())
 }
 
 impl<'a> HttpRequest<'a> {
@@ -120,7 +125,7 @@ impl<'a> HttpRequest<'a> {
         }
     }
 
-    /// The same request, known to match the rules at `places` (from [`matched_places`]): the
+    /// The same request, known to match the rules at `places` (from [`limited_places`]): the
     /// request path does not match them again. Its client address is resolved now when the
     /// request path always reads it ([`Reading::client_always`]).
     pub(crate) fn with_matched(mut self, places: MatchedPlaces) -> HttpRequest<'a> {

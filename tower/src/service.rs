@@ -28,7 +28,7 @@ use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::request::{matched_places, HttpRequest, MatchedPlaces};
+use crate::request::{limited_places, HttpRequest, MatchedPlaces};
 use crate::shared::Shared;
 
 /// A service limited by a [`crate::RateLimitLayer`].
@@ -87,14 +87,13 @@ where
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
         // Worker). The rules are matched here, once: the request path takes them as found.
-        let matched = matched_places(
+        let Some(matched) = limited_places(
             shared.edge.config(),
             &shared.exempt,
             &HttpRequest::new(&parts, &shared.reading),
-        );
-        if matched.is_empty() {
+        ) else {
             return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
-        }
+        };
         // The inner service that was made ready goes with this request; a clone waits for the
         // next `poll_ready`.
         let ready = self.inner.clone();

@@ -30,9 +30,38 @@ fn a_minimal_config_takes_the_documented_defaults() {
     assert_eq!(c.namespace, "edgelimit");
     assert_eq!(c.denial_cache, DEFAULT_DENIAL_CACHE);
     let limit = &c.rules[0].limits[0];
-    assert_eq!((limit.cost, limit.missing), (1, Missing::Shared));
+    assert_eq!((limit.cost, limit.missing), (1, Missing::Address));
     assert_eq!(limit.limit.fail_mode, FailMode::Open);
     assert_eq!(limit.source, IdentifierSource::ClientIp(Default::default()));
+    // What a client sends chooses nothing: no request id header is trusted, a field sent twice
+    // is refused, and preflights are requests like any other.
+    assert_eq!(c.request_id_header, None);
+    assert_eq!(c.duplicates, crate::reading::Duplicates::Refuse);
+    assert!(c.rules.iter().all(|r| !r.preflight));
+}
+
+#[test]
+fn preflights_get_a_rule_of_their_own_only_when_asked() {
+    let mut v = minimal();
+    v["preflight_limit"] = json!("gcra 10/1s burst 20");
+    let c = Config::from_value(v).unwrap();
+    let preflight = c.rules.last().unwrap();
+    assert!(preflight.preflight);
+    assert_eq!(preflight.name, crate::rules::PREFLIGHT_RULE);
+    assert_eq!(
+        preflight.limits[0].source,
+        IdentifierSource::ClientIp(Default::default())
+    );
+    let mut v = minimal();
+    v["preflight_limit"] = json!("often");
+    assert_eq!(error_of(v).field, "preflight_limit");
+    let mut v = minimal();
+    v["rules"][0]["name"] = json!(crate::rules::PREFLIGHT_RULE);
+    v["preflight_limit"] = json!("fixed 1/1s");
+    assert_eq!(error_of(v).field, "preflight_limit");
+    let mut v = minimal();
+    v["duplicates"] = json!("both");
+    assert_eq!(error_of(v).field, "duplicates");
 }
 
 #[test]
