@@ -32,6 +32,9 @@ cargo build --locked -p edgelimit-worker --target wasm32-unknown-unknown --examp
 echo "-- end to end under wrangler dev"
 cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
 
+echo "-- the adversarial suite: what a client sends never lifts a limit"
+cargo test --locked -p edgelimit-worker --test e2e_adversarial -- --ignored --test-threads=2 --nocapture
+
 echo "-- settling after the response (leases, settled costs, retries)"
 cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2
 

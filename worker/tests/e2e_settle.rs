@@ -57,12 +57,14 @@ on_every_store!(
 );
 
 /// Polls until `pattern` matches a key (the commit sent in `waitUntil` has landed), up to 10 s.
-async fn wait_for_key(stack: &Stack, pattern: &str) {
+/// Waits until `count` keys match `pattern` (a commit is remembered under its request's own id,
+/// which the test cannot name: it counts them).
+async fn wait_for_keys(stack: &Stack, pattern: &str, count: usize) {
     let found = wait::until_async(Duration::from_secs(10), Duration::from_millis(50), || {
-        keys(stack, pattern) > 0
+        keys(stack, pattern) >= count
     })
     .await;
-    assert!(found, "no key `{pattern}` after 10 s");
+    assert!(found, "fewer than {count} keys `{pattern}` after 10 s");
 }
 
 const INFLIGHT: &str = r#"
@@ -166,6 +168,7 @@ const TOKENS: &str = r#"
 time = "server"
 timeout_ms = 2000
 request_id_header = "x-request-id"
+request_id_trusted = true
 [[vars.EDGELIMIT_CONFIG.rules]]
 name = "llm"
 path_prefix = "/"
@@ -195,11 +198,12 @@ async fn a_token_quota_drains_by_the_tokens_used_and_a_repeat_is_charged_once(st
     );
     // The estimate is reserved before forwarding ...
     assert_eq!(remaining(&first, "tokens"), 9000);
-    // ... and the 2,500 used committed after the response.
-    wait_for_key(&stack, "*req-1*commit*").await;
+    // ... and the 2,500 used committed after the response, under the request's own id.
+    wait_for_keys(&stack, "*commit*", 1).await;
 
-    // The same request id again (a client's retry): answered as the first, charged nothing —
-    // and its commit, under the same id, is charged nothing either.
+    // The same request id again (the proxy's retry, the header trusted): the reservation is
+    // answered as the first's, charged nothing. The origin served it again, so what it reports
+    // is settled by a commit of the retry's own (an id no client can repeat).
     let repeat = stack
         .get(
             "/tokens/2500",
@@ -212,6 +216,7 @@ async fn a_token_quota_drains_by_the_tokens_used_and_a_repeat_is_charged_once(st
         9000,
         "the first decision, recalled"
     );
+    wait_for_keys(&stack, "*commit*", 2).await;
 
     // A request using less than its estimate is refunded the difference.
     let second = stack
@@ -220,21 +225,24 @@ async fn a_token_quota_drains_by_the_tokens_used_and_a_repeat_is_charged_once(st
             &[("x-user", "dan"), ("x-request-id", "req-2")],
         )
         .await;
-    assert_eq!(remaining(&second, "tokens"), 10000 - 2500 - 1000);
-    wait_for_key(&stack, "*req-2*commit*").await;
-    // A repeat's commit may still be on its way: give it time to (not) charge again.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(remaining(&second, "tokens"), 10000 - 2500 - 1500 - 1000);
+    wait_for_keys(&stack, "*commit*", 3).await;
     let third = stack
         .get("/other", &[("x-user", "dan"), ("x-request-id", "req-3")])
         .await;
-    // 2,500 + 200 used, 1,000 reserved now: charged once each.
-    assert_eq!(remaining(&third, "tokens"), 10000 - 2500 - 200 - 1000);
+    // 2,500, the retry's 2,500 (1,500 past its recalled estimate) and 200 used, 1,000 reserved
+    // now: each commit charged once.
+    assert_eq!(
+        remaining(&third, "tokens"),
+        10000 - 2500 - 1500 - 200 - 1000
+    );
 }
 
 const DROPPED: &str = r#"
 time = "server"
 timeout_ms = 5000
 request_id_header = "x-request-id"
+request_id_trusted = true
 [[vars.EDGELIMIT_CONFIG.rules]]
 name = "retried"
 path_prefix = "/retried"

@@ -44,9 +44,10 @@ fn request(id: Option<&str>) -> OwnedRequest {
     }
 }
 
-/// The request path over a memory store, its clock standing at `T`.
+/// The request path over a memory store, both on one clock standing at `T`.
 fn edge() -> Edge<MemoryStore> {
-    Edge::new(config(), MemoryStore::new()).with_clock(Arc::new(ManualClock::at(T)))
+    let clock = Arc::new(ManualClock::at(T));
+    Edge::new(config(), MemoryStore::new().with_clock(clock.clone())).with_clock(clock)
 }
 
 /// The request id every commit of `handled`'s settlement carries.

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use edgelimit::{Algorithm, Identifier, ManualClock, Reason};
+use edgelimit_engine::plan::Refusal;
 use edgelimit_engine::{Config, Edge, Settlement};
 
 use super::against::LogCheck;
@@ -430,6 +431,10 @@ impl EdgeReplay {
         totals.statuses[status_slot(status)] += 1;
         totals.unmatched += u64::from(plan.rules.iter().all(|r| r.shadow));
         totals.missing += u64::from(!plan.absent.is_empty());
+        totals.ambiguous += u64::from(matches!(
+            plan.refusal(),
+            Some(Refusal::Repeated(_) | Refusal::Unreadable(_))
+        ));
         totals.shadow_would_deny += u64::from(!outcome.shadow_denied.is_empty());
         totals.soft_tagged += u64::from(forwarded && !outcome.soft_exceeded.is_empty());
         totals.staged_shadow_denied += u64::from(!outcome.staged_denied.is_empty());

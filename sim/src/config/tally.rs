@@ -84,6 +84,8 @@ pub(super) struct Totals {
     pub(super) statuses: [u64; 6],
     pub(super) unmatched: u64,
     pub(super) missing: u64,
+    /// Requests refused as ambiguous: a field read twice, or a path or host that cannot be read.
+    pub(super) ambiguous: u64,
     pub(super) shadow_would_deny: u64,
     pub(super) outage_requests: u64,
     pub(super) outage_failed_open: u64,
@@ -260,6 +262,7 @@ impl Totals {
         }
         self.unmatched += other.unmatched;
         self.missing += other.missing;
+        self.ambiguous += other.ambiguous;
         self.shadow_would_deny += other.shadow_would_deny;
         self.outage_requests += other.outage_requests;
         self.outage_failed_open += other.outage_failed_open;
@@ -290,6 +293,7 @@ impl Totals {
             unmatched: self.unmatched,
             statuses,
             missing_identifiers: self.missing,
+            ambiguous_requests: self.ambiguous,
             shadow_would_deny: self.shadow_would_deny,
             settled: self.settled,
             settle_failed: self.settle_failed,
@@ -321,6 +325,8 @@ pub struct TotalsReport {
     pub statuses: BTreeMap<u16, u64>,
     /// Requests lacking some identifier.
     pub missing_identifiers: u64,
+    /// Requests refused as ambiguous (a field sent twice, a path or host that cannot be read).
+    pub ambiguous_requests: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
     /// Settlements applied when requests landed (leases released, costs committed).
