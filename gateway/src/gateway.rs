@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::app::router;
+use crate::app::routes;
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::listener::{serve, serve_tls, ConnectionLimits};
@@ -34,7 +34,7 @@ impl Gateway {
         let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
         let limits = ConnectionLimits::from(&config);
-        let router = router(config).await?;
+        let (router, counters) = routes(config).await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let acceptor = certificates.as_ref().map(Certificates::acceptor);
         let task = tokio::spawn(async move {
@@ -42,8 +42,8 @@ impl Gateway {
                 let _ = rx.await;
             };
             let served = match acceptor {
-                Some(tls) => serve_tls(listener, router, limits, tls, stopped).await,
-                None => serve(listener, router, limits, stopped).await,
+                Some(tls) => serve_tls(listener, router, limits, counters, tls, stopped).await,
+                None => serve(listener, router, limits, counters, stopped).await,
             };
             if let Err(e) = served {
                 tracing::warn!(error = %e, "the listener failed");

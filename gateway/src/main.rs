@@ -11,6 +11,7 @@ use clap::{Parser, ValueEnum};
 use edgelimit_gateway::config::{
     parse_duration, DEFAULT_ACL_USER, DEFAULT_COMMANDS, DEFAULT_CONNECTIONS,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, DEFAULT_MAX_SCRIPTS, DEFAULT_UNAUTHENTICATED_TIMEOUT,
 };
 use edgelimit_gateway::{Config, Gateway, MetricsPage, RedisAcl, TlsFiles};
 
@@ -84,10 +85,11 @@ struct Args {
     #[arg(long, env = "GATEWAY_READ_ONLY_TOKEN", hide_env_values = true)]
     read_only_token: Option<String>,
 
-    /// Also allow these commands (comma-separated, e.g. `KEYS,FLUSHDB`, or `SCRIPT FLUSH`),
-    /// directly and inside scripts. The default list covers the limiter's scripts, the official
-    /// clients' basic use and every feature of @upstash/ratelimit 2.2 (deny lists, dynamic
-    /// limits, analytics, getRemaining, resetUsedTokens).
+    /// Also allow these commands (comma-separated, e.g. `INCR,PING`, or `SCRIPT EXISTS`),
+    /// directly and inside scripts. The default list is exactly what edgelimit sends and its
+    /// scripts call (--list-commands); @upstash/ratelimit and the official clients need more
+    /// (docs/gateway.md lists them). SELECT, SWAPDB, MOVE, COPY and FLUSHALL reach other
+    /// databases and are never allowed.
     #[arg(long, env = "GATEWAY_ALLOW_COMMANDS", value_delimiter = ',')]
     allow_command: Vec<String>,
 
@@ -95,7 +97,7 @@ struct Args {
     #[arg(long, env = "GATEWAY_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     max_body_bytes: usize,
 
-    /// Most commands in one /pipeline or /multi-exec (more: 400).
+    /// Most commands in one /pipeline or /multi-exec (more: 400, the body parsed no further).
     #[arg(long, env = "GATEWAY_MAX_PIPELINE", default_value_t = 1000)]
     max_pipeline: usize,
 
@@ -113,10 +115,30 @@ struct Args {
     #[arg(long, env = "GATEWAY_IDLE_TIMEOUT", default_value_t = Timeout(DEFAULT_IDLE_TIMEOUT))]
     idle_timeout: Timeout,
 
-    /// Most client connections served at once; further ones wait in the listen queue until one
-    /// closes. Keep it below the open-file limit (`ulimit -n`).
+    /// Until a connection has presented a valid token: how long it may take for its TLS
+    /// handshake and first request's headers, and wait between answers (when shorter than the
+    /// two timeouts above); then it is closed. A 401 closes its connection at once.
+    #[arg(long, env = "GATEWAY_UNAUTHENTICATED_TIMEOUT", default_value_t = Timeout(DEFAULT_UNAUTHENTICATED_TIMEOUT))]
+    unauthenticated_timeout: Timeout,
+
+    /// Most client connections served at once. When all are taken, a new connection takes the
+    /// place of the oldest one that has not presented a valid token yet; when every one has,
+    /// it waits in the listen queue until one closes. Keep it below the open-file limit
+    /// (`ulimit -n`).
     #[arg(long, env = "GATEWAY_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+
+    /// Most connections one client address (an IPv6 address: its /64) may hold at once; one
+    /// more is closed as it arrives. Raise it when many clients share an address (a proxy, a
+    /// NAT, a Worker's requests from Cloudflare's addresses).
+    #[arg(long, env = "GATEWAY_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+    max_connections_per_address: usize,
+
+    /// Most scripts remembered for the rewrite of the Upstash-only `allow-key-locking` flag;
+    /// beyond it those unused longest are let go (their clients get NOSCRIPT once and send them
+    /// again).
+    #[arg(long, env = "GATEWAY_MAX_SCRIPTS", default_value_t = DEFAULT_MAX_SCRIPTS)]
+    max_scripts: usize,
 
     /// Serve Prometheus metrics at GET /metrics, in the OpenMetrics text format: requests by
     /// route and status, commands by name, the Redis round-trip time, Redis failures (503s) and
@@ -205,7 +227,10 @@ async fn main() -> ExitCode {
     config.connections = args.connections.max(1);
     config.header_read_timeout = args.header_read_timeout.0;
     config.idle_timeout = args.idle_timeout.0;
+    config.unauthenticated_timeout = args.unauthenticated_timeout.0;
     config.max_connections = args.max_connections.max(1);
+    config.max_connections_per_address = args.max_connections_per_address.max(1);
+    config.max_scripts = args.max_scripts.max(2);
     config.redis_acl = match args.redis_acl {
         AclMode::Create => RedisAcl::Create {
             user: args.redis_acl_user,
@@ -323,11 +348,14 @@ mod tests {
             "500ms",
             "--idle-timeout",
             "2m",
+            "--unauthenticated-timeout",
+            "1500ms",
         ])
         .unwrap();
         assert_eq!(args.redis_url, "redis://example:1/");
         assert_eq!(args.header_read_timeout.0, Duration::from_millis(500));
         assert_eq!(args.idle_timeout.0, Duration::from_secs(120));
+        assert_eq!(args.unauthenticated_timeout.0, Duration::from_millis(1500));
         let args =
             Args::try_parse_from(["gateway", "--token", "t", "--redis-url", "redis://b/"]).unwrap();
         assert_eq!(args.redis_url, "redis://b/");
@@ -362,7 +390,16 @@ mod tests {
         let config = Config::new(args.listen, args.redis_url, args.token);
         assert_eq!(args.header_read_timeout.0, config.header_read_timeout);
         assert_eq!(args.idle_timeout.0, config.idle_timeout);
+        assert_eq!(
+            args.unauthenticated_timeout.0,
+            config.unauthenticated_timeout
+        );
         assert_eq!(args.max_connections, config.max_connections);
+        assert_eq!(
+            args.max_connections_per_address,
+            config.max_connections_per_address
+        );
+        assert_eq!(args.max_scripts, config.max_scripts);
         assert_eq!(args.connections, config.connections);
         assert_eq!(
             RedisAcl::Create {
