@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use super::connection::{connection, Place};
+use super::connection::{connection, Permit};
 use super::occupancy::Occupancy;
 use super::phase::Phase;
 use crate::config::Config;
@@ -106,39 +106,45 @@ async fn serve_with(
             tracing::debug!("closing a new connection: its address holds its most already");
             continue;
         };
-        let permit = match permits.clone().try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                // Every place is taken: the oldest connection still without a token gives up
-                // its place; when all have one, this one waits for any to close.
-                if occupancy.evict_oldest_unauthenticated() {
-                    counters.evicted.inc();
-                }
-                tokio::select! {
-                    biased;
-                    () = &mut shutdown => break,
-                    permit = permits.clone().acquire_owned() => {
-                        permit.expect("the semaphore is never closed")
-                    }
-                }
-            }
-        };
         let phase = Arc::new(Phase::new());
-        occupancy.watch(&seat, phase.clone());
-        let place = Place {
-            _seat: seat,
-            _permit: permit,
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => Permit::Held(permit),
+            // Every place is taken: the connection without a token heard from longest ago gives
+            // its place up, which the new one waits for on its own task while this loop goes on
+            // accepting (a burst of connections then never sits in the listen queue behind one
+            // waiting for a place).
+            Err(_) if occupancy.evict_unauthenticated() => {
+                counters.evicted.inc();
+                Permit::Freed(permits.clone())
+            }
+            // Every connection has presented a token: this one, and the listen queue behind
+            // it, wait for one to close.
+            Err(_) => tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                permit = permits.clone().acquire_owned() => {
+                    Permit::Held(permit.expect("the semaphore is never closed"))
+                }
+            },
         };
+        // A connection holding a place can be evicted from now on, before its task first runs:
+        // else a burst of connections whose tasks wait to be scheduled would hold every place
+        // out of eviction's reach, and this loop would wait for one to close by itself.
+        if let Permit::Held(_) = permit {
+            occupancy.watch(&seat, phase.clone());
+        }
         tokio::spawn(connection(
             stream,
+            seat,
             phase,
+            permit,
+            occupancy.clone(),
             tls.clone(),
             router.clone(),
             http.clone(),
             limits,
             counters.clone(),
             stopped.clone(),
-            place,
         ));
     }
     let _ = stop.send(true);

@@ -16,12 +16,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use super::occupancy::Seat;
+use super::occupancy::{Occupancy, Seat};
 use super::phase::{Expired, Phase};
 use super::ConnectionLimits;
 use crate::metrics::ConnectionCounters;
@@ -59,26 +59,43 @@ impl ClientConnection {
     }
 }
 
-/// What a connection's task owns besides its socket, given back when it ends: its address's
-/// seat and its place under the global cap.
-pub(super) struct Place {
-    pub(super) _seat: Seat,
-    pub(super) _permit: OwnedSemaphorePermit,
+/// A new connection's place under the global cap: held already, or to be taken once the
+/// connection evicted for it has closed.
+pub(super) enum Permit {
+    Held(OwnedSemaphorePermit),
+    Freed(Arc<Semaphore>),
 }
 
-/// Serves one accepted connection until it closes.
+/// Serves one accepted connection until it closes; its address's `seat` and its place are given
+/// back then.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn connection(
     stream: TcpStream,
+    seat: Seat,
     phase: Arc<Phase>,
+    permit: Permit,
+    occupancy: Arc<Occupancy>,
     tls: Option<TlsAcceptor>,
     router: Router,
     http: auto::Builder<TokioExecutor>,
     limits: ConnectionLimits,
     counters: ConnectionCounters,
     mut stopped: watch::Receiver<bool>,
-    _place: Place,
 ) {
+    // The place an eviction freed for it comes in a few microseconds; only then may it be evicted
+    // in turn (before, evicting it would free no place).
+    let _permit = match permit {
+        Permit::Held(permit) => permit,
+        Permit::Freed(places) => {
+            let permit = tokio::select! {
+                permit = places.acquire_owned() => permit.expect("the semaphore is never closed"),
+                _ = stopped.changed() => return,
+            };
+            occupancy.watch(&seat, phase.clone());
+            permit
+        }
+    };
+    let _seat = seat;
     let watched = Watched {
         inner: stream,
         phase: phase.clone(),

@@ -1,6 +1,9 @@
 //! Who holds the gateway's places: how many connections each client address has open, and which
-//! connections have not authenticated yet, oldest first, so that one can make room for a new
-//! connection when every place is taken.
+//! connections have not authenticated yet, so that one can make room for a new connection when
+//! every place is taken: the one heard from longest ago. A connection that never sends a byte
+//! goes first; a client in the middle of its handshake or request has just been heard from, so a
+//! wave of newcomers that send nothing never evicts it, and an attacker who wants to outlast it
+//! must keep sending (for at most `unauthenticated_timeout`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv6Addr};
@@ -22,7 +25,8 @@ pub(super) struct Occupancy {
 struct Inner {
     by_address: HashMap<IpAddr, usize>,
     /// Connections by arrival, while they may not have authenticated. One that has is dropped
-    /// from here lazily: when eviction meets it, or when it closes.
+    /// from here lazily: when eviction meets it, or when it closes. Eviction reads all of them
+    /// (at most `max_connections`), only when every place is taken.
     unauthenticated: BTreeMap<u64, Arc<Phase>>,
     next: u64,
 }
@@ -74,17 +78,25 @@ impl Occupancy {
         self.lock().unauthenticated.insert(seat.id, phase);
     }
 
-    /// Closes the oldest connection that has not authenticated, if there is one; whether there
-    /// was.
-    pub(super) fn evict_oldest_unauthenticated(&self) -> bool {
+    /// Closes the connection not yet authenticated that was heard from longest ago (the oldest
+    /// of those heard from at the same time), if there is one; whether there was.
+    pub(super) fn evict_unauthenticated(&self) -> bool {
         let mut inner = self.lock();
-        while let Some((_, phase)) = inner.unauthenticated.pop_first() {
-            if !phase.is_authenticated() {
+        inner
+            .unauthenticated
+            .retain(|_, phase| !phase.is_authenticated());
+        let quietest = inner
+            .unauthenticated
+            .iter()
+            .min_by_key(|(id, phase)| (phase.last_heard(), **id))
+            .map(|(id, _)| *id);
+        match quietest.and_then(|id| inner.unauthenticated.remove(&id)) {
+            Some(phase) => {
                 phase.evict();
-                return true;
+                true
             }
+            None => false,
         }
-        false
     }
 }
 
@@ -165,9 +177,15 @@ mod tests {
     }
 
     #[test]
-    fn eviction_takes_the_oldest_connection_not_authenticated() {
+    fn eviction_takes_the_connection_heard_from_longest_ago_not_authenticated() {
         let occupancy = Occupancy::new(10, ConnectionCounters::default());
-        let phases: Vec<_> = (0..3).map(|_| Arc::new(Phase::new())).collect();
+        let phases: Vec<_> = (0..4)
+            .map(|_| {
+                let phase = Arc::new(Phase::new());
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                phase
+            })
+            .collect();
         let seats: Vec<_> = phases
             .iter()
             .map(|phase| {
@@ -177,11 +195,17 @@ mod tests {
             })
             .collect();
         phases[0].authenticate();
-        assert!(occupancy.evict_oldest_unauthenticated());
+        // The second is talking (its handshake, say): the third, silent since it opened, goes.
+        phases[1].bytes_arrived();
+        assert!(occupancy.evict_unauthenticated());
         assert!(!phases[0].is_evicted(), "authenticated: never evicted");
-        assert!(phases[1].is_evicted(), "the oldest of the others");
-        assert!(!phases[2].is_evicted());
+        assert!(!phases[1].is_evicted(), "just heard from");
+        assert!(phases[2].is_evicted(), "silent longest");
+        assert!(occupancy.evict_unauthenticated());
+        assert!(phases[3].is_evicted(), "then the next silent one");
+        assert!(occupancy.evict_unauthenticated());
+        assert!(phases[1].is_evicted(), "then the talking one");
         drop(seats);
-        assert!(!occupancy.evict_oldest_unauthenticated(), "none left");
+        assert!(!occupancy.evict_unauthenticated(), "none left");
     }
 }

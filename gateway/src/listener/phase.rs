@@ -1,8 +1,8 @@
 //! Where one connection is in its request/answer cycle, since when, and what has been decided
 //! about it (authenticated, to close, evicted): what its watchdog reads to know its deadline.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -13,6 +13,16 @@ use super::ConnectionLimits;
 const HEAD: u8 = 0;
 const BUSY: u8 = 1;
 const IDLE: u8 = 2;
+
+/// Microseconds since the first connection of this process: a clock every connection's
+/// [`Phase::last_heard`] shares, so they compare.
+fn micros_now() -> u64 {
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_micros() as u64
+}
 
 /// A connection's phase. Written by the connection's reads and service calls, by its requests'
 /// ends (on their own tasks under HTTP/2), by the token check and by the accept loop's eviction;
@@ -30,6 +40,9 @@ pub(crate) struct Phase {
     dropped: AtomicBool,
     /// The accept loop closed it to make room for a new connection.
     evicted: AtomicBool,
+    /// When bytes last arrived on it (or it opened), by [`micros_now`]; kept until it has
+    /// authenticated, for eviction.
+    last_heard: AtomicU64,
     /// Wakes the watchdog when the phase (and so the deadline) or a decision changes.
     pub(super) changed: Notify,
     /// Wakes the handlers that asked to drop the connection once it is gone: under HTTP/2 each
@@ -68,6 +81,7 @@ impl Phase {
             close_requested: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
+            last_heard: AtomicU64::new(micros_now()),
             changed: Notify::new(),
             closed: Notify::new(),
         }
@@ -107,6 +121,9 @@ impl Phase {
 
     /// A read returned bytes: after an idle spell, a new HTTP/1.1 request's head has begun.
     pub(super) fn bytes_arrived(&self) {
+        if !self.is_authenticated() {
+            self.last_heard.store(micros_now(), Ordering::Relaxed);
+        }
         if self.http2.load(Ordering::Relaxed) {
             return;
         }
@@ -123,6 +140,12 @@ impl Phase {
 
     pub(super) fn is_authenticated(&self) -> bool {
         self.authenticated.load(Ordering::Relaxed)
+    }
+
+    /// When bytes last arrived, or it opened (microseconds on a clock all connections share):
+    /// until it authenticates.
+    pub(super) fn last_heard(&self) -> u64 {
+        self.last_heard.load(Ordering::Relaxed)
     }
 
     /// Close once the answers in flight are sent.
