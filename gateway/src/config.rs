@@ -201,7 +201,7 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 pub const DEFAULT_UNAUTHENTICATED_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Connections served at once unless told otherwise; more wait in the listen queue until one
-/// closes, or take the place of the oldest connection that has not authenticated yet. Below the
+/// closes, or take the place of a connection that has not authenticated yet. Below the
 /// usual 1024 open files, counting the Redis connections and the listener.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
 
@@ -288,7 +288,7 @@ pub struct Config {
     /// timeouts above).
     pub unauthenticated_timeout: Duration,
     /// Most connections served at once (at least 1); more wait to be accepted, or take the place
-    /// of the oldest one not yet authenticated.
+    /// of one not yet authenticated (the one heard from longest ago).
     pub max_connections: usize,
     /// Most connections one client address (an IPv6 /64) may hold at once (at least 1); more
     /// are closed as they arrive.

@@ -1,5 +1,6 @@
 //! `gateway`: serve the Upstash REST protocol in front of a Redis. See `gateway --help`.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use edgelimit_gateway::config::{
     parse_duration, DEFAULT_ACL_USER, DEFAULT_COMMANDS, DEFAULT_CONNECTIONS,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, DEFAULT_MAX_SCRIPTS, DEFAULT_UNAUTHENTICATED_TIMEOUT,
+    UPSTASH_CLIENT_COMMANDS,
 };
 use edgelimit_gateway::{Config, Gateway, MetricsPage, RedisAcl, TlsFiles};
 
@@ -87,8 +89,9 @@ struct Args {
 
     /// Also allow these commands (comma-separated, e.g. `INCR,PING`, or `SCRIPT EXISTS`),
     /// directly and inside scripts. The default list is exactly what edgelimit sends and its
-    /// scripts call (--list-commands); @upstash/ratelimit and the official clients need more
-    /// (docs/gateway.md lists them). SELECT, SWAPDB, MOVE, COPY and FLUSHALL reach other
+    /// scripts call (--list-commands). `@upstash` adds what the official Upstash clients and
+    /// every feature of @upstash/ratelimit 2.2 send (SCAN and DEL among them: a token can then
+    /// list and delete every key). SELECT, SWAPDB, MOVE, COPY and FLUSHALL reach other
     /// databases and are never allowed.
     #[arg(long, env = "GATEWAY_ALLOW_COMMANDS", value_delimiter = ',')]
     allow_command: Vec<String>,
@@ -122,7 +125,7 @@ struct Args {
     unauthenticated_timeout: Timeout,
 
     /// Most client connections served at once. When all are taken, a new connection takes the
-    /// place of the oldest one that has not presented a valid token yet; when every one has,
+    /// place of the one without a valid token heard from longest ago; when every one has one,
     /// it waits in the listen queue until one closes. Keep it below the open-file limit
     /// (`ulimit -n`).
     #[arg(long, env = "GATEWAY_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
@@ -258,14 +261,7 @@ async fn main() -> ExitCode {
         (true, false) => MetricsPage::Token,
         (true, true) => MetricsPage::Public,
     };
-    for command in args.allow_command {
-        let command = command.trim().to_ascii_uppercase();
-        if !command.is_empty() {
-            config
-                .allowed
-                .insert(command.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
-    }
+    widen(&mut config.allowed, &args.allow_command);
     let gateway = match Gateway::start(config).await {
         Ok(g) => g,
         Err(e) => {
@@ -287,6 +283,22 @@ async fn main() -> ExitCode {
     gateway.shutdown().await;
     ExitCode::SUCCESS
 }
+
+/// Adds `--allow-command`'s entries to `allowed`: upper-cased, blanks collapsed (`script  load`
+/// is `SCRIPT LOAD`), and `@upstash` as every command of [`UPSTASH_CLIENT_COMMANDS`].
+fn widen(allowed: &mut BTreeSet<String>, entries: &[String]) {
+    for entry in entries {
+        let entry = entry.split_whitespace().collect::<Vec<_>>().join(" ");
+        if entry.eq_ignore_ascii_case(UPSTASH_CLIENTS) {
+            allowed.extend(UPSTASH_CLIENT_COMMANDS.iter().map(|c| c.to_string()));
+        } else if !entry.is_empty() {
+            allowed.insert(entry.to_ascii_uppercase());
+        }
+    }
+}
+
+/// The `--allow-command` entry standing for [`UPSTASH_CLIENT_COMMANDS`].
+const UPSTASH_CLIENTS: &str = "@upstash";
 
 /// Reloads the TLS certificate on every SIGHUP (`systemctl reload`, an ACME client's deploy
 /// hook); never returns unless the signal cannot be listened for.
@@ -360,6 +372,31 @@ mod tests {
             Args::try_parse_from(["gateway", "--token", "t", "--redis-url", "redis://b/"]).unwrap();
         assert_eq!(args.redis_url, "redis://b/");
         assert!(Args::try_parse_from(["gateway", "--token", "t", "--idle-timeout", "0"]).is_err());
+    }
+
+    #[test]
+    fn allowed_commands_are_upper_cased_and_upstash_names_the_clients_list() {
+        let args = Args::try_parse_from([
+            "gateway",
+            "--token",
+            "t",
+            "--allow-command",
+            "incr, script  flush",
+        ])
+        .unwrap();
+        let mut allowed = BTreeSet::new();
+        widen(&mut allowed, &args.allow_command);
+        assert_eq!(
+            allowed,
+            BTreeSet::from(["INCR".to_string(), "SCRIPT FLUSH".to_string()])
+        );
+        widen(&mut allowed, &["@Upstash".to_string()]);
+        assert!(
+            allowed.contains("SCAN") && allowed.contains("PING"),
+            "{allowed:?}"
+        );
+        // INCR is on that list already; SCRIPT FLUSH is not.
+        assert_eq!(allowed.len(), UPSTASH_CLIENT_COMMANDS.len() + 1);
     }
 
     #[test]

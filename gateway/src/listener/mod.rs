@@ -35,9 +35,9 @@
 //! **Caps.** A client address (an IPv6 address by its /64) holds at most
 //! `max_connections_per_address` connections: one more is closed as it arrives, before any
 //! handshake. At most `max_connections` are served in all: when every place is taken, a new
-//! connection takes the place of the oldest connection that has not authenticated yet (closed at
-//! once); when every connection has, the new one waits in the kernel's listen queue until one
-//! closes. So neither idle handshakes nor clients with a wrong token can keep a client with the
+//! connection takes the place of a connection that has not authenticated yet, the one heard from
+//! longest ago (closed at once; see `occupancy`); when every connection has, the new one waits in
+//! the kernel's listen queue until one closes. So neither idle handshakes nor clients with a wrong token can keep a client with the
 //! token out (`tests/abuse.rs`). On HTTP/2 a handler's [`DropConnection`] closes the whole
 //! connection, and with it the other requests in flight on it.
 
