@@ -2,7 +2,7 @@
 //! HTTP/1.1: `RestStore::with_h2c` decides over it, many requests share one connection, and the
 //! listener's limits hold for it too — a connection that sends the preface and then nothing is
 //! closed after the header-read timeout, an idle one after the idle timeout, and the connection
-//! cap counts connections, not requests. Each test starts its own redis-server and gateway on
+//! cap counts connections, not requests, those without a token giving their place up first. Each test starts its own redis-server and gateway on
 //! free loopback ports; every wait is bounded.
 
 mod common;
@@ -157,15 +157,52 @@ async fn an_idle_h2c_connection_is_closed_after_the_idle_timeout() {
     assert!(waited < idle + Duration::from_secs(3), "{waited:?}");
 }
 
+/// `["PING"]` with the token on `client`: the status.
+async fn ping(client: &reqwest::Client, s: &GatewayServer) -> u16 {
+    client
+        .post(s.url("/"))
+        .bearer_auth(TOKEN)
+        .body(r#"["PING"]"#)
+        .send()
+        .await
+        .expect("answered")
+        .status()
+        .as_u16()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_counts_h2c_connections() {
-    let timeout = Duration::from_millis(800);
-    let s = common::start(|c| {
-        c.max_connections = 4;
-        c.header_read_timeout = timeout;
-    })
-    .await;
-    let first_opened = Instant::now();
+    let s = std::sync::Arc::new(common::start(|c| c.max_connections = 4).await);
+    // Four h2c clients with the token, one connection each, left open and idle: every place is
+    // taken by a connection that has authenticated, so none gives its place up.
+    let mut clients: Vec<_> = (0..4).map(|_| h2c_client()).collect();
+    for client in &clients {
+        assert_eq!(ping(client, &s).await, 200);
+    }
+    let fifth = {
+        let s = s.clone();
+        tokio::spawn(async move { ping(&h2c_client(), &s).await })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!fifth.is_finished(), "the fifth waits for a free place");
+    // One closes: the fifth gets its place.
+    let freed = Instant::now();
+    drop(clients.pop());
+    let status = tokio::time::timeout(Duration::from_secs(5), fifth)
+        .await
+        .expect("served once a place was free")
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        freed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        freed.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_connections_without_a_token_give_their_place_up() {
+    let s = common::start(|c| c.max_connections = 4).await;
     let mut stalled = Vec::new();
     for _ in 0..4 {
         let mut stream = TcpStream::connect(s.addr()).await.unwrap();
@@ -173,19 +210,18 @@ async fn the_connection_cap_counts_h2c_connections() {
         stalled.push(stream);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    // The fifth connection, h2c, waits for one of the four to be closed.
-    let answer = h2c_client()
-        .post(s.url("/"))
-        .bearer_auth(TOKEN)
-        .body(r#"["PING"]"#)
-        .send()
-        .await
-        .unwrap();
-    let waited = first_opened.elapsed();
-    assert_eq!(answer.status().as_u16(), 200);
-    assert!(waited >= timeout, "waited for a free place: {waited:?}");
-    assert!(waited < timeout + Duration::from_secs(3), "{waited:?}");
-    drop(stalled);
+    // The fifth, h2c with the token, takes the place of the oldest: served at once.
+    let started = Instant::now();
+    assert_eq!(ping(&h2c_client(), &s).await, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        closed_within(&mut stalled[0], Duration::from_secs(1)).await,
+        "the oldest stalled connection gave its place up"
+    );
 }
 
 fn bytes_of(body: &'static [u8]) -> bytes::Bytes {
