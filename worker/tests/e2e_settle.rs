@@ -106,7 +106,7 @@ async fn a_third_request_in_flight_is_refused_until_a_response_releases_a_lease(
     }
     let answered = Instant::now();
     // Released after the response (in waitUntil): admitted again within seconds, not at the
-    // leases' 30 s timeout.
+    // leases' 30 s timeout (5 s: slack for a loaded machine's `waitUntil`, a sixth of it).
     loop {
         let again = stack.get("/fast", &user).await;
         if again.status() == 200 {
@@ -144,6 +144,9 @@ async fn an_aborted_request_holds_its_lease_until_its_timeout(store: EdgeStore) 
     let retry_after: u64 = header(&denied, "retry-after").unwrap().parse().unwrap();
     assert!((1..=3).contains(&retry_after), "Retry-After {retry_after}");
     // Admitted once the lease ends: not before ~3 s after the admission, and not much after.
+    // Below, 500 ms of slack for the store's clock, read in whole milliseconds at the admission
+    // (which is after `started`); above, 3 s of slack for a loaded machine's round trips, against
+    // the 20 s the origin would hold a lease that never timed out.
     loop {
         let status = stack.get("/fast", &user).await.status();
         let elapsed = started.elapsed();
