@@ -148,8 +148,8 @@ async fn an_aborted_request_holds_its_lease_until_its_timeout(store: EdgeStore) 
     // Admitted once the lease ends: not before ~3 s after the admission, and not much after.
     // Below, counted from `started` (the admission is later), 500 ms of slack for the store's
     // clock, read in whole milliseconds. Above, counted from when the lease was seen held (the
-    // admission is earlier: on a loaded machine it may come seconds after `started`, and was
-    // measured 6.2 s from `started` to the release beside `stress-ng --cpu 2`), the lease's
+    // admission is earlier: on a loaded machine it may come seconds after `started`; beside
+    // `stress-ng --cpu 2` the lease was still held 6.2 s after `started`), the lease's
     // Retry-After plus 3 s of slack for a loaded machine's round trips, against the 20 s the
     // origin would hold a lease that never timed out.
     let freed_by = Duration::from_secs(retry_after + 3);
