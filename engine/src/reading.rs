@@ -79,16 +79,20 @@ pub enum FieldValues<'r> {
 }
 
 impl<'r> FieldValues<'r> {
-    /// A header's value as a runtime that joins repeated field lines gives it (the Fetch
+    /// Header `name`'s value as a runtime that joins repeated field lines gives it (the Fetch
     /// standard's `Headers.get`, in a Worker and in Node: `"acme, r1"` for two lines): a value
-    /// with a comma may be several lines, and is read as repeated, its parts trimmed.
-    pub fn joined(value: Option<Cow<'r, str>>) -> FieldValues<'r> {
+    /// with a comma may be several lines, and is read as repeated, its parts trimmed — but for
+    /// the headers whose one value routinely holds a comma ([`reads_whole`]), read whole.
+    pub fn joined(name: &str, value: Option<Cow<'r, str>>) -> FieldValues<'r> {
         let Some(value) = value else {
             return FieldValues::Absent;
         };
         let (Some(first_end), Some(last_start)) = (value.find(','), value.rfind(',')) else {
             return FieldValues::One(value);
         };
+        if reads_whole(name) {
+            return FieldValues::One(value);
+        }
         let part = |text: &str| Cow::Owned(text.trim().to_string());
         FieldValues::Repeated {
             first: part(&value[..first_end]),
@@ -127,6 +131,28 @@ impl<'r> FieldValues<'r> {
             (FieldValues::Repeated { .. }, Duplicates::Refuse) => Err(()),
         }
     }
+}
+
+/// Whether header `name` (lower case) is one whose single value routinely holds a comma — a
+/// comment or a list of preferences: `User-Agent`'s `(KHTML, like Gecko)`, `Accept`'s media
+/// ranges, the client hints' brand lists. Where repeated lines arrive joined, such a header is
+/// read whole: its value is the client's to choose either way, so sending it twice gains a
+/// client nothing it could not have by sending another value, while refusing every comma would
+/// refuse every browser. Credentials and ids (`Authorization`, `X-Api-Key`, a tenant) hold no
+/// comma and are read strictly.
+pub fn reads_whole(name: &str) -> bool {
+    matches!(
+        name,
+        "user-agent"
+            | "accept"
+            | "accept-charset"
+            | "accept-encoding"
+            | "accept-language"
+            | "cache-control"
+            | "sec-ch-ua"
+            | "sec-ch-ua-full-version-list"
+            | "via"
+    )
 }
 
 /// A field the request carries more than once where the configuration reads one value
@@ -298,13 +324,19 @@ mod tests {
 
     #[test]
     fn joined_values_with_a_comma_are_read_as_repeated() {
-        assert_eq!(FieldValues::joined(None), FieldValues::Absent);
+        assert_eq!(FieldValues::joined("x-tenant", None), FieldValues::Absent);
         assert_eq!(
-            FieldValues::joined(Some("acme".into())),
+            FieldValues::joined("x-tenant", Some("acme".into())),
             FieldValues::One("acme".into())
         );
+        // A browser's user agent is one value, commas and all.
+        let agent = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)";
         assert_eq!(
-            FieldValues::joined(Some("acme, r1,  r2 ".into())),
+            FieldValues::joined("user-agent", Some(agent.into())),
+            FieldValues::One(agent.into())
+        );
+        assert_eq!(
+            FieldValues::joined("x-tenant", Some("acme, r1,  r2 ".into())),
             FieldValues::Repeated {
                 first: "acme".into(),
                 last: "r2".into()

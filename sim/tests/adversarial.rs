@@ -61,6 +61,15 @@ fn a_field_sent_twice_is_refused_and_counted() {
     assert_eq!(report["admitted"], 0, "{report}");
     assert_eq!(report["ambiguous_requests"], 10);
     assert_eq!(report["statuses"]["400"], 10);
+    // One value holding a comma is two lines to the Worker, whose runtime joins them so.
+    let joined: Vec<Value> = (0..10)
+        .map(|i| {
+            let mut l = line(i, "198.51.100.1", "/api/x");
+            l["header:x-tenant"] = json!(format!("acme, r{i}"));
+            l
+        })
+        .collect();
+    assert_eq!(replay(PER_TENANT, &joined)["ambiguous_requests"], 10);
 }
 
 #[test]

@@ -121,7 +121,7 @@ mod probe {
                 .map(|(_, v)| v.to_string())
         }
         fn header_values(&self, name: &str) -> FieldValues<'_> {
-            FieldValues::joined(self.header(name).map(std::borrow::Cow::Owned))
+            FieldValues::joined(name, self.header(name).map(std::borrow::Cow::Owned))
         }
     }
 

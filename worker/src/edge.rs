@@ -370,7 +370,7 @@ impl RequestView for View {
     }
     /// The runtime joins a header's repeated lines with `, ` (the Fetch API's `Headers.get`).
     fn header_values(&self, name: &str) -> FieldValues<'_> {
-        FieldValues::joined(self.header(name).map(Cow::Owned))
+        FieldValues::joined(name, self.header(name).map(Cow::Owned))
     }
     fn country(&self) -> Option<String> {
         self.country.clone()

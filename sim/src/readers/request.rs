@@ -300,8 +300,13 @@ impl RequestView for Request {
             .find(|(n, _)| self.get(n) == name)
             .map(|(_, v)| std::borrow::Cow::Borrowed(self.get(v)))
     }
+    /// As the Worker reads them: its runtime joins a header's lines with `, `, so a line holding
+    /// a comma is read as several, as two lines are.
     fn header_values(&self, name: &str) -> FieldValues<'_> {
-        FieldValues::among(self.headers(), name)
+        match FieldValues::among(self.headers(), name) {
+            FieldValues::One(value) => FieldValues::joined(name, Some(value)),
+            values => values,
+        }
     }
     fn query_values(&self, name: &str) -> FieldValues<'_> {
         let mut values = url::form_urlencoded::parse(self.query_string().as_bytes())
