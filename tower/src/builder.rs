@@ -235,10 +235,17 @@ impl LimitBuilder {
         self.set("cost", json!({"reserve": reserve, "from": from}))
     }
 
-    /// What to do when the store fails (`fail`): a `FailMode`, or `open`, `closed`,
+    /// What to do when the store cannot answer (`fail`): a `FailMode`, or `open`, `closed`,
     /// `fallback 10%`.
     pub fn fail(self, mode: impl Display) -> LimitBuilder {
         self.set("fail", json!(mode.to_string()))
+    }
+
+    /// What to do when the store refuses the limiter — credentials, permissions, a script
+    /// (`fail_misconfigured`, `closed` unless set): a `FailMode`, or `open`, `closed`,
+    /// `fallback 10%`.
+    pub fn fail_misconfigured(self, mode: impl Display) -> LimitBuilder {
+        self.set("fail_misconfigured", json!(mode.to_string()))
     }
 
     /// What to do without an identifier (`missing`): a `Missing`, or `deny`, `allow`, `shared`.

@@ -5,6 +5,11 @@
 //! After the inner service answered, what the request reserved is settled — from the response
 //! it gave — before the response goes out.
 //!
+//! The store's failures are logged with `tracing` (target `edgelimit`), at most one line per
+//! failure class per minute with the count of those it stands for (the limiter's
+//! [`edgelimit::metrics::FailureLog`]): `error` when the store refused the limiter, `warn` when
+//! it could not answer.
+//!
 //! A request admitted after a wait (a limit's `exceed = "delay …"`) waits in a tokio timer
 //! before the inner service is called: a pending future holding its request (and its
 //! connection), no thread and no CPU. A request a `soft` limit exceeded reaches the inner
@@ -150,6 +155,7 @@ where
         0
     };
     let handled = shared.edge.handle(&request, now_ms).await;
+    log_store_failures(shared);
     let answer = handled.response(&request);
     drop(request);
     let (status, body_text, content_type) = match answer.action {
@@ -230,6 +236,38 @@ async fn settle<S: Store>(
         // A commit that fails leaves the estimate charged and the leases to their timeout:
         // the safe side, and the limiter counts the store's failure.
         let _ = shared.edge.settle(settlement).await;
+        log_store_failures(shared);
+    }
+}
+
+/// Writes the store failures' log lines now due: none while the store answers (one flag read).
+fn log_store_failures<S: Store>(shared: &Shared<S>) {
+    for line in shared.edge.limiter().store_failure_lines() {
+        if line.misconfiguration {
+            tracing::error!(
+                target: "edgelimit",
+                class = line.class.as_str(),
+                failures = line.failures,
+                suppressed = line.suppressed,
+                first_ms = line.first_ms,
+                last_ms = line.last_ms,
+                error = %line.error,
+                "{}",
+                line.consequence()
+            );
+        } else {
+            tracing::warn!(
+                target: "edgelimit",
+                class = line.class.as_str(),
+                failures = line.failures,
+                suppressed = line.suppressed,
+                first_ms = line.first_ms,
+                last_ms = line.last_ms,
+                error = %line.error,
+                "{}",
+                line.consequence()
+            );
+        }
     }
 }
 

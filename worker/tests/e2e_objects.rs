@@ -695,11 +695,18 @@ async fn each_limit_follows_its_fail_mode(http: &Client, worker: &WranglerDev) {
         .text()
         .await
         .unwrap();
-    let errors: f64 = metrics
+    // Counted by class (`unreachable`, `timeout`, …): every class is listed.
+    let by_class: Vec<f64> = metrics
         .lines()
-        .find_map(|l| l.strip_prefix("edgelimit_store_errors_total "))
-        .and_then(|v| v.parse().ok())
-        .expect("store errors are exported");
+        .filter_map(|l| l.strip_prefix("edgelimit_store_errors_total{class=\""))
+        .filter_map(|l| l.split_once("} ")?.1.parse().ok())
+        .collect();
+    assert_eq!(
+        by_class.len(),
+        7,
+        "store errors are exported by class: {metrics}"
+    );
+    let errors: f64 = by_class.iter().sum();
     assert!(errors > 0.0, "the store calls failed: {metrics}");
 }
 

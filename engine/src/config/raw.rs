@@ -87,6 +87,7 @@ pub(super) struct RawLimit {
     pub(super) identifier: String,
     pub(super) cost: Option<RawCost>,
     pub(super) fail: Option<String>,
+    pub(super) fail_misconfigured: Option<String>,
     pub(super) missing: Option<String>,
     pub(super) idempotent: Option<bool>,
     pub(super) tiers: Option<BTreeMap<String, String>>,

@@ -831,3 +831,37 @@ fn blocks_and_delays_are_refused_on_global_limits() {
     // `soft`, staged enforcement and counting by status are decided as on any limit.
     Config::from_value(global(json!({"exceed": "soft", "count_status": "401"}))).unwrap();
 }
+
+#[test]
+fn a_store_refusing_the_limiter_fails_closed_unless_the_limit_says_otherwise() {
+    let limit = |v: serde_json::Value| {
+        let c = Config::from_value(v).unwrap();
+        let limit = c.rules[0].limits[0].limit.clone();
+        (limit.fail_mode, limit.fail_misconfigured)
+    };
+    assert_eq!(limit(minimal()), (FailMode::Open, FailMode::Closed));
+    for (given, mode) in [
+        ("open", FailMode::Open),
+        ("closed", FailMode::Closed),
+        ("fallback 10%", FailMode::Fallback { per_mille: 100 }),
+    ] {
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["fail_misconfigured"] = json!(given);
+        assert_eq!(limit(v), (FailMode::Open, mode), "{given}");
+    }
+    let mut v = minimal();
+    v["rules"][0]["limits"][0]["fail_misconfigured"] = json!("never");
+    let e = error_of(v);
+    assert_eq!(
+        e.field,
+        "rules[0] \"api\" → limits[0] \"per-ip\" → fail_misconfigured"
+    );
+    assert!(e.problem.contains("`never`"), "{e}");
+    // Limits sharing a name share state, and so their fail modes.
+    let mut v = minimal();
+    v["rules"].as_array_mut().unwrap().push(json!({"name": "other", "limits": [
+        {"name": "per-ip", "policy": "fixed 100/1m", "identifier": "ip", "fail_misconfigured": "open"}
+    ]}));
+    let e = error_of(v);
+    assert!(e.problem.contains("fail_misconfigured"), "{e}");
+}
