@@ -1,5 +1,5 @@
 //! The configuration report: what `--config` measured, serialised as the JSON `--json` writes
-//! (the schema is documented in docs/sim.md, "The configuration report").
+//! (the schema is documented in docs/sim-reference.md, "The configuration report").
 
 use std::collections::BTreeMap;
 
