@@ -425,7 +425,7 @@ impl Check {
     }
 
     /// Empties the check (its items and lists) but keeps the room its items took, so filling
-    /// it again allocates nothing (see `Plan::into_checks` in the Worker).
+    /// it again allocates nothing (see `Plan::take_checks` in the engine).
     pub fn clear(&mut self) {
         self.items.clear();
         if self.gating.is_some() {
