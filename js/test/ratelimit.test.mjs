@@ -352,9 +352,11 @@ describe("when the store cannot answer", () => {
     }
   });
 
-  test("a wrong token fails the limits, and says so to peek", async () => {
-    const rl = new Ratelimit({ url: gateway.url, token: "wrong", limits: [{ name: "l", policy: "fixed 1/1s", fail: "closed" }] });
-    assert.equal((await rl.limit("u")).reason, "failed_closed");
+  test("a wrong token is a misconfiguration: the limits fail closed, and peek says so", async () => {
+    // fail: "open" is for a store that cannot answer; a store that refuses the limiter fails
+    // closed unless failMisconfigured says otherwise (docs/configuration.md).
+    const rl = new Ratelimit({ url: gateway.url, token: "wrong", limits: [{ name: "l", policy: "fixed 1/1s", fail: "open" }] });
+    assert.equal((await rl.limit("u")).reason, "misconfigured_closed");
     await assert.rejects(rl.peek("l", "u"), (e) => e.code === "store" && e.transient === false && /credentials/.test(e.message));
   });
 });

@@ -69,14 +69,16 @@ test("the limits are one all-or-nothing check: a request the team limit denies c
   assert.equal((await get(`/peek/${b}`)).json().remaining, 1, "b's own quota was not charged");
 });
 
-test("preflights pass uncounted and unlabelled; costs come from the request", async () => {
+test("preflights are counted like any request (any client can send one); costs come from the request", async () => {
   const who = { "x-user": fresh("pre"), "x-team": fresh("team") };
-  for (let i = 0; i < 5; i++) {
+  // gcra 1/1h burst 3: three preflights spend the user's burst, the fourth is refused.
+  for (let i = 0; i < 3; i++) {
     const r = await get("/api/hello", who, "OPTIONS");
     assert.equal(r.status, 204);
-    assert.equal(r.headers.get("ratelimit"), null);
+    assert.match(r.headers.get("ratelimit"), /"per-user";r=\d/);
   }
-  assert.equal((await get("/api/hello", who)).json().remaining, 2);
+  assert.equal((await get("/api/hello", who, "OPTIONS")).status, 429);
+  assert.equal((await get("/api/hello", who)).status, 429, "the preflights spent the user's quota");
   const heavy = { "x-user": fresh("heavy"), "x-team": fresh("team"), "x-cost": "3" };
   assert.equal((await get("/api/hello", heavy)).json().remaining, 0);
 });

@@ -3,7 +3,8 @@
  * store): a `code` to switch on, the `path` of what was wrong, and a sentence saying what.
  *
  * `limit()` never throws because the store failed: each limit's fail mode answers instead, and
- * the result's `reason` says so (`failed_open`, `failed_closed`, `fallback`).
+ * the result's `reason` says so (`failed_open`, `failed_closed`, `fallback`); a store that refuses
+ * the limiter (a wrong token) is a misconfiguration, failed closed (`misconfigured_closed`).
  */
 export type ErrorCode =
   /** An option of `new Ratelimit(…)` is missing, of the wrong type or invalid. */

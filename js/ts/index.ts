@@ -172,6 +172,11 @@ export type Reason =
   | "failed_open"
   | "failed_closed"
   | "fallback"
+  /** The store refused the limiter (a wrong token, a missing permission, a script error):
+   * a misconfiguration, failed closed rather than under the limit's `fail` mode. */
+  | "misconfigured_closed"
+  | "misconfigured_open"
+  | "misconfigured_fallback"
   | "skipped"
   | "denylisted"
   | "allowlisted"
