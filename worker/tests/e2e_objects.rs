@@ -749,7 +749,9 @@ async fn a_full_object_holds_its_capacity_forgets_the_soonest_ending_and_loads_i
     );
 
     let full_start = first_answer_after_restart(&mut stack, &id(count - 1)).await;
-    // The object says how long its load took (its clock moves with each read of storage).
+    // The object logs its storage's part of the load: workerd's clock moves only while the object
+    // waits on storage, so the wasm decoding and restoring the rows is in the first answer's
+    // time, not in this line's.
     assert!(
         wait_for_log_within(&stack.worker, "loaded", 30).await,
         "{}",
@@ -761,16 +763,15 @@ async fn a_full_object_holds_its_capacity_forgets_the_soonest_ending_and_loads_i
         .rev()
         .find(|l| l.contains("edgelimit: object edgelimit-0 loaded"))
         .expect("the load's line");
-    let load_ms: u64 = line
-        .rsplit(", ")
-        .next()
-        .and_then(|ms| ms.trim().trim_end_matches("ms").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no time in `{line}`"));
+    // What the full object's load adds to a restart's first answer: against the one-row object's,
+    // measured in the same run on the same machine.
+    let load = full_start.saturating_sub(small_start);
     eprintln!(
         "after a restart, the first request answered in {:.0} ms with the object full ({line}), \
-         {:.0} ms with it holding one row",
+         {:.0} ms with it holding one row: the full load adds {:.0} ms",
         full_start.as_secs_f64() * 1e3,
-        small_start.as_secs_f64() * 1e3
+        small_start.as_secs_f64() * 1e3,
+        load.as_secs_f64() * 1e3
     );
     // The last identifiers' spent quota is remembered, the first's forgotten.
     assert_eq!(
@@ -778,7 +779,13 @@ async fn a_full_object_holds_its_capacity_forgets_the_soonest_ending_and_loads_i
         429
     );
     assert_eq!(stack.get("/x", &[("x-id", &id(0))]).await.status(), 200);
-    assert!(load_ms < 1_000, "the full object's load took {load_ms} ms");
+    // The 429 above shows the object loaded within the call's timeout rather than failing open.
+    // Its time is a measurement, reported above and in docs/design.md, and it moves with the
+    // machine's load; the bound here only catches a load grown out of all proportion.
+    assert!(
+        load < Duration::from_secs(5),
+        "a full object's load added {load:?} to the first answer"
+    );
 }
 
 /// Restarts the stack's Worker and times its first answer, a request for `id` that the limit has
