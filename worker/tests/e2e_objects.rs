@@ -9,8 +9,14 @@
 //!   memory stores placed as the objects are run by a plain `cargo test`;
 //! - the admin route: refused without the token (401), absent when not configured (the path is
 //!   then an ordinary request), its peek and reset reaching the next request;
-//! - identifiers spread over the objects by rendezvous hashing, each decided exactly;
+//! - identifiers spread over the objects by rendezvous hashing keyed with the deployment's
+//!   secret, each decided exactly; identifiers an attacker chose with the unkeyed score to pile
+//!   onto one object spread over all;
 //! - state — spent quota, a deny entry, a tier — surviving a restart with the same storage;
+//! - bounded state: rows leave storage once their windows pass (`EDGELIMIT_E2E_IDENTIFIERS` and
+//!   `EDGELIMIT_E2E_OBJECTS` scale the test for a measurement by hand), a full object keeps its
+//!   capacity and what its restart's first answer costs is reported, an unreadable row is
+//!   skipped, counted and deleted;
 //! - fail modes: objects that never answer (cut off by the 50 ms default budget) and objects that
 //!   fail, each limit following its `fail`. A tiny `timeout_ms` does not make the local objects
 //!   time out (workerd answers them before its timer fires: 40 of 40 answered at 1 ms), so
@@ -27,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use edgelimit::algorithm::Charge;
-use edgelimit::store::{PlacementKey, Shard, ShardedStore};
+use edgelimit::store::{rendezvous_score, PlacementKey, Shard, ShardedStore};
 use edgelimit::{Check, CheckItem, Limit, MemoryStore, Policy, Store, TimeSource, Verdict};
 use edgelimit_engine::wire::{check_call, WireAnswer, WireBytes, WireCall, WireLimit};
 use edgelimit_testkit::edge::{
@@ -849,6 +855,44 @@ async fn an_unreadable_row_is_skipped_counted_and_deleted() {
     )
     .await;
     assert!(deleted, "{} rows", stored_rows(&stack).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
+async fn identifiers_chosen_to_pile_onto_one_object_spread_over_all() {
+    // What an attacker computes offline from the documented unkeyed score: identifiers that all
+    // land on `edgelimit-0` of 16. The Worker's placement is keyed with the deployment's secret.
+    let objects = 16;
+    let piled: Vec<String> = (0..100_000)
+        .map(|i| format!("attacker-{i}"))
+        .filter(|id| {
+            (0..objects)
+                .max_by_key(|i| rendezvous_score(&format!("edgelimit-{i}"), "", id.as_bytes()))
+                == Some(0)
+        })
+        .take(160)
+        .collect();
+    assert_eq!(piled.len(), 160);
+    let stack = Stack::start_on(EdgeStore::DurableObjects, &collected(objects as usize)).await;
+    for id in &piled {
+        assert_eq!(stack.get("/x", &[("x-id", id)]).await.status(), 200);
+    }
+    let mut per_object = BTreeMap::<String, usize>::new();
+    for entry in stack.object_entries() {
+        *per_object.entry(entry.object).or_default() += 1;
+    }
+    eprintln!(
+        "{} identifiers the unkeyed score puts on edgelimit-0 of {objects}, as the Worker placed \
+         them: {per_object:?}",
+        piled.len()
+    );
+    assert_eq!(per_object.values().sum::<usize>(), piled.len());
+    // 10 expected on each object: none holds more than a small multiple of that.
+    let most = per_object.values().max().copied().unwrap_or_default();
+    assert!(
+        per_object.len() >= objects as usize * 3 / 4 && most <= 30,
+        "{per_object:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
