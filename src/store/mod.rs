@@ -37,7 +37,7 @@ pub use reservation::{Reservation, Reserved};
 pub use resp::RespStore;
 #[cfg(feature = "rest")]
 pub use rest::RestStore;
-pub use saved::Saved;
-pub use sharded::{rendezvous_score, Shard, ShardedStore};
+pub use saved::{Saved, UnreadableEntry, STORED_VERSION};
+pub use sharded::{rendezvous_score, PlacementKey, Shard, ShardedStore};
 pub use traits::{Control, MaybeSendSync, Store};
 pub use upstash::{REST_TOKEN_VAR, REST_URL_VAR};

@@ -5,6 +5,10 @@
 //! ([`super::MemoryStore::restore`]). One entry per key, each with the time it may be dropped,
 //! so whoever keeps them collects garbage by the entries' own times (docs/design.md §2: TTLs only
 //! collect garbage).
+//!
+//! Kept as text, an entry carries the version of its form ([`Saved::to_stored`],
+//! [`Saved::from_stored`]): code that finds an entry it cannot read (written by a newer version,
+//! or damaged) can tell so, skip it and count it, rather than fail on it.
 
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -94,7 +98,70 @@ pub enum Saved {
     },
 }
 
+/// The version of the form [`Saved::to_stored`] writes. Text without a version is an entry's
+/// bare JSON, the form written before versions were (read as version 0).
+pub const STORED_VERSION: u32 = 1;
+
+/// Why kept text is not an entry this code reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnreadableEntry {
+    /// Written in a form this code does not know (a newer version's).
+    #[error("format version {0}, which this code does not read (it reads 0 and {STORED_VERSION})")]
+    Version(u64),
+    /// Not an entry of its version.
+    #[error("not a saved entry: {0}")]
+    Malformed(String),
+}
+
+/// The kept form: the version first, then the entry.
+#[derive(Serialize)]
+struct Stored<'a> {
+    v: u32,
+    entry: &'a Saved,
+}
+
+/// The kept form read back, for its version's form.
+#[derive(Deserialize)]
+struct StoredEntry {
+    v: u64,
+    entry: Saved,
+}
+
+/// Only the version of kept text, whatever follows it.
+#[derive(Deserialize)]
+struct StoredVersion {
+    v: Option<u64>,
+}
+
 impl Saved {
+    /// The entry as kept text: `{"v":1,"entry":…}`, the entry's JSON under its form's version.
+    pub fn to_stored(&self) -> String {
+        let stored = Stored {
+            v: STORED_VERSION,
+            entry: self,
+        };
+        serde_json::to_string(&stored).expect("a saved entry serialises")
+    }
+
+    /// An entry from its kept text ([`Saved::to_stored`]), or from the bare JSON of version 0.
+    pub fn from_stored(text: &str) -> Result<Saved, UnreadableEntry> {
+        let malformed = |e: serde_json::Error| UnreadableEntry::Malformed(e.to_string());
+        let current = u64::from(STORED_VERSION);
+        match serde_json::from_str::<StoredEntry>(text) {
+            Ok(StoredEntry { v, entry }) if v == current => Ok(entry),
+            Ok(StoredEntry { v, .. }) => Err(UnreadableEntry::Version(v)),
+            // Not the current form: which version, if any, says why.
+            Err(e) => match serde_json::from_str::<StoredVersion>(text) {
+                Ok(StoredVersion { v: None }) => serde_json::from_str(text).map_err(malformed),
+                Ok(StoredVersion { v: Some(v) }) if v != current => {
+                    Err(UnreadableEntry::Version(v))
+                }
+                _ => Err(malformed(e)),
+            },
+        }
+    }
+
     /// The key this entry is kept under: one per entry of the store, the same for every state
     /// of one key, so a later save of the key replaces it.
     pub fn key(&self) -> String {
@@ -202,5 +269,57 @@ mod bytes {
         base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Saved {
+        Saved::Block {
+            limit: "per-user".into(),
+            identifier: b"alice".to_vec(),
+            until_ms: 5_000,
+            keep_until_ms: 65_000,
+        }
+    }
+
+    #[test]
+    fn kept_text_carries_its_version_and_reads_back() {
+        let text = entry().to_stored();
+        assert!(text.starts_with(r#"{"v":1,"entry":{"block":"#), "{text}");
+        assert_eq!(Saved::from_stored(&text), Ok(entry()));
+    }
+
+    #[test]
+    fn bare_entries_written_before_versions_read_as_version_0() {
+        let bare = serde_json::to_string(&entry()).unwrap();
+        assert_eq!(Saved::from_stored(&bare), Ok(entry()));
+    }
+
+    #[test]
+    fn an_unknown_version_or_a_damaged_entry_is_told_apart() {
+        let newer = r#"{"v":2,"entry":{"block":{"shape":"unknown"}}}"#;
+        assert_eq!(Saved::from_stored(newer), Err(UnreadableEntry::Version(2)));
+        // A newer version is unreadable even when its entry happens to parse.
+        let text = entry().to_stored().replacen(r#""v":1"#, r#""v":7"#, 1);
+        assert_eq!(Saved::from_stored(&text), Err(UnreadableEntry::Version(7)));
+        for damaged in [
+            r#"{"v":1,"entry":{"block":{"limit":"l"}}}"#,
+            r#"{"state":{"limit":"l"}}"#,
+            "not json",
+            "",
+            "null",
+        ] {
+            assert!(
+                matches!(
+                    Saved::from_stored(damaged),
+                    Err(UnreadableEntry::Malformed(_))
+                ),
+                "{damaged}: {:?}",
+                Saved::from_stored(damaged)
+            );
+        }
     }
 }

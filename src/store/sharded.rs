@@ -7,6 +7,10 @@
 //! then a 64-bit finaliser) so every process — a Worker in wasm32 and a native service alike —
 //! agrees on where a key lives.
 //!
+//! Where identifiers are chosen by clients, a store of many small shards (the Worker's Durable
+//! Objects) keys the score with a secret of the deployment ([`ShardedStore::keyed`],
+//! [`PlacementKey`]): without it, anyone can compute identifiers that all land on one shard.
+//!
 //! A check whose items all land on one shard is sent whole and stays all or nothing. A check
 //! split over shards goes out as one sub-check per shard, all shards concurrently in one round
 //! trip each; when some shard admits its part and another denies, the cost the admitting parts
@@ -23,6 +27,7 @@
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
+use sha2::{Digest, Sha256};
 
 use super::check::{Check, CheckItem, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
@@ -68,6 +73,48 @@ pub struct ShardedStore<S = Box<dyn Store>> {
     /// Whether the owner is chosen by the identifier alone (every limit of an identifier on one
     /// shard) rather than by (limit name, identifier).
     by_identifier: bool,
+    /// The secret placement, if keyed: the key and each shard's seed (by position).
+    keyed: Option<(PlacementKey, Vec<u64>)>,
+}
+
+/// A deployment's secret that keys where identifiers land ([`ShardedStore::keyed`]), so that
+/// nobody without it can choose identifiers that pile onto one shard.
+///
+/// The score of a shard for (limit name, identifier) is then `mix(seed(shard) ^ d)`, where `d` is
+/// the first 64 bits of SHA-256 over a block derived from the secret followed by the limit name
+/// and the identifier: one keyed digest per item (the secret's block is absorbed once, when the
+/// key is made), then a multiply-xor finaliser per shard. Adding or removing a shard still moves
+/// only the identifiers it wins or held.
+#[derive(Clone)]
+pub struct PlacementKey(Sha256);
+
+impl std::fmt::Debug for PlacementKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlacementKey(secret)")
+    }
+}
+
+impl PlacementKey {
+    /// A key from `secret` (any length; 32 random bytes, e.g. `openssl rand -hex 32`, are
+    /// plenty). The same secret places every identifier on the same shard in every process.
+    pub fn new(secret: &[u8]) -> PlacementKey {
+        // One whole block of SHA-256's input, so each digest starts from a state the secret set.
+        let mut block = [0u8; 64];
+        block[..32].copy_from_slice(&Sha256::digest(secret));
+        block[32..].copy_from_slice(b"edgelimit shard placement key v1");
+        PlacementKey(Sha256::new_with_prefix(block))
+    }
+
+    /// The keyed digest of (limit name, identifier). A name is UTF-8, which never holds `0xff`,
+    /// so the separator keeps every pair apart.
+    fn digest(&self, limit_name: &str, identifier: &[u8]) -> u64 {
+        let mut hash = self.0.clone();
+        hash.update(limit_name.as_bytes());
+        hash.update([0xff]);
+        hash.update(identifier);
+        let out = hash.finalize();
+        u64::from_le_bytes(out[..8].try_into().expect("SHA-256 gives 32 bytes"))
+    }
 }
 
 /// The rendezvous score of `shard` for (limit name, identifier): FNV-1a over the three, with
@@ -80,6 +127,11 @@ pub fn rendezvous_score(shard: &str, limit_name: &str, identifier: &[u8]) -> u64
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
+    finalise(hash)
+}
+
+/// SplitMix64's finaliser: every bit of the input moves about half of the output's.
+fn finalise(mut hash: u64) -> u64 {
     hash ^= hash >> 30;
     hash = hash.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     hash ^= hash >> 27;
@@ -106,7 +158,21 @@ impl<S: Store> ShardedStore<S> {
         Ok(ShardedStore {
             shards,
             by_identifier: false,
+            keyed: None,
         })
+    }
+
+    /// The same store placing identifiers by a score keyed with `key` ([`PlacementKey`]): only
+    /// who holds the key can tell which shard an identifier lands on. Every process sharing the
+    /// store must use the same key; keys move between shards when it changes.
+    pub fn keyed(mut self, key: PlacementKey) -> ShardedStore<S> {
+        let seeds = self
+            .shards
+            .iter()
+            .map(|shard| rendezvous_score(&shard.name, "", b""))
+            .collect();
+        self.keyed = Some((key, seeds));
+        self
     }
 
     /// The same store choosing each owner by the identifier alone, so that the limits of one
@@ -126,6 +192,17 @@ impl<S: Store> ShardedStore<S> {
     /// The index of the shard that owns (limit name, identifier).
     pub fn shard_of(&self, limit_name: &str, identifier: &[u8]) -> usize {
         let limit_name = if self.by_identifier { "" } else { limit_name };
+        if let Some((key, seeds)) = &self.keyed {
+            let digest = key.digest(limit_name, identifier);
+            let mut best = (0, 0);
+            for (i, &seed) in seeds.iter().enumerate() {
+                let score = finalise(seed ^ digest);
+                if i == 0 || score > best.1 {
+                    best = (i, score);
+                }
+            }
+            return best.0;
+        }
         let mut best = (0, 0);
         for (i, shard) in self.shards.iter().enumerate() {
             let score = rendezvous_score(&shard.name, limit_name, identifier);
@@ -453,5 +530,94 @@ impl<S: Store> ShardedStore<S> {
             }
         }
         failed.map_or(Ok(answers), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+
+    fn stores(names: impl IntoIterator<Item = String>) -> ShardedStore<MemoryStore> {
+        let shards = names
+            .into_iter()
+            .map(|name| Shard::new(name, MemoryStore::with_capacity(1)))
+            .collect();
+        ShardedStore::new(shards).unwrap().by_identifier()
+    }
+
+    fn named(count: usize) -> Vec<String> {
+        (0..count).map(|i| format!("edgelimit-{i}")).collect()
+    }
+
+    #[test]
+    fn a_keyed_placement_spreads_evenly_and_differs_by_key() {
+        let a = stores(named(64)).keyed(PlacementKey::new(b"deployment a"));
+        let b = stores(named(64)).keyed(PlacementKey::new(b"deployment b"));
+        let mut per_shard = vec![0usize; 64];
+        let mut same = 0;
+        for i in 0..64_000 {
+            let id = format!("id-{i}");
+            let shard = a.shard_of("", id.as_bytes());
+            per_shard[shard] += 1;
+            same += usize::from(shard == b.shard_of("", id.as_bytes()));
+        }
+        // 1000 expected on each; a binomial spread stays well within ±15 %.
+        assert!(
+            per_shard.iter().all(|&n| (850..1150).contains(&n)),
+            "{per_shard:?}"
+        );
+        // Another key places identifiers independently: 1 in 64 by chance (1000 expected).
+        assert!((800..1200).contains(&same), "{same} placed alike");
+    }
+
+    #[test]
+    fn identifiers_piled_onto_one_shard_unkeyed_spread_out_keyed() {
+        // What an attacker computes from the documented unkeyed score: identifiers that all land
+        // on one shard.
+        let unkeyed = stores(named(64));
+        let piled: Vec<String> = (0..200_000)
+            .map(|i| format!("attacker-{i}"))
+            .filter(|id| unkeyed.shard_of("", id.as_bytes()) == 0)
+            .take(640)
+            .collect();
+        assert_eq!(piled.len(), 640);
+        let keyed = stores(named(64)).keyed(PlacementKey::new(b"a secret"));
+        let mut per_shard = vec![0usize; 64];
+        for id in &piled {
+            per_shard[keyed.shard_of("", id.as_bytes())] += 1;
+        }
+        // 10 expected on each: none holds more than a small multiple of that.
+        let most = per_shard.iter().max().unwrap();
+        assert!(*most <= 30, "{per_shard:?}");
+    }
+
+    #[test]
+    fn a_keyed_placement_moves_only_what_an_added_shard_wins() {
+        let key = PlacementKey::new(b"k");
+        let before = stores(named(8)).keyed(key.clone());
+        let after = stores(named(9)).keyed(key);
+        let mut moved = 0;
+        for i in 0..9_000 {
+            let id = format!("id-{i}");
+            let (was, is) = (
+                before.shard_of("", id.as_bytes()),
+                after.shard_of("", id.as_bytes()),
+            );
+            if was != is {
+                assert_eq!(is, 8, "{id} moved between old shards");
+                moved += 1;
+            }
+        }
+        assert!(
+            (800..1200).contains(&moved),
+            "{moved} moved to the new shard"
+        );
+    }
+
+    #[test]
+    fn the_key_is_never_printed() {
+        let key = PlacementKey::new(b"hunter2");
+        assert_eq!(format!("{key:?}"), "PlacementKey(secret)");
     }
 }

@@ -19,7 +19,7 @@ use worker::{
     Env, Fetch, Headers, Request, Response, ResponseBuilder, Url,
 };
 
-use crate::durable::client::{object_store, ObjectShard};
+use crate::durable::client::{object_store, placement_key, ObjectShard, SHARD_KEY_VAR};
 use edgelimit_engine::config::{
     Config, ConfigError, FixedResponse, StoreKind, ADMIN_TOKEN_VAR, CONFIG_VAR, STATE_BINDING,
 };
@@ -228,8 +228,10 @@ impl Isolate {
                 let namespace = env
                     .durable_object(STATE_BINDING)
                     .map_err(|e| format!("{STATE_BINDING}: {e}"))?;
+                let key = placement_key(env_text(env, SHARD_KEY_VAR).as_deref(), &namespace)
+                    .map_err(|e| e.to_string())?;
                 WorkerStore::Objects(Rc::new(
-                    object_store(&namespace, config.objects, config.timeout)
+                    object_store(&namespace, config.objects, config.timeout, key)
                         .map_err(|e| e.to_string())?,
                 ))
             }

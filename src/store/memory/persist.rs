@@ -189,6 +189,64 @@ impl MemoryStore {
         }
         Ok(())
     }
+    /// Whether this store holds an entry under `saved`'s key ([`Saved::key`]), whatever its
+    /// value: what tells a copy kept elsewhere which of its entries the store has let go of
+    /// (evicted when full, or dropped after their time) and it may delete too.
+    pub fn holds(&self, saved: &Saved) -> bool {
+        let by = |limit: &str, identifier: &[u8]| {
+            (Arc::<str>::from(limit), Identifier::from(identifier))
+        };
+        match saved {
+            Saved::State {
+                limit,
+                identifier,
+                state,
+                ..
+            } => {
+                let key = KeyRef::new(limit, state.algorithm(), identifier);
+                let hash = key.hash(&self.hasher);
+                lock(self.shard(hash)).find_mut(hash, &key).is_some()
+            }
+            Saved::Request {
+                limit,
+                identifier,
+                request_id,
+                ..
+            } => {
+                let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+                remembered::saved(
+                    &requests,
+                    &Arc::from(limit.as_str()),
+                    &Identifier::from(identifier.as_slice()),
+                    &Identifier::from(request_id.as_slice()),
+                )
+                .is_some()
+            }
+            Saved::Assignments {
+                limit, identifier, ..
+            } => {
+                let map = self.assignments.lock().unwrap_or_else(|e| e.into_inner());
+                map.contains_key(&by(limit, identifier))
+            }
+            Saved::CapacityLease {
+                limit, identifier, ..
+            } => {
+                let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+                leases.get(&by(limit, identifier)).is_some()
+            }
+            Saved::Block {
+                limit, identifier, ..
+            } => {
+                let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+                blocks.get(&by(limit, identifier)).is_some()
+            }
+            Saved::List { name, .. } => {
+                let lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+                lists.get(name).is_some_and(|members| !members.is_empty())
+            }
+        }
+    }
+
     /// The saved form of one block, if held.
     fn saved_block(&self, name: &Arc<str>, identifier: &[u8]) -> Option<Saved> {
         let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
@@ -219,5 +277,47 @@ impl MemoryStore {
             state: held.state(),
             keep_until_ms: held.expire_at(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_tells_what_the_store_let_go_of() {
+        let store = MemoryStore::with_capacity(2);
+        let limit =
+            Limit::new("per-user", "fixed 1/1s".parse::<Policy>().unwrap()).with_block_for(5_000);
+        let check = |id: &str| Check::single(&limit, id, 1).with_request_id(format!("r-{id}"));
+        store.check_now(&[check("a")], 0);
+        // Denied: blocked.
+        store.check_now(&[Check::single(&limit, "a", 1)], 1);
+        let saved: Vec<Saved> = store
+            .saved_for(&[check("a")])
+            .into_iter()
+            .filter_map(|(_, saved)| saved)
+            .collect();
+        let kinds = |saved: &[Saved]| {
+            saved
+                .iter()
+                .map(|s| s.key()[..1].to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(&saved), ["s", "r", "b"], "{saved:?}");
+        assert!(saved.iter().all(|s| store.holds(s)));
+        // States ending later displace a's from the full store; its block and request stay.
+        store.check_now(&[Check::single(&limit, "b", 1)], 1_500);
+        store.check_now(&[Check::single(&limit, "c", 1)], 2_500);
+        let held: Vec<bool> = saved.iter().map(|s| store.holds(s)).collect();
+        assert_eq!(held, [false, true, true]);
+        // Past their times, they go too.
+        store.check_now(&[], 10 * GC_GRACE_MS);
+        assert!(saved.iter().all(|s| !store.holds(s)));
+        let list = Saved::List {
+            name: "deny".into(),
+            members: vec![],
+        };
+        assert!(!store.holds(&list));
     }
 }

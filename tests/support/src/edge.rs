@@ -25,6 +25,10 @@ pub const TOKEN: &str = "e2e-token-0123456789";
 /// The admin route's token (`EDGELIMIT_ADMIN_TOKEN`) in a Durable Object stack.
 pub const ADMIN_TOKEN: &str = "e2e-admin-token-7a1c93";
 
+/// The secret keying which object an identifier lands on (`EDGELIMIT_SHARD_KEY`) in a Durable
+/// Object stack: a test that asks where an identifier lives places it with this key.
+pub const SHARD_KEY: &str = "e2e-shard-key-5f02b7d1c4e8";
+
 /// Where a Durable Object stack serves its admin route, unless the configuration names its own
 /// `admin_path`.
 pub const ADMIN_PATH: &str = "/__edgelimit/admin";
@@ -91,7 +95,8 @@ pub fn worker_vars(origin: SocketAddr, store_url: &str, token: &str, config: &st
 /// The `[vars]` and bindings of a Worker that sends requests on to `origin` and keeps its state
 /// in its Durable Objects, as the root wrangler.toml binds them (no Upstash variable, so the
 /// binding is the store), its admin route at [`ADMIN_PATH`] (unless `config` names its own
-/// `admin_path`) with [`ADMIN_TOKEN`]; `config` is the body of `[vars.EDGELIMIT_CONFIG]`.
+/// `admin_path`) with [`ADMIN_TOKEN`], identifiers placed by [`SHARD_KEY`]; `config` is the body
+/// of `[vars.EDGELIMIT_CONFIG]`.
 pub fn durable_vars(origin: SocketAddr, config: &str) -> String {
     let admin_path = if config.contains("admin_path") {
         String::new()
@@ -99,7 +104,8 @@ pub fn durable_vars(origin: SocketAddr, config: &str) -> String {
         format!("admin_path = \"{ADMIN_PATH}\"\n")
     };
     format!(
-        "[vars]\nORIGIN = \"http://{origin}\"\nEDGELIMIT_ADMIN_TOKEN = \"{ADMIN_TOKEN}\"\n\n\
+        "[vars]\nORIGIN = \"http://{origin}\"\nEDGELIMIT_ADMIN_TOKEN = \"{ADMIN_TOKEN}\"\n\
+         EDGELIMIT_SHARD_KEY = \"{SHARD_KEY}\"\n\n\
          [vars.EDGELIMIT_CONFIG]\n{admin_path}{config}\n\n{}",
         durable_bindings()
     )

@@ -1,9 +1,9 @@
 //! What the Worker's Durable Objects hold under `wrangler dev`: every entry of every
 //! `EdgeLimitState` object, read from the SQLite files `--persist-to` keeps (table `_cf_KV`, one
-//! row per entry, its value the JSON of a library [`Saved`] entry as V8 serialised it). Node 22's
-//! own `node:sqlite` and `v8.deserialize` read them, so the tests need no SQLite crate; reading
-//! is safe while the Worker runs (the files are in WAL mode, and an object's writes are committed
-//! before it answers).
+//! row per entry, its value a library [`Saved`] entry's kept text — [`Saved::to_stored`] — as V8
+//! serialised it). Node 22's own `node:sqlite` and `v8.deserialize` read them, so the tests need
+//! no SQLite crate; reading is safe while the Worker runs (the files are in WAL mode, and an
+//! object's writes are committed before it answers), waiting out a write under way.
 //!
 //! Each entry is named as the Redis key the same entry has in Redis ([`ObjectEntry::redis_key`]):
 //! a test asking the store "which keys match `*req-1*commit*`" asks both kinds of store alike.
@@ -66,16 +66,9 @@ impl ObjectEntry {
 /// in object then key order. None before an object has been created. Panics when node cannot
 /// read them (the toolchain is missing, or the files are not what this expects).
 pub fn entries(persist_to: &Path) -> Vec<ObjectEntry> {
-    let root = persist_to.join("v3/do");
-    let Ok(dirs) = std::fs::read_dir(&root) else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    for dir in dirs.flatten() {
-        let name = dir.file_name().to_string_lossy().into_owned();
-        if name.ends_with(&format!("-{STATE_CLASS}")) {
-            out.extend(read_class_dir(&dir.path()));
-        }
+    for dir in class_dirs(persist_to) {
+        out.extend(read_class_dir(&dir));
     }
     out.sort_by(|a, b| (&a.object, &a.key).cmp(&(&b.object, &b.key)));
     out
@@ -90,6 +83,7 @@ const dir = process.argv[1];
 for (const file of readdirSync(dir)) {
   if (!file.endsWith(".sqlite") || file === "metadata.sqlite") continue;
   const db = new DatabaseSync(`${dir}/${file}`, { readOnly: true });
+  db.exec("PRAGMA busy_timeout = 10000");
   const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((t) => t.name);
   if (!tables.includes("_cf_KV")) { db.close(); continue; }
   const named = tables.includes("__miniflare_do_name")
@@ -103,7 +97,105 @@ for (const file of readdirSync(dir)) {
 }
 "#;
 
-fn read_class_dir(dir: &Path) -> Vec<ObjectEntry> {
+/// How many rows every object under `persist_to` holds, unread: what a test watching storage
+/// grow and shrink counts (fast for hundreds of thousands of rows).
+pub fn rows(persist_to: &Path) -> usize {
+    class_dirs(persist_to)
+        .iter()
+        .map(|dir| {
+            node(COUNTER, &[dir.as_os_str()])
+                .trim()
+                .parse::<usize>()
+                .expect("node prints a count")
+        })
+        .sum()
+}
+
+/// Writes `text` under `key` into the storage of the object named `object` (which must have
+/// been created), as the object itself would: how a test puts there what the object would never
+/// write (text it cannot read).
+pub fn put_text(persist_to: &Path, object: &str, key: &str, text: &str) {
+    let written: usize = class_dirs(persist_to)
+        .iter()
+        .map(|dir| {
+            let args = [
+                dir.as_os_str(),
+                object.as_ref(),
+                key.as_ref(),
+                text.as_ref(),
+            ];
+            node(WRITER, &args)
+                .trim()
+                .parse::<usize>()
+                .expect("node prints a count")
+        })
+        .sum();
+    assert_eq!(
+        written,
+        1,
+        "no object `{object}` under {}",
+        persist_to.display()
+    );
+}
+
+/// The directories of the class's objects under `persist_to`.
+fn class_dirs(persist_to: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(dirs) = std::fs::read_dir(persist_to.join("v3/do")) else {
+        return Vec::new();
+    };
+    dirs.flatten()
+        .filter(|d| {
+            d.file_name()
+                .to_string_lossy()
+                .ends_with(&format!("-{STATE_CLASS}"))
+        })
+        .map(|d| d.path())
+        .collect()
+}
+
+/// The script counting one class directory's rows.
+const COUNTER: &str = r#"
+import { DatabaseSync } from "node:sqlite";
+import { readdirSync } from "node:fs";
+const dir = process.argv[1];
+let rows = 0;
+for (const file of readdirSync(dir)) {
+  if (!file.endsWith(".sqlite") || file === "metadata.sqlite") continue;
+  const db = new DatabaseSync(`${dir}/${file}`, { readOnly: true });
+  db.exec("PRAGMA busy_timeout = 10000");
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((t) => t.name);
+  if (tables.includes("_cf_KV")) rows += db.prepare("SELECT count(*) AS n FROM _cf_KV").get().n;
+  db.close();
+}
+console.log(rows);
+"#;
+
+/// The script writing one row (text, V8-serialised as the runtime keeps it) into the object of
+/// one class directory named `argv[2]`; prints how many objects it wrote to.
+const WRITER: &str = r#"
+import { DatabaseSync } from "node:sqlite";
+import { readdirSync } from "node:fs";
+import { serialize } from "node:v8";
+const [dir, object, key, text] = process.argv.slice(1);
+let written = 0;
+for (const file of readdirSync(dir)) {
+  if (!file.endsWith(".sqlite") || file === "metadata.sqlite") continue;
+  const db = new DatabaseSync(`${dir}/${file}`);
+  db.exec("PRAGMA busy_timeout = 10000");
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((t) => t.name);
+  const named = tables.includes("__miniflare_do_name")
+    ? db.prepare("SELECT name FROM __miniflare_do_name").all() : [];
+  if (tables.includes("_cf_KV") && named.length && named[0].name === object) {
+    db.prepare("INSERT OR REPLACE INTO _cf_KV (key, value) VALUES (?, ?)").run(key, serialize(text));
+    written += 1;
+  }
+  db.close();
+}
+console.log(written);
+"#;
+
+/// Runs `script` under the repository's node 22 with `args`; what it printed.
+fn node(script: &str, args: &[&std::ffi::OsStr]) -> String {
     let node = repo_root().join("node_modules/.bin/node");
     assert!(
         node.exists(),
@@ -111,17 +203,20 @@ fn read_class_dir(dir: &Path) -> Vec<ObjectEntry> {
         node.display()
     );
     let output = Command::new(&node)
-        .args(["--no-warnings", "--input-type=module", "-e", READER])
-        .arg(dir)
+        .args(["--no-warnings", "--input-type=module", "-e", script])
+        .args(args)
         .output()
         .expect("node runs");
     assert!(
         output.status.success(),
-        "reading {} failed: {}",
-        dir.display(),
+        "node failed on {args:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8_lossy(&output.stdout)
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn read_class_dir(dir: &Path) -> Vec<ObjectEntry> {
+    node(READER, &[dir.as_os_str()])
         .lines()
         .map(|line| {
             let row: serde_json::Value =
@@ -132,7 +227,7 @@ fn read_class_dir(dir: &Path) -> Vec<ObjectEntry> {
             ObjectEntry {
                 object: row["object"].as_str().unwrap_or_default().to_string(),
                 key: row["key"].as_str().unwrap_or_default().to_string(),
-                saved: serde_json::from_str(text)
+                saved: Saved::from_stored(text)
                     .unwrap_or_else(|e| panic!("an entry that is not a saved entry ({e}): {line}")),
             }
         })

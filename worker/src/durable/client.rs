@@ -1,16 +1,17 @@
 //! The Worker's side of its Durable Objects (wasm32 only): [`ObjectStub`], how a [`WireCall`] reaches
 //! one object and its [`WireAnswer`] comes back ([`ObjectShard`]: the object as a store), and
 //! [`object_store`], the objects of the namespace as one store — identifiers spread over them by
-//! rendezvous hashing, every limit of an identifier in one object, a check split over objects
-//! decided all or nothing with compensating refunds (`ShardedStore`).
+//! rendezvous hashing keyed with the deployment's secret ([`placement_key`]), every limit of an
+//! identifier in one object, a check split over objects decided all or nothing with compensating
+//! refunds (`ShardedStore`).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use edgelimit::store::{Shard, ShardedStore};
+use edgelimit::store::{PlacementKey, Shard, ShardedStore};
 use edgelimit::StoreError;
 use futures_util::future::{select, Either};
-use worker::{Delay, Method, ObjectNamespace, Request, RequestInit};
+use worker::{console_log, Delay, Method, ObjectNamespace, Request, RequestInit};
 
 use edgelimit_engine::wire::calls::{Calls, SendCall};
 use edgelimit_engine::wire::{error_of, WireAnswer, WireCall};
@@ -20,11 +21,42 @@ pub fn object_name(index: u32) -> String {
     format!("edgelimit-{index}")
 }
 
-/// The `objects` objects of `namespace` as one store, each call timed out after `timeout`.
+/// The secret that keys which object an identifier lands on.
+pub const SHARD_KEY_VAR: &str = "EDGELIMIT_SHARD_KEY";
+
+/// The name of the object whose id keys the placement when [`SHARD_KEY_VAR`] is not set. It is
+/// never created: only its id is derived.
+const DERIVED_KEY_NAME: &str = "edgelimit-shard-key";
+
+/// The deployment's placement key: `secret` (the [`SHARD_KEY_VAR`] secret) when set, else the
+/// id of an object named [`DERIVED_KEY_NAME`] in `namespace`, which is the same for every
+/// isolate of the deployment, differs between deployments (namespaces) and is never sent to a
+/// client, but is no secret the operator chose (docs/design.md §4, "Placement").
+pub fn placement_key(
+    secret: Option<&str>,
+    namespace: &ObjectNamespace,
+) -> Result<PlacementKey, StoreError> {
+    if let Some(secret) = secret {
+        return Ok(PlacementKey::new(secret.as_bytes()));
+    }
+    let id = namespace
+        .id_from_name(DERIVED_KEY_NAME)
+        .map_err(|e| StoreError::Unreachable(format!("{DERIVED_KEY_NAME}: {e}")))?
+        .to_string();
+    console_log!(
+        "edgelimit: {SHARD_KEY_VAR} is not set: identifiers are placed by a key derived from the \
+         Durable Object namespace (`wrangler secret put {SHARD_KEY_VAR}` to choose it)"
+    );
+    Ok(PlacementKey::new(id.as_bytes()))
+}
+
+/// The `objects` objects of `namespace` as one store, identifiers placed by `key`, each call timed
+/// out after `timeout`.
 pub fn object_store(
     namespace: &ObjectNamespace,
     objects: u32,
     timeout: Duration,
+    key: PlacementKey,
 ) -> Result<ShardedStore<ObjectShard>, StoreError> {
     let shards = (0..objects)
         .map(|i| {
@@ -39,7 +71,7 @@ pub fn object_store(
             )
         })
         .collect();
-    Ok(ShardedStore::new(shards)?.by_identifier())
+    Ok(ShardedStore::new(shards)?.by_identifier().keyed(key))
 }
 
 /// One Durable Object as a store.
