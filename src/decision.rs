@@ -26,6 +26,17 @@ pub enum Reason {
     FailedClosed,
     /// Decided by the in-process fallback limiter while the store is unreachable.
     Fallback,
+    /// Admitted because the store refused the limiter — credentials, permissions, a script or
+    /// an answer it cannot read (a misconfiguration, not an outage) — and the limit's
+    /// `fail_misconfigured` is `open`.
+    MisconfiguredOpen,
+    /// Denied because the store refused the limiter (a misconfiguration, not an outage) and
+    /// the limit's `fail_misconfigured` is `closed`, the default: "failed closed: store
+    /// refused".
+    MisconfiguredClosed,
+    /// Decided by the in-process fallback limiter because the store refused the limiter (a
+    /// misconfiguration) and the limit's `fail_misconfigured` is `fallback N%`.
+    MisconfiguredFallback,
     /// Not decided: another limit of the same check was denied from the denial cache first, so
     /// this one was never consulted (and nothing was taken from it). Reported as admitted with
     /// its capacity, never counted, never advertised.
@@ -63,6 +74,9 @@ impl Reason {
             Reason::FailedOpen => "failed_open",
             Reason::FailedClosed => "failed_closed",
             Reason::Fallback => "fallback",
+            Reason::MisconfiguredOpen => "misconfigured_open",
+            Reason::MisconfiguredClosed => "misconfigured_closed",
+            Reason::MisconfiguredFallback => "misconfigured_fallback",
             Reason::Skipped => "skipped",
             Reason::Denylisted => "denylisted",
             Reason::Allowlisted => "allowlisted",
@@ -74,14 +88,42 @@ impl Reason {
 
     /// The name a client is told (a problem body's `reason`): what happened to its request, not
     /// how the limiter found out. A denial from the in-process cache or the fallback policy is
-    /// `over_limit`, as the store's own would be, and an admission from a lease `admitted`;
+    /// `over_limit`, as the store's own would be, and an admission from a lease `admitted`; a
+    /// store that refused the limiter is a failure like any other to a client (`failed_closed`,
+    /// `failed_open`: whether the deployment's credentials work is not a client's to learn);
     /// logs and metrics keep [`Reason::as_str`].
     pub const fn public_name(self) -> &'static str {
         match self {
-            Reason::CachedDenial | Reason::Fallback => Reason::OverLimit.as_str(),
+            Reason::CachedDenial | Reason::Fallback | Reason::MisconfiguredFallback => {
+                Reason::OverLimit.as_str()
+            }
             Reason::Leased => Reason::Admitted.as_str(),
+            Reason::MisconfiguredClosed => Reason::FailedClosed.as_str(),
+            Reason::MisconfiguredOpen => Reason::FailedOpen.as_str(),
             other => other.as_str(),
         }
+    }
+}
+
+impl Reason {
+    /// Whether the store failed and the limit's fail mode decided (`failed_open`,
+    /// `failed_closed`, `fallback`, and the `misconfigured_*` three).
+    pub const fn is_store_failure(self) -> bool {
+        matches!(
+            self,
+            Reason::FailedOpen
+                | Reason::FailedClosed
+                | Reason::Fallback
+                | Reason::MisconfiguredOpen
+                | Reason::MisconfiguredClosed
+                | Reason::MisconfiguredFallback
+        )
+    }
+
+    /// Whether the store failed and the limit failed closed: an outage's
+    /// [`Reason::FailedClosed`] or a refusal's [`Reason::MisconfiguredClosed`].
+    pub const fn is_failed_closed(self) -> bool {
+        matches!(self, Reason::FailedClosed | Reason::MisconfiguredClosed)
     }
 }
 
@@ -144,6 +186,9 @@ mod tests {
             Reason::FailedOpen,
             Reason::FailedClosed,
             Reason::Fallback,
+            Reason::MisconfiguredOpen,
+            Reason::MisconfiguredClosed,
+            Reason::MisconfiguredFallback,
             Reason::Skipped,
             Reason::Denylisted,
             Reason::Allowlisted,

@@ -23,7 +23,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::decision::{Decision, Reason, RETRY_NEVER};
+use crate::decision::{Decision, RETRY_NEVER};
 use crate::policy::{Algorithm, Policy};
 
 /// Whether `name` is a valid header field name: a non-empty RFC 9110 `token`.
@@ -503,7 +503,7 @@ impl<'r, 'a> Answer<'r, 'a> {
             .reports
             .iter()
             .filter(|r| !r.decision.allowed)
-            .all(|r| r.decision.reason == Reason::FailedClosed);
+            .all(|r| r.decision.reason.is_failed_closed());
         Some(if failed_closed { 503 } else { 429 })
     }
 
@@ -517,7 +517,7 @@ impl<'r, 'a> Answer<'r, 'a> {
         let name = binding.name;
         let detail = match (status, self.retry_after) {
             (503, _) => format!(
-                "The rate limiter's store is unreachable and policy \"{name}\" fails closed; retry later."
+                "The rate limiter's store cannot answer and policy \"{name}\" fails closed; retry later."
             ),
             (_, Some(s)) => format!("Rate limit \"{name}\" ({rate}) exceeded; retry in {s} s."),
             (_, None) => {
@@ -585,7 +585,7 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
     /// Why, as a client is told it (`over_limit`, `cost_exceeds_capacity`, `failed_closed` — a
-    /// [`Reason`]'s [`Reason::public_name`] — or `denied` for a deny list).
+    /// [`Reason`](crate::Reason)'s [`Reason::public_name`](crate::Reason::public_name) — or `denied` for a deny list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// The deny list that refused the request (`deny`, `deny:<rule>`).
@@ -638,6 +638,19 @@ impl Problem {
         problem
     }
 
+    /// 400: the request cannot be read unambiguously, the way its origin will read it (`why`
+    /// completes "This request is refused: …"), so no limit could be applied to it with
+    /// certainty.
+    pub fn ambiguous(why: &str, instance: &str) -> Problem {
+        let mut problem = Problem::new(
+            400,
+            format!("This request is refused: {why}."),
+            Some(instance),
+        );
+        problem.reason = Some("ambiguous_request");
+        problem
+    }
+
     /// 500 or 503 (`status`): the limiter could not serve the request — a configuration it
     /// cannot run (it refuses rather than run unlimited), or an internal failure. The client is
     /// told nothing of why: the reason may hold a secret and no client can act on it. It gets
@@ -673,6 +686,7 @@ impl Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::Reason;
 
     fn decision(allowed: bool, remaining: u64, reset_at_ms: u64, retry_after_ms: u64) -> Decision {
         Decision {

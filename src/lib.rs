@@ -76,6 +76,6 @@ pub use store::RespStore;
 #[cfg(feature = "rest")]
 pub use store::RestStore;
 pub use store::{
-    Check, CheckItem, Coalescing, Control, FailMode, Identifier, Limit, MemoryStore, Reservation,
-    Store, StoreError, TimeSource, Verdict,
+    Check, CheckItem, Coalescing, Control, FailMode, FailureClass, Identifier, Limit, MemoryStore,
+    Reservation, Store, StoreError, TimeSource, Verdict,
 };

@@ -1,6 +1,7 @@
 //! `Limiter`: a store plus what production needs around it — a cache of recent denials that
-//! answers repeat offenders with no round trip, a per-limit failure mode for when the store
-//! cannot answer, and counters.
+//! answers repeat offenders with no round trip, per-limit failure modes for when the store
+//! cannot answer (`fail`) or refuses the limiter (`fail_misconfigured`), counters, and the
+//! store failures' rate-limited log.
 
 use std::hash::BuildHasher;
 use std::ops::Range;
@@ -11,11 +12,11 @@ use smallvec::SmallVec;
 
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
-use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::metrics::{FailureLine, FailureLog, Metrics, MetricsSnapshot};
 use crate::policy::{Algorithm, Policy};
 use crate::store::{
-    Check, CheckItem, ExpiringMap, FailMode, Identifier, KeyHasher, Limit, MemoryStore,
-    Reservation, Store, StoreError, TimeSource, Verdict,
+    Check, CheckItem, ExpiringMap, FailMode, FailureClass, Identifier, KeyHasher, Limit,
+    MemoryStore, Reservation, Store, StoreError, TimeSource, Verdict,
 };
 
 /// How long a fail-closed denial tells the client to wait, in ms.
@@ -70,7 +71,9 @@ struct CachedDenial {
 }
 
 /// A rate limiter over a [`Store`]. Never fails: when the store does, each limit follows its
-/// [`FailMode`], and the verdict says so in each decision's [`Reason`].
+/// [`FailMode`] for the failure's class — [`Limit::fail_mode`] when the store cannot answer,
+/// [`Limit::fail_misconfigured`] when it refuses the limiter — and the verdict says which in
+/// each decision's [`Reason`].
 #[derive(Debug)]
 pub struct Limiter<S> {
     store: S,
@@ -89,6 +92,8 @@ pub struct Limiter<S> {
     assigned_seen: AtomicBool,
     /// `None` once turned off ([`Limiter::without_metrics`]).
     metrics: Option<Metrics>,
+    /// The store's failures, until a host takes their lines ([`Limiter::store_failure_lines`]).
+    failures: FailureLog,
 }
 
 /// What [`Limiter::check_all`] answers: one verdict per check, and how long the store took.
@@ -128,7 +133,15 @@ impl<S: Store> Limiter<S> {
             assigned,
             assigned_seen: AtomicBool::new(false),
             metrics: Some(Metrics::default()),
+            failures: FailureLog::default(),
         }
+    }
+
+    /// Logs a store failure class at most once per `ms` (see [`FailureLog`]; default
+    /// [`crate::metrics::DEFAULT_FAILURE_LOG_INTERVAL_MS`]).
+    pub fn with_failure_log_interval_ms(mut self, ms: u64) -> Limiter<S> {
+        self.failures = FailureLog::new(ms);
+        self
     }
 
     /// Takes "now" from `time`.
@@ -189,6 +202,23 @@ impl<S: Store> Limiter<S> {
             .as_ref()
             .map(Metrics::snapshot)
             .unwrap_or_default()
+    }
+
+    /// The store failures' log lines due now: one per class that failed since its last line,
+    /// at most one per class per interval, each saying how many failures it stands for. A host
+    /// calls it after each request (it reads one flag while the store answers) and writes the
+    /// lines where it logs, each [`FailureLine::error`] redacted first.
+    pub fn store_failure_lines(&self) -> Vec<FailureLine> {
+        self.failures.due_at(self.clock.now_ms())
+    }
+
+    /// Counts and notes a store failure at `now`.
+    #[cold]
+    fn store_failed(&self, error: &StoreError, now: u64) {
+        if let Some(metrics) = &self.metrics {
+            metrics.store_error(error.class());
+        }
+        self.failures.note_at(error, now);
     }
 
     /// Decides one check.
@@ -255,13 +285,15 @@ impl<S: Store> Limiter<S> {
                 Ok(()) if answers.len() == pending.len() => {
                     self.remember(pending, answers, now);
                 }
-                Ok(()) | Err(_) => {
-                    if let Some(metrics) = &self.metrics {
-                        metrics.store_error();
-                    }
-                    answers.clear();
-                    answers.extend(pending.iter().map(|c| self.fail(c, now)));
+                Ok(()) => {
+                    let error = StoreError::Protocol(format!(
+                        "the store answered {} verdicts for {} checks",
+                        answers.len(),
+                        pending.len()
+                    ));
+                    self.fail_all(pending, &error, now, answers);
                 }
+                Err(error) => self.fail_all(pending, &error, now, answers),
             }
         }
         // In order: every place before `at` already holds its verdict, the store's answers
@@ -328,19 +360,16 @@ impl<S: Store> Limiter<S> {
             TimeMode::Local => TimeSource::At(self.clock.now_ms()),
             TimeMode::Server => TimeSource::Server,
         };
-        match self.store.check(std::slice::from_ref(&check), time).await {
-            Ok(mut verdicts) if verdicts.len() == 1 => Ok(verdicts.pop()),
-            Ok(verdicts) => Err(StoreError::Protocol(format!(
+        let error = match self.store.check(std::slice::from_ref(&check), time).await {
+            Ok(mut verdicts) if verdicts.len() == 1 => return Ok(verdicts.pop()),
+            Ok(verdicts) => StoreError::Protocol(format!(
                 "store answered {} verdicts for 1 check",
                 verdicts.len()
-            ))),
-            Err(e) => {
-                if let Some(metrics) = &self.metrics {
-                    metrics.store_error();
-                }
-                Err(e)
-            }
-        }
+            )),
+            Err(e) => e,
+        };
+        self.store_failed(&error, self.clock.now_ms());
+        Err(error)
     }
 
     /// Fills `out` with one verdict per check, `Some` where the denial cache answers it, or
@@ -532,14 +561,30 @@ impl<S: Store> Limiter<S> {
             .hash_one((&*item.limit.name, item.identifier.as_bytes()))
     }
 
-    /// The verdict when the store failed: each item by its limit's failure mode. Cold: kept out
-    /// of the request path of a store that answers.
+    /// Counts and notes `error`, then answers every check of `pending` by its limits' failure
+    /// modes for the error's class.
     #[cold]
-    fn fail(&self, check: &Check, now: u64) -> Verdict {
+    fn fail_all(
+        &self,
+        pending: &[Check],
+        error: &StoreError,
+        now: u64,
+        answers: &mut Vec<Verdict>,
+    ) {
+        self.store_failed(error, now);
+        let class = error.class();
+        answers.clear();
+        answers.extend(pending.iter().map(|c| self.fail(c, class, now)));
+    }
+
+    /// The verdict when the store failed with a failure of `class`: each item by its limit's
+    /// failure mode for it. Cold: kept out of the request path of a store that answers.
+    #[cold]
+    fn fail(&self, check: &Check, class: FailureClass, now: u64) -> Verdict {
         let decisions: Vec<Decision> = check
             .items()
             .iter()
-            .map(|item| self.fail_item(item, now))
+            .map(|item| self.fail_item(item, class, now))
             .collect();
         Verdict {
             allowed: decisions.iter().all(|d| d.allowed),
@@ -550,16 +595,26 @@ impl<S: Store> Limiter<S> {
         }
     }
 
-    fn fail_item(&self, item: &CheckItem, now: u64) -> Decision {
+    /// One item's decision when the store failed with a failure of `class`: by its limit's
+    /// `fail` for an outage, its `fail_misconfigured` for a refusal, the reason saying which.
+    fn fail_item(&self, item: &CheckItem, class: FailureClass, now: u64) -> Decision {
         let capacity = item.limit.policy.capacity();
-        match item.limit.fail_mode {
+        let refused = class.is_misconfiguration();
+        let reason = |outage: Reason, misconfigured: Reason| {
+            if refused {
+                misconfigured
+            } else {
+                outage
+            }
+        };
+        match item.limit.fail_mode_for(class) {
             FailMode::Open => Decision {
                 allowed: true,
                 limit: capacity,
                 remaining: capacity,
                 reset_at_ms: now,
                 retry_after_ms: 0,
-                reason: Reason::FailedOpen,
+                reason: reason(Reason::FailedOpen, Reason::MisconfiguredOpen),
             },
             FailMode::Closed => Decision {
                 allowed: false,
@@ -567,7 +622,7 @@ impl<S: Store> Limiter<S> {
                 remaining: 0,
                 reset_at_ms: now + FAIL_CLOSED_RETRY_MS,
                 retry_after_ms: FAIL_CLOSED_RETRY_MS,
-                reason: Reason::FailedClosed,
+                reason: reason(Reason::FailedClosed, Reason::MisconfiguredClosed),
             },
             FailMode::Fallback { per_mille } => {
                 // An identifier on a tier or override keeps it, as the store last decided it.
@@ -581,7 +636,7 @@ impl<S: Store> Limiter<S> {
                 let check = Check::single(&local, item.identifier.clone(), item.cost);
                 let verdict = self.fallback.check_plain_now(&check, now);
                 Decision {
-                    reason: Reason::Fallback,
+                    reason: reason(Reason::Fallback, Reason::MisconfiguredFallback),
                     ..verdict.decisions[0]
                 }
             }

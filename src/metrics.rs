@@ -1,8 +1,8 @@
-//! Counters an operator can watch: decisions per limit and a store-latency histogram, rendered
-//! as Prometheus text by [`MetricsSnapshot::to_prometheus`] (the gateway serves it on
-//! `/metrics`; the Worker logs samples), or registered in a `prometheus-client` `Registry` with
-//! [`LimiterCollector`] (native). Plain atomics and a mutex-guarded map, so it works unchanged on
-//! wasm32.
+//! Counters an operator can watch: decisions per limit, store failures by class and a
+//! store-latency histogram, rendered as Prometheus text by [`MetricsSnapshot::to_prometheus`]
+//! (the gateway serves it on `/metrics`; the Worker logs samples), or registered in a
+//! `prometheus-client` `Registry` with [`LimiterCollector`] (native); and the store failures'
+//! rate-limited log ([`FailureLog`]). Plain atomics and mutexes, so it works unchanged on wasm32.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,12 +10,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::decision::{Decision, Reason};
-use crate::store::{Check, Verdict};
+use crate::store::{Check, FailureClass, Verdict};
 
 #[cfg(all(feature = "prometheus", not(target_arch = "wasm32")))]
 mod collector;
+mod failure_log;
 #[cfg(all(feature = "prometheus", not(target_arch = "wasm32")))]
 pub use collector::LimiterCollector;
+pub use failure_log::{FailureLine, FailureLog, DEFAULT_FAILURE_LOG_INTERVAL_MS, STORE_FAILURE};
+
+/// How many [`FailureClass`]es there are: one counter each.
+const CLASSES: usize = FailureClass::ALL.len();
 
 /// Upper bounds (ms) of the store-latency histogram's buckets; the last bucket is unbounded.
 pub const LATENCY_BUCKETS_MS: [f64; 11] = [
@@ -34,11 +39,13 @@ pub struct LimitCounts {
     pub denied: u64,
     /// Denied from the in-process denial cache, with no round trip.
     pub cache_hits: u64,
-    /// Admitted because the store failed and the limit fails open.
+    /// Admitted because the store failed and the limit fails open: down (`fail`) or refusing
+    /// the limiter (`fail_misconfigured`; which, [`MetricsSnapshot::store_errors_by_class`]
+    /// tells).
     pub failed_open: u64,
-    /// Denied because the store failed and the limit fails closed.
+    /// Denied because the store failed and the limit fails closed, down or refusing.
     pub failed_closed: u64,
-    /// Decided by the local fallback while the store failed.
+    /// Decided by the local fallback while the store failed, down or refusing.
     pub fallback: u64,
     /// Admitted with at most 20% of the limit left.
     pub near_limit: u64,
@@ -90,8 +97,10 @@ pub struct MetricsSnapshot {
     pub limits: BTreeMap<String, LimitCounts>,
     /// Round trips to the store and how long they took.
     pub store_latency: LatencyHistogram,
-    /// Store calls that failed.
+    /// Store calls that failed: the sum of [`MetricsSnapshot::store_errors_by_class`].
     pub store_errors: u64,
+    /// Store calls that failed, by class, in the order of [`FailureClass::ALL`].
+    pub store_errors_by_class: [u64; CLASSES],
 }
 
 /// The live counters behind a [`MetricsSnapshot`].
@@ -104,7 +113,7 @@ pub struct Metrics {
     limits: Mutex<Vec<(Arc<str>, LimitCounts)>>,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS_MS.len() + 1],
     latency_sum_us: AtomicU64,
-    store_errors: AtomicU64,
+    store_errors: [AtomicU64; CLASSES],
 }
 
 impl Default for Metrics {
@@ -114,7 +123,7 @@ impl Default for Metrics {
             limits: Mutex::new(Vec::new()),
             latency_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             latency_sum_us: AtomicU64::new(0),
-            store_errors: AtomicU64::new(0),
+            store_errors: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -163,9 +172,9 @@ impl Metrics {
             .fetch_add((ms * 1000.0).round() as u64, Ordering::Relaxed);
     }
 
-    /// Counts one failed store call.
-    pub fn store_error(&self) {
-        self.store_errors.fetch_add(1, Ordering::Relaxed);
+    /// Counts one failed store call of `class`.
+    pub fn store_error(&self, class: FailureClass) {
+        self.store_errors[class.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// A consistent-enough copy of every counter.
@@ -185,7 +194,14 @@ impl Metrics {
                 buckets,
                 sum_ms: self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1000.0,
             },
-            store_errors: self.store_errors.load(Ordering::Relaxed),
+            store_errors: self
+                .store_errors
+                .iter()
+                .map(|n| n.load(Ordering::Relaxed))
+                .sum(),
+            store_errors_by_class: std::array::from_fn(|i| {
+                self.store_errors[i].load(Ordering::Relaxed)
+            }),
         }
     }
 }
@@ -201,9 +217,9 @@ fn count(counts: &mut LimitCounts, decision: &Decision) {
             counts.denied += 1
         }
         Reason::CachedDenial => counts.cache_hits += 1,
-        Reason::FailedOpen => counts.failed_open += 1,
-        Reason::FailedClosed => counts.failed_closed += 1,
-        Reason::Fallback => counts.fallback += 1,
+        Reason::FailedOpen | Reason::MisconfiguredOpen => counts.failed_open += 1,
+        Reason::FailedClosed | Reason::MisconfiguredClosed => counts.failed_closed += 1,
+        Reason::Fallback | Reason::MisconfiguredFallback => counts.fallback += 1,
         Reason::Skipped => {}
     }
     if decision.allowed
@@ -223,6 +239,11 @@ fn label(value: &str) -> String {
 }
 
 impl MetricsSnapshot {
+    /// Store calls that failed, by class: every class, counted or not.
+    pub fn store_errors_by_class(&self) -> [(FailureClass, u64); CLASSES] {
+        std::array::from_fn(|i| (FailureClass::ALL[i], self.store_errors_by_class[i]))
+    }
+
     /// Every limit's counts summed.
     pub fn totals(&self) -> LimitCounts {
         let mut totals = LimitCounts::default();
@@ -271,10 +292,12 @@ impl MetricsSnapshot {
             );
         }
         out.push_str(
-            "# HELP edgelimit_store_errors_total Store calls that failed.\n\
+            "# HELP edgelimit_store_errors_total Store calls that failed, by class.\n\
              # TYPE edgelimit_store_errors_total counter\n",
         );
-        let _ = writeln!(out, "edgelimit_store_errors_total {}", self.store_errors);
+        for (class, n) in self.store_errors_by_class() {
+            let _ = writeln!(out, "edgelimit_store_errors_total{{class=\"{class}\"}} {n}");
+        }
         out.push_str(
             "# HELP edgelimit_store_latency_seconds Store round-trip latency.\n\
              # TYPE edgelimit_store_latency_seconds histogram\n",

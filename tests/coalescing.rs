@@ -2,7 +2,8 @@
 //! redis-server, 64 concurrent clients decide exactly as `MemoryStore` does on the same
 //! sequences with fewer `/pipeline` requests than checks; with a fake inner store that counts its
 //! calls, batches never mix time sources, never exceed `max_batch` nor `in_flight`, an error
-//! reaches every caller of its batch, and each caller gets its own verdicts in order.
+//! reaches every caller of its batch, and each caller gets its own verdicts in order; a caller
+//! cancelled anywhere — the leader of a batch in flight included — never fails the others.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -425,4 +426,206 @@ async fn control_operations_go_straight_to_the_inner_store() {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// An inner store whose calls each wait for a permit (one [`Gated::release`] lets one call
+/// answer), recording their identifiers and counting the calls dropped before they answered.
+#[derive(Debug)]
+struct Gated {
+    calls: Mutex<Vec<Vec<String>>>,
+    permits: tokio::sync::Semaphore,
+    dropped: AtomicUsize,
+}
+
+impl Gated {
+    fn new() -> Arc<Gated> {
+        Arc::new(Gated {
+            calls: Mutex::new(Vec::new()),
+            permits: tokio::sync::Semaphore::new(0),
+            dropped: AtomicUsize::new(0),
+        })
+    }
+
+    fn release(&self) {
+        self.permits.add_permits(1);
+    }
+
+    fn sent(&self) -> Vec<Vec<String>> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+/// Counts a call dropped before it answered.
+struct DropCount<'a>(&'a AtomicUsize, bool);
+
+impl Drop for DropCount<'_> {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct GatedRef(Arc<Gated>);
+
+#[async_trait]
+impl Store for GatedRef {
+    async fn check(&self, checks: &[Check], _: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let gated = &self.0;
+        let identifiers: Vec<String> = checks
+            .iter()
+            .map(|c| String::from_utf8_lossy(c.items()[0].identifier.as_bytes()).into_owned())
+            .collect();
+        gated.calls.lock().unwrap().push(identifiers.clone());
+        let mut guard = DropCount(&gated.dropped, false);
+        gated.permits.acquire().await.expect("open").forget();
+        guard.1 = true;
+        Ok(identifiers
+            .iter()
+            .map(|id| Verdict {
+                allowed: true,
+                decisions: Vec::new(),
+                atomic: true,
+                decided_at_ms: id.rsplit('-').next().unwrap().parse().unwrap(),
+                listed: Vec::new(),
+            })
+            .collect())
+    }
+}
+
+/// Lets every spawned task of a current-thread runtime run up to its next wait.
+async fn settle() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+}
+
+type Caller = tokio::task::JoinHandle<Result<Vec<Verdict>, StoreError>>;
+
+/// Spawns caller `c` (one check, `…-{c * 1000}`, one shared instant) on `store`.
+fn spawn_caller(store: &Arc<Coalescing<GatedRef>>, c: usize) -> Caller {
+    let store = store.clone();
+    let limit = Limit::new("api", "fixed 100/1s".parse::<Policy>().unwrap());
+    tokio::spawn(async move {
+        let check = Check::single(&limit, format!("caller-{}", c * 1000), 1);
+        store.check(&[check], TimeSource::At(BASE_MS)).await
+    })
+}
+
+/// Caller A's batch is out when B, C and D queue; once it answers, B leads the batch [B, C, D].
+/// Returns the store and the three followers' tasks, B's batch in flight.
+async fn second_batch_in_flight(gated: &Arc<Gated>) -> (Arc<Coalescing<GatedRef>>, [Caller; 3]) {
+    let store = Arc::new(Coalescing::new(GatedRef(gated.clone())));
+    let a = spawn_caller(&store, 1);
+    settle().await;
+    let followers = [2, 3, 4].map(|c| spawn_caller(&store, c));
+    settle().await;
+    gated.release();
+    assert_eq!(a.await.unwrap().unwrap()[0].decided_at_ms, 1000);
+    settle().await;
+    assert_eq!(
+        gated.sent(),
+        [
+            vec!["caller-1000"],
+            vec!["caller-2000", "caller-3000", "caller-4000"]
+        ],
+        "B leads the batch of B, C and D"
+    );
+    (store, followers)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_cancelled_mid_flight_leaves_its_followers_their_real_verdicts() {
+    let gated = Gated::new();
+    let (store, [b, c, d]) = second_batch_in_flight(&gated).await;
+    b.abort();
+    assert!(b.await.unwrap_err().is_cancelled());
+    settle().await;
+    // Whichever follower drives the round trip now is cancelled too: the last one still
+    // gets its verdict.
+    c.abort();
+    assert!(c.await.unwrap_err().is_cancelled());
+    settle().await;
+    gated.release();
+    let verdicts = d.await.unwrap().expect("the real verdict, not an error");
+    assert_eq!(verdicts[0].decided_at_ms, 4000);
+    assert_eq!(gated.sent().len(), 2, "nothing was sent again");
+    assert_eq!(
+        gated.dropped.load(Ordering::SeqCst),
+        0,
+        "the round trip ran"
+    );
+    // The lead came back: a later caller is served.
+    let e = spawn_caller(&store, 5);
+    settle().await;
+    gated.release();
+    assert_eq!(e.await.unwrap().unwrap()[0].decided_at_ms, 5000);
+    assert!(format!("{store:?}").contains("waiting: 0, leads: 0"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_batch_whose_callers_are_all_cancelled_is_dropped_and_gives_its_lead_back() {
+    let gated = Gated::new();
+    let (store, followers) = second_batch_in_flight(&gated).await;
+    for f in followers {
+        f.abort();
+        assert!(f.await.unwrap_err().is_cancelled());
+        settle().await;
+    }
+    assert_eq!(
+        gated.dropped.load(Ordering::SeqCst),
+        1,
+        "nobody left to wait"
+    );
+    let e = spawn_caller(&store, 5);
+    settle().await;
+    gated.release();
+    assert_eq!(e.await.unwrap().unwrap()[0].decided_at_ms, 5000);
+    assert!(format!("{store:?}").contains("waiting: 0, leads: 0"));
+}
+
+/// Many callers, in many batches, several in flight, with one caller in three cancelled at a
+/// random point: every caller not cancelled gets its own verdicts, and every lead comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_cancelled_anywhere_never_fail_the_others() {
+    let fake = Arc::new(Fake::default());
+    fake.open();
+    let store = Arc::new(Coalescing::new(FakeRef(fake.clone())).with_in_flight(2));
+    let limit = Limit::new("api", "fixed 100/1s".parse::<Policy>().unwrap());
+    for wave in 0..20u64 {
+        let tasks: Vec<_> = (0..30)
+            .map(|c| {
+                let (store, limit) = (store.clone(), limit.clone());
+                tokio::spawn(async move {
+                    let (checks, time) = caller(&limit, c, 1 + c % 2);
+                    store.check(&checks, time).await
+                })
+            })
+            .collect();
+        // Cancel one caller in three, after a pause that varies with the wave.
+        tokio::time::sleep(std::time::Duration::from_micros(50 * (wave % 7))).await;
+        for (c, t) in tasks.iter().enumerate() {
+            if c % 3 == 0 {
+                t.abort();
+            }
+        }
+        for (c, t) in tasks.into_iter().enumerate() {
+            match t.await {
+                Ok(answer) => {
+                    let verdicts = answer.unwrap_or_else(|e| panic!("caller {c}: {e}"));
+                    let expected: Vec<u64> =
+                        (0..1 + c % 2).map(|j| (c * 1000 + j) as u64).collect();
+                    let got: Vec<u64> = verdicts.iter().map(|v| v.decided_at_ms).collect();
+                    assert_eq!(got, expected, "caller {c} of wave {wave}");
+                }
+                Err(e) => assert!(e.is_cancelled() && c % 3 == 0, "caller {c}: {e}"),
+            }
+        }
+        let state = format!("{store:?}");
+        assert!(
+            state.contains("waiting: 0, leads: 0"),
+            "wave {wave}: every lead given back: {state}"
+        );
+    }
 }

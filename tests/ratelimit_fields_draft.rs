@@ -94,6 +94,7 @@ fn case(now_ms: u64) -> impl Strategy<Value = Case> {
         prop_oneof![
             Just(Reason::OverLimit),
             Just(Reason::FailedClosed),
+            Just(Reason::MisconfiguredClosed),
             Just(Reason::CostExceedsCapacity),
             Just(Reason::Blocked),
         ],
@@ -225,7 +226,12 @@ proptest! {
                 let closed = cases
                     .iter()
                     .filter(|c| !c.decision.allowed)
-                    .all(|c| c.decision.reason == Reason::FailedClosed);
+                    .all(|c| {
+                        matches!(
+                            c.decision.reason,
+                            Reason::FailedClosed | Reason::MisconfiguredClosed
+                        )
+                    });
                 let (status, kind) = if closed {
                     (503, TEMPORARY_REDUCED_CAPACITY)
                 } else {

@@ -64,6 +64,8 @@ async fn checks_continue_across_a_manual_failover() {
     let mut tainted: HashSet<usize> = HashSet::new();
     let mut now = 1_800_000_000_000u64;
     let mut failover_started = None;
+    // A bound on the whole failover, not a measure: it takes about a second idle (the promotion
+    // is immediate with CLUSTER FAILOVER); 30 s is slack for a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(30);
     let (mut round, mut rounds_after_promotion) = (0, 0);
     while rounds_after_promotion < 20 {

@@ -17,6 +17,8 @@ use edgelimit::net::AddressGrouping;
 use edgelimit::store::key::sha256_hex;
 use edgelimit::Identifier;
 
+use crate::reading::FieldValues;
+
 /// Raw identifiers longer than this are replaced by their SHA-256, so a huge header costs the
 /// isolate's denial cache and Redis a fixed, small key.
 pub const MAX_RAW_IDENTIFIER: usize = 256;
@@ -34,12 +36,22 @@ pub trait RequestView {
     fn method(&self) -> &str;
     /// The host, lower case, without port.
     fn host(&self) -> &str;
-    /// The path, as sent (percent-encoded), starting with `/`.
+    /// The path, as sent (percent-encoded), starting with `/`, without the query: rules and
+    /// identifiers read it as the origin will ([`crate::normalize::path`], through
+    /// [`crate::Config::reading`]).
     fn path(&self) -> &str;
     /// The first value of a query parameter, decoded.
     fn query(&self, name: &str) -> Option<String>;
+    /// Every value of a query parameter, decoded: what identifiers are read from, so that a
+    /// parameter sent twice is read as the configuration says ([`crate::reading::Duplicates`]).
+    fn query_values(&self, name: &str) -> FieldValues<'_>;
     /// A header's value (`name` is lower case).
     fn header(&self, name: &str) -> Option<String>;
+    /// Every line of a header (`name` is lower case): what identifiers are read from, so that a
+    /// header sent twice is read as the configuration says ([`crate::reading::Duplicates`]). A
+    /// host whose runtime joins repeated lines (the Fetch API) gives
+    /// [`FieldValues::joined`] of the joined value.
+    fn header_values(&self, name: &str) -> FieldValues<'_>;
     /// A header's value, borrowed when the request holds it as text (`name` is lower case):
     /// identifiers are read through this, so a value is not copied before it is keyed. The
     /// default copies it out with [`RequestView::header`].
@@ -142,11 +154,23 @@ impl RequestView for OwnedRequest {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
     }
+    fn query_values(&self, name: &str) -> FieldValues<'_> {
+        FieldValues::among(
+            self.query.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            name,
+        )
+    }
     fn header(&self, name: &str) -> Option<String> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
+    }
+    fn header_values(&self, name: &str) -> FieldValues<'_> {
+        FieldValues::among(
+            self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            name,
+        )
     }
     fn header_ref(&self, name: &str) -> Option<Cow<'_, str>> {
         self.headers

@@ -15,13 +15,17 @@
 //! - [`config`]: `EDGELIMIT_CONFIG` parsed and validated into rules, every error naming its
 //!   field; [`config::file`] (native): the same from a `wrangler.toml`; [`config::global`]:
 //!   regions and the home of global limits.
+//! - [`normalize`]: a request's path and host as the origin reads them, which rules match.
 //! - [`rules`]: rules, the limits they apply, and matching by host, method and path.
 //! - [`identify`]: what a request offers ([`RequestView`]) and where identifiers come from.
+//! - [`reading`]: the request as the path reads it, once for every host: path and host as the
+//!   origin serves them, each field one value ([`reading::Duplicates`]).
 //! - [`lists`]: deny and allow lists at the edge: static entries, the request's probe, the
 //!   isolate's memory of dynamic denials.
 //! - [`plan`]: request → checks ([`Plan`]).
 //! - [`ruling`]: verdicts → the answer ([`Outcome`]) → header fields and problem body.
 //! - [`settlement`]: what a request settles once its response is known.
+//! - [`own_id`]: the path's own request ids, which no client chooses.
 //! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
 //! - [`admin_route`]: live control through a host's admin route (`admin_path`).
 //! - [`route_guard`]: the door of the guarded routes (admin, metrics): the token, and failed
@@ -43,8 +47,11 @@ pub mod exceed_counters;
 pub mod identify;
 pub mod lists;
 pub mod log_line;
+pub mod normalize;
+pub mod own_id;
 pub mod pipeline;
 pub mod plan;
+pub mod reading;
 pub mod route_guard;
 pub mod rules;
 pub mod ruling;

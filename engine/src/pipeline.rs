@@ -18,6 +18,7 @@ use crate::exceed_counters::ExceedCounters;
 use crate::identify::RequestView;
 use crate::lists::{DenyCache, ListCounters, ProbeCache, Via};
 use crate::log_line::LogLine;
+use crate::own_id::OwnIds;
 use crate::plan::{Decided, Incoming, Plan};
 use crate::ruling::{Outcome, Response};
 use crate::settlement::Settlement;
@@ -59,6 +60,8 @@ pub struct Edge<S> {
     staged: bool,
     /// [`Config::tells_origin`], found once.
     tells_origin: bool,
+    /// The ids this isolate gives its requests ([`crate::own_id`]).
+    ids: OwnIds,
 }
 
 /// At most this many requests' buffers are kept for reuse (the requests an isolate has in
@@ -93,9 +96,18 @@ impl<S: Store> Edge<S> {
             spare: Mutex::new(Vec::new()),
             probes: Mutex::new(ProbeCache::default()),
             responds: AtomicBool::new(false),
+            ids: OwnIds::random(edgelimit::clock::SystemClock.now_ms()),
             config,
             limiter,
         }
+    }
+
+    /// The same path giving its requests ids under `seed` (a random number from the host): for a
+    /// runtime whose standard library has no randomness of its own (wasm32), so that two isolates
+    /// never give one id ([`crate::own_id`]).
+    pub fn with_id_seed(mut self, seed: u64) -> Edge<S> {
+        self.ids = OwnIds::seeded(seed);
+        self
     }
 
     /// The same path on another clock (the limiter's "now": a replay's virtual time).
@@ -152,7 +164,10 @@ impl<S: Store> Edge<S> {
             mut checked,
             mut outcome,
         } = lock(&self.spare).pop().unwrap_or_default();
-        let mut plan = self.config.plan_in(request, checks, Some(&self.probes));
+        let own_id = self.ids.next();
+        let mut plan = self
+            .config
+            .plan_in(request, Some(own_id), checks, Some(&self.probes));
         if !plan.deny_scope().is_empty() && plan.denied().is_none() {
             plan.deny_if_remembered(&mut lock(&self.isolate).deny_cache, now_ms);
         }
@@ -401,15 +416,10 @@ impl<'e> Handled<'e> {
 
     /// What this request settles once its response is known: `header` reads the response's
     /// fields by lower-case name (always `None` when the origin failed: the estimates stand,
-    /// the leases are released all the same). `None` when nothing needs settling.
-    /// `fallback_id` names the reservation when the request has no request id.
-    pub fn settlement(
-        &self,
-        fallback_id: &str,
-        header: impl Fn(&str) -> Option<String>,
-    ) -> Option<Settlement> {
-        self.plan
-            .settlement(&self.checked.verdicts, fallback_id, header)
+    /// the leases are released all the same). `None` when nothing needs settling. Its commits
+    /// carry the request's own id ([`crate::own_id`]).
+    pub fn settlement(&self, header: impl Fn(&str) -> Option<String>) -> Option<Settlement> {
+        self.plan.settlement(&self.checked.verdicts, header)
     }
 }
 

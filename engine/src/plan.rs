@@ -8,29 +8,34 @@
 use std::sync::{Mutex, PoisonError};
 
 use edgelimit::control::list::{Candidates, Gate, ListProbe};
-use edgelimit::http::FieldSets;
+use edgelimit::http::{FieldSets, Problem};
+use edgelimit::net::AddressGrouping;
 use edgelimit::{Check, CheckItem, Identifier, Verdict};
 use smallvec::SmallVec;
 
 use crate::config::Config;
+use crate::identify::IdentifierSource;
 use crate::identify::{OwnedRequest, RequestView};
 use crate::lists::{self, Denial, ProbeCache, Via};
-use crate::rules::{Missing, Rule, RuleLimit, Unenforced};
+use crate::own_id::OwnId;
+use crate::reading::{Reading, RepeatedField, Unreadable};
+use crate::rules::{is_preflight, Missing, Rule, RuleLimit, Unenforced, ADDRESS_FALLBACK};
 
 /// A request as the pipeline plans it: what it offers ([`RequestView`]), where each limit's
-/// identifier comes from, and which rules it matches. The defaults read both from the request,
-/// as the Worker does; a replay of the Worker's own log lines gives the identifiers it logged,
-/// and a replay that matched a request's rules ahead of its turn gives those.
+/// identifier comes from, and which rules it matches. The defaults read both from the request as
+/// the path reads it (`read`: [`Reading`]), as the Worker does; a replay of the Worker's own log
+/// lines gives the identifiers it logged, and a replay that matched a request's rules ahead of its
+/// turn gives those.
 pub trait Incoming: RequestView {
-    /// The identifier `limit` takes from this request; `None` when the request has none (then
-    /// the limit's `missing` setting applies).
-    fn identifier(&self, limit: &RuleLimit) -> Option<Identifier> {
-        limit.source.extract(self)
+    /// The identifier `limit` takes from this request, read as `read`; `None` when the request
+    /// has none (then the limit's `missing` setting applies).
+    fn identifier(&self, limit: &RuleLimit, read: &Reading<'_, Self>) -> Option<Identifier> {
+        limit.source.extract(read)
     }
 
-    /// The rules of `config` this request matches, in configuration order.
-    fn matching<'c>(&self, config: &'c Config) -> MatchedRules<'c> {
-        config.matching(self)
+    /// The rules of `config` this request (read as `read`) matches, in configuration order.
+    fn matching<'c>(&self, config: &'c Config, read: &Reading<'_, Self>) -> MatchedRules<'c> {
+        config.matching(read)
     }
 }
 
@@ -49,6 +54,38 @@ pub struct Absent<'c> {
     pub limit: &'c RuleLimit,
 }
 
+/// Why a request is refused with 400 before any limit is decided: the limiter cannot tell, the
+/// way the origin will, who is asking or what is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal<'c> {
+    /// An enforced limit's identifier is missing and its `missing` setting says deny.
+    Missing(Absent<'c>),
+    /// A field the configuration reads is sent more than once (`duplicates = "refuse"`).
+    Repeated(RepeatedField),
+    /// The path or host cannot be read the way the origin reads it (docs/configuration.md,
+    /// "How a request's path and host are read").
+    Unreadable(Unreadable),
+}
+
+impl Refusal<'_> {
+    /// The problem body answering the refused request to `path`.
+    pub fn problem(&self, path: &str) -> Problem {
+        match self {
+            Refusal::Missing(absent) => Problem::missing_identifier(
+                &absent.rule.name,
+                &absent.limit.limit.name,
+                &absent.limit.source.describe(),
+                path,
+            ),
+            Refusal::Repeated(field) => Problem::ambiguous(
+                &format!("it sends {field} more than once, and the limiter reads one value"),
+                path,
+            ),
+            Refusal::Unreadable(why) => Problem::ambiguous(&why.to_string(), path),
+        }
+    }
+}
+
 /// What one request is checked against: built once by [`Config::plan`], borrowed from the
 /// configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,8 +96,14 @@ pub struct Plan<'c> {
     /// Every limit of a matched rule whose identifier the request lacks, whatever its `missing`
     /// setting (`allow` skipped it, `shared` counted it in the shared bucket, `deny` refused).
     pub absent: Vec<Absent<'c>>,
-    /// The request id (the configured header, `cf-ray` by default), if the request has one.
-    pub request_id: Option<String>,
+    /// The trusted request id header's value ([`Config::request_id_header`]), when configured
+    /// and sent: what `idempotent` limits remember this request under, in place of
+    /// [`Plan::own_id`].
+    pub request_id: Option<Identifier>,
+    /// The path's own id for this request, unique per request and never chosen by the client
+    /// (given by [`crate::Edge::handle`]): what `idempotent` limits remember it under without a
+    /// trusted header, and what its settlement commits under.
+    pub own_id: Option<OwnId>,
     /// The rules whose limits a static allow entry exempted (configuration-wide or their own).
     pub allowed: Vec<&'c Rule>,
     // At most two checks (enforced, shadow), held inline: the first `sent` are sent, the others
@@ -70,7 +113,7 @@ pub struct Plan<'c> {
     sent: usize,
     enforced: Option<usize>,
     shadow: Option<usize>,
-    pub(crate) refused: Option<Absent<'c>>,
+    pub(crate) refused: Option<Refusal<'c>>,
     /// A refusal by a deny list found before the store: a static entry, or a remembered answer.
     pub(crate) denied: Option<Denial>,
     /// Shadow rules a static deny entry matched: reported, never enforced.
@@ -98,51 +141,99 @@ pub struct Plan<'c> {
 impl Config {
     /// The limits that apply to `request`, with their identifiers: the checks to send.
     pub fn plan<R: Incoming + ?Sized>(&self, request: &R) -> Plan<'_> {
-        self.plan_in(request, Default::default(), None)
+        self.plan_in(request, None, Default::default(), None)
     }
 
-    /// The rules `request` matches, in configuration order.
+    /// The identifier a limit counts `request` by when the request lacks the limit's own and
+    /// its `missing` setting is `ip` ([`Missing::Address`]): the client address, grouped as the
+    /// `ip` source groups it, after [`ADDRESS_FALLBACK`] — so no identifier a client sends can
+    /// name the bucket. `None` when the request has no address either.
+    pub fn address_fallback<R: RequestView + ?Sized>(&self, request: &R) -> Option<Identifier> {
+        let grouping = AddressGrouping::new(self.ipv6_prefix).unwrap_or_default();
+        let address = IdentifierSource::ClientIp(grouping).extract(request)?;
+        let mut marked = Vec::with_capacity(address.as_bytes().len() + 1);
+        marked.push(ADDRESS_FALLBACK);
+        marked.extend_from_slice(address.as_bytes());
+        Some(Identifier::from(marked))
+    }
+
+    /// The rules `request` (read as [`Config::reading`] reads it) matches, in configuration
+    /// order.
     pub fn matching<R: RequestView + ?Sized>(&self, request: &R) -> MatchedRules<'_> {
-        self.rules.iter().filter(|r| r.matches(request)).collect()
+        self.matched_places(request)
+            .into_iter()
+            .map(|place| &self.rules[place])
+            .collect()
+    }
+
+    /// Where in [`Config::rules`] the rules `request` matches are ([`Config::matching`]): a CORS
+    /// preflight matches only the preflight rule when the configuration has one
+    /// (`preflight_limit`), every other request the rules it meets.
+    pub fn matched_places<R: RequestView + ?Sized>(&self, request: &R) -> SmallVec<[usize; 4]> {
+        let preflights_apart = self.rules.last().is_some_and(|r| r.preflight);
+        if preflights_apart && is_preflight(request) {
+            return smallvec::smallvec![self.rules.len() - 1];
+        }
+        self.rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.preflight && r.matches(request))
+            .map(|(place, _)| place)
+            .collect()
     }
 
     /// [`Config::plan`], its checks built in `spare` (emptied first): the last plan's checks
     /// ([`Plan::take_checks`]), so a pipeline planning request after request allocates no check;
-    /// what the request offers the lists taken from `probes` when given (the isolate's).
+    /// what the request offers the lists taken from `probes` when given (the isolate's);
+    /// `own_id` the path's own id for the request ([`Plan::own_id`]).
     pub(crate) fn plan_in<'c, R: Incoming + ?Sized>(
         &'c self,
         request: &R,
-        mut spare: [Check; 2],
+        own_id: Option<OwnId>,
+        spare: [Check; 2],
         probes: Option<&Mutex<ProbeCache>>,
     ) -> Plan<'c> {
-        let rules = request.matching(self);
-        let identify = &mut |applied: &RuleLimit| request.identifier(applied);
-        spare.iter_mut().for_each(Check::clear);
-        let request_id = request
-            .header(&self.request_id_header)
-            .filter(|id| !id.is_empty());
+        let read = self.reading(request);
+        if let Some(why) = read.unreadable() {
+            // No rule can be matched with certainty: none is, and nothing is charged.
+            let mut plan = Plan::empty(own_id, spare, self);
+            plan.refuse(Refusal::Unreadable(why));
+            return plan;
+        }
+        let mut plan = self.plan_read(request, &read, own_id, spare, probes);
+        if let Some(field) = read.repeated() {
+            plan.refuse(Refusal::Repeated(field));
+        }
+        plan
+    }
+
+    /// [`Config::plan_in`] of `request` as `read` reads it.
+    fn plan_read<'c, R: Incoming + ?Sized>(
+        &'c self,
+        request: &R,
+        read: &Reading<'_, R>,
+        own_id: Option<OwnId>,
+        spare: [Check; 2],
+        probes: Option<&Mutex<ProbeCache>>,
+    ) -> Plan<'c> {
+        let rules = request.matching(self, read);
+        let identify = &mut |applied: &RuleLimit| request.identifier(applied, read);
+        let fallback = &mut || self.address_fallback(read);
+        // A trusted header's id, as the proxy that set it sent it (not read as a field a
+        // client may repeat: the proxy replaces whatever the client sent).
+        let request_id = self
+            .request_id_header
+            .as_deref()
+            .and_then(|name| request.header(name))
+            .filter(|id| !id.is_empty())
+            .map(|id| Identifier::from(id.as_str()));
         let settles = rules
             .iter()
             .any(|r| r.limits.iter().any(|l| l.settle.is_some()));
-        let mut plan = Plan {
-            rules,
-            absent: Vec::new(),
-            request_id,
-            allowed: Vec::new(),
-            checks: spare,
-            sent: 0,
-            enforced: None,
-            shadow: None,
-            refused: None,
-            denied: None,
-            shadow_listed: Vec::new(),
-            probe: ListProbe::default(),
-            settles,
-            deny_scope: SmallVec::new(),
-            shadow_header: self.shadow_header,
-            headers: self.headers,
-            shadow_kinds: SmallVec::new(),
-        };
+        let mut plan = Plan::empty(own_id, spare, self);
+        plan.rules = rules;
+        plan.request_id = request_id;
+        plan.settles = settles;
         // What the request offers the lists, only when a list can apply: the dynamic ones are
         // consulted along with a check, so only for requests some rule matches.
         let dynamic = self.dynamic_lists && !plan.rules.is_empty();
@@ -154,15 +245,15 @@ impl Config {
                 .any(|r| !r.deny.is_empty() || !r.allow.is_empty());
         if !(dynamic || statics) {
             // No list applies: the plan is the rules' limits alone.
-            self.add_checks(&mut plan, identify, None, false);
+            self.add_checks(&mut plan, identify, fallback, None, false);
             return plan;
         }
         let probe = match probes {
             Some(probes) => probes
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .probe(&self.probe_sources, request),
-            None => lists::probe(&self.probe_sources, request),
+                .probe(&self.probe_sources, read),
+            None => lists::probe(&self.probe_sources, read),
         };
         let candidates = probe.candidates();
         // Static entries, in the isolate: deny beats allow, and the configuration-wide deny
@@ -196,7 +287,13 @@ impl Config {
         let allowed_everywhere = self.allow.matching(candidates).is_some();
         let gated = dynamic && !candidates.is_empty();
         plan.probe = probe;
-        self.add_checks(&mut plan, identify, Some(allowed_everywhere), gated);
+        self.add_checks(
+            &mut plan,
+            identify,
+            fallback,
+            Some(allowed_everywhere),
+            gated,
+        );
         plan
     }
 
@@ -207,6 +304,7 @@ impl Config {
         &'c self,
         plan: &mut Plan<'c>,
         identify: &mut dyn FnMut(&RuleLimit) -> Option<Identifier>,
+        fallback: &mut dyn FnMut() -> Option<Identifier>,
         allowed_everywhere: Option<bool>,
         gated: bool,
     ) {
@@ -229,6 +327,8 @@ impl Config {
         // lists of a statically allowed rule (deny beats allow, even with nothing to charge).
         let mut gates: [(Vec<Gate>, bool); 2] = [(Vec::new(), false), (Vec::new(), false)];
         let mut request_key: Option<Identifier> = None;
+        // The client address a limit without its identifier counts by, found once.
+        let mut address: Option<Option<Identifier>> = None;
         for &rule in &plan.rules {
             if plan
                 .shadow_listed
@@ -268,9 +368,13 @@ impl Config {
                         match applied.missing {
                             Missing::Allow => continue,
                             Missing::Shared => Identifier::from(""),
+                            Missing::Address => address
+                                .get_or_insert_with(&mut *fallback)
+                                .clone()
+                                .unwrap_or_else(|| Identifier::from("")),
                             Missing::Deny => {
                                 if !rule.shadow {
-                                    plan.refused.get_or_insert(absent);
+                                    plan.refused.get_or_insert(Refusal::Missing(absent));
                                 }
                                 continue;
                             }
@@ -302,10 +406,18 @@ impl Config {
                     (&mut enforced, gate)
                 };
                 let mut item = CheckItem::new(applied.limit.clone(), identifier, applied.cost);
-                if let (true, Some(id)) = (applied.idempotent, &plan.request_id) {
-                    // One identifier for the request id, shared by its items.
-                    let id = request_key.get_or_insert_with(|| Identifier::from(id.as_str()));
-                    item = item.with_request_id(id.clone());
+                if applied.idempotent {
+                    // One identifier for the request, shared by its items: the trusted
+                    // header's, else the path's own.
+                    if request_key.is_none() {
+                        request_key = plan
+                            .request_id
+                            .clone()
+                            .or_else(|| plan.own_id.map(|id| id.identifier()));
+                    }
+                    if let Some(id) = &request_key {
+                        item = item.with_request_id(id.clone());
+                    }
                 }
                 item.gate = gate;
                 check.add_item(item);
@@ -333,6 +445,31 @@ impl Config {
 }
 
 impl<'c> Plan<'c> {
+    /// A plan of `config` matching no rule, its checks to be built in `checks` (emptied).
+    fn empty(own_id: Option<OwnId>, mut checks: [Check; 2], config: &Config) -> Plan<'c> {
+        checks.iter_mut().for_each(Check::clear);
+        Plan {
+            rules: SmallVec::new(),
+            absent: Vec::new(),
+            request_id: None,
+            own_id,
+            allowed: Vec::new(),
+            checks,
+            sent: 0,
+            enforced: None,
+            shadow: None,
+            refused: None,
+            denied: None,
+            shadow_listed: Vec::new(),
+            probe: ListProbe::default(),
+            settles: false,
+            deny_scope: SmallVec::new(),
+            shadow_header: config.shadow_header,
+            headers: config.headers,
+            shadow_kinds: SmallVec::new(),
+        }
+    }
+
     /// The checks to send in one batch: the enforced limits first, then the shadow ones (each
     /// only when present). None when the request is refused for a missing identifier or by a
     /// deny list before the store.
@@ -382,6 +519,14 @@ impl<'c> Plan<'c> {
         if let Some(denial) = cache.lookup(&self.deny_scope, self.probe().candidates(), now_ms) {
             self.deny_remembered(denial);
         }
+    }
+
+    /// Refuses the request with 400 for `refusal`: no check is sent.
+    fn refuse(&mut self, refusal: Refusal<'c>) {
+        self.refused = Some(refusal);
+        self.sent = 0;
+        self.enforced = None;
+        self.shadow = None;
     }
 
     /// Refuses the request by `denial` (a dynamic denial this isolate remembers, see
@@ -468,10 +613,10 @@ impl<'c> Plan<'c> {
         self.shadow.map(|i| &self.checks[i])
     }
 
-    /// The enforced limit whose identifier is missing and whose setting says deny: the request
-    /// is refused with 400 without asking the store.
-    pub fn refused(&self) -> Option<Absent<'c>> {
-        self.refused
+    /// Why the request is refused with 400 without asking the store, if it is: an enforced
+    /// limit's identifier missing where its setting says deny, or a field sent twice.
+    pub fn refusal(&self) -> Option<&Refusal<'c>> {
+        self.refused.as_ref()
     }
 
     /// Shadow limits whose identifier is missing and whose setting says deny (reported only).

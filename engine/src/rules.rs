@@ -10,18 +10,31 @@ use edgelimit::Limit;
 
 use crate::identify::{IdentifierSource, RequestView};
 use crate::lists::StaticList;
+use crate::normalize;
+use crate::reading::FieldValues;
 
 /// What to do with a request when a limit's identifier is absent (or empty).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Missing {
+    /// `ip`: count the request by its client address (the `ip` source, grouped alike), in a
+    /// bucket of the limit's no identifier can name ([`ADDRESS_FALLBACK`]) — the default: a
+    /// client that leaves the field out is still limited, alone. Without an address either, the
+    /// request joins the limit's shared bucket.
+    #[default]
+    Address,
     /// Refuse the request with 400 and a problem body naming the missing source.
     Deny,
     /// Skip this limit for the request.
     Allow,
-    /// Count the request in one bucket shared by every request without an identifier.
-    #[default]
+    /// Count the request in one bucket shared by every request without an identifier: one
+    /// client leaving the field out can use up, and so deny, every other's share of it.
     Shared,
 }
+
+/// The first byte of an identifier made of a client address for a request without the limit's
+/// own identifier ([`Missing::Address`]). Identifiers taken from a request are text (UTF-8),
+/// which never holds this byte, so no value a client sends can name such a bucket.
+pub const ADDRESS_FALLBACK: u8 = 0xFE;
 
 /// One limit as a rule applies it.
 #[derive(Debug, Clone, PartialEq)]
@@ -388,6 +401,9 @@ pub struct Rule {
     pub path: PathMatch,
     /// Decide and report, but never block.
     pub shadow: bool,
+    /// The rule of CORS preflights (`preflight_limit`, [`PREFLIGHT_RULE`]): it matches exactly
+    /// the preflights, and they match no other rule.
+    pub preflight: bool,
     /// The limits applied, all or nothing.
     pub limits: Vec<RuleLimit>,
     /// Deny entries of this rule, matched in the isolate: a match refuses the request with 403
@@ -406,6 +422,7 @@ pub struct Rule {
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Missing::Address => "ip",
             Missing::Deny => "deny",
             Missing::Allow => "allow",
             Missing::Shared => "shared",
@@ -418,15 +435,17 @@ impl FromStr for Missing {
 
     fn from_str(text: &str) -> Result<Missing, String> {
         match text.trim() {
+            "ip" => Ok(Missing::Address),
             "deny" => Ok(Missing::Deny),
             "allow" => Ok(Missing::Allow),
             "shared" => Ok(Missing::Shared),
-            other => Err(format!("`{other}` is not one of deny, allow, shared")),
+            other => Err(format!("`{other}` is not one of ip, deny, allow, shared")),
         }
     }
 }
 
-/// A host to match: exact (`api.example.com`) or every subdomain (`*.example.com`).
+/// A host to match: exact (`api.example.com`) or every subdomain (`*.example.com`), held as
+/// [`normalize::host`] reads a request's host (lower case, no trailing dot).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostPattern {
     /// This host only.
@@ -436,12 +455,14 @@ pub enum HostPattern {
 }
 
 impl HostPattern {
-    /// Parses a host pattern (lower-cased; no scheme, port or path).
+    /// Parses a host pattern: letters, digits, `-` and `.`, optionally after `*.`; no scheme,
+    /// port or path. Read as a request's host is: lower-cased, a trailing dot dropped
+    /// (`Shop.Example.com.` is `shop.example.com`); an empty label is an error.
     pub fn parse(text: &str) -> Result<HostPattern, String> {
-        let host = text.trim().to_ascii_lowercase();
-        let (wildcard, name) = match host.strip_prefix("*.") {
-            Some(rest) => (true, rest.to_string()),
-            None => (false, host.clone()),
+        let trimmed = text.trim();
+        let (wildcard, name) = match trimmed.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, trimmed),
         };
         let valid = !name.is_empty()
             && name
@@ -452,6 +473,9 @@ impl HostPattern {
                 "`{text}` is not a host name (e.g. `api.example.com` or `*.example.com`)"
             ));
         }
+        let name = normalize::host(name)
+            .map_err(|problem| format!("`{text}`: {problem}"))?
+            .into_owned();
         Ok(if wildcard {
             HostPattern::Subdomains(name)
         } else {
@@ -459,7 +483,8 @@ impl HostPattern {
         })
     }
 
-    /// Whether `host` (lower case, no port) matches.
+    /// Whether `host` matches. `host` is a request's host as [`normalize::host`] reads it
+    /// (lower case, no port, no trailing dot): the raw `Host` would let `API.example.com.` pass.
     pub fn matches(&self, host: &str) -> bool {
         match self {
             HostPattern::Exact(h) => host == h,
@@ -481,7 +506,8 @@ pub enum Segment {
     Rest,
 }
 
-/// How a rule matches paths.
+/// How a rule matches paths. Its text is held as [`normalize::path`] reads a request's path, so
+/// `/a%70i/` is `/api/` and `/docs/read me/` is `/docs/read%20me/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathMatch {
     /// Every path.
@@ -492,21 +518,25 @@ pub enum PathMatch {
     Pattern(Vec<Segment>),
 }
 
+/// A rule's path read as a request's is, the error naming what is wrong with `text`.
+fn configured(text: &str) -> Result<String, String> {
+    normalize::configured_path(text)
+        .map(|path| path.into_owned())
+        .map_err(|problem| format!("`{text}`: {problem}"))
+}
+
 impl PathMatch {
-    /// A prefix, which must start with `/`.
+    /// A prefix, which must start with `/`, read as a request's path is; a `..` segment, a bad
+    /// escape, or what a request's path would be refused for is an error.
     pub fn prefix(text: &str) -> Result<PathMatch, String> {
-        if !text.starts_with('/') {
-            return Err(format!("`{text}` must start with `/`"));
-        }
-        Ok(PathMatch::Prefix(text.to_string()))
+        Ok(PathMatch::Prefix(configured(text)?))
     }
 
     /// A segment pattern, which must start with `/`; `*` is one segment, a final `**` the rest.
+    /// Read as a request's path is, as [`PathMatch::prefix`].
     pub fn pattern(text: &str) -> Result<PathMatch, String> {
-        let Some(body) = text.strip_prefix('/') else {
-            return Err(format!("`{text}` must start with `/`"));
-        };
-        let parts: Vec<&str> = body.split('/').filter(|s| !s.is_empty()).collect();
+        let path = configured(text)?;
+        let parts: Vec<&str> = path[1..].split('/').filter(|s| !s.is_empty()).collect();
         let mut segments = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             segments.push(match *part {
@@ -524,7 +554,8 @@ impl PathMatch {
         Ok(PathMatch::Pattern(segments))
     }
 
-    /// Whether `path` matches.
+    /// Whether `path` matches. `path` is a request's path as [`normalize::path`] reads it: the
+    /// path as sent would let `//api/` or `/%61pi/` pass a rule for `/api/`.
     pub fn matches(&self, path: &str) -> bool {
         match self {
             PathMatch::Any => true,
@@ -552,9 +583,25 @@ impl PathMatch {
     }
 }
 
+/// The name of the rule (and its limit) that `preflight_limit` gives CORS preflights.
+pub const PREFLIGHT_RULE: &str = "cors-preflight";
+
+/// Whether `request` is a CORS preflight, as the Fetch standard sends one: `OPTIONS` with
+/// `Access-Control-Request-Method`. Any other `OPTIONS` is an ordinary request.
+pub fn is_preflight<R: RequestView + ?Sized>(request: &R) -> bool {
+    request.method() == "OPTIONS"
+        && request.header_values("access-control-request-method") != FieldValues::Absent
+}
+
 impl Rule {
-    /// Whether this rule applies to `request`.
+    /// Whether this rule applies to `request` (read as the request path reads it,
+    /// [`crate::Config::reading`]). Which rules a request matches together is
+    /// [`crate::Config::matching`]'s: a preflight matches only the preflight rule, when there is
+    /// one.
     pub fn matches<R: RequestView + ?Sized>(&self, request: &R) -> bool {
+        if self.preflight {
+            return is_preflight(request);
+        }
         (self.hosts.is_empty() || self.hosts.iter().any(|h| h.matches(request.host())))
             && (self.methods.is_empty() || self.methods.iter().any(|m| m == request.method()))
             && self.path.matches(request.path())
@@ -588,6 +635,69 @@ mod tests {
         assert!(PathMatch::pattern("/a/x*").is_err());
         assert!(PathMatch::prefix("api").is_err());
         assert!(PathMatch::prefix("/api/").unwrap().matches("/api/x"));
+    }
+
+    #[test]
+    fn a_rules_hosts_are_read_as_a_requests() {
+        assert_eq!(
+            HostPattern::parse("Shop.Example.com.").unwrap(),
+            HostPattern::Exact("shop.example.com".into())
+        );
+        assert_eq!(
+            HostPattern::parse("*.example.com.").unwrap(),
+            HostPattern::Subdomains("example.com".into())
+        );
+        let error = HostPattern::parse("shop..example.com").unwrap_err();
+        assert!(error.contains("`shop..example.com`") && error.contains("empty label"));
+        assert!(HostPattern::parse(".").is_err() && HostPattern::parse("*.").is_err());
+        assert!(HostPattern::parse("shop.example.com:443").is_err());
+    }
+
+    #[test]
+    fn a_rules_paths_are_read_as_a_requests() {
+        assert_eq!(
+            PathMatch::prefix("/a%70i/").unwrap(),
+            PathMatch::Prefix("/api/".into())
+        );
+        assert_eq!(
+            PathMatch::prefix("//docs/read me/./").unwrap(),
+            PathMatch::Prefix("/docs/read%20me/".into())
+        );
+        assert_eq!(
+            PathMatch::pattern("/v1/%2A/jobs%3acancel").unwrap(),
+            PathMatch::Pattern(vec![
+                Segment::Literal("v1".into()),
+                Segment::Any,
+                Segment::Literal("jobs:cancel".into()),
+            ])
+        );
+        for (text, problem) in [
+            ("/a/../b", "`..`"),
+            ("/..", "`..`"),
+            ("/a%2", "two hexadecimal digits"),
+            ("/a%2Fb", "encoded `/`"),
+            ("/a;b", "`;`"),
+            ("/search?q=", "query"),
+            ("api/", "start with `/`"),
+        ] {
+            for error in [
+                PathMatch::prefix(text).unwrap_err(),
+                PathMatch::pattern(text).unwrap_err(),
+            ] {
+                assert!(
+                    error.contains(&format!("`{text}`")) && error.contains(problem),
+                    "{text}: {error}"
+                );
+            }
+        }
+        // A rule and a request spelt differently meet in one reading.
+        let rule = PathMatch::prefix("/caf%c3%a9/").unwrap();
+        for request in ["/café/menu", "/caf%C3%A9/menu", "//caf%c3%a9/./menu"] {
+            assert!(
+                rule.matches(&normalize::path(request).unwrap()),
+                "{request}"
+            );
+        }
     }
 
     /// Values computed independently of this code, by the same hash written in Python:

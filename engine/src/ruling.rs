@@ -375,13 +375,8 @@ impl<'c> Plan<'c> {
         let mut headers = HeaderFields::new();
         let problem = if let Some(denial) = &outcome.denied {
             Some(Problem::denied(&denial.list, path))
-        } else if let Some(refused) = self.refused {
-            Some(Problem::missing_identifier(
-                &refused.rule.name,
-                &refused.limit.limit.name,
-                &refused.limit.source.describe(),
-                path,
-            ))
+        } else if let Some(refused) = &self.refused {
+            Some(refused.problem(path))
         } else if let Some(written) = written {
             headers = written.headers;
             written.problem.map(|problem| *problem)

@@ -46,16 +46,15 @@ impl Plan<'_> {
     /// What to settle after the response, given the verdicts for [`Plan::checks`] and the
     /// response's header fields by lower-case name, its status as the pseudo-field
     /// [`STATUS_FIELD`] (`None` for every field when the origin failed: the estimates stand,
-    /// the leases are released all the same). `None` when no
-    /// admitted check holds a lease or a cost to settle. `fallback_id` names the reservation
-    /// when the request has no request id.
+    /// the leases are released all the same). `None` when no admitted check holds a lease or a
+    /// cost to settle. The commits carry the request's own id ([`Plan::own_id`]), never one a
+    /// client sent: a plan made without one (outside an [`crate::Edge`]) settles nothing.
     pub fn settlement(
         &self,
         verdicts: &[Verdict],
-        fallback_id: &str,
         header: impl Fn(&str) -> Option<String>,
     ) -> Option<Settlement> {
-        let id = self.request_id.as_deref().unwrap_or(fallback_id);
+        let id = self.own_id?.identifier();
         let sources: Vec<(&str, Option<&CostSource>, Option<&StatusSet>)> = self
             .rules
             .iter()
@@ -71,7 +70,7 @@ impl Plan<'_> {
             .collect();
         let commits: Vec<Check> = self
             .decided(verdicts)
-            .filter_map(|d| Reservation::new(d.check, d.verdict, id))
+            .filter_map(|d| Reservation::new(d.check, d.verdict, id.clone()))
             .filter(|r| {
                 r.items().iter().any(|i| {
                     i.lease_ms.is_some()

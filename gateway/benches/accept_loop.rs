@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use edgelimit_gateway::listener::ConnectionLimits;
+use edgelimit_gateway::metrics::ConnectionCounters;
 use edgelimit_gateway::{router, serve};
 use edgelimit_testkit::http::KeepAlive;
 use edgelimit_testkit::{gateway, task, RedisServer};
@@ -43,7 +44,9 @@ async fn load(addr: SocketAddr) -> f64 {
 
 /// One round through `axum::serve` (`ours == false`) or `listener::serve`.
 async fn round(redis: &RedisServer, ours: bool) -> f64 {
-    let config = gateway::config(redis.url(), TOKEN);
+    let mut config = gateway::config(redis.url(), TOKEN);
+    // Not one of the limiter's commands: allowed as an operator would.
+    config.allowed.insert("INCR".into());
     let limits = ConnectionLimits::from(&config);
     let app = router(config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -54,7 +57,15 @@ async fn round(redis: &RedisServer, ours: bool) -> f64 {
     };
     let server = tokio::spawn(async move {
         if ours {
-            serve(listener, app, limits, stopped).await.unwrap();
+            serve(
+                listener,
+                app,
+                limits,
+                ConnectionCounters::default(),
+                stopped,
+            )
+            .await
+            .unwrap();
         } else {
             axum::serve(listener, app)
                 .with_graceful_shutdown(stopped)

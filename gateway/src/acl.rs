@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use sha2::{Digest, Sha256};
 
-use crate::config::SCRIPT_SUBCOMMANDS;
+use crate::config::{NEVER_ALLOWED, SCRIPT_SUBCOMMANDS};
 
 /// Why the ACL user could not be created.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -142,14 +142,20 @@ fn unknown_command(reason: &str) -> Option<String> {
 
 /// The ACL's command names for an allow-list: each name (`SCRIPT` as its allowed subcommands,
 /// `SCRIPT FLUSH` as `script|flush`), plus what the gateway itself sends: `MULTI` and `EXEC`
-/// around `/multi-exec`, and `SELECT` when the URL names a database other than 0 (the connection
-/// selects it when it opens). Redis refuses `MULTI`, `EXEC` and `SELECT` from clients here unless
-/// the allow-list names them, and `MULTI`/`EXEC` inside scripts always.
+/// around `/multi-exec`, and, when the URL names a database other than 0, `SELECT` of that
+/// database only (`select|3`: the connection selects it when it opens). Redis refuses `MULTI`,
+/// `EXEC` and `SELECT` from clients here unless the allow-list names them, and `MULTI`/`EXEC`
+/// inside scripts always; a script's `SELECT` of any other database is refused, so a script
+/// reaches no database but the URL's. Commands of [`NEVER_ALLOWED`] are left out whatever the
+/// list says (the gateway refuses to start with one).
 pub fn acl_commands(allowed: &BTreeSet<String>, db: i64) -> Vec<String> {
     let mut commands = BTreeSet::new();
     for entry in allowed {
         let mut words = entry.split_whitespace().map(str::to_ascii_lowercase);
         let Some(name) = words.next() else { continue };
+        if NEVER_ALLOWED.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+            continue;
+        }
         match words.next() {
             // Only SCRIPT's subcommands are allowed one by one; the gateway ignores other
             // two-word entries, and so does the ACL.
@@ -170,7 +176,9 @@ pub fn acl_commands(allowed: &BTreeSet<String>, db: i64) -> Vec<String> {
     commands.insert("multi".into());
     commands.insert("exec".into());
     if db != 0 {
-        commands.insert("select".into());
+        // Redis's "first argument" rule: SELECT with exactly this argument, as the redis crate
+        // sends it (the number in decimal).
+        commands.insert(format!("select|{db}"));
     }
     commands.into_iter().collect()
 }
@@ -197,7 +205,15 @@ mod tests {
                 "script|load"
             ]
         );
-        assert!(acl_commands(&set(&["GET"]), 3).contains(&"select".to_string()));
+        let on_db_3 = acl_commands(&set(&["GET"]), 3);
+        assert!(on_db_3.contains(&"select|3".to_string()), "{on_db_3:?}");
+        assert!(!on_db_3.contains(&"select".to_string()), "{on_db_3:?}");
+        assert!(!acl_commands(&set(&["GET"]), 0)
+            .iter()
+            .any(|c| c.starts_with("select")));
+        // Never granted, whatever the list says.
+        let crossing = acl_commands(&set(&["SELECT", "swapdb", "MOVE", "COPY", "FLUSHALL"]), 0);
+        assert_eq!(crossing, ["exec", "multi"]);
     }
 
     #[test]

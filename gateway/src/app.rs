@@ -8,9 +8,10 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::config::{Config, MetricsPage};
+use crate::command::Scripts;
+use crate::config::{never_allowed, Config, MetricsPage};
 use crate::error::GatewayError;
-use crate::metrics::Metrics;
+use crate::metrics::{ConnectionCounters, Metrics};
 use crate::middleware::{authenticate, observe};
 use crate::redis_exec::RedisExec;
 use crate::respond::error;
@@ -20,10 +21,26 @@ use crate::state::Shared;
 /// The gateway's routes for `config`, connected to its Redis (and with its ACL user made, unless
 /// `config.redis_acl` is off).
 pub async fn router(config: Config) -> Result<Router, GatewayError> {
+    Ok(routes(config).await?.0)
+}
+
+/// [`router`], and the counters the accept loop keeps for its metrics page (counting for no one
+/// when the page is off).
+pub(crate) async fn routes(config: Config) -> Result<(Router, ConnectionCounters), GatewayError> {
+    if let Some(entry) = never_allowed(&config.allowed) {
+        return Err(GatewayError::NeverAllowed {
+            entry: entry.to_string(),
+        });
+    }
     let redis = RedisExec::connect(&config).await?;
-    let metrics = (config.metrics != MetricsPage::Off).then(|| Metrics::new(&config.allowed));
-    let shared = Arc::new(Shared::new(config, redis, metrics));
-    let mut routes = Router::new()
+    let scripts = Scripts::new(config.max_scripts);
+    let metrics = (config.metrics != MetricsPage::Off)
+        .then(|| Metrics::new(&config.allowed, scripts.counters()));
+    let counters = metrics
+        .as_ref()
+        .map_or_else(ConnectionCounters::default, Metrics::connections);
+    let shared = Arc::new(Shared::new(config, redis, scripts, metrics));
+    let mut paths = Router::new()
         .route("/", post(single))
         .route("/pipeline", post(pipeline))
         .route("/multi-exec", post(multi_exec))
@@ -31,13 +48,14 @@ pub async fn router(config: Config) -> Result<Router, GatewayError> {
     if shared.metrics.is_some() {
         // Only when on: off, `/metrics` is left to the path form like any other command name,
         // and so is every method but GET when on.
-        routes = routes.route("/metrics", get(metrics_page).post(path_form));
+        paths = paths.route("/metrics", get(metrics_page).post(path_form));
     }
-    Ok(routes
+    let router = paths
         .route_layer(from_fn_with_state(shared.clone(), authenticate))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(shared.clone(), observe))
-        .with_state(shared))
+        .with_state(shared);
+    Ok((router, counters))
 }
 
 async fn method_not_allowed() -> Response {

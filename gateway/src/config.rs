@@ -8,14 +8,38 @@ use std::time::Duration;
 
 use crate::tls::TlsFiles;
 
-/// The commands allowed by default: what the limiter's scripts, the official Upstash clients'
-/// basic use and every documented feature of `@upstash/ratelimit` 2.2 send, directly or from its
-/// scripts (deny lists: `SMISMEMBER`, `SDIFFSTORE`, `SUNIONSTORE`; analytics: `ZINCRBY`,
-/// `ZUNION`; `resetUsedTokens`: `SCAN` and `DEL`), and edgelimit's own deny and allow lists
-/// (`ZMSCORE` inside the gated limiter script). Anything else (KEYS, MONITOR, FLUSHALL, CONFIG,
-/// DEBUG, SHUTDOWN, MODULE, …) must be allowed explicitly, and stays refused inside scripts too
-/// (see [`RedisAcl`]).
+/// The commands allowed by default: exactly what edgelimit sends (`EVALSHA`, then `EVAL` after
+/// `NOSCRIPT`, `SCRIPT LOAD` to load its scripts ahead of traffic, `GET` of a control key) and
+/// what its scripts call (`src/script/*.lua` and the assignment script: `GET`, `SET`, `DEL`,
+/// `PEXPIRE`, `PERSIST`, `TIME` and the sorted-set commands of the dynamic lists). Nothing that
+/// lists keys (`SCAN`, `KEYS`, `RANDOMKEY`) nor empties a database (`FLUSHDB`, `FLUSHALL`), so a
+/// token can touch only keys it can name. Anything else must be allowed explicitly
+/// (`--allow-command`; [`UPSTASH_CLIENT_COMMANDS`] for `@upstash/ratelimit`), and stays refused
+/// inside scripts too (see [`RedisAcl`]). `gateway/tests/allow_list.rs` checks the list against
+/// the library's scripts.
 pub const DEFAULT_COMMANDS: &[&str] = &[
+    "DEL",
+    "EVAL",
+    "EVALSHA",
+    "GET",
+    "PERSIST",
+    "PEXPIRE",
+    "SCRIPT LOAD",
+    "SET",
+    "TIME",
+    "ZADD",
+    "ZMSCORE",
+    "ZRANGE",
+    "ZREM",
+    "ZREMRANGEBYSCORE",
+];
+
+/// The commands the official Upstash clients' basic use and every documented feature of
+/// `@upstash/ratelimit` 2.2 send, directly or from their scripts (deny lists: `SMISMEMBER`, `SDIFFSTORE`, `SUNIONSTORE`; analytics: `ZINCRBY`, `ZUNION`;
+/// `resetUsedTokens`: `SCAN` and `DEL`). Not allowed by default: an operator serving those clients
+/// adds them (`--allow-command`, docs/gateway.md). With `SCAN` a token can list every key, and
+/// with `DEL` then delete them all.
+pub const UPSTASH_CLIENT_COMMANDS: &[&str] = &[
     "APPEND",
     "DBSIZE",
     "DECR",
@@ -102,6 +126,13 @@ pub const DEFAULT_COMMANDS: &[&str] = &[
     "ZUNION",
 ];
 
+/// Commands that can never be allowed: each reaches a database other than the one the Redis URL
+/// names (`SELECT` would also switch the database under every other request sharing the
+/// connection; `FLUSHALL` empties them all; `MOVE`, `COPY … DB`, `SWAPDB` cross over), and
+/// inside a script Redis cannot tell one database argument from another. A gateway serves one
+/// database; allow `FLUSHDB` rather than `FLUSHALL`.
+pub const NEVER_ALLOWED: &[&str] = &["COPY", "FLUSHALL", "MOVE", "SELECT", "SWAPDB"];
+
 /// Commands a read-only token may run (a subset of what is allowed at all).
 pub const READ_ONLY_COMMANDS: &[&str] = &[
     "DBSIZE",
@@ -163,9 +194,27 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// the clients' own pools usually keep a connection unused, so it is they who close first.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 
+/// How long a connection that has not yet presented a valid token may wait, unless told
+/// otherwise: for its TLS handshake and first request's headers (from its opening), and between
+/// answers. Ample for a client that means to send a request (a handshake and a few hundred bytes,
+/// a few round trips); short enough that connections opened to hold a place are soon let go.
+pub const DEFAULT_UNAUTHENTICATED_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Connections served at once unless told otherwise; more wait in the listen queue until one
-/// closes. Below the usual 1024 open files, counting the Redis connections and the listener.
+/// closes, or take the place of a connection that has not authenticated yet. Below the
+/// usual 1024 open files, counting the Redis connections and the listener.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+
+/// Connections one client address may hold at once unless told otherwise (an IPv6 address counts
+/// by its /64, which one host usually holds whole); more are closed as they arrive. A quarter of
+/// [`DEFAULT_MAX_CONNECTIONS`]: four addresses are needed to fill the gateway, while a Worker's
+/// requests, which reach it from Cloudflare's addresses, many to one address, keep ample room.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+
+/// Scripts whose Upstash-only flag the gateway strips, remembered unless told otherwise (the SHA
+/// a client calls them by, and the SHA Redis knows them by: 40 bytes and the map's overhead
+/// each). `@upstash/ratelimit` 2.2 has ten such scripts: room for many clients and versions.
+pub const DEFAULT_MAX_SCRIPTS: usize = 1024;
 
 /// The Redis ACL user the gateway creates for its connections unless told otherwise.
 pub const DEFAULT_ACL_USER: &str = "edgelimit-gateway";
@@ -234,8 +283,20 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// How long a keep-alive connection may wait for its next request.
     pub idle_timeout: Duration,
-    /// Most connections served at once (at least 1); more wait to be accepted.
+    /// Until a connection has presented a valid token: how long it may wait, for its TLS
+    /// handshake and first request's headers and between answers (when shorter than the two
+    /// timeouts above).
+    pub unauthenticated_timeout: Duration,
+    /// Most connections served at once (at least 1); more wait to be accepted, or take the place
+    /// of one not yet authenticated (the one heard from longest ago).
     pub max_connections: usize,
+    /// Most connections one client address (an IPv6 /64) may hold at once (at least 1); more
+    /// are closed as they arrive.
+    pub max_connections_per_address: usize,
+    /// Most scripts remembered for the rewrite of the Upstash-only flag (at least 2); beyond
+    /// it the least recently used go (a client calling one by its SHA then gets `NOSCRIPT` and
+    /// sends it again, as it does after a Redis restart).
+    pub max_scripts: usize,
     /// How scripts are held to the allow-list.
     pub redis_acl: RedisAcl,
     /// Serve HTTPS with this certificate and key instead of cleartext HTTP.
@@ -264,7 +325,13 @@ impl std::fmt::Debug for Config {
             .field("metrics", &self.metrics)
             .field("header_read_timeout", &self.header_read_timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("unauthenticated_timeout", &self.unauthenticated_timeout)
             .field("max_connections", &self.max_connections)
+            .field(
+                "max_connections_per_address",
+                &self.max_connections_per_address,
+            )
+            .field("max_scripts", &self.max_scripts)
             .field("redis_acl", &self.redis_acl)
             .field("tls", &self.tls)
             .field("drop_responses_every", &self.drop_responses_every)
@@ -275,8 +342,8 @@ impl std::fmt::Debug for Config {
 impl Config {
     /// A configuration with the defaults: loopback on `listen`, the default allow-list, 1 MiB
     /// bodies, 1000 commands per pipeline, [`DEFAULT_CONNECTIONS`] connections, no metrics page,
-    /// the default timeouts and connection cap, scripts held to the allow-list by the ACL user
-    /// [`DEFAULT_ACL_USER`], and cleartext HTTP.
+    /// the default timeouts, connection caps and script map bound, scripts held to the allow-list
+    /// by the ACL user [`DEFAULT_ACL_USER`], and cleartext HTTP.
     pub fn new(
         listen: SocketAddr,
         redis_url: impl Into<String>,
@@ -294,12 +361,26 @@ impl Config {
             metrics: MetricsPage::Off,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            unauthenticated_timeout: DEFAULT_UNAUTHENTICATED_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            max_scripts: DEFAULT_MAX_SCRIPTS,
             redis_acl: RedisAcl::default(),
             tls: None,
             drop_responses_every: None,
         }
     }
+}
+
+/// The entry of `allowed` naming a command of [`NEVER_ALLOWED`], if any (alone, as `MOVE`, or
+/// with a subcommand).
+pub fn never_allowed(allowed: &BTreeSet<String>) -> Option<&str> {
+    allowed.iter().map(String::as_str).find(|entry| {
+        let name = entry.split_whitespace().next().unwrap_or("");
+        NEVER_ALLOWED
+            .iter()
+            .any(|never| never.eq_ignore_ascii_case(name))
+    })
 }
 
 /// A duration as the gateway's flags take it: `500ms`, `10s`, `2m`, or bare seconds (`10`,
@@ -329,6 +410,34 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_reaching_another_database_are_found_in_any_case() {
+        let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        assert_eq!(never_allowed(&list(DEFAULT_COMMANDS)), None);
+        assert_eq!(never_allowed(&list(UPSTASH_CLIENT_COMMANDS)), None);
+        assert_eq!(never_allowed(&list(&["GET", "select"])), Some("select"));
+        assert_eq!(
+            never_allowed(&list(&["FLUSHALL ASYNC"])),
+            Some("FLUSHALL ASYNC")
+        );
+        assert_eq!(never_allowed(&list(&["FLUSHDB", "SELECTED"])), None);
+    }
+
+    #[test]
+    fn the_default_list_neither_lists_nor_empties() {
+        for command in [
+            "SCAN",
+            "KEYS",
+            "RANDOMKEY",
+            "FLUSHDB",
+            "FLUSHALL",
+            "PING",
+            "INCR",
+        ] {
+            assert!(!DEFAULT_COMMANDS.contains(&command), "{command}");
+        }
+    }
 
     #[test]
     fn durations_take_a_unit_or_mean_seconds() {

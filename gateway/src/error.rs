@@ -30,6 +30,15 @@ pub enum GatewayError {
     /// The ACL user that holds scripts to the allow-list could not be made.
     #[error(transparent)]
     Acl(#[from] AclError),
+    /// The allow-list names a command that reaches another database than the Redis URL's.
+    #[error(
+        "`{entry}` cannot be allowed: it reaches another database than the one the Redis URL \
+         names (SELECT, SWAPDB, MOVE, COPY and FLUSHALL never are; FLUSHDB empties this one)"
+    )]
+    NeverAllowed {
+        /// The allow-list's entry.
+        entry: String,
+    },
     /// The TLS certificate or key could not be used.
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),

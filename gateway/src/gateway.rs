@@ -3,13 +3,32 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 
-use crate::app::router;
+use crate::app::routes;
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::listener::{serve, serve_tls, ConnectionLimits};
 use crate::tls::{Certificates, TlsError};
+
+/// Connections the kernel may hold for the gateway before it accepts them (it caps the number at
+/// `net.core.somaxconn`, 4096 by default on Linux). Beyond it the kernel drops new connections'
+/// packets and their clients resend after a second or more: the queue must absorb a burst of
+/// connections, which the accept loop takes as fast as it can make room for them, rather than
+/// tokio's default of 1024.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as tokio's own `bind`).
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// A running gateway.
 #[derive(Debug)]
@@ -31,10 +50,10 @@ impl Gateway {
             addr: config.listen,
             source,
         };
-        let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
+        let listener = bind(config.listen).map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
         let limits = ConnectionLimits::from(&config);
-        let router = router(config).await?;
+        let (router, counters) = routes(config).await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let acceptor = certificates.as_ref().map(Certificates::acceptor);
         let task = tokio::spawn(async move {
@@ -42,8 +61,8 @@ impl Gateway {
                 let _ = rx.await;
             };
             let served = match acceptor {
-                Some(tls) => serve_tls(listener, router, limits, tls, stopped).await,
-                None => serve(listener, router, limits, stopped).await,
+                Some(tls) => serve_tls(listener, router, limits, counters, tls, stopped).await,
+                None => serve(listener, router, limits, counters, stopped).await,
             };
             if let Err(e) = served {
                 tracing::warn!(error = %e, "the listener failed");

@@ -8,17 +8,22 @@
 //! §5).
 //!
 //! Its boundary: a token may run the commands on the allow-list and nothing else, scripts
-//! included — every command runs as a Redis ACL user allowed exactly that list ([`acl`]). Clients
-//! that stall are cut off: a header-read timeout, an idle keep-alive timeout and a cap on open
-//! connections ([`listener`]). It serves HTTPS from a certificate and key ([`tls`]), so it can face
-//! the internet without a proxy in front.
+//! included — every command runs as a Redis ACL user allowed exactly that list ([`acl`]), and
+//! no command reaches another database than the Redis URL's. The default list is what edgelimit
+//! itself sends and its scripts call ([`config::DEFAULT_COMMANDS`]). Clients that stall or hold
+//! places are cut off: a header-read timeout, an idle keep-alive timeout, a shorter timeout until
+//! a connection has presented a valid token, a connection closed after its `401`, a cap per
+//! client address and a global one whose places connections without a token give up first
+//! ([`listener`]). What a request can grow is bounded: its body, its pipeline (parsed once,
+//! stopped at the limit) and the map of rewritten scripts ([`scripts`]). It serves HTTPS from a
+//! certificate and key ([`tls`]), so it can face the internet without a proxy in front.
 //!
 //! # Layout
 //!
 //! - [`config`]: what it is told — address, Redis, tokens, allow-list, limits, timeouts.
 //! - [`gateway`]: [`Gateway`], started and shut down.
 //! - [`error`]: [`GatewayError`], why it could not start.
-//! - [`listener`]: the accept loop — timeouts, connection cap, graceful shutdown.
+//! - [`listener`]: the accept loop — timeouts, connection caps, graceful shutdown.
 //! - [`tls`]: HTTPS from a certificate and key, reloaded while serving.
 //! - `app`: the router — routes, the 405 fallback, the two middleware layers.
 //! - `middleware`: around every request — the token check; counting, logging, sync token.
@@ -29,7 +34,8 @@
 //! - `redis_exec`: the Redis connections, round trips, recovery after a Redis restart.
 //! - [`acl`]: the Redis ACL user that holds scripts to the allow-list.
 //! - [`auth`]: tokens from the header or query, compared in constant time.
-//! - [`command`]: JSON and path forms into commands, the allow-list, script rewrites.
+//! - [`command`]: JSON and path forms into commands (one pass), the allow-list.
+//! - [`scripts`]: the rewrite of scripts with the Upstash-only flag, and its bounded map.
 //! - [`reply`]: Redis replies into `{"result"}` / `{"error"}` JSON, base64 on request.
 //! - [`metrics`]: the optional Prometheus page, `GET /metrics`.
 
@@ -50,6 +56,7 @@ mod redis_exec;
 pub mod reply;
 mod respond;
 mod routes;
+pub mod scripts;
 mod state;
 pub mod tls;
 

@@ -1,5 +1,6 @@
 //! `gateway`: serve the Upstash REST protocol in front of a Redis. See `gateway --help`.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -11,6 +12,8 @@ use clap::{Parser, ValueEnum};
 use edgelimit_gateway::config::{
     parse_duration, DEFAULT_ACL_USER, DEFAULT_COMMANDS, DEFAULT_CONNECTIONS,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, DEFAULT_MAX_SCRIPTS, DEFAULT_UNAUTHENTICATED_TIMEOUT,
+    UPSTASH_CLIENT_COMMANDS,
 };
 use edgelimit_gateway::{Config, Gateway, MetricsPage, RedisAcl, TlsFiles};
 
@@ -84,10 +87,12 @@ struct Args {
     #[arg(long, env = "GATEWAY_READ_ONLY_TOKEN", hide_env_values = true)]
     read_only_token: Option<String>,
 
-    /// Also allow these commands (comma-separated, e.g. `KEYS,FLUSHDB`, or `SCRIPT FLUSH`),
-    /// directly and inside scripts. The default list covers the limiter's scripts, the official
-    /// clients' basic use and every feature of @upstash/ratelimit 2.2 (deny lists, dynamic
-    /// limits, analytics, getRemaining, resetUsedTokens).
+    /// Also allow these commands (comma-separated, e.g. `INCR,PING`, or `SCRIPT EXISTS`),
+    /// directly and inside scripts. The default list is exactly what edgelimit sends and its
+    /// scripts call (--list-commands). `@upstash` adds what the official Upstash clients and
+    /// every feature of @upstash/ratelimit 2.2 send (SCAN and DEL among them: a token can then
+    /// list and delete every key). SELECT, SWAPDB, MOVE, COPY and FLUSHALL reach other
+    /// databases and are never allowed.
     #[arg(long, env = "GATEWAY_ALLOW_COMMANDS", value_delimiter = ',')]
     allow_command: Vec<String>,
 
@@ -95,7 +100,7 @@ struct Args {
     #[arg(long, env = "GATEWAY_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     max_body_bytes: usize,
 
-    /// Most commands in one /pipeline or /multi-exec (more: 400).
+    /// Most commands in one /pipeline or /multi-exec (more: 400, the body parsed no further).
     #[arg(long, env = "GATEWAY_MAX_PIPELINE", default_value_t = 1000)]
     max_pipeline: usize,
 
@@ -113,10 +118,30 @@ struct Args {
     #[arg(long, env = "GATEWAY_IDLE_TIMEOUT", default_value_t = Timeout(DEFAULT_IDLE_TIMEOUT))]
     idle_timeout: Timeout,
 
-    /// Most client connections served at once; further ones wait in the listen queue until one
-    /// closes. Keep it below the open-file limit (`ulimit -n`).
+    /// Until a connection has presented a valid token: how long it may take for its TLS
+    /// handshake and first request's headers, and wait between answers (when shorter than the
+    /// two timeouts above); then it is closed. A 401 closes its connection at once.
+    #[arg(long, env = "GATEWAY_UNAUTHENTICATED_TIMEOUT", default_value_t = Timeout(DEFAULT_UNAUTHENTICATED_TIMEOUT))]
+    unauthenticated_timeout: Timeout,
+
+    /// Most client connections served at once. When all are taken, a new connection takes the
+    /// place of the one without a valid token heard from longest ago; when every one has one,
+    /// it waits in the listen queue until one closes. Keep it below the open-file limit
+    /// (`ulimit -n`).
     #[arg(long, env = "GATEWAY_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+
+    /// Most connections one client address (an IPv6 address: its /64) may hold at once; one
+    /// more is closed as it arrives. Raise it when many clients share an address (a proxy, a
+    /// NAT, a Worker's requests from Cloudflare's addresses).
+    #[arg(long, env = "GATEWAY_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+    max_connections_per_address: usize,
+
+    /// Most scripts remembered for the rewrite of the Upstash-only `allow-key-locking` flag;
+    /// beyond it those unused longest are let go (their clients get NOSCRIPT once and send them
+    /// again).
+    #[arg(long, env = "GATEWAY_MAX_SCRIPTS", default_value_t = DEFAULT_MAX_SCRIPTS)]
+    max_scripts: usize,
 
     /// Serve Prometheus metrics at GET /metrics, in the OpenMetrics text format: requests by
     /// route and status, commands by name, the Redis round-trip time, Redis failures (503s) and
@@ -205,7 +230,10 @@ async fn main() -> ExitCode {
     config.connections = args.connections.max(1);
     config.header_read_timeout = args.header_read_timeout.0;
     config.idle_timeout = args.idle_timeout.0;
+    config.unauthenticated_timeout = args.unauthenticated_timeout.0;
     config.max_connections = args.max_connections.max(1);
+    config.max_connections_per_address = args.max_connections_per_address.max(1);
+    config.max_scripts = args.max_scripts.max(2);
     config.redis_acl = match args.redis_acl {
         AclMode::Create => RedisAcl::Create {
             user: args.redis_acl_user,
@@ -233,14 +261,7 @@ async fn main() -> ExitCode {
         (true, false) => MetricsPage::Token,
         (true, true) => MetricsPage::Public,
     };
-    for command in args.allow_command {
-        let command = command.trim().to_ascii_uppercase();
-        if !command.is_empty() {
-            config
-                .allowed
-                .insert(command.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
-    }
+    widen(&mut config.allowed, &args.allow_command);
     let gateway = match Gateway::start(config).await {
         Ok(g) => g,
         Err(e) => {
@@ -262,6 +283,22 @@ async fn main() -> ExitCode {
     gateway.shutdown().await;
     ExitCode::SUCCESS
 }
+
+/// Adds `--allow-command`'s entries to `allowed`: upper-cased, blanks collapsed (`script  load`
+/// is `SCRIPT LOAD`), and `@upstash` as every command of [`UPSTASH_CLIENT_COMMANDS`].
+fn widen(allowed: &mut BTreeSet<String>, entries: &[String]) {
+    for entry in entries {
+        let entry = entry.split_whitespace().collect::<Vec<_>>().join(" ");
+        if entry.eq_ignore_ascii_case(UPSTASH_CLIENTS) {
+            allowed.extend(UPSTASH_CLIENT_COMMANDS.iter().map(|c| c.to_string()));
+        } else if !entry.is_empty() {
+            allowed.insert(entry.to_ascii_uppercase());
+        }
+    }
+}
+
+/// The `--allow-command` entry standing for [`UPSTASH_CLIENT_COMMANDS`].
+const UPSTASH_CLIENTS: &str = "@upstash";
 
 /// Reloads the TLS certificate on every SIGHUP (`systemctl reload`, an ACME client's deploy
 /// hook); never returns unless the signal cannot be listened for.
@@ -323,15 +360,43 @@ mod tests {
             "500ms",
             "--idle-timeout",
             "2m",
+            "--unauthenticated-timeout",
+            "1500ms",
         ])
         .unwrap();
         assert_eq!(args.redis_url, "redis://example:1/");
         assert_eq!(args.header_read_timeout.0, Duration::from_millis(500));
         assert_eq!(args.idle_timeout.0, Duration::from_secs(120));
+        assert_eq!(args.unauthenticated_timeout.0, Duration::from_millis(1500));
         let args =
             Args::try_parse_from(["gateway", "--token", "t", "--redis-url", "redis://b/"]).unwrap();
         assert_eq!(args.redis_url, "redis://b/");
         assert!(Args::try_parse_from(["gateway", "--token", "t", "--idle-timeout", "0"]).is_err());
+    }
+
+    #[test]
+    fn allowed_commands_are_upper_cased_and_upstash_names_the_clients_list() {
+        let args = Args::try_parse_from([
+            "gateway",
+            "--token",
+            "t",
+            "--allow-command",
+            "incr, script  flush",
+        ])
+        .unwrap();
+        let mut allowed = BTreeSet::new();
+        widen(&mut allowed, &args.allow_command);
+        assert_eq!(
+            allowed,
+            BTreeSet::from(["INCR".to_string(), "SCRIPT FLUSH".to_string()])
+        );
+        widen(&mut allowed, &["@Upstash".to_string()]);
+        assert!(
+            allowed.contains("SCAN") && allowed.contains("PING"),
+            "{allowed:?}"
+        );
+        // INCR is on that list already; SCRIPT FLUSH is not.
+        assert_eq!(allowed.len(), UPSTASH_CLIENT_COMMANDS.len() + 1);
     }
 
     #[test]
@@ -362,7 +427,16 @@ mod tests {
         let config = Config::new(args.listen, args.redis_url, args.token);
         assert_eq!(args.header_read_timeout.0, config.header_read_timeout);
         assert_eq!(args.idle_timeout.0, config.idle_timeout);
+        assert_eq!(
+            args.unauthenticated_timeout.0,
+            config.unauthenticated_timeout
+        );
         assert_eq!(args.max_connections, config.max_connections);
+        assert_eq!(
+            args.max_connections_per_address,
+            config.max_connections_per_address
+        );
+        assert_eq!(args.max_scripts, config.max_scripts);
         assert_eq!(args.connections, config.connections);
         assert_eq!(
             RedisAcl::Create {

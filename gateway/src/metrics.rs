@@ -8,7 +8,13 @@
 //! | `commands_total` | counter | `command` | commands Redis answered, by upper-case name |
 //! | `redis_round_trip_seconds` | histogram | | round trips to Redis that got an answer |
 //! | `redis_errors_total` | counter | | round trips that failed (no connection, timeout): the 503s |
-//! | `auth_failures_total` | counter | | requests refused for their token: the 401s, `/metrics` included |
+//! | `auth_failures_total` | counter | | requests refused for their token: the 401s, `/metrics` included; each closes its connection |
+//! | `connections_open` | gauge | | client connections open now |
+//! | `connections_refused_total` | counter | | connections closed on arrival: their address held `max_connections_per_address` |
+//! | `connections_evicted_total` | counter | | connections not yet authenticated closed to make room for a new one, every place taken |
+//! | `connections_unauthenticated_timeouts_total` | counter | | connections closed for presenting no valid token within `unauthenticated_timeout` |
+//! | `scripts` | gauge | | scripts the Upstash-flag rewrite remembers now (at most `max_scripts`) |
+//! | `scripts_evicted_total` | counter | | scripts it let go to stay within `max_scripts` |
 //!
 //! `command` is a name on the gateway's allow-list or `other`, so the page has a bounded number
 //! of series whatever clients send. A command counts once Redis has answered it, its own errors
@@ -25,6 +31,7 @@ use std::time::Duration;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -99,6 +106,45 @@ struct CommandLabels {
     command: String,
 }
 
+/// What the accept loop counts ([`crate::listener`]): made by [`Metrics::new`] when the page is
+/// on, else counting for no one.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionCounters {
+    pub(crate) open: Gauge,
+    pub(crate) refused: Counter,
+    pub(crate) evicted: Counter,
+    pub(crate) unauthenticated_timeouts: Counter,
+}
+
+impl ConnectionCounters {
+    /// Client connections open now.
+    pub fn open(&self) -> i64 {
+        self.open.get()
+    }
+
+    /// Connections closed on arrival for their address's cap.
+    pub fn refused(&self) -> u64 {
+        self.refused.get()
+    }
+
+    /// Connections not yet authenticated closed to make room for a new one.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.get()
+    }
+
+    /// Connections closed for presenting no valid token in time.
+    pub fn unauthenticated_timeouts(&self) -> u64 {
+        self.unauthenticated_timeouts.get()
+    }
+}
+
+/// What the script map counts ([`crate::command::Scripts`]).
+#[derive(Debug, Clone, Default)]
+pub struct ScriptCounters {
+    pub(crate) entries: Gauge,
+    pub(crate) evicted: Counter,
+}
+
 /// The gateway's metrics and the registry that writes them out.
 #[derive(Debug)]
 pub struct Metrics {
@@ -110,12 +156,14 @@ pub struct Metrics {
     round_trip: Histogram,
     redis_errors: Counter,
     auth_failures: Counter,
+    connections: ConnectionCounters,
 }
 
 impl Metrics {
     /// Metrics with one command series per name on `allowed` (an entry such as `SCRIPT FLUSH`
-    /// counts under its command, `SCRIPT`) and one for every other name.
-    pub fn new(allowed: &BTreeSet<String>) -> Metrics {
+    /// counts under its command, `SCRIPT`) and one for every other name, the script map's
+    /// `scripts` counters, and connection counters for the accept loop ([`Metrics::connections`]).
+    pub fn new(allowed: &BTreeSet<String>, scripts: &ScriptCounters) -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -167,6 +215,39 @@ impl Metrics {
             "Requests refused with 401 for a missing or wrong token, /metrics included",
             auth_failures.clone(),
         );
+        let connections = ConnectionCounters::default();
+        registry.register(
+            "connections_open",
+            "Client connections open now",
+            connections.open.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections closed on arrival because their client address held its most \
+             (max_connections_per_address)",
+            connections.refused.clone(),
+        );
+        registry.register(
+            "connections_evicted",
+            "Connections not yet authenticated closed to make room for a new one, every place \
+             (max_connections) taken",
+            connections.evicted.clone(),
+        );
+        registry.register(
+            "connections_unauthenticated_timeouts",
+            "Connections closed for presenting no valid token within unauthenticated_timeout",
+            connections.unauthenticated_timeouts.clone(),
+        );
+        registry.register(
+            "scripts",
+            "Scripts the rewrite of the Upstash-only flag remembers now (at most max_scripts)",
+            scripts.entries.clone(),
+        );
+        registry.register(
+            "scripts_evicted",
+            "Scripts the rewrite of the Upstash-only flag let go to stay within max_scripts",
+            scripts.evicted.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -175,7 +256,13 @@ impl Metrics {
             round_trip,
             redis_errors,
             auth_failures,
+            connections,
         }
+    }
+
+    /// The accept loop's counters, registered on this page.
+    pub fn connections(&self) -> ConnectionCounters {
+        self.connections.clone()
     }
 
     /// Counts one answered request.
@@ -236,7 +323,10 @@ mod tests {
 
     #[test]
     fn commands_count_by_allowed_name_in_any_case_and_the_rest_as_other() {
-        let m = Metrics::new(&allowed(&["GET", "SET", "SCRIPT FLUSH"]));
+        let m = Metrics::new(
+            &allowed(&["GET", "SET", "SCRIPT FLUSH"]),
+            &ScriptCounters::default(),
+        );
         m.command(b"get");
         m.command(b"GeT");
         m.command(b"SCRIPT");
@@ -262,7 +352,8 @@ mod tests {
 
     #[test]
     fn requests_round_trips_and_failures_are_written_out() {
-        let m = Metrics::new(&allowed(&["GET"]));
+        let scripts = ScriptCounters::default();
+        let m = Metrics::new(&allowed(&["GET"]), &scripts);
         m.request(Route::of_path("/multi-exec"), 200);
         m.request(Route::of_path("/get/k"), 401);
         m.request(Route::of_path("/get/k"), 401);
@@ -270,6 +361,13 @@ mod tests {
         m.redis_round_trip(Duration::from_secs(3));
         m.redis_error();
         m.auth_failure();
+        let connections = m.connections();
+        connections.open.set(3);
+        connections.refused.inc();
+        connections.evicted.inc_by(2);
+        connections.unauthenticated_timeouts.inc_by(4);
+        scripts.entries.set(5);
+        scripts.evicted.inc_by(6);
         let text = m.encode().unwrap();
         for expected in [
             "edgelimit_gateway_http_requests_total{route=\"multi_exec\",status=\"200\"} 1",
@@ -282,6 +380,12 @@ mod tests {
             "edgelimit_gateway_redis_round_trip_seconds_count 2",
             "edgelimit_gateway_redis_errors_total 1",
             "edgelimit_gateway_auth_failures_total 1",
+            "edgelimit_gateway_connections_open 3",
+            "edgelimit_gateway_connections_refused_total 1",
+            "edgelimit_gateway_connections_evicted_total 2",
+            "edgelimit_gateway_connections_unauthenticated_timeouts_total 4",
+            "edgelimit_gateway_scripts 5",
+            "edgelimit_gateway_scripts_evicted_total 6",
         ] {
             assert!(text.lines().any(|l| l == expected), "{expected}\n{text}");
         }

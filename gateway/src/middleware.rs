@@ -9,19 +9,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode, Version};
 use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::auth::{access, presented_token};
 use crate::config::MetricsPage;
+use crate::listener::ClientConnection;
 use crate::metrics::Route;
 use crate::respond::{error, Commands};
 use crate::state::Shared;
 
-/// Admits a request whose token (header or `_token`) is the token or the read-only token, and
-/// hands its [`Access`](crate::auth::Access) to the route as a request extension; else 401. The
-/// public metrics page needs no token.
+/// Admits a request whose token (header or `_token`) is the token or the read-only token, tells
+/// its connection it has authenticated, and hands its [`Access`](crate::auth::Access) to the
+/// route as a request extension. Else 401, and the connection closes once that is sent: a client
+/// with a wrong token holds no place (see [`crate::listener`]). The public metrics page needs no
+/// token.
 pub(crate) async fn authenticate(
     State(shared): State<Arc<Shared>>,
     mut request: Request,
@@ -38,12 +41,16 @@ pub(crate) async fn authenticate(
         .and_then(|v| v.to_str().ok());
     let token = presented_token(authorization, request.uri().query());
     let config = &shared.config;
+    let connection = request.extensions().get::<ClientConnection>().cloned();
     match access(
         token.as_deref(),
         &config.token,
         config.read_only_token.as_deref(),
     ) {
         Some(access) => {
+            if let Some(connection) = connection {
+                connection.authenticated();
+            }
             request.extensions_mut().insert(access);
             next.run(request).await
         }
@@ -51,7 +58,18 @@ pub(crate) async fn authenticate(
             if let Some(m) = &shared.metrics {
                 m.auth_failure();
             }
-            error(StatusCode::UNAUTHORIZED, "Unauthorized")
+            let mut refused = error(StatusCode::UNAUTHORIZED, "Unauthorized");
+            // HTTP/1.1 closes on the header (hyper honours it); HTTP/2 has no such header, and
+            // closes by the accept loop's GOAWAY.
+            if request.version() < Version::HTTP_2 {
+                refused
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            if let Some(connection) = connection {
+                connection.close_after_answer();
+            }
+            refused
         }
     }
 }

@@ -28,11 +28,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config, redis: RedisExec, metrics: Option<Metrics>) -> Shared {
+    pub(crate) fn new(
+        config: Config,
+        redis: RedisExec,
+        scripts: Scripts,
+        metrics: Option<Metrics>,
+    ) -> Shared {
         Shared {
             config,
             redis,
-            scripts: Scripts::default(),
+            scripts,
             metrics,
             sync: AtomicU64::new(0),
             pipelines: AtomicU32::new(0),

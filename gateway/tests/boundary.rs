@@ -1,6 +1,7 @@
 //! The allow-list holds inside scripts too: a refused command is refused when a script calls it,
 //! whichever way the script arrives (EVAL, EVALSHA after SCRIPT LOAD, in a pipeline or a
-//! transaction), and the data stays. Against a real redis-server behind the gateway.
+//! transaction), and the data stays. No script reaches another database than the Redis URL's,
+//! even when the URL names one. Against a real redis-server behind the gateway.
 
 mod common;
 
@@ -15,6 +16,11 @@ const REFUSED: &[(&str, &str)] = &[
     ("FLUSHALL", "return redis.call('FLUSHALL')"),
     ("FLUSHDB", "return redis.call('FLUSHDB')"),
     ("KEYS", "return redis.call('KEYS', '*')"),
+    ("SCAN", "return redis.call('SCAN', '0')"),
+    (
+        "SELECT",
+        "redis.call('SELECT', '1') return redis.call('GET', 'keep')",
+    ),
     (
         "CONFIG",
         "return redis.call('CONFIG', 'SET', 'maxmemory', '1')",
@@ -61,7 +67,7 @@ fn data_stays(s: &GatewayServer) {
 
 #[tokio::test]
 async fn scripts_cannot_call_what_the_allow_list_refuses() {
-    let s = common::start(|_| {}).await;
+    let s = common::start_with_defaults(|_| {}).await;
     s.redis.command(&["SET", "keep", "me"]).unwrap();
     for (name, script) in REFUSED {
         // Refused directly, as before.
@@ -86,11 +92,11 @@ async fn scripts_cannot_call_what_the_allow_list_refuses() {
             &s,
             TOKEN,
             "/pipeline",
-            json!([["EVALSHA", sha, 0], ["PING"]]),
+            json!([["EVALSHA", sha, 0], ["GET", "keep"]]),
         )
         .await;
         assert!(error_of(&body[0]).contains("script"), "{name}: {body}");
-        assert_eq!(body[1], json!({"result": "PONG"}));
+        assert_eq!(body[1], json!({"result": "me"}));
         let (_, body) = post(&s, TOKEN, "/multi-exec", json!([["EVAL", script, 0]])).await;
         assert!(error_of(&body[0]).contains("script"), "{name}: {body}");
         // The read-only token's EVAL_RO is held to the same list.
@@ -105,14 +111,113 @@ async fn scripts_cannot_call_what_the_allow_list_refuses() {
         "/",
         json!([
             "EVAL",
-            "return redis.call('INCRBY', KEYS[1], ARGV[1])",
+            "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])",
             1,
             "n",
             5
         ]),
     )
     .await;
-    assert_eq!((status, body), (StatusCode::OK, json!({"result": 5})));
+    assert_eq!((status, body), (StatusCode::OK, json!({"result": "5"})));
+}
+
+/// A gateway on database 3 of a fresh Redis whose database 0 holds `keep`.
+async fn on_database_3(
+    configure: impl FnOnce(&mut edgelimit_gateway::Config),
+) -> (RedisServer, Gateway) {
+    let redis = RedisServer::start();
+    redis.command(&["SET", "keep", "me"]).unwrap();
+    let mut config = gateway::config(format!("redis://127.0.0.1:{}/3", redis.port()), TOKEN);
+    configure(&mut config);
+    let gateway = Gateway::start(config).await.expect("gateway starts");
+    (redis, gateway)
+}
+
+#[tokio::test]
+async fn a_database_in_the_url_is_the_only_one_scripts_reach() {
+    let (redis, gateway) = on_database_3(|_| {}).await;
+    let url = |path: &str| format!("http://{}{path}", gateway.local_addr());
+    let send = |body: Value| {
+        let request = Client::new().post(url("/")).bearer_auth(TOKEN).json(&body);
+        async move {
+            let response = request.send().await.expect("the gateway answers");
+            let status = response.status();
+            (status, response.json::<Value>().await.expect("a JSON body"))
+        }
+    };
+    // Commands run on database 3: database 0's key is not there, and what they write is not in 0.
+    assert_eq!(
+        send(json!(["SET", "three", "x"])).await,
+        (StatusCode::OK, json!({"result": "OK"}))
+    );
+    assert_eq!(
+        send(json!(["GET", "keep"])).await,
+        (StatusCode::OK, json!({"result": null}))
+    );
+    assert_eq!(redis.command(&["GET", "three"]).unwrap(), Reply::Nil);
+    // A script may select its own database (a no-op), and no other.
+    let own = "redis.call('SELECT', '3') return redis.call('GET', 'three')";
+    assert_eq!(
+        send(json!(["EVAL", own, 0])).await,
+        (StatusCode::OK, json!({"result": "x"}))
+    );
+    for other in ["0", "1", "03"] {
+        let script = format!("redis.call('SELECT', '{other}') return redis.call('GET', 'keep')");
+        let (status, body) = send(json!(["EVAL", script, 0])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "SELECT {other}: {body}");
+        assert!(
+            error_of(&body).contains("can't run this command"),
+            "SELECT {other}: {body}"
+        );
+    }
+    // Nor directly, nor any command that crosses over.
+    for crossing in [
+        json!(["SELECT", "0"]),
+        json!(["SELECT", "3"]),
+        json!(["SWAPDB", "0", "3"]),
+        json!(["MOVE", "three", "0"]),
+        json!(["COPY", "three", "copied", "DB", "0"]),
+    ] {
+        let (status, body) = send(crossing.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{crossing}: {body}");
+        assert!(
+            error_of(&body).contains("is not allowed"),
+            "{crossing}: {body}"
+        );
+    }
+    for crossing in [
+        "return redis.call('SWAPDB', '0', '3')",
+        "return redis.call('MOVE', 'three', '0')",
+        "return redis.call('COPY', 'three', 'copied', 'DB', '0')",
+    ] {
+        let (status, body) = send(json!(["EVAL", crossing, 0])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{crossing}: {body}");
+    }
+    assert_eq!(
+        redis.command(&["GET", "keep"]).unwrap().text().as_deref(),
+        Some("me")
+    );
+    assert_eq!(redis.command(&["GET", "copied"]).unwrap(), Reply::Nil);
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn commands_reaching_another_database_cannot_be_allowed() {
+    for never in ["SELECT", "swapdb", "MOVE", "COPY", "FLUSHALL"] {
+        // Refused before Redis is reached: none needs to listen there.
+        let mut config = gateway::config("redis://127.0.0.1:1/", TOKEN);
+        config.allowed.insert(never.to_string());
+        let error = Gateway::start(config).await.expect_err("refused at start");
+        assert!(
+            matches!(error, GatewayError::NeverAllowed { .. }),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("`{never}` cannot be allowed")),
+            "{text}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,8 +1,10 @@
 //! `GET /metrics`: off by default, behind the token unless public, and counting exactly what the
-//! requests before a scrape did, against a real redis-server behind the gateway.
+//! requests before a scrape did, against a real redis-server behind the gateway (which allows
+//! what the official Upstash clients send, `INCR` and `PING` among them).
 
 use std::collections::BTreeMap;
 
+use edgelimit_gateway::config::UPSTASH_CLIENT_COMMANDS;
 use edgelimit_gateway::{Gateway, MetricsPage};
 use edgelimit_testkit::{metrics, GatewayServer, RedisServer};
 use reqwest::{Client, StatusCode};
@@ -23,6 +25,9 @@ impl Setup {
     async fn start(metrics: MetricsPage) -> Setup {
         let GatewayServer { redis, gateway, .. } = GatewayServer::start_with(TOKEN, |config| {
             config.read_only_token = Some(READ_ONLY.into());
+            config
+                .allowed
+                .extend(UPSTASH_CLIENT_COMMANDS.iter().map(|c| c.to_string()));
             config.metrics = metrics;
         })
         .await;

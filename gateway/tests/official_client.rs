@@ -2,13 +2,16 @@
 //! gateway from node: base64 results, pipelines, multi-exec, EVAL/EVALSHA, the NOSCRIPT fall
 //! back, ratelimit's `#!lua flags=allow-key-locking` scripts, and every documented feature of
 //! `@upstash/ratelimit` 2.2 (deny lists, dynamic limits, getRemaining/resetUsedTokens, analytics,
-//! blockUntilReady, multi-region) through the default allow-list and its ACL user.
+//! blockUntilReady, multi-region) through the allow-list an operator serving them sets (the
+//! default widened by `UPSTASH_CLIENT_COMMANDS`, docs/gateway.md) and its ACL user.
 //! `scripts/test` installs them (`npm ci` in `gateway/tests/js`).
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use edgelimit_gateway::config::UPSTASH_CLIENT_COMMANDS;
+use edgelimit_gateway::Gateway;
 use edgelimit_testkit::{gateway, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,7 +24,11 @@ async fn the_official_upstash_clients_pass_unchanged() {
     );
     let server = RedisServer::start();
     let token = "official-client-token";
-    let gateway = gateway::start(&server, token).await;
+    let mut config = gateway::config(server.url(), token);
+    config
+        .allowed
+        .extend(UPSTASH_CLIENT_COMMANDS.iter().map(|c| c.to_string()));
+    let gateway = Gateway::start(config).await.expect("gateway starts");
     let child = tokio::process::Command::new("node")
         .arg("client.mjs")
         .arg(gateway::url(&gateway))

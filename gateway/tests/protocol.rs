@@ -1,7 +1,10 @@
-//! The Upstash REST protocol, row by row, against a real redis-server behind the gateway.
+//! The Upstash REST protocol, row by row, against a real redis-server behind the gateway. The
+//! rows use Redis at large (`INCR`, `RPUSH`, …): the gateway allows what the official Upstash
+//! clients send besides the limiter's own commands, as an operator serving them would.
 
 use std::time::Duration;
 
+use edgelimit_gateway::config::UPSTASH_CLIENT_COMMANDS;
 use edgelimit_gateway::{Config, Gateway};
 use edgelimit_testkit::{GatewayServer, RedisServer};
 use reqwest::{Client, StatusCode};
@@ -24,6 +27,9 @@ impl Setup {
     async fn start_with(configure: impl FnOnce(&mut Config)) -> Setup {
         let GatewayServer { redis, gateway, .. } = GatewayServer::start_with(TOKEN, |config| {
             config.read_only_token = Some(READ_ONLY.into());
+            config
+                .allowed
+                .extend(UPSTASH_CLIENT_COMMANDS.iter().map(|c| c.to_string()));
             config.max_body_bytes = 64 * 1024;
             config.max_pipeline = 50;
             configure(config);

@@ -7,7 +7,7 @@
 //! spec, a fail mode (`open`, `closed`, `fallback N%`), tiers, `shadow` (decided and reported,
 //! never enforced), and what exceeding it does — `exceed` (`deny`, `soft`, `delay <duration>`),
 //! `blockFor` and `enforce` — parsed and combined by the engine's own rules
-//! (docs/configuration.md, "Over the limit"), so a limit means the same here as in the Worker.
+//! (docs/configuration.md, "What exceeding a limit does"), so a limit means the same here as in the Worker.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

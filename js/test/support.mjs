@@ -25,18 +25,38 @@ const running = (child) => child.exitCode === null && child.signalCode === null;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** A port nothing listens on right now (another process may take it before we bind it). */
-export async function freePort() {
-  return new Promise((resolvePort, reject) => {
+/** Ports this process handed out: never handed out twice. */
+const handedOut = new Set();
+
+/** Whether `port` can be bound on 127.0.0.1 right now (bound and released at once). */
+function bindable(port) {
+  return new Promise((resolveBindable) => {
     const server = createServer();
     server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolvePort(port));
-    });
+    server.once("error", () => resolveBindable(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolveBindable(true)));
   });
 }
+
+/**
+ * A port nothing listens on right now, as the Rust test kit picks them (tests/support/src/net.rs):
+ * below the system's ephemeral range (32768 and up), where no client connection's local port and
+ * no port-0 server lands, and never handed out twice by this process. Another process naming the
+ * same port at the same moment is what the launchers' retry on a taken port is for.
+ */
+export async function freePort() {
+  for (let tries = 0; tries < 10_000; tries++) {
+    const port = 10_000 + Math.floor(Math.random() * 22_768);
+    if (handedOut.has(port)) continue;
+    // Reserved before the check, so calls running at once never pick the same port.
+    handedOut.add(port);
+    if (await bindable(port)) return port;
+  }
+  throw new Error("no free loopback port below the ephemeral range");
+}
+
+/** Whether a server's output says its address was in use. */
+const portTaken = (output) => /Address already in use|EADDRINUSE/.test(output);
 
 /** Sends one RESP command as an inline command and resolves to the first reply line. */
 function ping(port) {
@@ -202,7 +222,21 @@ export function installTarball(project) {
  * so they override the file's), in its own process group; `stop()` ends the group.
  */
 export async function startWrangler(config, vars) {
-  const port = await freePort();
+  // A fresh port when wrangler finds its port taken; any other failure ends at once.
+  let taken = [];
+  for (let attempt = 0; attempt < 8; attempt++) {
+    try {
+      return await startWranglerOn(await freePort(), config, vars);
+    } catch (e) {
+      if (!e.portTaken) throw e;
+      taken.push(e.message);
+    }
+  }
+  throw new Error(`wrangler dev found its port taken 8 times in a row:\n${taken.join("\n")}`);
+}
+
+/** `wrangler dev` on `port`; an error with `portTaken` set when it exited for want of it. */
+async function startWranglerOn(port, config, vars) {
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-js-wrangler-"));
   const envFile = join(dir, "vars.env");
   writeFileSync(
@@ -256,7 +290,9 @@ export async function startWrangler(config, vars) {
   while (Date.now() - started < 90_000) {
     if (!running(child)) {
       await stop();
-      throw new Error(`wrangler dev exited (${child.exitCode}):\n${logs}`);
+      const error = new Error(`wrangler dev exited (${child.exitCode}):\n${logs}`);
+      error.portTaken = portTaken(logs);
+      throw error;
     }
     if (logs.includes("Ready on")) {
       try {

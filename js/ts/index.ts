@@ -155,6 +155,8 @@ export interface LimitOptions {
   /**
    * Makes the call idempotent: once admitted, a repeat with the same id within the limit's
    * window answers the first decision and charges nothing (and a lost answer is resent once).
+   * An id your own code makes (one per request, kept across its retries), never one a client
+   * sends: a client repeating an id would be charged once for every request.
    */
   requestId?: string;
   /** The request path, named as `instance` in a denial's problem body. */

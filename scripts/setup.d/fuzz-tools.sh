@@ -1,6 +1,6 @@
-# Installs what the fuzz hook (scripts/test.d/fuzz.sh) needs, each only when missing or at the
-# wrong version: cargo-fuzz (cargo, pinned) and a C++ compiler for libFuzzer (apt).
-# Sourced by scripts/test.
+# Installs what the fuzz hook (scripts/test.d/fuzz.sh) and scripts/fuzz-explore need, each only
+# when missing or at the wrong version: cargo-fuzz (cargo, pinned) and a C++ compiler for
+# libFuzzer (apt). Sourced by scripts/test and scripts/fuzz-explore.
 CARGO_FUZZ_VERSION=0.13.2
 
 ensure_apt c++ g++

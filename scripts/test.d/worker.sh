@@ -29,8 +29,14 @@ CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 echo "-- the example Worker of docs/library.md compiles for wasm32"
 cargo build --locked -p edgelimit-worker --target wasm32-unknown-unknown --example own_worker
 
+echo "-- the test kit: many wrangler dev started at once, each on its own port"
+cargo test --locked -p edgelimit-testkit --test concurrent_start -- --ignored --nocapture
+
 echo "-- end to end under wrangler dev"
 cargo test --locked -p edgelimit-worker --test e2e -- --ignored --test-threads=2
+
+echo "-- the adversarial suite: what a client sends never lifts a limit"
+cargo test --locked -p edgelimit-worker --test e2e_adversarial -- --ignored --test-threads=2 --nocapture
 
 echo "-- settling after the response (leases, settled costs, retries)"
 cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2

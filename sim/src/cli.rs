@@ -93,6 +93,10 @@ pub struct SuggestArgs {
     /// Write the HTML report here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Write the suggested limits here as shadow rules, a configuration `sim replay --config`
+    /// reads and `wrangler.toml` takes.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub write_config: Option<PathBuf>,
     /// Print nothing but errors (the reports are still written).
     #[arg(long, short)]
     pub quiet: bool,
@@ -499,7 +503,7 @@ fn replay_config(args: &ReplayArgs) -> Result<()> {
         bail!("--config takes each limit's identifier from the configuration: drop --key");
     }
     // One thread unless asked: split, the replay reads the whole trace before it starts, which
-    // on few cores costs more than the split gains (docs/sim.md, "Every core").
+    // on few cores costs more than the split gains (docs/sim-reference.md, "Every core").
     let threads = args.threads.unwrap_or(1);
     // Split over threads, the replay reads the trace twice (`config::parallel`): standard
     // input is kept in a temporary file for it (removed when the report is made).
@@ -557,7 +561,7 @@ fn suggest(args: &SuggestArgs) -> Result<()> {
     } else {
         args.windows.clone()
     };
-    let report = run_suggest(&SuggestOptions {
+    let mut report = run_suggest(&SuggestOptions {
         source: args
             .trace
             .clone()
@@ -583,6 +587,18 @@ fn suggest(args: &SuggestArgs) -> Result<()> {
         threads: threads(args.threads),
         progress: !args.quiet,
     })?;
+    if let Some(path) = &args.write_config {
+        let Some(block) = &report.configuration else {
+            bail!("--write-config: no window has a suggestion to write");
+        };
+        let text = format!(
+            "# Suggested by `sim suggest` on {}: each limit in a shadow rule, decided and reported,\n\
+             # never refusing. Then move it to an enforcing rule with enforce = \"10%\", then 100%.\n\n{block}",
+            report.trace.name
+        );
+        fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        report.configuration_file = Some(path.display().to_string());
+    }
     let out = Outputs {
         policies: Vec::new(),
         json: args.json.clone(),

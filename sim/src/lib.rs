@@ -16,7 +16,7 @@
 //! - [`bundled`]: the real trace compiled into the binary and its default policies.
 //!
 //! The two replays, each with its engine, its run end to end and its report:
-//! - [`policy`]: `--policy`, bare policies per client beside their exact twins, in memory or
+//! - [`policy`]: `--policy`, bare policies per client beside their exact references, in memory or
 //!   through a real store (`--store`).
 //! - [`config`]: `--config`, a deployed Worker configuration replayed through the Worker's own
 //!   request path, with per-rule and per-limit reports, what-if, overrides, outages, the
@@ -25,7 +25,7 @@
 //!   in (`--assign-regions`) and each region's latency to the home (`--rtt`).
 //!
 //! What both share:
-//! - [`exact`]: the exact limits decisions are held against (a policy's sliding-log twin, the
+//! - [`exact`]: the exact limits decisions are held against (a policy's sliding-log reference, the
 //!   exact in-flight count of a concurrency limit).
 //! - `due`: requests landing after their durations, in time order.
 //! - `progress`: the progress bar while a trace is read.

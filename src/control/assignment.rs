@@ -386,7 +386,7 @@ pub fn read_assignments(
             })?;
             Assignment::decode_all(text).map_err(|e| StoreError::Protocol(format!("`{key}`: {e}")))
         }
-        Reply::Error(e) => Err(StoreError::Script(format!("GET `{key}`: {e}"))),
+        Reply::Error(e) => Err(StoreError::from_error_code(&e, format!("GET `{key}`: {e}"))),
         other => Err(StoreError::Protocol(format!(
             "GET `{key}` answered {other:?}, not a string"
         ))),

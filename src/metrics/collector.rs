@@ -90,13 +90,18 @@ impl Collector for LimiterCollector {
                 ConstCounter::new(c.near_limit).encode(near.encode_family(&labels)?)?;
             }
         }
-        let errors = ConstCounter::new(snapshot.store_errors);
-        errors.encode(encoder.encode_descriptor(
-            "edgelimit_store_errors",
-            "Store calls that failed.",
-            None,
-            errors.metric_type(),
-        )?)?;
+        {
+            let mut errors = encoder.encode_descriptor(
+                "edgelimit_store_errors",
+                "Store calls that failed, by class.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (class, n) in snapshot.store_errors_by_class() {
+                let labels = [("class", class.as_str())];
+                ConstCounter::new(n).encode(errors.encode_family(&labels)?)?;
+            }
+        }
         let latency = &snapshot.store_latency;
         let bounds = LATENCY_BUCKETS_MS
             .iter()
@@ -129,7 +134,7 @@ mod tests {
     use super::*;
     use crate::decision::{Decision, Reason};
     use crate::metrics::Metrics;
-    use crate::store::{Check, Limit, Verdict};
+    use crate::store::{Check, FailureClass, Limit, Verdict};
     use crate::Policy;
 
     fn value(text: &str, series: &str) -> f64 {
@@ -175,7 +180,9 @@ mod tests {
         record(decision(false, 0, Reason::CachedDenial));
         metrics.observe_store_latency(0.3);
         metrics.observe_store_latency(7.0);
-        metrics.store_error();
+        metrics.store_error(FailureClass::RefusedAuth);
+        metrics.store_error(FailureClass::Timeout);
+        metrics.store_error(FailureClass::RefusedAuth);
 
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
@@ -198,7 +205,20 @@ mod tests {
             value(&text, "edgelimit_near_limit_total{limit=\"per-ip\"}"),
             1.0
         );
-        assert_eq!(value(&text, "edgelimit_store_errors_total"), 1.0);
+        let errors = |class: &str| {
+            value(
+                &text,
+                &format!("edgelimit_store_errors_total{{class=\"{class}\"}}"),
+            )
+        };
+        assert_eq!(
+            (
+                errors("refused_auth"),
+                errors("timeout"),
+                errors("unreachable")
+            ),
+            (2.0, 1.0, 0.0)
+        );
         assert_eq!(value(&text, "edgelimit_store_latency_seconds_count"), 2.0);
         assert_eq!(
             value(

@@ -120,7 +120,7 @@ local function decide_unblocked(item, now)
 end
 
 -- What an item reports when its check is denied though it would have admitted alone, or when a
--- repeated request id remembers no decision for it: a zero-cost look that changes nothing — at
+-- check denies in which its request id is remembered: a zero-cost look that changes nothing — at
 -- its lease for a credit, at its state otherwise (whatever its lease holds).
 local function look_item(item, now)
   if item.credit or item.spend == 2 then

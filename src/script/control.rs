@@ -84,7 +84,7 @@ pub fn list_match(
 /// Reads a `remove` reply: whether the member was there.
 pub fn read_removed(reply: &Reply) -> Result<bool, StoreError> {
     match reply {
-        Reply::Error(message) => Err(StoreError::Script(message.clone())),
+        Reply::Error(message) => Err(StoreError::from_error_reply(message)),
         other => match int(other)? {
             0 => Ok(false),
             1 => Ok(true),
@@ -96,7 +96,7 @@ pub fn read_removed(reply: &Reply) -> Result<bool, StoreError> {
 /// Reads an `add` reply (1).
 pub fn read_added(reply: &Reply) -> Result<(), StoreError> {
     match reply {
-        Reply::Error(message) => Err(StoreError::Script(message.clone())),
+        Reply::Error(message) => Err(StoreError::from_error_reply(message)),
         other if int(other)? == 1 => Ok(()),
         other => Err(protocol(format!("a list addition answered {other:?}"))),
     }
@@ -106,7 +106,7 @@ pub fn read_added(reply: &Reply) -> Result<(), StoreError> {
 pub fn read_entries(reply: &Reply) -> Result<Vec<(String, Option<u64>)>, StoreError> {
     let values = match reply {
         Reply::Array(values) if values.len() % 2 == 0 => values,
-        Reply::Error(message) => return Err(StoreError::Script(message.clone())),
+        Reply::Error(message) => return Err(StoreError::from_error_reply(message)),
         other => {
             return Err(protocol(format!(
                 "expected member, lapse pairs, got {other:?}"
@@ -133,7 +133,7 @@ pub fn read_entries(reply: &Reply) -> Result<Vec<(String, Option<u64>)>, StoreEr
 pub fn read_match(reply: &Reply, candidates: usize) -> Result<(u64, Option<usize>), StoreError> {
     let values = match reply {
         Reply::Array(values) if values.len() == 2 => values,
-        Reply::Error(message) => return Err(StoreError::Script(message.clone())),
+        Reply::Error(message) => return Err(StoreError::from_error_reply(message)),
         other => return Err(protocol(format!("expected {{now, index}}, got {other:?}"))),
     };
     let now = u64::try_from(int(&values[0])?)
@@ -205,7 +205,7 @@ pub fn reset(namespace: &str, limit: &Limit, identifier: &Identifier) -> Invocat
 /// Reads a reset reply: whether any state existed.
 pub fn read_reset(reply: &Reply) -> Result<bool, StoreError> {
     match reply {
-        Reply::Error(message) => Err(StoreError::Script(message.clone())),
+        Reply::Error(message) => Err(StoreError::from_error_reply(message)),
         other => match int(other)? {
             n if n >= 0 => Ok(n > 0),
             n => Err(protocol(format!("a reset answered {n}"))),

@@ -165,7 +165,8 @@ impl CheckPlan {
     }
 
     /// Reads the replies, one per invocation in order, into the check's verdict. An error reply
-    /// becomes [`StoreError::Script`]; a malformed one [`StoreError::Protocol`].
+    /// becomes the error its code stands for ([`StoreError::from_error_reply`]); a malformed one
+    /// [`StoreError::Protocol`].
     pub fn verdict(&self, replies: &[Reply]) -> Result<Verdict, StoreError> {
         if replies.len() != self.invocations.len() {
             return Err(StoreError::Protocol(format!(

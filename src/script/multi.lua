@@ -19,8 +19,11 @@
 -- and the items that would have admitted alone report a zero-cost look at their unchanged state
 -- (a credit at its unchanged lease); an item its own step denied starts its block (block.lua),
 -- and a blocked item denies the check. An admitted check is remembered under each
--- item's request key; a repeat while one is remembered answers the remembered decisions (and a
--- look for items that have none) and charges nothing.
+-- item's request key. A repeat whose every item is remembered answers the remembered decisions
+-- at the first decision's time and charges nothing; when only some are, those are left out of
+-- the deciding (charged nothing, no block) and the others are decided as a new check, which
+-- then admits or denies the whole: admitted, a remembered item answers its remembered decision;
+-- denied, a look, as every item that would have admitted alone.
 local steps = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra, concurrency }
 local now = now_ms(ARGV[1])
 local items = {}
@@ -73,22 +76,24 @@ local function finish(reply)
 end
 local n = #items
 local decided_at
+local remembered = 0
 for i = 1, n do
   items[i].old = recall(items[i], now)
-  if items[i].old and not decided_at then
-    decided_at = items[i].old[2]
+  if items[i].old then
+    remembered = remembered + 1
+    if not decided_at then
+      decided_at = items[i].old[2]
+    end
   end
 end
-if decided_at then
+local function remembered_decision(item)
+  local old = item.old
+  return { old[3], old[4], old[5], old[6], old[7], old[8] }
+end
+if n > 0 and remembered == n then
   local reply = { 1, decided_at }
   for i = 1, n do
-    local item = items[i]
-    local d
-    if item.old then
-      d = { item.old[3], item.old[4], item.old[5], item.old[6], item.old[7], item.old[8] }
-    else
-      d = look_item(item, now)
-    end
+    local d = remembered_decision(items[i])
     for j = 1, 6 do
       reply[#reply + 1] = d[j]
     end
@@ -98,15 +103,23 @@ end
 local allowed = 1
 for i = 1, n do
   local item = items[i]
-  item.d, item.value, item.expire_at = decide_item(item, now)
-  if item.d[1] == 0 then
-    allowed = 0
+  if not item.old then
+    item.d, item.value, item.expire_at = decide_item(item, now)
+    if item.d[1] == 0 then
+      allowed = 0
+    end
   end
 end
 local reply = { allowed, now }
 for i = 1, n do
   local item = items[i]
-  if allowed == 1 then
+  if item.old then
+    if allowed == 1 then
+      item.d = remembered_decision(item)
+    else
+      item.d = look_item(item, now)
+    end
+  elseif allowed == 1 then
     if item.value then
       store(item.key, item.value, item.expire_at, now)
     end

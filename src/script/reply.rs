@@ -65,7 +65,7 @@ fn consistent(parsed: &Parsed, denied_by_list: bool, reply: &Reply) -> Result<()
 fn parse_unchecked(reply: &Reply, items: usize) -> Result<Parsed, StoreError> {
     let values = match reply {
         Reply::Array(values) => values,
-        Reply::Error(message) => return Err(StoreError::Script(message.clone())),
+        Reply::Error(message) => return Err(StoreError::from_error_reply(message)),
         other => return Err(protocol(format!("expected an array, got {other:?}"))),
     };
     if values.len() != HEAD + FIELDS * items {
@@ -106,7 +106,7 @@ pub(super) fn parse_gated(
 ) -> Result<(Parsed, Vec<GateFound>), StoreError> {
     let values = match reply {
         Reply::Array(values) => values,
-        Reply::Error(message) => return Err(StoreError::Script(message.clone())),
+        Reply::Error(message) => return Err(StoreError::from_error_reply(message)),
         other => return Err(protocol(format!("expected an array, got {other:?}"))),
     };
     let tail = GATE_FIELDS * gates;

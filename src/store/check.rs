@@ -119,8 +119,14 @@ pub struct Limit {
     pub name: Arc<str>,
     /// The policy.
     pub policy: Policy,
-    /// What to do when the store fails.
+    /// What to do when the store cannot answer: down, slow, or over its quota (the outage
+    /// classes of [`super::FailureClass`]).
     pub fail_mode: FailMode,
+    /// What to do when the store refuses the limiter — credentials, permissions, a script or
+    /// an answer we cannot read ([`super::FailureClass::is_misconfiguration`]): a deployment
+    /// that is broken rather than down. [`FailMode::Closed`] unless set
+    /// ([`Limit::with_fail_misconfigured`]; docs/design.md §3, "Store failures").
+    pub fail_misconfigured: FailMode,
     /// Named alternative policies of the same algorithm an identifier may be assigned
     /// (docs/design.md §2, "Policy changes"); `policy` is the default. Empty unless built by
     /// [`Limit::with_tiers`].
@@ -140,12 +146,13 @@ pub struct Limit {
 }
 
 impl Limit {
-    /// A limit that fails open.
+    /// A limit that fails open when its store is down, and closed when the store refuses it.
     pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> Limit {
         Limit {
             name: name.into(),
             policy,
             fail_mode: FailMode::Open,
+            fail_misconfigured: FailMode::Closed,
             tiers: Tiers::default(),
             block_ms: 0,
             max_delay_ms: 0,
@@ -240,10 +247,26 @@ impl Limit {
             .map(|(_, tier)| tier)
     }
 
-    /// The same limit with another failure mode.
+    /// The same limit with another failure mode for a store that cannot answer.
     pub fn with_fail_mode(mut self, fail_mode: FailMode) -> Limit {
         self.fail_mode = fail_mode;
         self
+    }
+
+    /// The same limit with another failure mode for a store that refuses it (see
+    /// [`Limit::fail_misconfigured`]).
+    pub fn with_fail_misconfigured(mut self, fail_misconfigured: FailMode) -> Limit {
+        self.fail_misconfigured = fail_misconfigured;
+        self
+    }
+
+    /// The failure mode for a store failure of `class`.
+    pub fn fail_mode_for(&self, class: super::FailureClass) -> FailMode {
+        if class.is_misconfiguration() {
+            self.fail_misconfigured
+        } else {
+            self.fail_mode
+        }
     }
 }
 
@@ -402,7 +425,7 @@ impl Check {
     }
 
     /// Empties the check (its items and lists) but keeps the room its items took, so filling
-    /// it again allocates nothing (see `Plan::into_checks` in the Worker).
+    /// it again allocates nothing (see `Plan::take_checks` in the engine).
     pub fn clear(&mut self) {
         self.items.clear();
         if self.gating.is_some() {

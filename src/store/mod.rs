@@ -27,7 +27,7 @@ pub mod upstash;
 pub use batch::{decide, decide_into, StepOutcomes};
 pub use check::{Check, CheckItem, FailMode, Identifier, Limit, TimeSource, Verdict};
 pub use coalescing::{Coalescing, DEFAULT_MAX_BATCH};
-pub use error::StoreError;
+pub use error::{FailureClass, StoreError};
 pub(crate) use expiring_map::ExpiringMap;
 pub use key::DEFAULT_NAMESPACE;
 pub(crate) use key_hasher::KeyHasher;

@@ -199,7 +199,7 @@ async fn change_assignments<T: RedisCalls + ?Sized>(
     command: Vec<String>,
 ) -> Result<(), StoreError> {
     match store.plain(&command).await? {
-        Reply::Error(e) => Err(StoreError::Script(e)),
+        Reply::Error(e) => Err(StoreError::from_error_reply(&e)),
         _ => Ok(()),
     }
 }

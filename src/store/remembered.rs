@@ -1,6 +1,8 @@
-//! Request ids remembered by [`super::MemoryStore`]: an admitted check carrying request ids is
-//! remembered, per item, beside its (limit, identifier), so that a repeat within the limit's
-//! window answers the first decisions and charges nothing (docs/design.md §3), as multi.lua does.
+//! Request ids remembered by [`super::MemoryStore`]: an admitted check's items that carry request
+//! ids are remembered, each beside its (limit, identifier), so that a repeat within the limit's
+//! window answers those items' first decisions and charges them nothing (docs/design.md §3), as
+//! multi.lua does. Only the remembered items are answered from memory: the check's other items
+//! are decided as if the request were new, so a repeated id lifts no limit it was not given to.
 //!
 //! The memory is one bounded [`ExpiringMap`] behind a lock of its own, apart from the states'
 //! shards: only checks that carry a request id take it, and they hold it across the whole
@@ -65,37 +67,78 @@ pub(crate) fn recall(
     remembered.iter().any(Option::is_some).then_some(remembered)
 }
 
-/// The answer to a repeat, as multi.lua gives it: each item answers its remembered decision, or
-/// `look(i, item)` (a zero-cost look at the state of item `i`) if it has none, at the first remembered time;
-/// the check is admitted and nothing is charged.
-pub(crate) fn repeat(
-    check: &Check,
-    remembered: Vec<Option<Remembered>>,
-    mut look: impl FnMut(usize, &CheckItem) -> Decision,
-) -> Verdict {
+/// Whether every item of a check is remembered ([`recall`]'s answer): then the check is a pure
+/// repeat, answered whole by [`repeat`]; else only the remembered items are ([`partial_repeat`]).
+pub(crate) fn all_remembered(remembered: &[Option<Remembered>]) -> bool {
+    remembered.iter().all(Option::is_some)
+}
+
+/// The answer to a pure repeat (every item remembered), as multi.lua gives it: each item answers
+/// its remembered decision at the first remembered time; the check is admitted and nothing is
+/// charged.
+pub(crate) fn repeat(remembered: &[Option<Remembered>]) -> Verdict {
     let decided_at_ms = remembered
         .iter()
         .flatten()
         .next()
         .map_or(0, |r| r.decided_at_ms);
-    let decisions = check
-        .items()
-        .iter()
-        .zip(remembered)
-        .enumerate()
-        .map(|(i, (item, r))| r.map_or_else(|| look(i, item), |r| r.decision))
-        .collect();
     Verdict {
         allowed: true,
-        decisions,
+        decisions: remembered.iter().flatten().map(|r| r.decision).collect(),
         atomic: true,
         decided_at_ms,
         listed: Vec::new(),
     }
 }
 
+/// The items of `check` that are not remembered, in order: what a partial repeat decides anew.
+pub(crate) fn unremembered(check: &Check, remembered: &[Option<Remembered>]) -> Check {
+    let mut rest = Check::new();
+    for (item, r) in check.items().iter().zip(remembered) {
+        if r.is_none() {
+            rest = rest.with_item(item.clone());
+        }
+    }
+    rest
+}
+
+/// The answer to a repeat in which only some items are remembered, as multi.lua gives it: the
+/// other items were decided anew (`fresh`, the verdict on [`unremembered`]), and the check is
+/// theirs — admitted when they all admit. Admitted, a remembered item answers its remembered
+/// decision; denied, it answers `look(i, item)` (a zero-cost look at the state of item `i`), as
+/// every item that would have admitted alone does.
+pub(crate) fn partial_repeat(
+    check: &Check,
+    remembered: &[Option<Remembered>],
+    fresh: Verdict,
+    mut look: impl FnMut(usize, &CheckItem) -> Decision,
+) -> Verdict {
+    let mut decided = fresh.decisions.into_iter();
+    let decisions = check
+        .items()
+        .iter()
+        .zip(remembered)
+        .enumerate()
+        .map(|(i, (item, r))| match r {
+            Some(r) if fresh.allowed => r.decision,
+            Some(_) => look(i, item),
+            None => decided
+                .next()
+                .expect("the fresh verdict has a decision per unremembered item"),
+        })
+        .collect();
+    Verdict {
+        allowed: fresh.allowed,
+        decisions,
+        atomic: true,
+        decided_at_ms: fresh.decided_at_ms,
+        listed: Vec::new(),
+    }
+}
+
 /// Remembers an admitted check's decisions under each item's request id for its window, kept
-/// [`super::GC_GRACE_MS`] longer like every state.
+/// [`super::GC_GRACE_MS`] longer like every state (a partial repeat remembers the items it
+/// decided anew: the remembered ones keep their first memory).
 pub(crate) fn remember(requests: &mut RequestMap, check: &Check, verdict: &Verdict, now_ms: u64) {
     for (item, decision) in check.items().iter().zip(&verdict.decisions) {
         if let Some(key) = request_key(item) {

@@ -18,7 +18,7 @@ use futures_util::future::try_join_all;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, Value};
 
 use super::batch::{self, Gated};
 use super::check::{Check, TimeSource, Verdict};
@@ -319,19 +319,13 @@ impl From<RedisError> for StoreError {
             return StoreError::Unreachable(message);
         }
         match e.kind() {
-            ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm) => {
-                StoreError::Auth(message)
-            }
-            ErrorKind::ClusterConnectionNotFound
-            | ErrorKind::Server(
-                ServerErrorKind::BusyLoading
-                | ServerErrorKind::MasterDown
-                | ServerErrorKind::ReadOnly
-                | ServerErrorKind::TryAgain
-                | ServerErrorKind::ClusterDown,
-            ) => StoreError::Unreachable(message),
+            ErrorKind::AuthenticationFailed => StoreError::Auth(message),
+            ErrorKind::ClusterConnectionNotFound => StoreError::Unreachable(message),
             ErrorKind::InvalidClientConfig => StoreError::InvalidInput(message),
-            ErrorKind::Server(_) | ErrorKind::Extension => StoreError::Script(message),
+            // A server's error reply: its code classifies it as on every transport.
+            ErrorKind::Server(_) | ErrorKind::Extension => {
+                StoreError::from_error_code(e.code().unwrap_or(""), message)
+            }
             _ => StoreError::Protocol(message),
         }
     }

@@ -435,6 +435,23 @@ impl<S: Store> ShardedStore<S> {
                 }
                 Ok(answers)
             });
-        join_all(calls).await.into_iter().collect()
+        let mut answers = Vec::with_capacity(batches.len());
+        let mut failed: Option<StoreError> = None;
+        for answer in join_all(calls).await {
+            match answer {
+                Ok(verdicts) => answers.push(verdicts),
+                // Several shards failing: a refusal wins over an outage, so a broken shard's
+                // credentials or scripts are counted, logged and failed as what they are.
+                Err(e) => {
+                    let worse = failed.as_ref().is_none_or(|f| {
+                        !f.class().is_misconfiguration() && e.class().is_misconfiguration()
+                    });
+                    if worse {
+                        failed = Some(e);
+                    }
+                }
+            }
+        }
+        failed.map_or(Ok(answers), Err)
     }
 }

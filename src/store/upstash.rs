@@ -34,23 +34,8 @@ pub fn decode_pipeline(status: u16, text: &str, commands: usize) -> Result<Vec<R
             .map(|s| s.to_string())
             .unwrap_or_else(|_| status.to_string())
     };
-    match status {
-        200 => {}
-        401 | 403 => return Err(StoreError::Auth(message())),
-        500..=599 => {
-            return Err(StoreError::Unreachable(format!(
-                "HTTP {}: {}",
-                shown(),
-                message()
-            )))
-        }
-        _ => {
-            return Err(StoreError::Protocol(format!(
-                "HTTP {}: {}",
-                shown(),
-                message()
-            )))
-        }
+    if status != 200 {
+        return Err(refused_pipeline(status, &message(), shown()));
     }
     let entries: Vec<PipelineEntry> = serde_json::from_str(text)
         .map_err(|e| StoreError::Protocol(format!("the pipeline answer cannot be read: {e}")))?;
@@ -61,6 +46,23 @@ pub fn decode_pipeline(status: u16, text: &str, commands: usize) -> Result<Vec<R
         )));
     }
     Ok(entries.into_iter().map(|e| e.0).collect())
+}
+
+/// The error of a `/pipeline` answered with `status` (not 200) and `message`: a Redis error code
+/// the message opens with decides as it would in an entry ([`StoreError::from_error_reply`]: a
+/// `WRONGPASS` is refused credentials whatever the status), else the status: 401 and 403
+/// refused credentials, 429 a quota, 5xx an outage, anything else an answer we cannot read.
+fn refused_pipeline(status: u16, message: &str, shown: String) -> StoreError {
+    let coded = StoreError::from_error_code(message, format!("HTTP {shown}: {message}"));
+    if !matches!(coded, StoreError::Script(_)) {
+        return coded;
+    }
+    match status {
+        401 | 403 => StoreError::Auth(message.to_string()),
+        429 => StoreError::OverQuota(format!("HTTP {shown}: {message}")),
+        500..=599 => StoreError::Unreachable(format!("HTTP {shown}: {message}")),
+        _ => StoreError::Protocol(format!("HTTP {shown}: {message}")),
+    }
 }
 
 /// The body of the `/pipeline` request that runs `invocations` by `EVALSHA`, as
@@ -570,6 +572,51 @@ mod tests {
                 matches!(err(status, text, n), StoreError::Protocol(_)),
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn a_refused_pipeline_is_classified_by_its_error_code_then_its_status() {
+        use crate::store::FailureClass;
+        let class = |status, text: &str| decode_pipeline(status, text, 1).unwrap_err().class();
+        for (status, text, expected) in [
+            (
+                401,
+                r#"{"error":"Unauthorized"}"#,
+                FailureClass::RefusedAuth,
+            ),
+            (403, "forbidden", FailureClass::RefusedAuth),
+            (
+                400,
+                r#"{"error":"WRONGPASS invalid or missing auth token"}"#,
+                FailureClass::RefusedAuth,
+            ),
+            (
+                400,
+                r#"{"error":"NOPERM this user has no permissions to run the 'evalsha' command"}"#,
+                FailureClass::RefusedAuth,
+            ),
+            (429, "Too Many Requests", FailureClass::OverQuota),
+            (
+                400,
+                r#"{"error":"ERR max daily request limit exceeded. Limit: 10000, Usage: 10000."}"#,
+                FailureClass::OverQuota,
+            ),
+            (502, "bad gateway", FailureClass::Unreachable),
+            (
+                400,
+                r#"{"error":"LOADING Redis is loading the dataset in memory"}"#,
+                FailureClass::Unreachable,
+            ),
+            (
+                400,
+                r#"{"error":"ERR syntax error"}"#,
+                FailureClass::Protocol,
+            ),
+            (404, "Not Found", FailureClass::Protocol),
+            (200, "<html>a captive portal</html>", FailureClass::Protocol),
+        ] {
+            assert_eq!(class(status, text), expected, "{status} {text}");
         }
     }
 

@@ -36,6 +36,7 @@ macro_rules! conformance_tests {
             concurrency_leases_end_on_time_and_release_once,
             a_settlement_is_never_denied_and_stops_at_empty,
             a_repeated_request_id_charges_once,
+            a_repeated_request_id_answers_only_its_own_items,
             capacity_leases_are_spent_after_the_share_and_credits_merge,
             a_denied_check_spends_and_credits_no_lease,
             a_lease_alone_decides_and_the_state_is_never_touched,
@@ -400,6 +401,46 @@ pub async fn a_repeated_request_id_charges_once<S: Store>(store: &S) {
     let fresh = one(store, single("req-2"), T0 + 60_600).await;
     assert_eq!(fresh.decided_at_ms, T0 + 60_600);
     assert_eq!(fresh.decisions[0].remaining, 3);
+}
+
+/// The attack of a client repeating one request id: an item remembered under the id answers
+/// from memory, every other item of the check is decided as new (docs/design.md §3). A rule of
+/// `{fixed 3/1h, idempotent}` beside `{fixed 5/1h}`, 12 requests with one id: 5 admitted.
+pub async fn a_repeated_request_id_answers_only_its_own_items<S: Store>(store: &S) {
+    let remembered = limit("conf-partial-idem", "fixed 3/1h");
+    let plain = limit("conf-partial-plain", "fixed 5/1h");
+    let check = Check::new()
+        .with_item(CheckItem::new(&remembered, "acct", 1).with_request_id("same"))
+        .with_item(CheckItem::new(&plain, "acct", 1));
+    let mut admitted = 0;
+    for i in 0..12 {
+        let v = one(store, check.clone(), T0 + i).await;
+        if v.allowed {
+            admitted += 1;
+            // Charged once under the id: the remembered item answers its first decision.
+            assert_eq!(v.decisions[0].remaining, 2, "request {i}");
+            assert_eq!(v.decisions[1].remaining, 4 - i, "request {i}");
+        } else {
+            // Denied by the plain limit; the remembered item reports a look at its state.
+            assert!(
+                v.decisions[0].allowed && !v.decisions[1].allowed,
+                "request {i}"
+            );
+            assert_eq!(v.decisions[0].remaining, 2, "request {i}");
+        }
+    }
+    assert_eq!(
+        admitted, 5,
+        "the plain limit admits its 5, however the id repeats"
+    );
+    // Every item remembered: a pure repeat, answered whole at its first time.
+    let only = Check::single(&remembered, "acct", 1).with_request_id("same");
+    let repeat = one(store, only, T0 + 100).await;
+    assert!(repeat.allowed);
+    assert_eq!(repeat.decisions[0].remaining, 2);
+    if repeat.atomic {
+        assert_eq!(repeat.decided_at_ms, T0);
+    }
 }
 
 /// A spending item of `l` for `id` at `cost`.

@@ -598,6 +598,19 @@ fn generate_with(
                             };
                             if rng.chance(25) {
                                 check.with_request_id(*rng.pick(&request_ids))
+                            } else if rng.chance(20) {
+                                // Some items remembered under an id, the others not: a repeat
+                                // answers those from memory and decides the rest anew.
+                                let id = *rng.pick(&request_ids);
+                                let mut mixed = Check::new();
+                                for item in check.items() {
+                                    mixed = mixed.with_item(if rng.chance(50) {
+                                        item.clone().with_request_id(id)
+                                    } else {
+                                        item.clone()
+                                    });
+                                }
+                                mixed
                             } else {
                                 check
                             }

@@ -74,10 +74,29 @@ impl ConfigBuilder {
         self.set("denial_cache", json!(entries))
     }
 
-    /// The request header naming a request (`request_id_header`, default `cf-ray`): what
-    /// `idempotent` limits remember and settled costs commit under.
-    pub fn request_id_header(self, name: &str) -> ConfigBuilder {
+    /// The request header naming a request, which a proxy in front of the service sets on
+    /// every request, replacing any value a client sent (`request_id_header` with
+    /// `request_id_trusted = true`): what `idempotent` limits remember a request under, so the
+    /// proxy's retry is charged once. A header a client can set must never be named here: a
+    /// repeated id would answer every `idempotent` limit from memory. Without it, each request
+    /// is remembered under an id of the layer's own.
+    pub fn trusted_request_id_header(self, name: &str) -> ConfigBuilder {
         self.set("request_id_header", json!(name))
+            .set("request_id_trusted", json!(true))
+    }
+
+    /// How a header or query parameter an identifier comes from is read when a request sends
+    /// it more than once (`duplicates`): `refuse` (400, the default), or `first` / `last` for a
+    /// service known to read that one.
+    pub fn duplicates(self, reading: &str) -> ConfigBuilder {
+        self.set("duplicates", json!(reading))
+    }
+
+    /// Gives CORS preflights (`OPTIONS` with `Access-Control-Request-Method`) a limit of their
+    /// own, per client address (`preflight_limit`), in place of the rules: without it they are
+    /// ordinary requests, counted by every rule they match.
+    pub fn preflight_limit(self, policy: impl Display) -> ConfigBuilder {
+        self.set("preflight_limit", json!(policy.to_string()))
     }
 
     /// A path answering `GET` with the layer's counters as Prometheus text (`metrics_path`), to
@@ -224,10 +243,17 @@ impl LimitBuilder {
         self.set("cost", json!({"reserve": reserve, "from": from}))
     }
 
-    /// What to do when the store fails (`fail`): a `FailMode`, or `open`, `closed`,
+    /// What to do when the store cannot answer (`fail`): a `FailMode`, or `open`, `closed`,
     /// `fallback 10%`.
     pub fn fail(self, mode: impl Display) -> LimitBuilder {
         self.set("fail", json!(mode.to_string()))
+    }
+
+    /// What to do when the store refuses the limiter — credentials, permissions, a script
+    /// (`fail_misconfigured`, `closed` unless set): a `FailMode`, or `open`, `closed`,
+    /// `fallback 10%`.
+    pub fn fail_misconfigured(self, mode: impl Display) -> LimitBuilder {
+        self.set("fail_misconfigured", json!(mode.to_string()))
     }
 
     /// What to do without an identifier (`missing`): a `Missing`, or `deny`, `allow`, `shared`.

@@ -1,68 +1,36 @@
-//! Requests the layer passes through untouched: CORS preflights (unless told otherwise) and the
-//! paths it is told. They are neither counted nor given headers.
+//! Paths the layer passes through untouched, as the service is told: neither counted nor given
+//! headers. Matched against the path as the request path reads it (normalised), so no other
+//! spelling of a path reaches an exemption it is not.
 
 use edgelimit_engine::rules::PathMatch;
-use http::header::ACCESS_CONTROL_REQUEST_METHOD;
-use http::request::Parts;
-use http::Method;
 
 /// What the layer exempts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Exemptions {
-    /// Whether CORS preflights pass (the default): a browser sends one before the request it
-    /// guards, which is itself counted, so counting both would halve a browser client's quota.
-    pub(crate) preflights: bool,
     /// Paths that pass, as the rules' segment patterns (`/health`, `/static/**`).
     pub(crate) paths: Vec<PathMatch>,
 }
 
-impl Default for Exemptions {
-    fn default() -> Exemptions {
-        Exemptions {
-            preflights: true,
-            paths: Vec::new(),
-        }
-    }
-}
-
 impl Exemptions {
-    /// Whether `request` passes through.
-    pub(crate) fn exempts(&self, request: &Parts) -> bool {
-        (self.preflights && is_preflight(request))
-            || self.paths.iter().any(|p| p.matches(request.uri.path()))
+    /// Whether a request to `path` (as read, [`edgelimit_engine::Config::reading`]) passes
+    /// through.
+    pub(crate) fn exempts(&self, path: &str) -> bool {
+        self.paths.iter().any(|p| p.matches(path))
     }
-}
-
-/// A CORS preflight, as the Fetch standard sends one: `OPTIONS` with
-/// `Access-Control-Request-Method`. Any other `OPTIONS` is an ordinary request.
-pub(crate) fn is_preflight(request: &Parts) -> bool {
-    request.method == Method::OPTIONS && request.headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parts(method: Method, path: &str, preflight: bool) -> Parts {
-        let mut builder = http::Request::builder().method(method).uri(path);
-        if preflight {
-            builder = builder.header("access-control-request-method", "POST");
-        }
-        builder.body(()).unwrap().into_parts().0
-    }
-
     #[test]
-    fn preflights_and_listed_paths_pass_and_nothing_else() {
+    fn listed_paths_pass_and_nothing_else() {
         let mut exempt = Exemptions::default();
-        assert!(exempt.exempts(&parts(Method::OPTIONS, "/api/x", true)));
-        assert!(!exempt.exempts(&parts(Method::OPTIONS, "/api/x", false)));
-        assert!(!exempt.exempts(&parts(Method::POST, "/api/x", true)));
+        assert!(!exempt.exempts("/health"));
         exempt.paths.push(PathMatch::pattern("/health").unwrap());
         exempt.paths.push(PathMatch::pattern("/static/**").unwrap());
-        assert!(exempt.exempts(&parts(Method::GET, "/health", false)));
-        assert!(exempt.exempts(&parts(Method::GET, "/static/app.js", false)));
-        assert!(!exempt.exempts(&parts(Method::GET, "/healthz", false)));
-        exempt.preflights = false;
-        assert!(!exempt.exempts(&parts(Method::OPTIONS, "/api/x", true)));
+        assert!(exempt.exempts("/health"));
+        assert!(exempt.exempts("/static/app.js"));
+        assert!(!exempt.exempts("/healthz"));
     }
 }

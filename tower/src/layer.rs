@@ -20,7 +20,7 @@ use crate::exempt::Exemptions;
 use crate::peer::Peer;
 use crate::request::{client_always, Reading};
 use crate::service::RateLimit;
-use crate::shared::{ReservationIds, Shared};
+use crate::shared::Shared;
 
 /// A rate-limiting [`Layer`] for `http` services (axum, tonic, hyper): every request goes down
 /// the one request path (`edgelimit_engine::Edge`) — rules, one all-or-nothing store call, the
@@ -67,8 +67,9 @@ impl<S, Svc> Layer<Svc> for RateLimitLayer<S> {
 /// Builds a [`RateLimitLayer`] from a configuration (`Config`: TOML or JSON, or
 /// [`crate::ConfigBuilder`]) and a store.
 ///
-/// By default the client is the peer (no forwarding header is believed), CORS preflights pass
-/// unlimited, and the configuration may name no `custom:` source.
+/// By default the client is the peer (no forwarding header is believed), and the configuration
+/// may name no `custom:` source. CORS preflights are requests like any other unless the
+/// configuration gives them a limit of their own (`preflight_limit`).
 pub struct Builder {
     config: Config,
     reading: Reading,
@@ -148,13 +149,6 @@ impl Builder {
         self
     }
 
-    /// Counts CORS preflights (`OPTIONS` with `Access-Control-Request-Method`) as the rules
-    /// say, rather than letting them pass.
-    pub fn limit_preflights(mut self) -> Builder {
-        self.exempt.preflights = false;
-        self
-    }
-
     /// The identifier `custom:<name>`: what `identify` finds in a request (an authenticated
     /// user an earlier layer put in the extensions, a claim, a tenant), `None` when it has
     /// none (the limit's `missing` then applies). Hashed as any value when the configuration
@@ -214,7 +208,11 @@ impl Builder {
         refuse_worker_only(&self.config)?;
         let metrics_token = metrics_token(&self.config, self.metrics_token)?;
         let mut reading = self.reading;
-        reading.request_id = HeaderName::from_bytes(self.config.request_id_header.as_bytes()).ok();
+        reading.request_id = self
+            .config
+            .request_id_header
+            .as_deref()
+            .and_then(|name| HeaderName::from_bytes(name.as_bytes()).ok());
         reading.client_always = client_always(&self.config);
         let edge = Edge::new(self.config, store).with_clock(self.clock.clone());
         Ok(RateLimitLayer {
@@ -223,7 +221,6 @@ impl Builder {
                 clock: self.clock,
                 reading,
                 exempt: self.exempt,
-                ids: ReservationIds::new(),
                 metrics_token,
                 guard: RouteGuard::new(),
             }),
@@ -392,16 +389,5 @@ mod tests {
             .build(MemoryStore::new())
             .unwrap_err();
         assert!(e.to_string().starts_with("exempt path `health`: "), "{e}");
-    }
-
-    #[test]
-    fn reservation_names_are_unique_within_and_across_layers() {
-        let (a, b) = (ReservationIds::new(), ReservationIds::new());
-        let names = [a.next(), a.next(), b.next()];
-        assert_ne!(names[0], names[1]);
-        assert_ne!(
-            names[0], names[2],
-            "two layers (processes) never share a name"
-        );
     }
 }

@@ -9,12 +9,14 @@ use std::sync::OnceLock;
 use edgelimit::net::{AddressText, ClientAddress, IpPrefix};
 use edgelimit_engine::identify::IdentifierSource;
 use edgelimit_engine::plan::MatchedRules;
+use edgelimit_engine::reading::{FieldValues, Reading as PathReading};
 use edgelimit_engine::{Config, Incoming, RequestView};
 use http::header::{HeaderName, HOST};
 use http::request::Parts;
 use smallvec::SmallVec;
 
 use crate::custom::Customs;
+use crate::exempt::Exemptions;
 use crate::peer::Peer;
 
 /// How the layer reads what the request path asks of a request.
@@ -92,15 +94,23 @@ pub(crate) struct HttpRequest<'a> {
 /// Where in the configuration the rules a request matches are, in configuration order.
 pub(crate) type MatchedPlaces = SmallVec<[usize; 4]>;
 
-/// The places of the rules of `config` that `request` matches.
-pub(crate) fn matched_places(config: &Config, request: &HttpRequest<'_>) -> MatchedPlaces {
-    config
-        .rules
-        .iter()
-        .enumerate()
-        .filter(|(_, rule)| rule.matches(request))
-        .map(|(place, _)| place)
-        .collect()
+/// Whether the layer takes `request` down the request path, and with which of `config`'s rules
+/// (their places): `None` to pass it through untouched (no rule matches it, or `exempt` lets
+/// its path pass), read as the request path reads it ([`Config::reading`]). A request whose
+/// path or host cannot be read is taken with no rule, for the request path to refuse.
+pub(crate) fn limited_places(
+    config: &Config,
+    exempt: &Exemptions,
+    request: &HttpRequest<'_>,
+) -> Option<MatchedPlaces> {
+    let read = config.reading(request);
+    if read.unreadable().is_some() {
+        return Some(MatchedPlaces::new());
+    }
+    if exempt.exempts(read.path()) {
+        return None;
+    }
+    Some(config.matched_places(&read)).filter(|places| !places.is_empty())
 }
 
 impl<'a> HttpRequest<'a> {
@@ -115,7 +125,7 @@ impl<'a> HttpRequest<'a> {
         }
     }
 
-    /// The same request, known to match the rules at `places` (from [`matched_places`]): the
+    /// The same request, known to match the rules at `places` (from [`limited_places`]): the
     /// request path does not match them again. Its client address is resolved now when the
     /// request path always reads it ([`Reading::client_always`]).
     pub(crate) fn with_matched(mut self, places: MatchedPlaces) -> HttpRequest<'a> {
@@ -178,6 +188,40 @@ impl RequestView for HttpRequest<'_> {
             .map(|(_, v)| v.into_owned())
     }
 
+    fn query_values(&self, name: &str) -> FieldValues<'_> {
+        let Some(query) = self.parts.uri.query() else {
+            return FieldValues::Absent;
+        };
+        let mut values = form_urlencoded::parse(query.as_bytes())
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v);
+        let Some(first) = values.next() else {
+            return FieldValues::Absent;
+        };
+        match values.last() {
+            None => FieldValues::One(first),
+            Some(last) => FieldValues::Repeated { first, last },
+        }
+    }
+
+    /// Each field line of the header on its own, as hyper received them.
+    fn header_values(&self, name: &str) -> FieldValues<'_> {
+        let mut values = match &self.reading.request_id {
+            Some(known) if known.as_str() == name => self.parts.headers.get_all(known).iter(),
+            _ => self.parts.headers.get_all(name).iter(),
+        };
+        let Some(first) = values.next() else {
+            return FieldValues::Absent;
+        };
+        match values.next_back() {
+            None => FieldValues::One(text(first.as_bytes())),
+            Some(last) => FieldValues::Repeated {
+                first: text(first.as_bytes()),
+                last: text(last.as_bytes()),
+            },
+        }
+    }
+
     fn header(&self, name: &str) -> Option<String> {
         self.header_ref(name).map(Cow::into_owned)
     }
@@ -217,13 +261,13 @@ impl RequestView for HttpRequest<'_> {
 /// Identifiers are read from the request, as the Worker reads them; rules too, unless the layer
 /// matched them already.
 impl Incoming for HttpRequest<'_> {
-    fn matching<'c>(&self, config: &'c Config) -> MatchedRules<'c> {
+    fn matching<'c>(&self, config: &'c Config, read: &PathReading<'_, Self>) -> MatchedRules<'c> {
         match &self.matched {
             Some(places) => places
                 .iter()
                 .filter_map(|&place| config.rules.get(place))
                 .collect(),
-            None => config.matching(self),
+            None => config.matching(read),
         }
     }
 }

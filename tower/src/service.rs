@@ -5,6 +5,11 @@
 //! After the inner service answered, what the request reserved is settled — from the response
 //! it gave — before the response goes out.
 //!
+//! The store's failures are logged with `tracing` (target `edgelimit`), at most one line per
+//! failure class per minute with the count of those it stands for (the limiter's
+//! [`edgelimit::metrics::FailureLog`]): `error` when the store refused the limiter, `warn` when
+//! it could not answer.
+//!
 //! A request admitted after a wait (a limit's `exceed = "delay …"`) waits in a tokio timer
 //! before the inner service is called: a pending future holding its request (and its
 //! connection), no thread and no CPU. A request a `soft` limit exceeded reaches the inner
@@ -29,7 +34,7 @@ use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::request::{matched_places, HttpRequest, MatchedPlaces};
+use crate::request::{limited_places, HttpRequest, MatchedPlaces};
 use crate::shared::Shared;
 
 /// A service limited by a [`crate::RateLimitLayer`].
@@ -88,17 +93,13 @@ where
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
         // Worker). The rules are matched here, once: the request path takes them as found.
-        let matched = if shared.exempt.exempts(&parts) {
-            MatchedPlaces::new()
-        } else {
-            matched_places(
-                shared.edge.config(),
-                &HttpRequest::new(&parts, &shared.reading),
-            )
-        };
-        if matched.is_empty() {
+        let Some(matched) = limited_places(
+            shared.edge.config(),
+            &shared.exempt,
+            &HttpRequest::new(&parts, &shared.reading),
+        ) else {
             return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
-        }
+        };
         // The inner service that was made ready goes with this request; a clone waits for the
         // next `poll_ready`.
         let ready = self.inner.clone();
@@ -189,6 +190,7 @@ where
         0
     };
     let handled = shared.edge.handle(&request, now_ms).await;
+    log_store_failures(shared);
     let answer = handled.response(&request);
     drop(request);
     let (status, body_text, content_type) = match answer.action {
@@ -251,8 +253,7 @@ async fn settle<S: Store>(
     handled: &Handled<'_>,
     head: Option<&response::Parts>,
 ) {
-    let name = shared.ids.next();
-    let settlement = handled.settlement(&name, |field| {
+    let settlement = handled.settlement(|field| {
         let head = head?;
         if field == STATUS_FIELD {
             return Some(head.status.as_u16().to_string());
@@ -270,6 +271,38 @@ async fn settle<S: Store>(
         // A commit that fails leaves the estimate charged and the leases to their timeout:
         // the safe side, and the limiter counts the store's failure.
         let _ = shared.edge.settle(settlement).await;
+        log_store_failures(shared);
+    }
+}
+
+/// Writes the store failures' log lines now due: none while the store answers (one flag read).
+fn log_store_failures<S: Store>(shared: &Shared<S>) {
+    for line in shared.edge.limiter().store_failure_lines() {
+        if line.misconfiguration {
+            tracing::error!(
+                target: "edgelimit",
+                class = line.class.as_str(),
+                failures = line.failures,
+                suppressed = line.suppressed,
+                first_ms = line.first_ms,
+                last_ms = line.last_ms,
+                error = %line.error,
+                "{}",
+                line.consequence()
+            );
+        } else {
+            tracing::warn!(
+                target: "edgelimit",
+                class = line.class.as_str(),
+                failures = line.failures,
+                suppressed = line.suppressed,
+                first_ms = line.first_ms,
+                last_ms = line.last_ms,
+                error = %line.error,
+                "{}",
+                line.consequence()
+            );
+        }
     }
 }
 

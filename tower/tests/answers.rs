@@ -99,7 +99,7 @@ async fn a_missing_identifier_is_refused_by_name_and_api_keys_never_appear_in_cl
 }
 
 #[tokio::test]
-async fn what_no_rule_matches_exempt_paths_and_preflights_pass_untouched() {
+async fn what_no_rule_matches_and_exempt_paths_pass_untouched() {
     let app = api();
     for _ in 0..5 {
         let health = app.send(Req::get("/health").build()).await;
@@ -108,42 +108,51 @@ async fn what_no_rule_matches_exempt_paths_and_preflights_pass_untouched() {
         let public = app.send(Req::get("/api/public/logo").build()).await;
         assert_eq!(public.status, StatusCode::OK, "an exempt path needs no key");
         assert_eq!(public.header("ratelimit"), None);
-        let preflight = app
-            .send(
-                Req::new("OPTIONS", "/api/items")
-                    .header("origin", "https://app.example")
-                    .header("access-control-request-method", "POST")
-                    .build(),
-            )
-            .await;
-        assert_eq!(preflight.status, StatusCode::OK);
-        assert_eq!(preflight.body, "options");
-        assert_eq!(preflight.header("ratelimit"), None);
     }
     // None of them was counted.
     let first = app
         .send(Req::get("/api/items").header("x-api-key", "k").build())
         .await;
     assert_eq!(first.remaining("per-ip"), Some(2));
-    // An OPTIONS that is no preflight is an ordinary request; so are preflights when asked.
-    let plain = app
-        .send(
-            Req::new("OPTIONS", "/api/items")
-                .header("x-api-key", "k")
-                .build(),
-        )
-        .await;
+}
+
+fn preflight() -> Req {
+    Req::new("OPTIONS", "/api/items")
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+}
+
+#[tokio::test]
+async fn preflights_are_counted_unless_given_a_limit_of_their_own() {
+    // A client adding `Access-Control-Request-Method` to an OPTIONS gets no free pass: it is
+    // counted by the rules, as any request.
+    let app = App::new(api_config(), |b| b);
+    let counted = app.send(preflight().build()).await;
+    assert_eq!(counted.remaining("per-ip"), Some(2));
+    let plain = app.send(Req::new("OPTIONS", "/api/items").build()).await;
     assert_eq!(plain.remaining("per-ip"), Some(1));
-    let counted = App::new(api_config(), |b| b.limit_preflights());
-    let preflight = counted
-        .send(
-            Req::new("OPTIONS", "/api/items")
-                .header("access-control-request-method", "POST")
-                .header("x-api-key", "k")
-                .build(),
+    // Given a limit of their own, preflights match it alone, and it holds.
+    let config = ConfigBuilder::new()
+        .preflight_limit("fixed 2/1m")
+        .rule(
+            RuleBuilder::new("api")
+                .path_prefix("/api/")
+                .limit(LimitBuilder::new("per-ip", "fixed 3/1m")),
         )
+        .build()
+        .unwrap();
+    let apart = App::new(config, |b| b);
+    let statuses = [
+        apart.send(preflight().build()).await,
+        apart.send(preflight().build()).await,
+        apart.send(preflight().build()).await,
+    ];
+    assert_eq!(statuses[0].remaining("cors-preflight"), Some(1));
+    assert_eq!(statuses[2].status, StatusCode::TOO_MANY_REQUESTS);
+    let get = apart
+        .send(Req::get("/api/items").header("x-api-key", "k").build())
         .await;
-    assert_eq!(preflight.remaining("per-ip"), Some(2));
+    assert_eq!(get.remaining("per-ip"), Some(2), "the rules never saw them");
 }
 
 fn api_config() -> edgelimit_tower::Config {

@@ -1,6 +1,7 @@
 //! When Redis cannot answer, each limit follows its `fail` mode: `open` admits, `closed` answers
 //! 503 with a problem body, `fallback N%` decides in process at N% of the limit; once Redis is
-//! back, it decides again.
+//! back, it decides again. When Redis refuses the limiter, each limit follows its
+//! `fail_misconfigured` mode, closed unless set.
 
 mod common;
 
@@ -81,4 +82,51 @@ async fn each_limit_follows_its_fail_mode_while_redis_is_down() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(recovered, "the store answers again once Redis is back");
+}
+
+/// When Redis refuses the limiter — here a user without the right to run scripts — a limit
+/// fails closed although its `fail` is open, unless its `fail_misconfigured` says open; the
+/// metrics page counts the refusals by class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_refusing_the_limiter_fails_closed_unless_fail_misconfigured_says_open() {
+    let redis = RedisServer::start();
+    redis
+        .command(&[
+            "ACL", "SETUSER", "limiter", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-eval",
+        ])
+        .unwrap();
+    let rule = |name: &str, limit: LimitBuilder| {
+        RuleBuilder::new(name)
+            .path(&format!("/api/{name}"))
+            .limit(limit)
+    };
+    let config = ConfigBuilder::new()
+        .metrics_path("/metrics")
+        .rule(rule(
+            "defaults",
+            LimitBuilder::new("per-ip-defaults", "fixed 4/1h").fail("open"),
+        ))
+        .rule(rule(
+            "open",
+            LimitBuilder::new("per-ip-open", "fixed 4/1h")
+                .fail("open")
+                .fail_misconfigured("open"),
+        ))
+        .build()
+        .unwrap();
+    let url = format!("redis://limiter:pw@127.0.0.1:{}/", redis.port());
+    let store = redis_store(&url, &config).await.expect("Redis");
+    let router = common::routes().layer(Builder::new(config).build(store).unwrap());
+    let send = |path: &str| common::send(&router, Req::get(path).build());
+
+    let refused = send("/api/defaults").await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    // The client is told what it would be of an outage; the log and counters say more.
+    assert_eq!(refused.json()["reason"], "failed_closed");
+    assert_eq!(send("/api/open").await.status, StatusCode::OK);
+
+    let page = send("/metrics").await.body;
+    let samples = edgelimit_testkit::metrics::Samples::parse(&page).unwrap();
+    let errors = |class: &str| samples.value("edgelimit_store_errors_total", &[("class", class)]);
+    assert_eq!((errors("refused_auth"), errors("unreachable")), (2.0, 0.0));
 }

@@ -423,6 +423,12 @@ mod native {
         let redis = RedisServer::start();
         let mut config = gateway::config(redis.url(), TOKEN);
         config.metrics = MetricsPage::Public;
+        // The incumbent, @upstash/ratelimit, sends more than edgelimit's own commands.
+        config.allowed.extend(
+            edgelimit_gateway::config::UPSTASH_CLIENT_COMMANDS
+                .iter()
+                .map(|c| c.to_string()),
+        );
         let gateway = Gateway::start(config).await.expect("gateway starts");
         let origin = start_origin().await;
         let store = gateway::url(&gateway);

@@ -40,6 +40,7 @@ mod probe {
     use edgelimit::store::upstash::{decode_pipeline, evalsha_pipeline_body};
     use edgelimit::store::{Shard, ShardedStore};
     use edgelimit::{Check, Clock, Reason, Store, StoreError, SystemClock, TimeSource, Verdict};
+    use edgelimit_engine::reading::FieldValues;
     use edgelimit_engine::{Config, Edge, Incoming, LogLine, Plan, RequestView};
     use wasm_bindgen::prelude::wasm_bindgen;
 
@@ -110,11 +111,17 @@ mod probe {
         fn query(&self, _: &str) -> Option<String> {
             None
         }
+        fn query_values(&self, _: &str) -> FieldValues<'_> {
+            FieldValues::Absent
+        }
         fn header(&self, name: &str) -> Option<String> {
             self.headers
                 .iter()
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_string())
+        }
+        fn header_values(&self, name: &str) -> FieldValues<'_> {
+            FieldValues::joined(name, self.header(name).map(std::borrow::Cow::Owned))
         }
     }
 

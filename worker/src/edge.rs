@@ -3,6 +3,7 @@
 //! origin, the console, Analytics Engine, `waitUntil`. Everything it decides is decided in
 //! [`edgelimit_engine::pipeline`].
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use edgelimit_engine::config::{
 use edgelimit_engine::identify::RequestView;
 use edgelimit_engine::pipeline::{Edge, Handled, Route};
 use edgelimit_engine::plan::Incoming;
+use edgelimit_engine::reading::FieldValues;
 use edgelimit_engine::route_guard::RouteGuard;
 use edgelimit_engine::rules::STATUS_FIELD;
 use edgelimit_engine::ruling::{Action, EXCEEDED_HEADER, NO_STORE};
@@ -223,10 +225,10 @@ fn regional_edges(env: &Env, config: &Config) -> Result<Vec<Edge<WorkerStore>>, 
                 global.lease_ms,
             )
             .with_peers(peers);
-            Ok(Edge::new(
-                config.clone(),
-                WorkerStore::Global(Box::new(store)),
-            ))
+            Ok(
+                Edge::new(config.clone(), WorkerStore::Global(Box::new(store)))
+                    .with_id_seed(isolate_seed()),
+            )
         })
         .collect()
 }
@@ -275,7 +277,7 @@ impl Isolate {
         };
         Ok(Isolate {
             upstream: upstream(env, &config)?,
-            edges: vec![Edge::new(config, store)],
+            edges: vec![Edge::new(config, store).with_id_seed(isolate_seed())],
             admin,
             metrics_token: tokens.metrics,
             guard: RouteGuard::new(),
@@ -304,6 +306,13 @@ impl Isolate {
         ISOLATE.with(|e| *e.borrow_mut() = Some(isolate.clone()));
         Ok(isolate)
     }
+}
+
+/// A random number naming this isolate's requests ([`Edge::with_id_seed`]): wasm32's standard
+/// library has no randomness of its own.
+fn isolate_seed() -> u64 {
+    let half = || (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    (half() << 32) | half()
 }
 
 /// Why `admin_path` is refused with the state in Redis.
@@ -388,8 +397,26 @@ impl RequestView for View {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.into_owned())
     }
+    fn query_values(&self, name: &str) -> FieldValues<'_> {
+        let mut values = self
+            .url
+            .query_pairs()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v);
+        let Some(first) = values.next() else {
+            return FieldValues::Absent;
+        };
+        match values.last() {
+            None => FieldValues::One(first),
+            Some(last) => FieldValues::Repeated { first, last },
+        }
+    }
     fn header(&self, name: &str) -> Option<String> {
         self.headers.get(name).ok().flatten()
+    }
+    /// The runtime joins a header's repeated lines with `, ` (the Fetch API's `Headers.get`).
+    fn header_values(&self, name: &str) -> FieldValues<'_> {
+        FieldValues::joined(name, self.header(name).map(Cow::Owned))
     }
     fn country(&self) -> Option<String> {
         self.country.clone()
@@ -693,13 +720,7 @@ fn settle_after(
     handled: &Handled<'_>,
     response: Option<&Response>,
 ) {
-    // Without a request id the reservation still needs a name for its commit's id.
-    let fallback_id = format!(
-        "edge-{:x}-{:x}",
-        js_sys::Date::now() as u64,
-        (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64
-    );
-    let settlement = handled.settlement(&fallback_id, |name| {
+    let settlement = handled.settlement(|name| {
         let response = response?;
         if name == STATUS_FIELD {
             return Some(response.status_code().to_string());

@@ -149,6 +149,12 @@ impl Admin {
         }
         if !self.worker.is_empty() {
             command.arg("--worker").arg(&self.worker);
+            // The CLI's 5 s default is a budget for a deployed Worker; under `wrangler dev` on a
+            // loaded machine (beside `stress-ng --cpu 2`) the admin route took longer. A test
+            // of the timeout itself names its own.
+            if !args.contains(&"--timeout") {
+                command.args(["--timeout", "60s"]);
+            }
         }
         command
             .arg("--config")

@@ -1,6 +1,6 @@
 //! Each rule and each of its limits checked: matching (hosts, methods, path), identifiers, costs
-//! and settlement, fail modes, tiers, scope; and the static deny and allow lists. Every error
-//! names its rule, limit and field.
+//! and settlement, fail modes (`fail`, `fail_misconfigured`), tiers, scope; and the static deny
+//! and allow lists. Every error names its rule, limit and field.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -140,6 +140,7 @@ impl RawRule {
             methods,
             path,
             shadow: self.shadow,
+            preflight: false,
             limits,
             deny,
             allow,
@@ -194,6 +195,13 @@ impl RawLimit {
             .as_deref()
             .map_or(Ok(FailMode::Open), str::parse)
             .map_err(|problem| ConfigError::at(format!("{at} → fail"), problem))?;
+        // A store that refuses the limiter (docs/design.md §3, "Store failures") fails closed
+        // unless the limit says otherwise.
+        let fail_misconfigured = self
+            .fail_misconfigured
+            .as_deref()
+            .map_or(Ok(FailMode::Closed), str::parse)
+            .map_err(|problem| ConfigError::at(format!("{at} → fail_misconfigured"), problem))?;
         let source = IdentifierSource::parse(&self.identifier)
             .map_err(|problem| ConfigError::at(format!("{at} → identifier"), problem))?;
         let (cost, settle) = match self.cost {
@@ -270,6 +278,7 @@ impl RawLimit {
         };
         let mut limit = Limit::new(self.name.as_str(), self.policy)
             .with_fail_mode(fail_mode)
+            .with_fail_misconfigured(fail_misconfigured)
             .with_block_for(over.block_ms);
         if let Exceed::Delay { max_ms } = over.exceed {
             limit = limit.with_max_delay(max_ms);
@@ -318,9 +327,9 @@ impl RawLimit {
                 return Err(ConfigError::at(
                     format!("{at} → policy"),
                     format!(
-                        "limit `{}` is also defined in {first} with another policy, fail mode, \
-                         `block_for` or longest wait; limits that share a name share their \
-                         state, so they must agree",
+                        "limit `{}` is also defined in {first} with another policy, fail mode \
+                         (`fail`, `fail_misconfigured`), `block_for` or longest wait; limits \
+                         that share a name share their state, so they must agree",
                         self.name
                     ),
                 ))

@@ -127,9 +127,15 @@ pub struct Config {
     pub respond: Option<FixedResponse>,
     /// The shards; empty means one store from `UPSTASH_REDIS_REST_URL`/`_TOKEN`.
     pub shards: Vec<ShardConfig>,
-    /// The request header whose value is the request id (`cf-ray` unless configured): the
-    /// name of a request's reservation, and what idempotent limits are remembered under.
-    pub request_id_header: String,
+    /// The request header whose value is the request id, when the configuration names one and
+    /// says it is trusted (`request_id_trusted`: set by the deployment's own proxy or the
+    /// platform, never by the client): what `idempotent` limits remember a request under, so a
+    /// retry the proxy sends with the same id is charged once. `None` (the default): idempotent
+    /// limits remember the path's own id ([`crate::Edge`]), unique per request.
+    pub request_id_header: Option<String>,
+    /// How a header or query parameter an identifier is read from is read when a request sends
+    /// it more than once (`duplicates`).
+    pub duplicates: crate::reading::Duplicates,
     /// The rules, in order; every matching rule applies.
     pub rules: Vec<Rule>,
     /// Configuration-wide deny entries, matched in the isolate (a match: 403, no store call).

@@ -24,6 +24,9 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) shards: Vec<RawShard>,
     pub(super) request_id_header: Option<String>,
+    pub(super) request_id_trusted: Option<bool>,
+    pub(super) duplicates: Option<String>,
+    pub(super) preflight_limit: Option<String>,
     pub(super) rules: Vec<RawRule>,
     #[serde(default)]
     pub(super) deny: Vec<String>,
@@ -85,6 +88,7 @@ pub(super) struct RawLimit {
     pub(super) identifier: String,
     pub(super) cost: Option<RawCost>,
     pub(super) fail: Option<String>,
+    pub(super) fail_misconfigured: Option<String>,
     pub(super) missing: Option<String>,
     pub(super) idempotent: Option<bool>,
     pub(super) tiers: Option<BTreeMap<String, String>>,

@@ -30,9 +30,38 @@ fn a_minimal_config_takes_the_documented_defaults() {
     assert_eq!(c.namespace, "edgelimit");
     assert_eq!(c.denial_cache, DEFAULT_DENIAL_CACHE);
     let limit = &c.rules[0].limits[0];
-    assert_eq!((limit.cost, limit.missing), (1, Missing::Shared));
+    assert_eq!((limit.cost, limit.missing), (1, Missing::Address));
     assert_eq!(limit.limit.fail_mode, FailMode::Open);
     assert_eq!(limit.source, IdentifierSource::ClientIp(Default::default()));
+    // What a client sends chooses nothing: no request id header is trusted, a field sent twice
+    // is refused, and preflights are requests like any other.
+    assert_eq!(c.request_id_header, None);
+    assert_eq!(c.duplicates, crate::reading::Duplicates::Refuse);
+    assert!(c.rules.iter().all(|r| !r.preflight));
+}
+
+#[test]
+fn preflights_get_a_rule_of_their_own_only_when_asked() {
+    let mut v = minimal();
+    v["preflight_limit"] = json!("gcra 10/1s burst 20");
+    let c = Config::from_value(v).unwrap();
+    let preflight = c.rules.last().unwrap();
+    assert!(preflight.preflight);
+    assert_eq!(preflight.name, crate::rules::PREFLIGHT_RULE);
+    assert_eq!(
+        preflight.limits[0].source,
+        IdentifierSource::ClientIp(Default::default())
+    );
+    let mut v = minimal();
+    v["preflight_limit"] = json!("often");
+    assert_eq!(error_of(v).field, "preflight_limit");
+    let mut v = minimal();
+    v["rules"][0]["name"] = json!(crate::rules::PREFLIGHT_RULE);
+    v["preflight_limit"] = json!("fixed 1/1s");
+    assert_eq!(error_of(v).field, "preflight_limit");
+    let mut v = minimal();
+    v["duplicates"] = json!("both");
+    assert_eq!(error_of(v).field, "duplicates");
 }
 
 #[test]
@@ -340,6 +369,7 @@ fn top_level_settings_are_checked() {
 fn settled_costs_and_the_request_id_header_are_read_and_checked() {
     let mut v = minimal();
     v["request_id_header"] = json!("X-Request-Id");
+    v["request_id_trusted"] = json!(true);
     v["rules"][0]["limits"] = json!([
         {"name": "llm", "policy": "fixed 100000/1h", "identifier": "ip",
          "cost": {"reserve": 1000, "from": "response-header:X-Tokens-Used"}, "idempotent": true},
@@ -348,7 +378,7 @@ fn settled_costs_and_the_request_id_header_are_read_and_checked() {
         {"name": "inflight", "policy": "concurrency 2 timeout 30s", "identifier": "ip"}
     ]);
     let c = Config::from_value(v).unwrap();
-    assert_eq!(c.request_id_header, "x-request-id");
+    assert_eq!(c.request_id_header.as_deref(), Some("x-request-id"));
     let [llm, egress, inflight] = &c.rules[0].limits[..] else {
         panic!("three limits")
     };
@@ -369,10 +399,19 @@ fn settled_costs_and_the_request_id_header_are_read_and_checked() {
         })
     );
     assert_eq!((inflight.cost, &inflight.settle), (1, &None));
+    // No header is read as the request id unless named and trusted: a client could send one.
     assert_eq!(
         Config::from_value(minimal()).unwrap().request_id_header,
-        "cf-ray"
+        None
     );
+    let mut v = minimal();
+    v["request_id_header"] = json!("cf-ray");
+    let untrusted = error_of(v);
+    assert_eq!(untrusted.field, "request_id_header");
+    assert!(untrusted.problem.contains("request_id_trusted = true"));
+    let mut v = minimal();
+    v["request_id_trusted"] = json!(true);
+    assert_eq!(error_of(v).field, "request_id_trusted");
 }
 
 #[test]
@@ -427,6 +466,7 @@ fn settled_cost_errors_name_the_field() {
     assert_eq!(error_of(v).field, format!("{at} → cost"));
     let mut v = minimal();
     v["request_id_header"] = json!("x request");
+    v["request_id_trusted"] = json!(true);
     assert_eq!(error_of(v).field, "request_id_header");
 }
 
@@ -791,4 +831,38 @@ fn blocks_and_delays_are_refused_on_global_limits() {
     }
     // `soft`, staged enforcement and counting by status are decided as on any limit.
     Config::from_value(global(json!({"exceed": "soft", "count_status": "401"}))).unwrap();
+}
+
+#[test]
+fn a_store_refusing_the_limiter_fails_closed_unless_the_limit_says_otherwise() {
+    let limit = |v: serde_json::Value| {
+        let c = Config::from_value(v).unwrap();
+        let limit = c.rules[0].limits[0].limit.clone();
+        (limit.fail_mode, limit.fail_misconfigured)
+    };
+    assert_eq!(limit(minimal()), (FailMode::Open, FailMode::Closed));
+    for (given, mode) in [
+        ("open", FailMode::Open),
+        ("closed", FailMode::Closed),
+        ("fallback 10%", FailMode::Fallback { per_mille: 100 }),
+    ] {
+        let mut v = minimal();
+        v["rules"][0]["limits"][0]["fail_misconfigured"] = json!(given);
+        assert_eq!(limit(v), (FailMode::Open, mode), "{given}");
+    }
+    let mut v = minimal();
+    v["rules"][0]["limits"][0]["fail_misconfigured"] = json!("never");
+    let e = error_of(v);
+    assert_eq!(
+        e.field,
+        "rules[0] \"api\" → limits[0] \"per-ip\" → fail_misconfigured"
+    );
+    assert!(e.problem.contains("`never`"), "{e}");
+    // Limits sharing a name share state, and so their fail modes.
+    let mut v = minimal();
+    v["rules"].as_array_mut().unwrap().push(json!({"name": "other", "limits": [
+        {"name": "per-ip", "policy": "fixed 100/1m", "identifier": "ip", "fail_misconfigured": "open"}
+    ]}));
+    let e = error_of(v);
+    assert!(e.problem.contains("fail_misconfigured"), "{e}");
 }

@@ -17,7 +17,8 @@ use super::limits::{add_source, is_name, static_list};
 use super::raw::{RawConfig, RawResponse, RawRule, RawShard};
 use super::*;
 use crate::lists::{self, ProbeSource};
-use crate::rules::Rule;
+use crate::reading::Duplicates;
+use crate::rules::{Rule, PREFLIGHT_RULE};
 
 impl RawConfig {
     pub(super) fn validate(self) -> Result<Config, ConfigError> {
@@ -101,17 +102,24 @@ impl RawConfig {
                 .unwrap_or(AddressGrouping::DEFAULT_IPV6_PREFIX),
         )
         .map_err(|e| ConfigError::at("ipv6_prefix", e.to_string()))?;
-        let rules = rules(self.rules, grouping, &mut probe_sources, global.is_some())?;
-        let request_id_header = self
-            .request_id_header
-            .unwrap_or_else(|| "cf-ray".to_string())
-            .to_ascii_lowercase();
-        if !is_name(&request_id_header) {
-            return Err(ConfigError::at(
-                "request_id_header",
-                format!("`{request_id_header}` is not a header name"),
-            ));
+        let mut raw_rules = self.rules;
+        let preflights = self.preflight_limit.is_some();
+        if let Some(policy) = self.preflight_limit {
+            raw_rules.push(preflight_rule(&policy, &raw_rules)?);
         }
+        let mut rules = rules(raw_rules, grouping, &mut probe_sources, global.is_some())?;
+        if preflights {
+            if let Some(preflight) = rules.last_mut() {
+                preflight.preflight = true;
+            }
+        }
+        let request_id_header = request_id_header(self.request_id_header, self.request_id_trusted)?;
+        let duplicates = match self.duplicates {
+            None => Duplicates::default(),
+            Some(text) => text
+                .parse()
+                .map_err(|why| ConfigError::at("duplicates", why))?,
+        };
         let headers = match self.headers {
             None => FieldSets::ALL,
             Some(names) => FieldSets::named(&names)
@@ -130,6 +138,7 @@ impl RawConfig {
             respond,
             shards,
             request_id_header,
+            duplicates,
             rules,
             deny,
             allow,
@@ -338,4 +347,63 @@ impl RawResponse {
                 .unwrap_or_else(|| "text/plain; charset=utf-8".to_string()),
         })
     }
+}
+
+/// The request id header, if named: only a header the configuration says is trusted
+/// (`request_id_trusted = true`: the deployment's proxy or the platform sets it, replacing any
+/// value a client sent). A client that chooses its request id could repeat one to have every
+/// `idempotent` limit answer from memory and charge nothing (docs/security.md).
+fn request_id_header(
+    header: Option<String>,
+    trusted: Option<bool>,
+) -> Result<Option<String>, ConfigError> {
+    let Some(header) = header else {
+        return match trusted {
+            Some(true) => Err(ConfigError::at(
+                "request_id_trusted",
+                "trusts no header: name it in `request_id_header`",
+            )),
+            _ => Ok(None),
+        };
+    };
+    let header = header.to_ascii_lowercase();
+    if !is_name(&header) {
+        return Err(ConfigError::at(
+            "request_id_header",
+            format!("`{header}` is not a header name"),
+        ));
+    }
+    if trusted != Some(true) {
+        return Err(ConfigError::at(
+            "request_id_header",
+            format!(
+                "a client can send `{header}` itself, and a repeated id would answer every \
+                 `idempotent` limit from memory: name it only if your own proxy or the platform \
+                 sets it on every request (replacing any value the client sent), and say so with \
+                 `request_id_trusted = true`"
+            ),
+        ));
+    }
+    Ok(Some(header))
+}
+
+/// The rule `preflight_limit` gives CORS preflights: one limit of that policy per client
+/// address, named [`PREFLIGHT_RULE`] (no rule of the configuration may take the name). It comes
+/// last, and a preflight matches it alone ([`crate::Config::matched_places`]).
+fn preflight_rule(policy: &str, rules: &[RawRule]) -> Result<RawRule, ConfigError> {
+    policy
+        .parse::<edgelimit::Policy>()
+        .map_err(|e| ConfigError::at("preflight_limit", e.to_string()))?;
+    if rules.iter().any(|r| r.name == PREFLIGHT_RULE) {
+        return Err(ConfigError::at(
+            "preflight_limit",
+            format!("a rule is named \"{PREFLIGHT_RULE}\", the name of the preflights' rule"),
+        ));
+    }
+    serde_json::from_value(serde_json::json!({
+        "name": PREFLIGHT_RULE,
+        "methods": ["OPTIONS"],
+        "limits": [{ "name": PREFLIGHT_RULE, "policy": policy, "identifier": "ip" }],
+    }))
+    .map_err(|e| ConfigError::at("preflight_limit", e.to_string()))
 }

@@ -182,20 +182,34 @@ impl RequestView for Given<'_> {
     fn query(&self, name: &str) -> Option<String> {
         self.request.query(name)
     }
+    fn query_values(&self, name: &str) -> crate::reading::FieldValues<'_> {
+        self.request.query_values(name)
+    }
     fn header(&self, name: &str) -> Option<String> {
         self.request.header(name)
+    }
+    fn header_values(&self, name: &str) -> crate::reading::FieldValues<'_> {
+        self.request.header_values(name)
     }
 }
 
 impl Incoming for Given<'_> {
-    fn identifier(&self, limit: &RuleLimit) -> Option<Identifier> {
+    fn identifier(
+        &self,
+        limit: &RuleLimit,
+        _: &crate::reading::Reading<'_, Self>,
+    ) -> Option<Identifier> {
         (self.identifier)(limit)
     }
 
-    fn matching<'c>(&self, config: &'c Config) -> crate::plan::MatchedRules<'c> {
+    fn matching<'c>(
+        &self,
+        config: &'c Config,
+        read: &crate::reading::Reading<'_, Self>,
+    ) -> crate::plan::MatchedRules<'c> {
         match self.rules {
             Some(rules) => rules.iter().map(|&i| &config.rules[i]).collect(),
-            None => config.matching(self),
+            None => config.matching(read),
         }
     }
 }
@@ -226,7 +240,10 @@ fn an_incoming_request_may_give_its_identifiers_and_rules() {
         identifier: &all_but_key,
         rules: None,
     });
-    assert_eq!(&*plan.refused().unwrap().limit.limit.name, "per-key");
+    let Some(crate::plan::Refusal::Missing(absent)) = plan.refusal() else {
+        panic!("refused for the missing key")
+    };
+    assert_eq!(&*absent.limit.limit.name, "per-key");
     // The default reads the request, as `plan` does.
     let req = OwnedRequest::get("h", "/api/x").with_header("cf-connecting-ip", "1.2.3.4");
     let extract = |l: &RuleLimit| l.source.extract(&req);
@@ -820,9 +837,7 @@ fn what_a_request_settles_outlives_it() {
     let handled = ready(path.edge.handle(&req, 0));
     assert!(handled.outcome().allowed());
     let settlement = handled
-        .settlement("fallback", |name| {
-            (name == "x-tokens-used").then(|| "10".to_string())
-        })
+        .settlement(|name| (name == "x-tokens-used").then(|| "10".to_string()))
         .expect("a lease and a cost to settle");
     drop(handled);
     // The lease is held until the settlement is sent.
@@ -1012,8 +1027,8 @@ fn count_status_refunds_the_responses_outside_the_set() {
         let answered = handled.outcome().status;
         if answered == 200 {
             assert!(handled.settles());
-            // Each reservation named apart: a commit is remembered by its name.
-            let settlement = handled.settlement(&format!("r-{now}"), |field| {
+            // Each reservation is named apart by its own id: a commit is remembered by it.
+            let settlement = handled.settlement(|field| {
                 (field == crate::rules::STATUS_FIELD)
                     .then_some(status?)
                     .map(|s| s.to_string())
@@ -1035,7 +1050,7 @@ fn count_status_refunds_the_responses_outside_the_set() {
     // An origin that failed states no status: the estimate stands.
     let path = Path::new(path.edge.config().clone());
     let handled = ready(path.edge.handle(&req, 0));
-    let settlement = handled.settlement("r", |_| None);
+    let settlement = handled.settlement(|_| None);
     assert!(
         settlement.is_none(),
         "nothing to commit: the estimate stands"

@@ -549,7 +549,12 @@ pub fn failed(error: &StoreError) -> WireAnswer {
     }
 }
 
-/// The error a [`WireAnswer::Failed`] carries, for the caller.
+/// The error a [`WireAnswer::Failed`] carries, for the caller: the store answered, and refused
+/// the call — a call it cannot take ([`StoreError::InvalidInput`], class `refused_request`), or
+/// its own failure ([`StoreError::Script`], `refused_script`); either way a misconfiguration
+/// (docs/design.md §3, "Store failures"), never an outage. A Durable Object answers `Failed`
+/// for a call it cannot read alone (its `MemoryStore` fails no other way); an object that cannot
+/// answer at all fails its caller's fetch instead, which the caller counts as `unreachable`.
 pub fn error_of(message: String, invalid_input: bool) -> StoreError {
     if invalid_input {
         StoreError::InvalidInput(message)
@@ -701,5 +706,26 @@ mod tests {
         let e = WireBytes("!!".into()).identifier().unwrap_err();
         assert!(e.to_string().contains("base64"), "{e}");
         assert!(kind_of("x").is_err() && entry_of("nonsense").is_err());
+    }
+
+    #[test]
+    fn a_failed_answer_is_a_refusal_of_its_class_never_an_outage() {
+        use edgelimit::FailureClass;
+        let refused = |error: StoreError| match failed(&error) {
+            WireAnswer::Failed {
+                message,
+                invalid_input,
+            } => error_of(message, invalid_input).class(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            refused(StoreError::InvalidInput("not a call".into())),
+            FailureClass::RefusedRequest
+        );
+        assert_eq!(
+            refused(StoreError::Script("ERR boom".into())),
+            FailureClass::RefusedScript
+        );
+        assert!(refused(StoreError::Protocol("garbled".into())).is_misconfiguration());
     }
 }

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use edgelimit::{Algorithm, Identifier, ManualClock, Reason};
+use edgelimit_engine::plan::Refusal;
 use edgelimit_engine::{Config, Edge, Settlement};
 
 use super::against::LogCheck;
@@ -49,7 +50,6 @@ pub struct EdgeReplay {
     /// What requests settle when they land (their concurrency leases released, their settled
     /// costs committed): the Worker's settlement, due at the request's time plus its duration.
     landings: Due<Settlement>,
-    landed: u64,
     extracted: Extracted,
     /// `--overrides`: applied to the store at the first request (then kept for the report).
     overrides: Option<Overrides>,
@@ -185,7 +185,6 @@ impl EdgeReplay {
             totals: Totals::default(),
             log_check: compare_log.then(LogCheck::default),
             landings: Due::default(),
-            landed: 0,
             extracted,
             overrides,
             assigned,
@@ -401,7 +400,6 @@ impl EdgeReplay {
             series,
             log_check,
             landings,
-            landed,
             extracted,
             assigned,
             decisions,
@@ -433,6 +431,10 @@ impl EdgeReplay {
         totals.statuses[status_slot(status)] += 1;
         totals.unmatched += u64::from(plan.rules.iter().all(|r| r.shadow));
         totals.missing += u64::from(!plan.absent.is_empty());
+        totals.ambiguous += u64::from(matches!(
+            plan.refusal(),
+            Some(Refusal::Repeated(_) | Refusal::Unreadable(_))
+        ));
         totals.shadow_would_deny += u64::from(!outcome.shadow_denied.is_empty());
         totals.soft_tagged += u64::from(forwarded && !outcome.soft_exceeded.is_empty());
         totals.staged_shadow_denied += u64::from(!outcome.staged_denied.is_empty());
@@ -507,9 +509,7 @@ impl EdgeReplay {
         // The request lands after its duration; the Worker settles it then (a request without
         // a duration keeps its leases until they time out).
         if let Some(duration) = duration {
-            *landed += 1;
-            let name = format!("sim-{landed}");
-            if let Some(settlement) = handled.settlement(&name, |_| None) {
+            if let Some(settlement) = handled.settlement(|_| None) {
                 landings.push(local_ms.saturating_add(duration), settlement);
             }
         }
@@ -540,7 +540,15 @@ impl EdgeReplay {
                 .as_mut()
                 .filter(|_| global.is_none())
                 .map(|log| (log, row));
-            let denied = tally_rule(&mut rules[index], rule, &handled, &replayed, &mut ids, rows);
+            let denied = tally_rule(
+                &mut rules[index],
+                rule,
+                &handled,
+                config,
+                &replayed,
+                &mut ids,
+                rows,
+            );
             let refused = if rule.shadow { denied } else { !forwarded };
             series.add(index, local_ms, refused);
         }

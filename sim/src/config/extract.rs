@@ -8,6 +8,7 @@ use std::collections::{HashMap, VecDeque};
 
 use edgelimit::Identifier;
 use edgelimit_engine::plan::MatchedRules;
+use edgelimit_engine::reading::{FieldValues, Reading};
 use edgelimit_engine::{
     Config, IdentifierSource, Incoming, LogLine, Missing, RequestView, RuleLimit,
 };
@@ -20,10 +21,10 @@ use crate::readers::Request;
 /// A limit's identifier for one request: for the Worker's own log lines, the identifier it
 /// logged for the limit of that name (then the request's own parts, which hold the path);
 /// otherwise the limit's source, as the Worker extracts it.
-fn identify(
+fn identify<R: RequestView + ?Sized>(
     logged: Option<&LogLine>,
     applied: &RuleLimit,
-    request: &Request,
+    request: &R,
 ) -> Option<Identifier> {
     if let Some(logged) = logged {
         if logged.limits.iter().any(|l| *l.name == *applied.limit.name) {
@@ -109,7 +110,7 @@ impl Extracted {
 
     /// The identifier the source in `slot` gives `request`: `IdentifierSource::extract`, with
     /// what a hashing source made of a value it met lately taken as it was.
-    fn extract(&mut self, slot: usize, request: &Request) -> Option<Identifier> {
+    fn extract<R: RequestView + ?Sized>(&mut self, slot: usize, request: &R) -> Option<Identifier> {
         let source = &self.sources[slot];
         if !source.hashes() {
             return source.extract(request);
@@ -155,15 +156,14 @@ impl Extracted {
     pub(super) fn prepare(&mut self, config: &Config, request: &Request) -> &[u64] {
         let mut values = self.fresh_values();
         let mut rules = SmallVec::new();
-        for (index, rule) in (0u32..).zip(&config.rules) {
-            if !rule.matches(request) {
-                continue;
-            }
-            rules.push(index);
+        let read = config.reading(request);
+        for place in config.matched_places(&read) {
+            let rule = &config.rules[place];
+            rules.push(place as u32);
             for applied in &rule.limits {
                 if let Some(slot) = self.slot(applied) {
                     if values[slot].is_none() {
-                        values[slot] = Some(self.extract(slot, request));
+                        values[slot] = Some(self.extract(slot, &read));
                     }
                 }
             }
@@ -196,21 +196,26 @@ impl Extracted {
     ) -> bool {
         let mut values = self.fresh_values();
         let mut matched = false;
-        for rule in &config.rules {
-            if !rule.matches(request) {
-                continue;
-            }
+        let read = config.reading(request);
+        for place in config.matched_places(&read) {
+            let rule = &config.rules[place];
             matched = true;
             for applied in &rule.limits {
                 let Some(slot) = self.slot(applied) else {
                     continue;
                 };
                 if values[slot].is_none() {
-                    values[slot] = Some(self.extract(slot, request));
+                    values[slot] = Some(self.extract(slot, &read));
                 }
                 match &values[slot] {
                     Some(Some(identifier)) => keys.push(identifiers::hash(identifier.as_bytes())),
                     _ if applied.missing == Missing::Shared => keys.push(SHARED),
+                    _ if applied.missing == Missing::Address => {
+                        keys.push(match config.address_fallback(&read) {
+                            Some(address) => identifiers::hash(address.as_bytes()),
+                            None => SHARED,
+                        })
+                    }
                     _ => {}
                 }
             }
@@ -284,27 +289,35 @@ impl RequestView for Replayed<'_> {
     fn header_ref(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
         self.request.header_ref(name)
     }
+    fn header_values(&self, name: &str) -> FieldValues<'_> {
+        self.request.header_values(name)
+    }
+    fn query_values(&self, name: &str) -> FieldValues<'_> {
+        self.request.query_values(name)
+    }
     fn country(&self) -> Option<String> {
         self.request.country()
     }
 }
 
 impl Incoming for Replayed<'_> {
-    fn identifier(&self, applied: &RuleLimit) -> Option<Identifier> {
+    fn identifier(&self, applied: &RuleLimit, read: &Reading<'_, Self>) -> Option<Identifier> {
         let extracted = self.extracted;
         match (self.logged, extracted.slot(applied)) {
+            // An identifier extracted ahead is the request's; one found absent is read again
+            // here, so that a field the request repeats is met by this reading (and refused).
             (None, Some(slot)) => match &extracted.values[slot] {
-                Some(value) => value.clone(),
-                None => applied.source.extract(self.request),
+                Some(Some(value)) => Some(value.clone()),
+                _ => applied.source.extract(read),
             },
-            _ => identify(self.logged, applied, self.request),
+            _ => identify(self.logged, applied, read),
         }
     }
 
-    fn matching<'c>(&self, config: &'c Config) -> MatchedRules<'c> {
+    fn matching<'c>(&self, config: &'c Config, read: &Reading<'_, Self>) -> MatchedRules<'c> {
         match &self.extracted.rules {
             Some(rules) => rules.iter().map(|&i| &config.rules[i as usize]).collect(),
-            None => config.matching(self.request),
+            None => config.matching(read),
         }
     }
 }

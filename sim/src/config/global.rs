@@ -359,6 +359,7 @@ impl GlobalReplay {
                     &mut self.rules[index],
                     rule,
                     &handled,
+                    config,
                     replayed,
                     ids,
                     Some((&mut *log, row)),

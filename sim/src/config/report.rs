@@ -1,5 +1,5 @@
 //! The configuration report: what `--config` measured, serialised as the JSON `--json` writes
-//! (the schema is documented in docs/sim.md, "The configuration report").
+//! (the schema is documented in docs/sim-reference.md, "The configuration report").
 
 use std::collections::BTreeMap;
 
@@ -318,6 +318,10 @@ pub struct ConfigReport {
     pub statuses: BTreeMap<u16, u64>,
     /// Requests lacking an identifier for at least one limit of a matched rule.
     pub missing_identifiers: u64,
+    /// Requests refused as ambiguous: a field an identifier is read from sent twice, or a path
+    /// or host that cannot be read as the origin reads it (docs/security.md).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ambiguous_requests: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
     /// What the limits' `exceed` and `enforce` settings did, when any did.
@@ -378,6 +382,7 @@ impl ConfigReport {
             unmatched: totals.unmatched,
             statuses: totals.statuses,
             missing_identifiers: totals.missing_identifiers,
+            ambiguous_requests: totals.ambiguous_requests,
             shadow_would_deny: totals.shadow_would_deny,
             exceeding: totals.exceeding,
             regions: None,

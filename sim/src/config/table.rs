@@ -96,9 +96,13 @@ pub fn render(report: &ConfigReport) -> String {
         },
         report.unmatched
     );
+    let ambiguous = match report.ambiguous_requests {
+        0 => String::new(),
+        n => format!("; {n} refused as ambiguous (a field sent twice, an unreadable path)"),
+    };
     let _ = writeln!(
         out,
-        "         {} lacked an identifier; shadow rules would have refused {}\n",
+        "         {} lacked an identifier{ambiguous}; shadow rules would have refused {}\n",
         report.missing_identifiers, report.shadow_would_deny
     );
     if let Some(exceeding) = &report.exceeding {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use edgelimit::{Identifier, Reason};
 use edgelimit_engine::lists;
-use edgelimit_engine::{Exceed, Handled, Incoming, Missing, Rule, RuleLimit, Unenforced};
+use edgelimit_engine::{Config, Exceed, Handled, Incoming, Missing, Rule, RuleLimit, Unenforced};
 
 use super::decisions::{DecisionLog, RequestRow, MISSING_IDENTIFIER};
 use super::extract::Replayed;
@@ -84,6 +84,8 @@ pub(super) struct Totals {
     pub(super) statuses: [u64; 6],
     pub(super) unmatched: u64,
     pub(super) missing: u64,
+    /// Requests refused as ambiguous: a field read twice, or a path or host that cannot be read.
+    pub(super) ambiguous: u64,
     pub(super) shadow_would_deny: u64,
     pub(super) outage_requests: u64,
     pub(super) outage_failed_open: u64,
@@ -260,6 +262,7 @@ impl Totals {
         }
         self.unmatched += other.unmatched;
         self.missing += other.missing;
+        self.ambiguous += other.ambiguous;
         self.shadow_would_deny += other.shadow_would_deny;
         self.outage_requests += other.outage_requests;
         self.outage_failed_open += other.outage_failed_open;
@@ -290,6 +293,7 @@ impl Totals {
             unmatched: self.unmatched,
             statuses,
             missing_identifiers: self.missing,
+            ambiguous_requests: self.ambiguous,
             shadow_would_deny: self.shadow_would_deny,
             settled: self.settled,
             settle_failed: self.settle_failed,
@@ -321,6 +325,8 @@ pub struct TotalsReport {
     pub statuses: BTreeMap<u16, u64>,
     /// Requests lacking some identifier.
     pub missing_identifiers: u64,
+    /// Requests refused as ambiguous (a field sent twice, a path or host that cannot be read).
+    pub ambiguous_requests: u64,
     /// Requests a shadow limit would have denied.
     pub shadow_would_deny: u64,
     /// Settlements applied when requests landed (leases released, costs committed).
@@ -342,6 +348,7 @@ pub(super) fn tally_rule(
     tally: &mut RuleTally,
     rule: &Rule,
     handled: &Handled<'_>,
+    config: &Config,
     request: &Replayed<'_>,
     ids: &mut Identifiers,
     mut rows: Option<(&mut DecisionLog, RequestRow<'_>)>,
@@ -393,7 +400,7 @@ pub(super) fn tally_rule(
                     continue;
                 }
                 Missing::Allow => continue,
-                Missing::Shared => {}
+                Missing::Shared | Missing::Address => {}
             }
         }
         // A limit of an enforced rule decided in shadow (`soft`, or an identifier its staged
@@ -403,7 +410,7 @@ pub(super) fn tally_rule(
                 Some((
                     check,
                     verdict,
-                    find_item(check, applied, absent, request, |_| true)?,
+                    find_item(check, applied, absent, config, request, |_| true)?,
                 ))
             })
             .or_else(|| {
@@ -411,7 +418,7 @@ pub(super) fn tally_rule(
                     return None;
                 }
                 let d = handled.decided().find(|d| d.shadow)?;
-                let index = find_item(d.check, applied, absent, request, |i| {
+                let index = find_item(d.check, applied, absent, config, request, |i| {
                     plan.unenforced(i).is_some()
                 })?;
                 Some((d.check, d.verdict, index))
@@ -515,6 +522,7 @@ fn find_item(
     check: &edgelimit::Check,
     applied: &edgelimit_engine::RuleLimit,
     absent: bool,
+    config: &Config,
     request: &Replayed<'_>,
     eligible: impl Fn(usize) -> bool,
 ) -> Option<usize> {
@@ -531,7 +539,7 @@ fn find_item(
         Identifier::from("")
     } else {
         request
-            .identifier(applied)
+            .identifier(applied, &config.reading(request))
             .unwrap_or_else(|| Identifier::from(""))
     };
     items.iter().enumerate().position(|(i, item)| {

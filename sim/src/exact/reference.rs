@@ -2,7 +2,7 @@
 //!
 //! For the window algorithms it is the same limit over the same window (`fixed 60/1m` →
 //! `sliding-log 60/1m`). A bucket's `L/W burst B` has no window of its own; its natural exact
-//! twin is `B` per the time the bucket takes to refill from empty, `B·W/L` (so
+//! reference is `B` per the time the bucket takes to refill from empty, `B·W/L` (so
 //! `token-bucket 1/1s burst 60` and `gcra 60/1m` are both held against `sliding-log 60/1m`):
 //! the same sustained rate and the same largest burst.
 
@@ -21,7 +21,7 @@ pub fn reference(policy: &Policy) -> Result<Policy, SimError> {
     };
     Policy::new(Algorithm::SlidingLog, limit, window, None).map_err(|e| {
         SimError::Usage(format!(
-            "policy `{policy}` has no exact sliding-log twin to compare with: {e}"
+            "policy `{policy}` has no exact sliding-log reference to compare with: {e}"
         ))
     })
 }

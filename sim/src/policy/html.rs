@@ -16,7 +16,7 @@ fn in_flight(o: &mut String, report: &Report) {
         let Some(f) = &p.in_flight else { continue };
         let _ = write!(
             o,
-            "<h2>Peak in flight — {}</h2><p class=\"meta\">Peak {} (limit {}); {} requests released after their duration, {} without one held their lease to the {} timeout. Exact twin: the requests really in flight by their durations, with no timeout.</p>",
+            "<h2>Peak in flight — {}</h2><p class=\"meta\">Peak {} (limit {}); {} requests released after their duration, {} without one held their lease to the {} timeout. Exact reference: the requests really in flight by their durations, with no timeout.</p>",
             escape(&p.spec),
             f.peak_in_flight,
             p.limit,
@@ -76,7 +76,7 @@ pub fn render(report: &Report) -> String {
         &mut o,
         &[
             "policy",
-            "exact twin",
+            "exact reference",
             "admitted",
             "denied",
             "max in window",
@@ -114,7 +114,7 @@ pub fn render(report: &Report) -> String {
         );
     }
     o.push_str("</table>");
-    o.push_str("<p class=\"note\"><b>max in window</b>: the most requests admitted for one client in any span of the exact twin's window (every start time, not only aligned windows). <b>false allows / denies</b>: requests the policy admitted that the exact sliding log denied, and the reverse, with the exact log replayed alongside as its own limiter. <b>wrongly allowed / limited</b>: those as a share of all requests (Cloudflare reported 0.003% wrongly allowed for its sliding counter). <b>rate error</b>: Σ|real − believed count in the window| / Σ real (Cloudflare: 6%), for the window algorithms. Buckets are held against B per B·W/L, the time they take to refill.</p>");
+    o.push_str("<p class=\"note\"><b>max in window</b>: the most requests admitted for one client in any span of the exact reference's window (every start time, not only aligned windows). <b>false allows / denies</b>: requests the policy admitted that the exact sliding log denied, and the reverse, with the exact log replayed alongside as its own limiter. <b>wrongly allowed / limited</b>: those as a share of all requests (Cloudflare reported 0.003% wrongly allowed for its sliding counter). <b>rate error</b>: Σ|real − believed count in the window| / Σ real (Cloudflare: 6%), for the window algorithms. Buckets are held against B per B·W/L, the time they take to refill.</p>");
     in_flight(&mut o, report);
     o.push_str("<div class=\"grid\"><div>");
     o.push_str(&multiples_chart(&report.policies));

@@ -72,7 +72,7 @@ impl Layout {
         for policy in policies {
             let reference = reference(policy)?;
             // The ground truth reuses an identical slot when there is one — a listed
-            // `sliding-log` policy is its own twin's reference — so no log is stepped twice.
+            // `sliding-log` policy is its own reference — so no log is stepped twice.
             let reference_slot = if reference == *policy {
                 None
             } else {

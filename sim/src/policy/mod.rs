@@ -1,5 +1,5 @@
 //! `--policy`: bare policies replayed per client — one limit per distinct `--key` value — each
-//! beside its exact twin, and the policy report.
+//! beside its exact reference, and the policy report.
 //!
 //! The memory replay keeps every policy's state in client-major vectors indexed by dense client
 //! id and steps them with the library's per-algorithm steps — the code `State::apply`,
@@ -8,8 +8,8 @@
 //! from the steps. Concurrency policies replay apart (`exact::inflight`): their leases are
 //! released when requests land, by their durations.
 //!
-//! - [`Replay`] (`engine`): events through every policy's step and its exact twin, tallied;
-//!   `layout`: where each policy's state, twin and trailing sum sit in a client's record;
+//! - [`Replay`] (`engine`): events through every policy's step and its exact reference, tallied;
+//!   `layout`: where each policy's state, reference and trailing sum sit in a client's record;
 //!   `clients`: those records and their read-ahead; `states`: stepping a state in its word form;
 //!   `ring`: trailing windows; `metrics`: tallies into results; `boundary`: the chart data of a
 //!   policy's worst window.

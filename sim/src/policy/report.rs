@@ -1,5 +1,5 @@
 //! The policy report: everything one policy replay measured, serialised as the JSON `--json`
-//! writes (the schema is documented in docs/sim.md, "The JSON report").
+//! writes (the schema is documented in docs/sim-reference.md, "The JSON report").
 
 use std::time::Duration;
 

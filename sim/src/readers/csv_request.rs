@@ -3,7 +3,8 @@
 //! address, `CF-Connecting-IP`), `header:<name>` and `query:<name>`, and where the request came
 //! from for a configuration's regions: `region`, `colo`, `country`, `continent`. CSV needs a
 //! header row naming them; values are split at commas (no quoting: write NDJSON for values with
-//! commas).
+//! commas). In NDJSON, a `header:` or `query:` key holding an array is a field the request sent
+//! once per value.
 
 use serde_json::{Map, Value};
 
@@ -158,6 +159,18 @@ fn parse_json(line: &[u8], out: &mut Request, options: &RequestOptions) -> Resul
     let mut target = String::from("/");
     let mut queries = Vec::new();
     for (key, value) in &obj {
+        // A field sent several times: an array of its values, each one line of the request.
+        if let Value::Array(values) = value {
+            let lines = values.iter().filter_map(Value::as_str);
+            match Column::named(key) {
+                Column::Header(name) => {
+                    lines.for_each(|v| out.add_header(name.as_bytes(), v.as_bytes()))
+                }
+                Column::Query(name) => queries.extend(lines.map(|v| (name.clone(), v.to_string()))),
+                _ => {}
+            }
+            continue;
+        }
         let text = match value {
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),

@@ -8,6 +8,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use edgelimit_engine::identify::CLIENT_IP_HEADER;
+use edgelimit_engine::reading::FieldValues;
 use edgelimit_engine::RequestView;
 use url::Url;
 
@@ -298,6 +299,26 @@ impl RequestView for Request {
             .iter()
             .find(|(n, _)| self.get(n) == name)
             .map(|(_, v)| std::borrow::Cow::Borrowed(self.get(v)))
+    }
+    /// As the Worker reads them: its runtime joins a header's lines with `, `, so a line holding
+    /// a comma is read as several, as two lines are.
+    fn header_values(&self, name: &str) -> FieldValues<'_> {
+        match FieldValues::among(self.headers(), name) {
+            FieldValues::One(value) => FieldValues::joined(name, Some(value)),
+            values => values,
+        }
+    }
+    fn query_values(&self, name: &str) -> FieldValues<'_> {
+        let mut values = url::form_urlencoded::parse(self.query_string().as_bytes())
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v);
+        let Some(first) = values.next() else {
+            return FieldValues::Absent;
+        };
+        match values.last() {
+            None => FieldValues::One(first),
+            Some(last) => FieldValues::Repeated { first, last },
+        }
     }
 }
 

@@ -1,12 +1,14 @@
 //! The suggest report as one self-contained HTML page (through the report kit): the table of
-//! suggestions and, per stream and window, the curve of clients denied against the limit for
-//! each algorithm with its suggestion marked.
+//! suggestions; per stream and window, the clients' peak rates with the suggested limit drawn
+//! across them, and the curve of clients denied against the limit for each algorithm with its
+//! suggestion marked; and the configuration to paste.
 
 use std::fmt::Write;
 
+use super::peaks::PeakRates;
 use super::report::{SuggestReport, Suggestion};
 use crate::report::html::{self, escape};
-use crate::report::svg::{self, color};
+use crate::report::svg::{self, color, ADMITTED, DENIED};
 use crate::report::words::{format_text, span_text};
 
 /// The chart's size and margins.
@@ -130,6 +132,147 @@ fn curve_chart(o: &mut String, title: &str, group: &[&Suggestion]) {
     svg::close(o);
 }
 
+/// One chart of the clients' peak rates at a window: a bar per peak reached, as high as the
+/// clients that reached it (both axes log), green up to the suggested limit and red beyond it,
+/// the limit a dashed line and the percentiles dotted lines.
+fn peak_chart(o: &mut String, title: &str, p: &PeakRates) {
+    let max_peak = (p.max.max(p.suggested_limit.unwrap_or(0)).max(2) as f64) * 1.5;
+    let max_clients = p
+        .distribution
+        .iter()
+        .map(|d| d.clients)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let x = |peak: f64| LEFT + log_position(peak, max_peak) * (W - LEFT - RIGHT);
+    let y = |clients: f64| TOP + (1.0 - log_position(clients, max_clients)) * (H - TOP - BOTTOM);
+    svg::open(o, W, H, 11);
+    svg::title(o, LEFT, 14.0, &escape(title));
+    svg::subtitle(
+        o,
+        LEFT,
+        "clients (log) by their peak: the most sent in any span of the window (log)",
+    );
+    for t in decades(max_clients) {
+        let yy = y(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#666">{t}</text>"##,
+            W - RIGHT,
+            LEFT - 4.0,
+            yy + 3.5
+        );
+    }
+    for t in decades(max_peak) {
+        let xx = x(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{:.1}" stroke="#eee"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle" fill="#666">{t}</text>"##,
+            H - BOTTOM,
+            H - BOTTOM + 14.0
+        );
+    }
+    let _ = write!(
+        o,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">peak per window</text>"##,
+        LEFT + (W - LEFT - RIGHT) / 2.0,
+        H - 8.0
+    );
+    let base = H - BOTTOM;
+    for d in &p.distribution {
+        let over = p.suggested_limit.is_some_and(|l| d.peak > l);
+        let _ = write!(
+            o,
+            r#"<line x1="{xx:.1}" x2="{xx:.1}" y1="{base:.1}" y2="{:.1}" stroke="{}" stroke-width="2.5"><title>peak {}: {} clients</title></line>"#,
+            y(d.clients as f64).min(base - 1.5),
+            if over { DENIED } else { ADMITTED },
+            d.peak,
+            d.clients,
+            xx = x(d.peak as f64),
+        );
+    }
+    for (row, (label, value)) in [("p50", p.p50), ("p90", p.p90), ("p99", p.p99)]
+        .into_iter()
+        .enumerate()
+    {
+        let xx = x(value as f64);
+        let _ = write!(
+            o,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{base:.1}" stroke="#888" stroke-dasharray="1 3"/><text x="{:.1}" y="{:.1}" fill="#555">{label}</text>"##,
+            xx + 3.0,
+            TOP + 24.0 + 12.0 * row as f64
+        );
+    }
+    let clients = |n: u64| format!("{n} client{}", if n == 1 { "" } else { "s" });
+    let mut legend = vec![
+        clients(p.clients),
+        format!("p50 {} · p90 {} · p99 {}", p.p50, p.p90, p.p99),
+        format!("max {}", p.max),
+    ];
+    if let (Some(policy), Some(limit)) = (&p.suggested, p.suggested_limit) {
+        let xx = x(limit as f64);
+        let _ = write!(
+            o,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{base:.1}" stroke="#222" stroke-width="1.4" stroke-dasharray="6 3"><title>{}</title></line><text x="{:.1}" y="{:.1}" fill="#222">{}</text>"##,
+            escape(policy),
+            xx + 4.0,
+            TOP + 10.0,
+            limit
+        );
+        legend.push(format!("suggested: {policy}"));
+        legend.push(format!(
+            "{} above it",
+            clients(p.clients_above.unwrap_or(0))
+        ));
+    }
+    for (i, line) in legend.iter().enumerate() {
+        let _ = write!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
+            W - RIGHT + 10.0,
+            TOP + 8.0 + 16.0 * i as f64,
+            escape(line)
+        );
+    }
+    svg::close(o);
+}
+
+/// The peak-rate charts, one per stream and window, and the configuration to paste.
+fn peak_rates(o: &mut String, report: &SuggestReport) {
+    o.push_str("<h2>Clients' peak rates</h2>");
+    let _ = write!(
+        o,
+        "<p class=\"note\">Each bar is the clients whose peak — the most they sent in any span of the window — is that value; green up to the suggested limit, red above it (the clients {}). The dotted lines are the 50th, 90th and 99th percentiles (nearest rank), the dashed one the suggested limit.</p>",
+        if report.config.is_some() {
+            "a sliding log at that limit would deny; the limit's own algorithm counts otherwise"
+        } else {
+            "the sliding log at that limit denies"
+        }
+    );
+    for p in &report.peaks {
+        let title = match &p.limit {
+            Some(l) => format!("limit {l}, {} window", p.window),
+            None => format!("{} window", p.window),
+        };
+        o.push_str("<div>");
+        peak_chart(o, &title, p);
+        o.push_str("</div>");
+    }
+    if let Some(block) = &report.configuration {
+        let file = report
+            .configuration_file
+            .as_deref()
+            .unwrap_or("suggested.toml");
+        let _ = write!(
+            o,
+            "<h2>To paste into wrangler.toml</h2><p class=\"note\">In shadow first: decided and reported, never refusing; then <code>enforce = \"10%\"</code> in an enforcing rule, then 100%. Replay it, saved as {}: <code>{}</code></p><pre>{}</pre>",
+            escape(file),
+            escape(&report.replay_command(file)),
+            escape(block)
+        );
+    }
+}
+
 /// The table of suggestions.
 fn suggestions_table(o: &mut String, report: &SuggestReport) {
     let config = report.config.is_some();
@@ -218,6 +361,7 @@ pub fn render(report: &SuggestReport) -> String {
         report.by
     );
     suggestions_table(&mut o, report);
+    peak_rates(&mut o, report);
     curves(&mut o, report);
     html::close(
         &mut o,

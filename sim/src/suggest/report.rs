@@ -1,9 +1,12 @@
 //! The suggest report: per stream (the `--key`, or each limit of a configuration) and per
-//! algorithm and window, the suggestion, what it and one less denied, and the curve — serialised
-//! as the JSON `--json` writes (documented in docs/sim.md, "Choosing a limit").
+//! algorithm and window, the suggestion, what it and one less denied, and the curve; per window,
+//! the clients' peak rates and the configuration to paste — serialised as the JSON `--json`
+//! writes (documented in docs/sim-reference.md, "The suggest JSON").
 
+use super::paste::shadow_rules;
+use super::peaks::PeakRates;
 use super::search::CurvePoint;
-use super::target::By;
+use super::target::{By, Share};
 use super::verify::Replayed;
 use crate::readers::ReadStats;
 use crate::report::json::{self, TOOL, VERSION};
@@ -78,28 +81,50 @@ pub struct SuggestReport {
     pub config: Option<String>,
     /// One per stream, algorithm and window, in that order.
     pub suggestions: Vec<Suggestion>,
+    /// Per stream and window, the distribution of clients' peak rates and the suggestion drawn
+    /// against it.
+    pub peaks: Vec<PeakRates>,
+    /// Without `--config`: the windows' suggestions as shadow rules to paste into
+    /// `wrangler.toml` (`null` when no window has one).
+    pub configuration: Option<String>,
+    /// Where `--write-config` wrote that configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configuration_file: Option<String>,
 }
 
 impl SuggestReport {
-    /// A report of `suggestions`.
+    /// A report of `suggestions` and `peaks`; without a configuration (`config`), the peaks'
+    /// suggestions become the configuration to paste.
     pub fn new(
         trace: ReadStats,
         by: By,
-        spare: String,
-        spare_fraction: f64,
+        spare: Share,
         config: Option<String>,
         suggestions: Vec<Suggestion>,
+        peaks: Vec<PeakRates>,
     ) -> SuggestReport {
+        let configuration = match config {
+            None => shadow_rules(&trace.key, &peaks),
+            Some(_) => None,
+        };
         SuggestReport {
             tool: TOOL,
             version: VERSION,
             trace,
             by,
-            spare,
-            spare_fraction,
+            spare: spare.to_string(),
+            spare_fraction: spare.fraction(),
             config,
             suggestions,
+            peaks,
+            configuration,
+            configuration_file: None,
         }
+    }
+
+    /// The command replaying the trace through the pasted configuration, saved as `file`.
+    pub fn replay_command(&self, file: &str) -> String {
+        super::paste::replay_command(&self.trace.name, file)
     }
 
     /// The JSON text.

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use edgelimit::{Algorithm, Identifier};
 use edgelimit_engine::config::file as config_file;
 
+use super::peaks::PeakRates;
 use super::report::{SuggestReport, Suggestion};
 use super::search::{search, Found};
 use super::target::{By, Share};
@@ -66,6 +67,7 @@ pub fn run_suggest(options: &SuggestOptions) -> Result<SuggestReport, SimError> 
         Some(path) => read_config(options, path)?,
     };
     let mut suggestions = Vec::new();
+    let mut peaks = Vec::new();
     for stream in &streams {
         let traffic = &stream.traffic;
         let allowed = options.spare.of(match options.by {
@@ -87,6 +89,7 @@ pub fn run_suggest(options: &SuggestOptions) -> Result<SuggestReport, SimError> 
             })
             .collect();
         let checked = verify(traffic, &found, options.by, allowed, options.threads)?;
+        let first = suggestions.len();
         for (f, c) in found.into_iter().zip(checked) {
             let s = c.as_ref().map(|c| &c.suggested);
             suggestions.push(Suggestion {
@@ -108,15 +111,50 @@ pub fn run_suggest(options: &SuggestOptions) -> Result<SuggestReport, SimError> 
                 curve: f.curve,
             });
         }
+        peaks.extend(stream_peaks(stream, &suggestions[first..], options));
     }
     Ok(SuggestReport::new(
         trace,
         options.by,
-        options.spare.to_string(),
-        options.spare.fraction(),
+        options.spare,
         options.config.as_ref().map(|p| p.display().to_string()),
         suggestions,
+        peaks,
     ))
+}
+
+/// The clients' peak rates of `stream` at each of its windows, with the suggestion drawn
+/// against them: without `--config` the sliding log's (exact: its limit is a peak of the
+/// distribution, and what it admits in any window is what it names), with `--config` the
+/// limit's own.
+fn stream_peaks(
+    stream: &Stream,
+    suggestions: &[Suggestion],
+    options: &SuggestOptions,
+) -> Vec<PeakRates> {
+    let mut windows: Vec<u64> = Vec::new();
+    for &(_, window_ms) in &stream.searches {
+        if !windows.contains(&window_ms) {
+            windows.push(window_ms);
+        }
+    }
+    windows
+        .into_iter()
+        .map(|window_ms| {
+            let suggested = suggestions
+                .iter()
+                .filter(|s| s.window_ms == window_ms)
+                .find(|s| options.config.is_some() || s.algorithm == Algorithm::SlidingLog.as_str())
+                .and_then(|s| s.policy.clone().zip(s.suggested_limit));
+            PeakRates::of(
+                &stream.traffic,
+                stream.limit.clone(),
+                window_ms,
+                suggested,
+                options.threads,
+            )
+        })
+        .collect()
 }
 
 /// The trace as one stream keyed by `--key`, searched for every rate algorithm at each window.

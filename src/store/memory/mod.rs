@@ -322,46 +322,58 @@ impl MemoryStore {
         }
     }
 
-    /// A check carrying request ids: a repeat of an admitted one answers what was remembered,
-    /// else it is decided and, if admitted, remembered; all under the requests' lock, so a
-    /// repeat racing its original waits for it.
+    /// A check carrying request ids: a repeat of an admitted one answers what was remembered
+    /// for its remembered items and decides the others anew (docs/design.md §3); a new one is
+    /// decided and, if admitted, remembered. All under the requests' lock, so a repeat racing
+    /// its original waits for it.
     ///
     /// `effective` is `check` under the effective policies (which decide and look); `check`
     /// itself is remembered, for its limits' own windows, as the scripts do.
     fn decide_remembering(&self, check: &Check, effective: &Check, now_ms: u64) -> Verdict {
         let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
         requests.purge_expired(gc_horizon(now_ms));
-        if let Some(found) = remembered::recall(&requests, check, now_ms) {
-            let (keys, hashes) = self.keys(effective.items());
-            let mut locked = self.lock_involved(&hashes);
-            let leases = self.held_leases(effective.items(), now_ms);
-            return remembered::repeat(effective, found, |i, item| {
-                let (key, hash) = (&keys[i], hashes[i]);
-                let map = shard_map(&mut locked, self.shard_index(hash));
-                let state = match map.find_mut(hash, key) {
-                    Some(held) => held.state(),
-                    None => State::fresh(item.limit.policy.algorithm()),
-                };
-                let lease = leases
-                    .as_ref()
-                    .map_or(CapacityLease::default(), |(l, _)| l[i]);
-                capacity_lease::look(
-                    &item.limit.policy,
-                    &state,
-                    &lease,
-                    now_ms,
-                    item.charge,
-                    item.spend_lease,
-                    item.max_delay_ms(),
-                )
-                .decision
+        let Some(found) = remembered::recall(&requests, check, now_ms) else {
+            let verdict = self.decide(effective, now_ms);
+            if verdict.allowed {
+                remembered::remember(&mut requests, check, &verdict, now_ms);
+            }
+            return verdict;
+        };
+        if remembered::all_remembered(&found) {
+            return remembered::repeat(&found);
+        }
+        let own = remembered::unremembered(check, &found);
+        let fresh = self.decide(&remembered::unremembered(effective, &found), now_ms);
+        if fresh.allowed {
+            remembered::remember(&mut requests, &own, &fresh, now_ms);
+            return remembered::partial_repeat(effective, &found, fresh, |_, _| {
+                unreachable!("an admitted partial repeat answers its remembered decisions")
             });
         }
-        let verdict = self.decide(effective, now_ms);
-        if verdict.allowed {
-            remembered::remember(&mut requests, check, &verdict, now_ms);
-        }
-        verdict
+        let (keys, hashes) = self.keys(effective.items());
+        let mut locked = self.lock_involved(&hashes);
+        let leases = self.held_leases(effective.items(), now_ms);
+        remembered::partial_repeat(effective, &found, fresh, |i, item| {
+            let (key, hash) = (&keys[i], hashes[i]);
+            let map = shard_map(&mut locked, self.shard_index(hash));
+            let state = match map.find_mut(hash, key) {
+                Some(held) => held.state(),
+                None => State::fresh(item.limit.policy.algorithm()),
+            };
+            let lease = leases
+                .as_ref()
+                .map_or(CapacityLease::default(), |(l, _)| l[i]);
+            capacity_lease::look(
+                &item.limit.policy,
+                &state,
+                &lease,
+                now_ms,
+                item.charge,
+                item.spend_lease,
+                item.max_delay_ms(),
+            )
+            .decision
+        })
     }
 
     fn decide_one(

@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::net::free_port_with_bus;
+use crate::net::Ports;
 use crate::redis::{RedisServer, START_TIMEOUT};
 use crate::resp::Reply;
 use crate::wait;
@@ -41,7 +41,7 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..n)
             .map(|_| {
                 // The cluster bus listens on port + 10000: both must be free.
-                RedisServer::start_on(free_port_with_bus, cluster_args.clone())
+                RedisServer::start_on(Ports::WithClusterBus, cluster_args.clone())
                     .unwrap_or_else(|e| panic!("cluster node did not start: {e}"))
             })
             .collect();

@@ -143,7 +143,9 @@ pub struct Stack {
     pub origin: SocketAddr,
     /// The Worker under `wrangler dev`.
     pub worker: WranglerDev,
-    /// A client for the Worker, with a 30 s timeout (a loaded machine is slow, never stuck).
+    /// A client for the Worker, with a 90 s timeout: a loaded machine is slow, never stuck
+    /// (beside `stress-ng --cpu 2` on a busy machine, an admin call queued behind the objects'
+    /// other calls took over 30 s).
     pub http: Client,
 }
 
@@ -200,7 +202,7 @@ impl Stack {
             origin,
             worker,
             http: Client::builder()
-                .timeout(Duration::from_secs(30))
+                .timeout(Duration::from_secs(90))
                 .build()
                 .expect("an HTTP client"),
         }

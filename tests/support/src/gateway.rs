@@ -12,8 +12,8 @@ use crate::redis::RedisServer;
 /// The gateway's configuration for `redis_url` and `token`, listening on a free loopback port:
 /// the defaults, for a test to adjust before [`Gateway::start`].
 pub fn config(redis_url: impl Into<String>, token: &str) -> Config {
-    let listen: SocketAddr = "127.0.0.1:0".parse().expect("a socket address");
-    Config::new(listen, redis_url, token)
+    // Port 0: the gateway binds it and reports the port the system chose (`local_addr`).
+    Config::new(crate::net::ANY_LOOPBACK_PORT, redis_url, token)
 }
 
 /// Starts the gateway with the defaults in front of `redis`. Panics when it does not start.

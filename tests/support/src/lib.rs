@@ -1,6 +1,7 @@
 //! Test support for edgelimit: what more than one crate's tests (and benches) need, in one place.
-//! Every server a test starts listens on a free `127.0.0.1` port and stops when dropped; every
-//! wait is bounded.
+//! Every server a test starts listens on a free `127.0.0.1` port — bound as port 0 by the server
+//! itself, or picked and retried on a fresh one when taken, all through [`net`] — and stops when
+//! dropped; every wait is bounded.
 //!
 //! ```no_run
 //! use edgelimit_testkit::{RedisCluster, RedisServer};
@@ -35,7 +36,8 @@
 //! - [`tls`]: a certificate authority and server certificates made at test time.
 //!
 //! Plumbing:
-//! - [`net`]: free loopback ports; a listener that never answers.
+//! - [`net`]: how every server gets its port ([`net::start_on_free_port`], port 0); a listener
+//!   that never answers.
 //! - [`dir`]: temporary directories removed on drop; the checkout's root.
 //! - [`wait`]: polling a condition with a bound.
 //! - [`task`]: a two-thread tokio runtime; a test's concurrent clients as tasks, joined.

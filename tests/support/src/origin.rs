@@ -12,9 +12,8 @@ use serde_json::{json, Value};
 
 /// Serves `app` on a free loopback port; its address.
 pub async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a loopback port");
+    // Port 0: the system picks the port, so nothing can take it first.
+    let listener = crate::net::loopback_listener().await;
     let addr = listener.local_addr().expect("the listener's address");
     tokio::spawn(async move { axum::serve(listener, app).await.ok() });
     addr

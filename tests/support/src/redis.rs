@@ -7,16 +7,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::dir::TempDir;
-use crate::net::free_port;
+use crate::net::{start_on_free_port, Ports, StartError};
 use crate::resp::{command, Reply};
 use crate::wait;
 
 /// How long a server may take to answer PING, and a cluster to reach `cluster_state:ok`.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// How often a starting server is tried on a new port before giving up (another process may take
-/// the free port between our probe and the server's bind).
-const START_ATTEMPTS: usize = 5;
 
 /// One `redis-server` process on `127.0.0.1:<port>`, killed on drop.
 #[derive(Debug)]
@@ -36,29 +32,22 @@ impl RedisServer {
     /// Starts a server with extra `redis-server` arguments (e.g. `["--maxmemory", "10mb"]`).
     pub fn start_with(extra: &[&str]) -> RedisServer {
         let extra = extra.iter().map(|s| s.to_string()).collect();
-        RedisServer::start_on(free_port, extra).unwrap_or_else(|e| {
-            panic!("redis-server did not start after {START_ATTEMPTS} attempts: {e}")
-        })
+        RedisServer::start_on(Ports::One, extra).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Starts a server with `extra` arguments on a port from `port`, trying another one when the
-    /// server does not come up (the port may have been taken meanwhile); the last error when none
-    /// did.
-    pub(crate) fn start_on(port: fn() -> u16, extra: Vec<String>) -> Result<RedisServer, String> {
-        let mut last_error = String::new();
-        for _ in 0..START_ATTEMPTS {
+    /// Starts a server with `extra` arguments on a free port (and its Cluster bus port, when
+    /// `ports` says so), through [`start_on_free_port`]: a fresh port when the server found its
+    /// port taken. The error says why it did not start.
+    pub(crate) fn start_on(ports: Ports, extra: Vec<String>) -> Result<RedisServer, String> {
+        start_on_free_port("redis-server", ports, |port| {
             let mut server = RedisServer {
-                port: port(),
+                port,
                 dir: TempDir::new("edgelimit-redis"),
                 extra: extra.clone(),
                 child: None,
             };
-            match server.spawn() {
-                Ok(()) => return Ok(server),
-                Err(e) => last_error = e.to_string(),
-            }
-        }
-        Err(last_error)
+            server.spawn().map(|()| server)
+        })
     }
 
     /// The connection URL, `redis://127.0.0.1:<port>/`.
@@ -84,7 +73,7 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.stop();
         if let Err(e) = self.spawn() {
-            panic!("redis-server did not restart on port {}: {e}", self.port);
+            panic!("redis-server did not restart on port {}: {e:?}", self.port);
         }
     }
 
@@ -155,7 +144,9 @@ impl RedisServer {
         );
     }
 
-    fn spawn(&mut self) -> io::Result<()> {
+    /// Runs `redis-server` on the server's port and waits until it answers PING: a
+    /// [`StartError::PortTaken`] when it exited saying its port (or bus port) was in use.
+    fn spawn(&mut self) -> Result<(), StartError> {
         let port = self.port.to_string();
         let mut args: Vec<&str> = vec![
             "--port",
@@ -182,34 +173,53 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot run redis-server ({e}); install it with \
-                         `apt-get install redis-server redis-tools` or run scripts/test"
-                    ),
-                )
+                StartError::Failed(format!(
+                    "cannot run redis-server ({e}); install it with \
+                     `apt-get install redis-server redis-tools` or run scripts/test"
+                ))
             })?;
+        let pid = format!("process_id:{}", child.id());
         self.child = Some(child);
         let mut up = false;
-        // Done when it answers, or when it has exited (a taken port, a bad argument).
+        // Done when it answers, or when it has exited (a taken port, a bad argument). Up only
+        // when the server answering is this one (its process id): on a port taken by another
+        // redis-server, that one would answer while ours exits. A server that refuses INFO (a
+        // password set by `extra`) is taken as up while ours still runs.
         wait::until(START_TIMEOUT, Duration::from_millis(20), || {
-            up = matches!(command(self.port, &["PING"]), Ok(Reply::Status(s)) if s == "PONG");
-            up || self
+            let exited = self
                 .child
                 .as_mut()
-                .is_some_and(|c| c.try_wait().ok().flatten().is_some())
+                .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+            up = !exited
+                && match command(self.port, &["INFO", "server"]) {
+                    Ok(Reply::Bulk(info)) => String::from_utf8_lossy(&info)
+                        .lines()
+                        .any(|l| l.trim_end() == pid),
+                    Ok(Reply::Error(_)) => true,
+                    _ => false,
+                };
+            up || exited
         });
         if up {
             return Ok(());
         }
+        let exited = self
+            .child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_some());
         self.stop();
         let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
-        Err(io::Error::other(format!(
-            "redis-server on port {} did not answer PING: {}",
-            self.port,
-            log.lines().last().unwrap_or("(no log)")
-        )))
+        let log = if log.trim().is_empty() {
+            "(empty)"
+        } else {
+            log.trim_end()
+        };
+        let why = if exited {
+            format!("redis-server exited; its log:\n{log}")
+        } else {
+            format!("redis-server did not answer within {START_TIMEOUT:?}; its log:\n{log}")
+        };
+        Err(StartError::from_output(&why))
     }
 }
 

@@ -1,4 +1,6 @@
-//! `wrangler dev` running the built edgelimit Worker on a free loopback port, with a
+//! `wrangler dev` running the built edgelimit Worker on a free loopback port (tried again on a
+//! fresh one when wrangler finds it taken: [`start_on_free_port`]; its inspector on a port the
+//! system picks, `--inspector-port 0`), with a
 //! configuration of the test's choosing, stopped (with its whole process group) on drop. Another
 //! project's Worker (a JS fixture with its own `wrangler.toml`) runs the same way
 //! ([`WranglerDev::start_project`]).
@@ -14,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::dir::{repo_root, TempDir};
-use crate::net::free_port;
+use crate::net::{start_on_free_port, Ports, StartError};
 use crate::wait;
 
 /// How long `wrangler dev` may take to answer (about 1.5 s idle; far more on a loaded CI box).
@@ -48,13 +50,13 @@ impl WranglerDev {
             "worker/build/worker/shim.mjs is missing: run `worker-build --release worker` \
              (scripts/test.d/worker.sh does)",
         );
-        let (port, dir) = (free_port(), TempDir::new("edgelimit-wrangler"));
+        let dir = TempDir::new("edgelimit-wrangler");
         let config = format!(
             "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
             shim.display()
         );
         dir.write("wrangler.toml", &config);
-        WranglerDev::spawn(port, dir, &[])
+        WranglerDev::spawn(dir, &[])
     }
 
     /// Starts `wrangler dev` as [`WranglerDev::start`] does, with more Workers beside it in the
@@ -66,7 +68,7 @@ impl WranglerDev {
             "worker/build/worker/shim.mjs is missing: run `worker-build --release worker` \
              (scripts/test.d/worker.sh does)",
         );
-        let (port, dir) = (free_port(), TempDir::new("edgelimit-wrangler"));
+        let dir = TempDir::new("edgelimit-wrangler");
         let config = format!(
             "name = \"edgelimit-test\"\nmain = \"{}\"\ncompatibility_date = \"2026-11-01\"\n\n{vars_toml}\n",
             shim.display()
@@ -83,7 +85,7 @@ impl WranglerDev {
             args.push(OsString::from("-c"));
             args.push(dir.join(&format!("{name}/wrangler.toml")).into_os_string());
         }
-        WranglerDev::spawn(port, dir, &args)
+        WranglerDev::spawn(dir, &args)
     }
 
     /// Starts `wrangler dev` on another project's configuration — `config` is its
@@ -97,7 +99,7 @@ impl WranglerDev {
             "{} is not a wrangler configuration file",
             config.display()
         );
-        let (port, dir) = (free_port(), TempDir::new("edgelimit-wrangler"));
+        let dir = TempDir::new("edgelimit-wrangler");
         let mut env = String::new();
         for (name, value) in vars {
             assert!(
@@ -115,24 +117,32 @@ impl WranglerDev {
             OsString::from("--env-file"),
             env_file.into_os_string(),
         ];
-        WranglerDev::spawn(port, dir, &args)
+        WranglerDev::spawn(dir, &args)
     }
 
-    /// Runs `wrangler dev` in `dir` (the configuration there, unless `extra` names one) on
-    /// `port`, in its own process group, and waits until it answers.
-    fn spawn(port: u16, dir: TempDir, extra: &[OsString]) -> WranglerDev {
+    /// Runs `wrangler dev` in `dir` (the configuration there, unless `extra` names one) in its
+    /// own process group, on a free port ([`start_on_free_port`]: a fresh one when wrangler finds
+    /// its port taken), and waits until it answers. Panics with wrangler's output when it does
+    /// not come up.
+    fn spawn(dir: TempDir, extra: &[OsString]) -> WranglerDev {
         let mut dev = WranglerDev {
-            port,
+            port: 0,
             dir,
             extra: extra.to_vec(),
             child: None,
         };
-        dev.launch();
+        if let Err(e) = start_on_free_port("wrangler dev", Ports::One, |port| {
+            dev.port = port;
+            dev.launch()
+        }) {
+            panic!("{e}");
+        }
         dev
     }
 
-    /// Starts the process group on the port, in the directory, and waits until it answers.
-    fn launch(&mut self) {
+    /// Starts the process group on the port, in the directory, and waits until it answers; when
+    /// it does not, stops what is left of it and says why, its output included.
+    fn launch(&mut self) -> Result<(), StartError> {
         let root = repo_root();
         let wrangler = root.join("node_modules/.bin/wrangler");
         assert!(
@@ -178,9 +188,13 @@ impl WranglerDev {
             // Its own process group, so stopping it stops workerd and esbuild too.
             .process_group(0)
             .spawn()
-            .expect("spawn wrangler dev");
+            .map_err(|e| StartError::Failed(format!("cannot run {}: {e}", wrangler.display())))?;
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready().inspect_err(|_| {
+            self.stop();
+            // The next attempt's "Ready on" must be its own.
+            let _ = std::fs::remove_file(self.dir.join("wrangler.log"));
+        })
     }
 
     /// Stops `wrangler dev` and starts it again on the same port, configuration and state
@@ -198,7 +212,9 @@ impl WranglerDev {
         before.push_str(&earlier);
         self.dir.write(EARLIER_LOG, &before);
         let _ = std::fs::remove_file(self.dir.join("wrangler.log"));
-        self.launch();
+        if let Err(e) = self.launch() {
+            panic!("wrangler dev did not restart on port {}: {e:?}", self.port);
+        }
     }
 
     /// The directory `--persist-to` names: the Durable Objects' storage among the rest
@@ -245,7 +261,10 @@ impl WranglerDev {
         ticks as f64 / TICKS
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until this run says "Ready on" and its port answers: a [`StartError::PortTaken`]
+    /// when wrangler exited because an address was in use, [`StartError::Failed`] when it exited
+    /// otherwise or did not answer within [`START_TIMEOUT`].
+    fn wait_ready(&mut self) -> Result<(), StartError> {
         let mut exited = None;
         let ready = wait::until(START_TIMEOUT, Duration::from_millis(100), || {
             exited = self
@@ -257,13 +276,18 @@ impl WranglerDev {
                     && TcpStream::connect(("127.0.0.1", self.port)).is_ok())
         });
         if let Some(status) = exited {
-            panic!("wrangler dev exited ({status}):\n{}", self.logs());
+            return Err(StartError::from_output(&format!(
+                "wrangler dev exited ({status}):\n{}",
+                self.logs()
+            )));
         }
-        assert!(
-            ready,
-            "wrangler dev did not answer within {START_TIMEOUT:?}:\n{}",
-            self.logs()
-        );
+        if !ready {
+            return Err(StartError::Failed(format!(
+                "wrangler dev did not answer within {START_TIMEOUT:?}:\n{}",
+                self.logs()
+            )));
+        }
+        Ok(())
     }
 
     /// `http://127.0.0.1:<port>`.
