@@ -463,6 +463,16 @@ fn internal_error(status: u16, what: &str, detail: &str) -> worker::Result<Respo
     problem_response(&Problem::internal_error(status, &id))
 }
 
+/// Writes the store failures' log lines now due (one JSON object each, `"edgelimit":
+/// "store_failure"`): a class at its first failure, then at most once a minute, never sampled.
+/// Their errors were redacted when noted (`FailureLine::error`). None while the store answers
+/// (one flag read).
+fn log_store_failures(edge: &Edge<WorkerStore>) {
+    for line in edge.limiter().store_failure_lines() {
+        console_error!("{}", line.to_json());
+    }
+}
+
 /// Logs `what` failed, with `error` redacted.
 fn log_failure(what: &str, error: &dyn std::fmt::Display) {
     console_error!("edgelimit: {what}: {}", redact(&error.to_string()));
@@ -732,9 +742,11 @@ fn settle_after(
     };
     let isolate = isolate.clone();
     ctx.wait_until(async move {
-        for e in isolate.edges[region].settle(settlement).await.failed {
+        let edge = &isolate.edges[region];
+        for e in edge.settle(settlement).await.failed {
             log_failure("settling after the response", &e);
         }
+        log_store_failures(edge);
     });
 }
 
@@ -753,6 +765,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         Route::Limited => {}
     }
     let handled = edge.handle(&view, js_sys::Date::now() as u64).await;
+    log_store_failures(edge);
     report(edge, &env, &handled, &view);
     refill_after(&ctx, &isolate, region);
     let answer = handled.response(&view);
