@@ -591,6 +591,9 @@ pub struct Problem {
     /// The deny list that refused the request (`deny`, `deny:<rule>`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub list: Option<String>,
+    /// The id under which the host logged what went wrong (an internal error's only detail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_id: Option<String>,
 }
 
 impl Problem {
@@ -606,6 +609,7 @@ impl Problem {
             retry_after: None,
             reason: None,
             list: None,
+            error_id: None,
         }
     }
 
@@ -647,9 +651,21 @@ impl Problem {
         problem
     }
 
-    /// 500: the limiter cannot run (`why` says what to fix); it refuses rather than run unlimited.
-    pub fn misconfigured(why: &str) -> Problem {
-        Problem::new(500, format!("edgelimit is misconfigured: {why}"), None)
+    /// 500 or 503 (`status`): the limiter could not serve the request — a configuration it
+    /// cannot run (it refuses rather than run unlimited), or an internal failure. The client is
+    /// told nothing of why: the reason may hold a secret and no client can act on it. It gets
+    /// `error_id`, under which the host logs the reason, for the operator to find.
+    pub fn internal_error(status: u16, error_id: &str) -> Problem {
+        let mut problem = Problem::new(
+            status,
+            format!(
+                "The rate limiter in front of this service could not handle the request; its \
+                 operator can look up error {error_id}."
+            ),
+            None,
+        );
+        problem.error_id = Some(error_id.to_string());
+        problem
     }
 
     /// 502: the request was admitted but the origin could not be reached.
@@ -914,16 +930,16 @@ mod tests {
         assert_eq!(missing["instance"], "/v1/x");
         assert!(missing["detail"].as_str().unwrap().contains("x-api-key"));
         assert!(missing.get("violated-policies").is_none());
-        let broken = json(Problem::misconfigured("EDGELIMIT_CONFIG: rules: is empty"));
+        let broken = json(Problem::internal_error(500, "4f1c-77"));
         assert_eq!(
             (broken["status"].as_u64(), broken["title"].as_str()),
             (Some(500), Some("Internal Server Error"))
         );
-        assert!(broken["detail"]
-            .as_str()
-            .unwrap()
-            .contains("rules: is empty"));
+        assert_eq!(broken["error_id"], "4f1c-77");
+        assert!(broken["detail"].as_str().unwrap().contains("error 4f1c-77"));
         assert!(broken.get("instance").is_none());
+        let unavailable = json(Problem::internal_error(503, "x"));
+        assert_eq!(unavailable["title"], "Service Unavailable");
         let origin = json(Problem::origin_unreachable("/x"));
         assert_eq!(
             (origin["status"].as_u64(), origin["title"].as_str()),
@@ -974,7 +990,7 @@ mod tests {
             "no wait lifts a deny entry"
         );
         let other: serde_json::Value =
-            serde_json::from_str(&Problem::misconfigured("x").to_json()).unwrap();
+            serde_json::from_str(&Problem::internal_error(500, "x").to_json()).unwrap();
         assert!(other.get("list").is_none() && other["type"] == "about:blank");
     }
 }

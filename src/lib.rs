@@ -33,6 +33,8 @@
 //! - [`global`]: global limits across regions — static shares, the home's pool, leases.
 //! - [`control`]: live control — per-identifier tiers and overrides, deny and allow lists.
 //! - [`net`]: client addresses — the client behind trusted proxies, IPv6 grouped by prefix.
+//! - [`redact`]: secrets out of text (URL user-info, tokens, passwords), for every log line,
+//!   error message and report the hosts and tools write.
 //!
 //! One rule carries the design: **state carries its own timestamps; TTLs only collect garbage.**
 
@@ -59,6 +61,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod net;
 pub mod policy;
+pub mod redact;
 pub mod script;
 pub mod store;
 

@@ -207,7 +207,7 @@ impl<S: Store> Limiter<S> {
     /// The store failures' log lines due now: one per class that failed since its last line,
     /// at most one per class per interval, each saying how many failures it stands for. A host
     /// calls it after each request (it reads one flag while the store answers) and writes the
-    /// lines where it logs, each [`FailureLine::error`] redacted first.
+    /// lines where it logs, as they are: each [`FailureLine::error`] was redacted when noted.
     pub fn store_failure_lines(&self) -> Vec<FailureLine> {
         self.failures.due_at(self.clock.now_ms())
     }

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use edgelimit::redact::redact;
 use edgelimit_admin::Cli;
 
 fn main() -> ExitCode {
@@ -20,10 +21,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
+            // A message may quote what it was given (a URL, a store's own error): whatever
+            // secret it holds stays out of the terminal.
             if cli.json {
-                eprintln!("{}", e.to_json());
+                eprintln!("{}", redact(&e.to_json()));
             } else {
-                eprintln!("edgelimit-admin: {e}");
+                eprintln!("edgelimit-admin: {}", redact(&e.to_string()));
             }
             ExitCode::from(e.exit_code())
         }

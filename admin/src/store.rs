@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use edgelimit::redact::redact;
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{Control, RespStore, RestStore};
 use edgelimit_engine::config::{ShardConfig, StoreKind, ADMIN_TOKEN_VAR};
@@ -69,39 +70,30 @@ impl fmt::Debug for StoreUrl {
     }
 }
 
-/// Without the token, and without a password in a redis:// URL.
+/// Without the token, and with every secret in a URL (a password, a `_token`) redacted.
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact(&self.unredacted()))
+    }
+}
+
+impl StoreUrl {
+    /// What `Display` shows before redaction (never the REST or admin token, which are kept
+    /// apart from the URLs).
+    fn unredacted(&self) -> String {
         match self {
-            StoreUrl::Redis(url) => f.write_str(&redact(url)),
-            StoreUrl::Cluster(nodes) => {
-                let nodes: Vec<String> = nodes.iter().map(|n| redact(n)).collect();
-                write!(f, "cluster {}", nodes.join(","))
-            }
-            StoreUrl::Rest { url, .. } => write!(f, "upstash+{url}"),
+            StoreUrl::Redis(url) => url.clone(),
+            StoreUrl::Cluster(nodes) => format!("cluster {}", nodes.join(",")),
+            StoreUrl::Rest { url, .. } => format!("upstash+{url}"),
             StoreUrl::Shards(shards) => {
                 let names: Vec<String> = shards
                     .iter()
                     .map(|s| format!("{} upstash+{}", s.name, s.url))
                     .collect();
-                write!(f, "shards {}", names.join(", "))
+                format!("shards {}", names.join(", "))
             }
-            StoreUrl::Worker { url, .. } => write!(f, "worker {url}"),
+            StoreUrl::Worker { url, .. } => format!("worker {url}"),
         }
-    }
-}
-
-/// `redis://user:secret@host` → `redis://user:***@host`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
     }
 }
 
@@ -271,7 +263,8 @@ impl StoreUrl {
             }
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(bad(format!(
-                    "`{text}`: expected upstash+http://host or upstash+https://host"
+                    "`{}`: expected upstash+http://host or upstash+https://host",
+                    redact(&text)
                 )));
             }
             let token = env(REST_TOKEN_VAR)
@@ -279,7 +272,10 @@ impl StoreUrl {
                 .ok_or_else(|| {
                     AdminError::input(
                         REST_TOKEN_VAR,
-                        format!("is not set: the REST store `{url}` needs its token"),
+                        format!(
+                            "is not set: the REST store `{}` needs its token",
+                            redact(url)
+                        ),
                     )
                 })?;
             return Ok(StoreUrl::Rest {
@@ -300,7 +296,9 @@ impl StoreUrl {
         namespace: &str,
         timeout: Duration,
     ) -> Result<Box<dyn Control>, AdminError> {
-        let failed = |e: edgelimit::StoreError| AdminError::Store(format!("{self}: {e}"));
+        let failed = |e: edgelimit::StoreError| {
+            AdminError::Store(redact(&format!("{self}: {e}")).into_owned())
+        };
         Ok(match self {
             StoreUrl::Redis(url) => Box::new(
                 RespStore::connect_with_timeout(url, timeout)
@@ -354,11 +352,11 @@ fn rest_store(
     if url.trim().starts_with("https://") && !cfg!(feature = "tls") {
         return Err(AdminError::input(
             argument,
-            format!("`{}` needs TLS: {NO_TLS}", url.trim()),
+            format!("`{}` needs TLS: {NO_TLS}", redact(url.trim())),
         ));
     }
     Ok(RestStore::new(url, token)
-        .map_err(|e| AdminError::input(argument, format!("`{url}`: {e}")))?
+        .map_err(|e| AdminError::input(argument, redact(&format!("`{url}`: {e}")).into_owned()))?
         .with_namespace(namespace)
         .with_timeout(timeout))
 }
@@ -479,5 +477,21 @@ mod tests {
             token: "s3cret".into(),
         };
         assert!(!format!("{shown:?} {shown}").contains("s3cret"));
+        // A password holding `@` and `:`: its first `@` is not the host's.
+        let redis = StoreUrl::Redis("redis://u:hun@ter:2@h:1/0".into());
+        assert_eq!(
+            format!("{redis} {redis:?}"),
+            "redis://u:***@h:1/0 redis://u:***@h:1/0"
+        );
+        let e = parse(Some("rediss://u:hun@ter2@h:6380"), false, &[]).unwrap_err();
+        assert!(!e.contains("ter2") && e.contains("u:***@h:6380"), "{e}");
+        let in_query = StoreUrl::Rest {
+            url: "https://h.upstash.io/?_token=s3cret".into(),
+            token: "t".into(),
+        };
+        assert_eq!(
+            in_query.to_string(),
+            "upstash+https://h.upstash.io/?_token=***"
+        );
     }
 }

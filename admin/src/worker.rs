@@ -159,16 +159,23 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
-/// What a non-200 answer says: a problem body's `detail` (a misconfigured Worker names its
-/// problem there), an admin route's `error`, else the start of the body.
+/// What a non-200 answer says: a problem body's `detail` (a Worker that cannot serve tells
+/// only an `error_id`, under which its log has the reason), an admin route's `error`, else the
+/// start of the body.
 fn what_it_said(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| {
-            v.get("detail")
-                .or_else(|| v.get("error"))
-                .and_then(|d| d.as_str().map(str::to_string))
-        })
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return excerpt(text);
+    };
+    if let Some(id) = value.get("error_id").and_then(|id| id.as_str()) {
+        return format!(
+            "an internal error, error_id {id}: the Worker's log (`wrangler tail`) has the reason \
+             under that id"
+        );
+    }
+    value
+        .get("detail")
+        .or_else(|| value.get("error"))
+        .and_then(|d| d.as_str().map(str::to_string))
         .unwrap_or_else(|| excerpt(text))
 }
 
@@ -211,6 +218,10 @@ mod tests {
             ),
             "admin_path `/a`: the admin route controls Durable Objects"
         );
+        let internal = what_it_said(
+            r#"{"type":"about:blank","status":500,"detail":"…","error_id":"9b1f-2c"}"#,
+        );
+        assert!(internal.contains("error_id 9b1f-2c"), "{internal}");
         assert_eq!(what_it_said(""), "an empty body");
         let long = "x".repeat(500);
         assert_eq!(what_it_said(&long).chars().count(), 163);

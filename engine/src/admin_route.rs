@@ -1,69 +1,113 @@
 //! The admin route (`admin_path`): live control of the Worker's store through the Worker itself,
 //! for a store only the Worker can reach (Durable Objects) — what `edgelimit-admin --worker URL`
 //! drives. A POST of one [`WireCall`] with `Authorization: Bearer <EDGELIMIT_ADMIN_TOKEN>`, answered
-//! with its [`WireAnswer`](crate::wire::WireAnswer). Off unless configured; the token is compared
-//! in constant time and never logged.
+//! with its [`WireAnswer`](crate::wire::WireAnswer). Off unless configured.
+//!
+//! A host serves it in this order, reading nothing it need not: the token
+//! ([`RouteGuard::admit`](crate::route_guard::RouteGuard::admit): compared in constant time,
+//! never logged, failures limited per client address), then the method and the declared length
+//! ([`check_admin_request`]), then the body, read up to [`MAX_ADMIN_BODY`] bytes and no further
+//! ([`AdminAnswer::too_large`] beyond), then the call ([`Edge::admin`]).
 
 use edgelimit::{Control, Store};
-use sha2::{Digest, Sha256};
 
 use crate::pipeline::Edge;
+use crate::route_guard::Admitted;
 use crate::wire::serve::serve;
 use crate::wire::{WireBytes, WireCall, WireLimit};
 
-/// What the admin route answers: a status and a JSON body.
+/// The largest admin request body read, in bytes: a call is one limit and identifier, a list
+/// entry (at most 1 KiB) or a tier, so a few KiB at most; beyond this the request is answered
+/// 413 without reading the rest.
+pub const MAX_ADMIN_BODY: usize = 64 * 1024;
+
+/// What a guarded route (the admin route, a guarded metrics page) answers on its own: a status,
+/// a JSON body and, for a 429, the seconds to wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminAnswer {
     /// The HTTP status: 200 (the answer, which may say the call failed), 400 (not a call), 401
-    /// (no or a wrong token), 405 (not a POST).
+    /// (no or a wrong token), 405 (not a POST), 413 (a body over [`MAX_ADMIN_BODY`]), 429 (too
+    /// many failed attempts from this address).
     pub status: u16,
     /// The body.
     pub body: String,
+    /// `Retry-After`, in seconds (a 429's).
+    pub retry_after: Option<u64>,
 }
 
-/// Whether `authorization` (the request's header) presents `token` as a bearer token. Both
-/// sides are hashed first, so the comparison takes the same time whatever the lengths and
-/// wherever they first differ.
-pub fn authorized(token: &str, authorization: Option<&str>) -> bool {
-    let Some(presented) = authorization.and_then(|a| a.trim().strip_prefix("Bearer ")) else {
-        return false;
-    };
-    let (a, b) = (Sha256::digest(presented.trim()), Sha256::digest(token));
-    !token.is_empty()
-        && a.iter()
-            .zip(b.iter())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+impl AdminAnswer {
+    fn new(status: u16, body: &str) -> AdminAnswer {
+        AdminAnswer {
+            status,
+            body: body.to_string(),
+            retry_after: None,
+        }
+    }
+
+    /// `{"error": why}`.
+    fn error(status: u16, why: &str) -> AdminAnswer {
+        let why = serde_json::to_string(why).unwrap_or_default();
+        AdminAnswer::new(status, &format!(r#"{{"error":{why}}}"#))
+    }
+
+    /// 401: no token, or not the route's, whose secret is the variable `var`.
+    pub fn unauthorized(var: &str) -> AdminAnswer {
+        AdminAnswer::error(401, &format!("a bearer token equal to {var} is required"))
+    }
+
+    /// 429: this address failed too often; one more attempt is let through in `wait_ms`.
+    pub fn too_many_failures(wait_ms: u64) -> AdminAnswer {
+        let seconds = wait_ms.div_ceil(1000).max(1);
+        let why = format!("too many failed attempts from this address: retry in {seconds} s");
+        AdminAnswer {
+            retry_after: Some(seconds),
+            ..AdminAnswer::error(429, &why)
+        }
+    }
+
+    /// 413: the body is larger than [`MAX_ADMIN_BODY`].
+    pub fn too_large() -> AdminAnswer {
+        AdminAnswer::error(
+            413,
+            &format!("an admin call is at most {MAX_ADMIN_BODY} bytes"),
+        )
+    }
+}
+
+/// Whether an admitted request's body is to be read: a POST (else 405) whose declared
+/// `Content-Length`, if any, is within [`MAX_ADMIN_BODY`] (else 413). A body without a declared
+/// length is read up to the bound all the same.
+pub fn check_admin_request(method: &str, content_length: Option<&str>) -> Result<(), AdminAnswer> {
+    if method != "POST" {
+        return Err(AdminAnswer::error(405, "POST one call as JSON"));
+    }
+    let declared = content_length.and_then(|l| l.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_ADMIN_BODY as u64) {
+        return Err(AdminAnswer::too_large());
+    }
+    Ok(())
 }
 
 impl<S: Store> Edge<S> {
-    /// Answers one admin request to `store` (the store this path decides with, as `Control`):
-    /// `method`, the `Authorization` header, the body. `token` is the configured secret. A call
-    /// that changes what an identifier is decided with (a reset, an assignment) also makes this
-    /// isolate forget what it remembers of the identifier; other isolates learn it within
-    /// `denial_cache_ms`, as from any writer.
+    /// Answers one admitted admin call to `store` (the store this path decides with, as
+    /// `Control`): `body`, a POST's whole body (the host has checked the token, the method and
+    /// the size). A call that changes what an identifier is decided with (a reset, an
+    /// assignment) also makes this isolate forget what it remembers of the identifier; other
+    /// isolates learn it within `denial_cache_ms`, as from any writer.
     pub async fn admin<C: Control + ?Sized>(
         &self,
         store: &C,
-        token: &str,
-        method: &str,
-        authorization: Option<&str>,
-        body: &str,
+        _admitted: &Admitted,
+        body: &[u8],
     ) -> AdminAnswer {
-        if !authorized(token, authorization) {
-            return answer(
-                401,
-                r#"{"error":"a bearer token equal to EDGELIMIT_ADMIN_TOKEN is required"}"#,
-            );
-        }
-        if method != "POST" {
-            return answer(405, r#"{"error":"POST one call as JSON"}"#);
-        }
+        // As text, as every other JSON the Worker reads (one deserializer in its wasm, not two).
+        let Ok(body) = std::str::from_utf8(body) else {
+            return AdminAnswer::error(400, "not a call: the body is not UTF-8");
+        };
         let call: WireCall = match serde_json::from_str(body) {
             Ok(call) => call,
             Err(e) => {
-                let error = serde_json::json!({ "error": format!("not a call: {e}") });
-                return answer(400, &error.to_string());
+                return AdminAnswer::error(400, &format!("not a call: {e}"));
             }
         };
         let answered = serve(store, &call, None).await;
@@ -72,10 +116,7 @@ impl<S: Store> Edge<S> {
                 self.limiter().forget(&limit, &identifier);
             }
         }
-        AdminAnswer {
-            status: 200,
-            body: serde_json::to_string(&answered).unwrap_or_default(),
-        }
+        AdminAnswer::new(200, &serde_json::to_string(&answered).unwrap_or_default())
     }
 }
 
@@ -93,16 +134,11 @@ fn changes_decisions(call: &WireCall) -> Option<(&WireLimit, &WireBytes)> {
     }
 }
 
-fn answer(status: u16, body: &str) -> AdminAnswer {
-    AdminAnswer {
-        status,
-        body: body.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RouteToken;
+    use crate::route_guard::RouteGuard;
     use crate::wire::{check_call, WireAnswer};
     use crate::Config;
     use edgelimit::{Check, MemoryStore, TimeSource};
@@ -117,25 +153,27 @@ mod tests {
     }
 
     #[test]
-    fn only_the_exact_bearer_token_is_authorized() {
-        assert!(authorized("s3cret", Some("Bearer s3cret")));
-        for wrong in [
-            None,
-            Some("s3cret"),
-            Some("Bearer s3cre"),
-            Some("Bearer s3cret!"),
-            Some("Basic s3cret"),
-        ] {
-            assert!(!authorized("s3cret", wrong), "{wrong:?}");
-        }
-        assert!(
-            !authorized("", Some("Bearer ")),
-            "an empty secret opens nothing"
+    fn the_method_and_the_declared_length_are_checked_before_the_body() {
+        assert_eq!(check_admin_request("GET", None).unwrap_err().status, 405);
+        assert_eq!(
+            check_admin_request("PUT", Some("2")).unwrap_err().status,
+            405
         );
+        let over = (MAX_ADMIN_BODY + 1).to_string();
+        assert_eq!(
+            check_admin_request("POST", Some(&over)).unwrap_err().status,
+            413
+        );
+        let at = MAX_ADMIN_BODY.to_string();
+        for fine in [None, Some(at.as_str()), Some("0"), Some("not a length")] {
+            assert_eq!(check_admin_request("POST", fine), Ok(()), "{fine:?}");
+        }
+        let too_many = AdminAnswer::too_many_failures(59_001);
+        assert_eq!((too_many.status, too_many.retry_after), (429, Some(60)));
     }
 
     #[test]
-    fn the_route_answers_calls_and_refuses_the_rest() {
+    fn the_route_answers_calls() {
         let config = Config::from_json(
             r#"{"rules":[{"name":"r","limits":[{"name":"l","policy":"fixed 1/1m","identifier":"ip"}]}]}"#,
         )
@@ -143,15 +181,13 @@ mod tests {
         let limit = config.rules[0].limits[0].limit.clone();
         let edge = Edge::new(config, MemoryStore::new());
         let store = edge.limiter().store();
-        let post =
-            |auth: Option<&str>, body: &str| ready(edge.admin(store, "tok", "POST", auth, body));
-        assert_eq!(post(None, "{}").status, 401);
-        assert_eq!(post(Some("Bearer nope"), "{}").status, 401);
-        assert_eq!(
-            ready(edge.admin(store, "tok", "GET", Some("Bearer tok"), "")).status,
-            405
-        );
-        assert_eq!(post(Some("Bearer tok"), "not json").status, 400);
+        let secret = "t".repeat(32);
+        let token = RouteToken::new("T", &secret).unwrap();
+        let admitted = RouteGuard::new()
+            .admit(&token, None, Some(&format!("Bearer {secret}")), 0)
+            .unwrap();
+        let post = |body: &str| ready(edge.admin(store, &admitted, body.as_bytes()));
+        assert_eq!(post("not json").status, 400);
         // A check, then a reset: the quota is whole again.
         let check = serde_json::to_string(&check_call(
             &[Check::single(limit.clone(), "1.2.3.4", 1)],
@@ -159,8 +195,7 @@ mod tests {
         ))
         .unwrap();
         for allowed in [true, false] {
-            let answered: WireAnswer =
-                serde_json::from_str(&post(Some("Bearer tok"), &check).body).unwrap();
+            let answered: WireAnswer = serde_json::from_str(&post(&check).body).unwrap();
             assert!(
                 matches!(answered, WireAnswer::Verdicts { ref verdicts } if verdicts[0].allowed == allowed)
             );
@@ -170,11 +205,9 @@ mod tests {
             identifier: WireBytes::of(b"1.2.3.4"),
         })
         .unwrap();
-        let answered: WireAnswer =
-            serde_json::from_str(&post(Some("Bearer tok"), &reset).body).unwrap();
+        let answered: WireAnswer = serde_json::from_str(&post(&reset).body).unwrap();
         assert_eq!(answered, WireAnswer::Existed { existed: true });
-        let answered: WireAnswer =
-            serde_json::from_str(&post(Some("Bearer tok"), &check).body).unwrap();
+        let answered: WireAnswer = serde_json::from_str(&post(&check).body).unwrap();
         assert!(matches!(answered, WireAnswer::Verdicts { ref verdicts } if verdicts[0].allowed));
     }
 }

@@ -28,6 +28,8 @@
 //! - [`own_id`]: the path's own request ids, which no client chooses.
 //! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
 //! - [`admin_route`]: live control through a host's admin route (`admin_path`).
+//! - [`route_guard`]: the door of the guarded routes (admin, metrics): the token, and failed
+//!   attempts limited per client address.
 //! - [`wire`]: the calls and answers between a host and its Durable Objects or admin route.
 //! - [`exceed_counters`]: what `soft`, staged enforcement and delays did, on the metrics page.
 //! - [`log_line`]: the decision log line, written by the hosts and read by `sim`.
@@ -50,6 +52,7 @@ pub mod own_id;
 pub mod pipeline;
 pub mod plan;
 pub mod reading;
+pub mod route_guard;
 pub mod rules;
 pub mod ruling;
 pub mod settlement;

@@ -312,7 +312,7 @@ impl std::fmt::Debug for Config {
         // Never print the tokens, nor credentials in the Redis URL.
         f.debug_struct("Config")
             .field("listen", &self.listen)
-            .field("redis_url", &redact_url(&self.redis_url))
+            .field("redis_url", &edgelimit::redact::redact(&self.redis_url))
             .field("token", &"<redacted>")
             .field(
                 "read_only_token",
@@ -336,16 +336,6 @@ impl std::fmt::Debug for Config {
             .field("tls", &self.tls)
             .field("drop_responses_every", &self.drop_responses_every)
             .finish()
-    }
-}
-
-/// `redis://user:secret@host` → `redis://<redacted>@host`.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}<redacted>{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_string(),
     }
 }
 

@@ -10,7 +10,7 @@ use redis::{ErrorKind, IntoConnectionInfo, RedisError, RedisResult, Value};
 
 use crate::acl::AclUser;
 use crate::command::Command;
-use crate::config::{redact_url, Config, RedisAcl};
+use crate::config::{Config, RedisAcl};
 use crate::error::GatewayError;
 
 /// How long opening a connection to Redis may take.
@@ -63,7 +63,7 @@ impl RedisExec {
     /// Connects `config.connections` shared connections and the transaction connection, after
     /// creating the ACL user when `config.redis_acl` asks for it.
     pub async fn connect(config: &Config) -> Result<RedisExec, GatewayError> {
-        let url = redact_url(&config.redis_url);
+        let url = edgelimit::redact::redact(&config.redis_url).into_owned();
         let redis_error = |source| GatewayError::Redis {
             url: url.clone(),
             source,

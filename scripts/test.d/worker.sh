@@ -41,6 +41,9 @@ cargo test --locked -p edgelimit-worker --test e2e_adversarial -- --ignored --te
 echo "-- settling after the response (leases, settled costs, retries)"
 cargo test --locked -p edgelimit-worker --test e2e_settle -- --ignored --test-threads=2
 
+echo "-- the Worker's own routes under attack: the admin token before the body, the body bounded, guesses limited, metrics behind a token"
+cargo test --locked -p edgelimit-worker --test e2e_routes -- --ignored --test-threads=2
+
 echo "-- over the limit: soft, delayed, blocked, staged, counted by the response's status"
 cargo test --locked -p edgelimit-worker --test e2e_exceed -- --ignored --test-threads=2
 

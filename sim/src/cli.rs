@@ -132,7 +132,7 @@ pub struct ReplayArgs {
     #[arg(long, default_value = "ip", value_parser = parse_key)]
     pub key: Key,
     /// Where decisions are made: memory, redis://…, upstash+http(s)://….
-    #[arg(long, default_value = "memory", value_parser = parse_store)]
+    #[arg(long, default_value = "memory", value_parser = StoreParser)]
     pub store: StoreChoice,
     /// Fail on the first bad line (with file:line and the field) instead of counting it.
     #[arg(long)]
@@ -311,8 +311,32 @@ fn parse_outage(s: &str) -> Result<Outage, String> {
     s.parse()
 }
 
-fn parse_store(s: &str) -> Result<StoreChoice, String> {
-    s.parse()
+/// `--store`, whose refusal quotes the store redacted: clap's own message for a value parser's
+/// error would repeat the value as given, password and all.
+#[derive(Debug, Clone, Copy)]
+struct StoreParser;
+
+impl clap::builder::TypedValueParser for StoreParser {
+    type Value = StoreChoice;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<StoreChoice, clap::Error> {
+        let refused = |problem: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("--store: {problem}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value
+            .to_str()
+            .ok_or_else(|| refused("is not UTF-8".to_string()))?;
+        text.parse().map_err(refused)
+    }
 }
 
 fn parse_assign(s: &str) -> Result<AssignSpec, String> {

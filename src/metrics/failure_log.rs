@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use crate::redact::redact;
 use crate::store::{FailureClass, StoreError};
 
 /// The default interval between two lines of one class, in ms: a line at a class's first
@@ -41,8 +42,9 @@ pub struct FailureLine {
     pub first_ms: u64,
     /// When the last of them happened.
     pub last_ms: u64,
-    /// The first one's error, as the store's client told it. It may name the store's URL: a
-    /// host redacts it before writing the line, as it does every store detail.
+    /// The first one's error, as the store's client told it, with every secret in it (a URL's
+    /// password, a `_token`) redacted ([`crate::redact::redact`]) when it was noted: a host
+    /// writes the line as it is, and no host can forget to.
     pub error: String,
 }
 
@@ -108,7 +110,9 @@ impl FailureLog {
         let pending = &mut classes[error.class().index()];
         if pending.failures == 0 {
             pending.first_ms = now_ms;
-            pending.error = Some(error.to_string());
+            // Redacted here, once per class and line, so that no host's log carries the store's
+            // password; the failures after the first are only counted.
+            pending.error = Some(redact(&error.to_string()).into_owned());
         }
         pending.failures += 1;
         pending.last_ms = now_ms;
@@ -217,6 +221,31 @@ mod tests {
                 .map(|l| (l.class, l.misconfiguration, l.failures))
                 .collect::<Vec<_>>(),
             [(FailureClass::Timeout, false, 1)]
+        );
+    }
+
+    #[test]
+    fn a_line_never_carries_the_stores_secrets() {
+        let log = FailureLog::default();
+        log.note_at(
+            &StoreError::Auth(
+                "WRONGPASS at rediss://default:p@ss:W0rd%40@eu1.example.com:6379 \
+                 (https://eu1.example.com/pipeline?_token=AXk2cBQ)"
+                    .into(),
+            ),
+            T,
+        );
+        let line = &log.due_at(T)[0];
+        for secret in ["p@ss", "W0rd", "AXk2cBQ"] {
+            assert!(!line.error.contains(secret), "{secret} in {:?}", line.error);
+            assert!(!line.to_json().contains(secret), "{secret} in the JSON");
+        }
+        assert!(
+            line.error
+                .contains("rediss://default:***@eu1.example.com:6379")
+                && line.error.contains("_token=***"),
+            "what is not secret stays: {:?}",
+            line.error
         );
     }
 

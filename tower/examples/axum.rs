@@ -2,6 +2,9 @@
 //! address, both in one store call, all or nothing: in this process's memory, or on Redis so
 //! that every instance started with the same `--redis-url` shares one quota.
 //!
+//! With `EDGELIMIT_METRICS_TOKEN` set (at least 32 bytes, `openssl rand -hex 32`), `/metrics`
+//! shows the layer's counters to `Authorization: Bearer <token>`.
+//!
 //! ```sh
 //! cargo run -p edgelimit-tower --example axum -- --listen 127.0.0.1:3000 [--redis-url redis://127.0.0.1:6379/]
 //! curl -i -H 'x-api-key: k1' http://127.0.0.1:3000/api/hello
@@ -12,6 +15,7 @@ use std::net::SocketAddr;
 
 use axum::routing::get;
 use axum::Router;
+use edgelimit::redact::redact;
 use edgelimit::{MemoryStore, Store};
 use edgelimit_tower::{
     redis_store, Builder, Config, ConfigBuilder, LimitBuilder, RateLimitLayer, RuleBuilder,
@@ -50,9 +54,18 @@ impl Args {
     }
 }
 
-/// Five requests a second per key (bursts of ten), and 100 a minute per client address.
-fn config() -> Result<Config, edgelimit_tower::ConfigError> {
-    ConfigBuilder::new()
+/// The metrics page's token, from the environment: the page is served only with one.
+const METRICS_TOKEN_VAR: &str = "EDGELIMIT_METRICS_TOKEN";
+
+/// Five requests a second per key (bursts of ten), and 100 a minute per client address;
+/// `/metrics` when `metrics`.
+fn config(metrics: bool) -> Result<Config, edgelimit_tower::ConfigError> {
+    let builder = if metrics {
+        ConfigBuilder::new().metrics_path("/metrics")
+    } else {
+        ConfigBuilder::new()
+    };
+    builder
         .rule(
             RuleBuilder::new("api")
                 .path_prefix("/api/")
@@ -66,23 +79,22 @@ fn config() -> Result<Config, edgelimit_tower::ConfigError> {
         .build()
 }
 
-/// Serves the routes behind `layer` on `listen`; `/metrics` (no rule limits it) shows the
-/// layer's counters.
+/// Serves the routes behind `layer` on `listen` (the layer answers `/metrics` itself).
 async fn serve<S: Store + 'static>(
     layer: RateLimitLayer<S>,
     listen: SocketAddr,
     store: &str,
 ) -> Result<(), Box<dyn Error>> {
-    let counters = layer.clone();
     let app = Router::new()
         .route("/api/hello", get(|| async { "hello\n" }))
-        .route(
-            "/metrics",
-            get(move || async move { counters.edge().metrics_text() }),
-        )
         .layer(layer);
     let listener = tokio::net::TcpListener::bind(listen).await?;
-    println!("listening on http://{} ({store})", listener.local_addr()?);
+    // The store's URL may carry its password.
+    println!(
+        "listening on http://{} ({})",
+        listener.local_addr()?,
+        redact(store)
+    );
     // The peer address is what the `ip` identifier is resolved from.
     axum::serve(
         listener,
@@ -101,14 +113,19 @@ async fn main() -> Result<(), Box<dyn Error>> {
             std::process::exit(2);
         }
     };
-    let config = config()?;
+    let metrics_token = std::env::var(METRICS_TOKEN_VAR).ok();
+    let config = config(metrics_token.is_some())?;
+    let builder = match &metrics_token {
+        Some(token) => Builder::new(config.clone()).metrics_token(token),
+        None => Builder::new(config.clone()),
+    };
     match args.redis_url {
         Some(url) => {
             let store = redis_store(&url, &config).await?;
-            serve(Builder::new(config).build(store)?, args.listen, &url).await
+            serve(builder.build(store)?, args.listen, &url).await
         }
         None => {
-            let layer = Builder::new(config).build(MemoryStore::new())?;
+            let layer = builder.build(MemoryStore::new())?;
             serve(layer, args.listen, "in memory").await
         }
     }

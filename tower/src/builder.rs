@@ -99,9 +99,17 @@ impl ConfigBuilder {
         self.set("preflight_limit", json!(policy.to_string()))
     }
 
-    /// A path answering `GET` with the layer's counters as Prometheus text (`metrics_path`).
+    /// A path answering `GET` with the layer's counters as Prometheus text (`metrics_path`), to
+    /// the bearer token given to [`crate::Builder::metrics_token`] unless
+    /// [`ConfigBuilder::metrics_public`].
     pub fn metrics_path(self, path: &str) -> ConfigBuilder {
         self.set("metrics_path", json!(path))
+    }
+
+    /// Serves `metrics_path` to anyone, without a token (`metrics_public`): only where the
+    /// service is reachable from a private network alone.
+    pub fn metrics_public(self) -> ConfigBuilder {
+        self.set("metrics_public", json!(true))
     }
 
     /// A configuration-wide static deny entry (`deny`): `ip 192.0.2.0/24`, `header:x-key abc`.

@@ -34,6 +34,13 @@ pub enum BuildError {
         /// Why a tower service has no use for it, and what to do instead.
         why: &'static str,
     },
+    /// The metrics page (`metrics_path`, not `metrics_public`) has no token, or one shorter
+    /// than 32 bytes.
+    #[error("metrics_path: {problem}")]
+    MetricsToken {
+        /// What is wrong, and what to do.
+        problem: String,
+    },
     /// An exempt path that is not a path pattern.
     #[error("exempt path `{path}`: {problem}")]
     ExemptPath {

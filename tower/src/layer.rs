@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use edgelimit::net::ClientAddress;
 use edgelimit::{Clock, Store, SystemClock};
+use edgelimit_engine::config::{RouteToken, METRICS_TOKEN_VAR};
+use edgelimit_engine::route_guard::RouteGuard;
 use edgelimit_engine::rules::PathMatch;
 use edgelimit_engine::{Config, Edge};
 use http::header::HeaderName;
@@ -74,6 +76,7 @@ pub struct Builder {
     exempt: Exemptions,
     exempt_error: Option<BuildError>,
     clock: Arc<dyn Clock>,
+    metrics_token: Option<String>,
 }
 
 impl fmt::Debug for Builder {
@@ -82,6 +85,10 @@ impl fmt::Debug for Builder {
             .field("config", &self.config)
             .field("reading", &self.reading)
             .field("exempt", &self.exempt)
+            .field(
+                "metrics_token",
+                &self.metrics_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -95,7 +102,17 @@ impl Builder {
             exempt: Exemptions::default(),
             exempt_error: None,
             clock: Arc::new(SystemClock),
+            metrics_token: None,
         }
+    }
+
+    /// The bearer token the configuration's `metrics_path` answers (at least 32 bytes), as the
+    /// Worker's `EDGELIMIT_METRICS_TOKEN`: the page is served to `Authorization: Bearer
+    /// <token>` only, failed attempts limited per client address, unless the configuration
+    /// says `metrics_public = true`.
+    pub fn metrics_token(mut self, token: &str) -> Builder {
+        self.metrics_token = Some(token.to_string());
+        self
     }
 
     /// How the client address is found: behind trusted proxies, from the one header they write
@@ -181,13 +198,15 @@ impl Builder {
     }
 
     /// The layer over `store`. An error names a `custom:` source without its closure, a
-    /// closure no limit names, or an exempt path that is no pattern.
+    /// closure no limit names, an exempt path that is no pattern, or a metrics page without its
+    /// token (or with one too short).
     pub fn build<S: Store>(self, store: S) -> Result<RateLimitLayer<S>, BuildError> {
         if let Some(e) = self.exempt_error {
             return Err(e);
         }
         self.reading.customs.check(&self.config)?;
         refuse_worker_only(&self.config)?;
+        let metrics_token = metrics_token(&self.config, self.metrics_token)?;
         let mut reading = self.reading;
         reading.request_id = self
             .config
@@ -202,9 +221,29 @@ impl Builder {
                 clock: self.clock,
                 reading,
                 exempt: self.exempt,
+                metrics_token,
+                guard: RouteGuard::new(),
             }),
         })
     }
+}
+
+/// The metrics page's token: the one given, checked as the Worker checks its
+/// `EDGELIMIT_METRICS_TOKEN` (the rule is the configuration's, [`Config::route_tokens`]); `None`
+/// without a metrics page or with a public one.
+fn metrics_token(config: &Config, given: Option<String>) -> Result<Option<RouteToken>, BuildError> {
+    let tokens = config
+        .route_tokens(|name| (name == METRICS_TOKEN_VAR).then(|| given.clone()).flatten())
+        .map_err(|e| BuildError::MetricsToken {
+            problem: if e.field == "metrics_path" {
+                "the page answers a bearer token: give the layer one with \
+                 `.metrics_token(…)` (at least 32 bytes), or set metrics_public = true"
+                    .to_string()
+            } else {
+                e.problem
+            },
+        })?;
+    Ok(tokens.metrics)
 }
 
 /// Refuses what only the Cloudflare Worker runs: global limits, whose regions are Workers
@@ -262,6 +301,33 @@ mod tests {
         let global = Config::from_value(value).unwrap();
         let e = Builder::new(global).build(MemoryStore::new()).unwrap_err();
         assert!(e.to_string().starts_with("global: "), "{e}");
+    }
+
+    #[test]
+    fn a_metrics_page_needs_a_long_enough_token_unless_public() {
+        let mut value = json!({"metrics_path": "/metrics", "rules": [{"name": "api", "limits": [
+            {"name": "per-ip", "policy": "fixed 5/1m", "identifier": "ip"}]}]});
+        let guarded = Config::from_value(value.clone()).unwrap();
+        let e = Builder::new(guarded.clone())
+            .build(MemoryStore::new())
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("metrics_path: ")
+                && e.to_string().contains(".metrics_token("),
+            "{e}"
+        );
+        let e = Builder::new(guarded.clone())
+            .metrics_token("short")
+            .build(MemoryStore::new())
+            .unwrap_err();
+        assert!(e.to_string().contains("is 5 bytes"), "{e}");
+        assert!(Builder::new(guarded)
+            .metrics_token(&"t".repeat(32))
+            .build(MemoryStore::new())
+            .is_ok());
+        value["metrics_public"] = json!(true);
+        let public = Config::from_value(value).unwrap();
+        assert!(Builder::new(public).build(MemoryStore::new()).is_ok());
     }
 
     #[test]

@@ -25,8 +25,9 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use edgelimit::http::HeaderFields;
 use edgelimit::Store;
+use edgelimit_engine::admin_route::AdminAnswer;
 use edgelimit_engine::rules::STATUS_FIELD;
-use edgelimit_engine::{Action, Handled, Route};
+use edgelimit_engine::{Action, Handled, RequestView, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use smallvec::SmallVec;
@@ -112,7 +113,8 @@ where
 }
 
 /// The configuration's `metrics_path` page, when `request` asks for it: the layer's counters
-/// as Prometheus text, as the Worker answers it.
+/// as Prometheus text, as the Worker answers it — to the bearer token unless the page is public
+/// (401 without it, 429 after too many failures from the client's address).
 fn metrics_page<S: Store, B>(
     shared: &Shared<S>,
     request: &request::Parts,
@@ -124,12 +126,45 @@ fn metrics_page<S: Store, B>(
     {
         return None;
     }
+    if let Some(token) = &shared.metrics_token {
+        let client = HttpRequest::new(request, &shared.reading)
+            .client_ip()
+            .map(|ip| ip.into_owned());
+        let authorization = request
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let now_ms = shared.clock.now_ms();
+        if let Err(refused) = shared
+            .guard
+            .admit(token, client.as_deref(), authorization, now_ms)
+        {
+            return Some(refusal(refused));
+        }
+    }
     let mut response = Response::new(ResponseBody::answer(shared.edge.metrics_text()));
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Some(response)
+}
+
+/// A guarded page's refusal (401, 429) as a response: its JSON body, `Retry-After` for a 429.
+fn refusal<B>(refused: AdminAnswer) -> Response<ResponseBody<B>> {
+    let mut response = Response::new(ResponseBody::answer(refused.body));
+    *response.status_mut() =
+        StatusCode::from_u16(refused.status).unwrap_or(StatusCode::UNAUTHORIZED);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(seconds) = refused.retry_after {
+        headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// One limited request: the request path, then the inner service or the layer's answer, then

@@ -116,8 +116,21 @@ async fn a_store_refusing_the_limiter_fails_closed_unless_fail_misconfigured_say
         .unwrap();
     let url = format!("redis://limiter:pw@127.0.0.1:{}/", redis.port());
     let store = redis_store(&url, &config).await.expect("Redis");
-    let router = common::routes().layer(Builder::new(config).build(store).unwrap());
-    let send = |path: &str| common::send(&router, Req::get(path).build());
+    let metrics_token = "fail-modes-metrics-token-0123456789";
+    let router = common::routes().layer(
+        Builder::new(config)
+            .metrics_token(metrics_token)
+            .build(store)
+            .unwrap(),
+    );
+    let send = |path: &str| {
+        common::send(
+            &router,
+            Req::get(path)
+                .header("authorization", &format!("Bearer {metrics_token}"))
+                .build(),
+        )
+    };
 
     let refused = send("/api/defaults").await;
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);

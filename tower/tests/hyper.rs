@@ -1,6 +1,7 @@
 //! The layer around a plain hyper service (no axum): the accept loop records each connection's
 //! peer as a `PeerAddr`, the service's body is its own type, and the layer's answers and the
-//! configuration's `metrics_path` come back over a real HTTP/1.1 connection.
+//! configuration's `metrics_path` (to its token only) come back over a real HTTP/1.1
+//! connection.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -16,6 +17,9 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tower::{Layer, ServiceExt};
+
+/// The metrics page's token.
+const METRICS_TOKEN: &str = "hyper-test-metrics-token-0f3a9c71";
 
 /// Serves `/api/*` ("ok") behind the layer, on a free loopback port, trusting the loopback
 /// proxy's `X-Forwarded-For`.
@@ -34,6 +38,7 @@ async fn serve() -> SocketAddr {
             TrustedProxies::parse(["loopback"]).unwrap(),
             ProxyHeader::XForwardedFor,
         ))
+        .metrics_token(METRICS_TOKEN)
         .build(MemoryStore::new())
         .unwrap();
     let service = layer.layer(tower::service_fn(|_: Request<Incoming>| async {
@@ -84,9 +89,10 @@ async fn a_hyper_service_is_limited_per_client_behind_its_proxy() {
     assert_eq!(problem["violated-policies"][0], "per-ip");
     // Another client behind the same (trusted) proxy has its own quota.
     assert_eq!(get("203.0.113.6").await.unwrap().status(), 200);
-    // The counters, at the configuration's metrics_path, unlimited.
+    // The counters, at the configuration's metrics_path, unlimited, to the token only.
     let metrics = client
         .get(format!("http://{addr}/metrics"))
+        .bearer_auth(METRICS_TOKEN)
         .send()
         .await
         .unwrap()
@@ -97,4 +103,31 @@ async fn a_hyper_service_is_limited_per_client_behind_its_proxy() {
         metrics.contains("edgelimit_decisions_total{limit=\"per-ip\",outcome=\"denied\"} 1"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn the_metrics_page_answers_its_token_and_limits_guesses_per_client() {
+    let addr = serve().await;
+    let client = reqwest::Client::new();
+    let get = |token: Option<&str>, forwarded_for: &'static str| {
+        let mut request = client
+            .get(format!("http://{addr}/metrics"))
+            .header("x-forwarded-for", forwarded_for);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    for i in 0..10 {
+        let token = (i % 2 == 1).then_some("a-guess");
+        let refused = get(token, "203.0.113.9").await.unwrap();
+        assert_eq!(refused.status(), 401, "attempt {i}");
+        assert!(!refused.text().await.unwrap().contains("edgelimit_"));
+    }
+    let locked = get(Some(METRICS_TOKEN), "203.0.113.9").await.unwrap();
+    assert_eq!(locked.status(), 429);
+    assert!(locked.headers().contains_key("retry-after"));
+    let elsewhere = get(Some(METRICS_TOKEN), "203.0.113.10").await.unwrap();
+    assert_eq!(elsewhere.status(), 200);
+    assert!(elsewhere.text().await.unwrap().contains("edgelimit_"));
 }

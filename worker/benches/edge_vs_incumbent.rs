@@ -36,7 +36,7 @@ mod native {
 
     use edgelimit_gateway::{Gateway, MetricsPage};
     use edgelimit_testkit::dir::repo_root;
-    use edgelimit_testkit::edge::{durable_vars, worker_vars, TOKEN};
+    use edgelimit_testkit::edge::{durable_vars, worker_vars, METRICS_TOKEN, TOKEN};
     use edgelimit_testkit::metrics::{scrape, Samples};
     use edgelimit_testkit::origin::start_origin;
     use edgelimit_testkit::wrangler::built_worker;
@@ -309,7 +309,8 @@ mod native {
                 return None;
             }
             let url = format!("{}{METRICS_PATH}", target.base);
-            let text = self.http.get(&url).send().await.ok()?.text().await.ok()?;
+            let request = self.http.get(&url).bearer_auth(METRICS_TOKEN);
+            let text = request.send().await.ok()?.text().await.ok()?;
             let samples = Samples::parse(&text).ok()?;
             Some(samples.value("edgelimit_store_latency_seconds_count", &[]))
         }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use edgelimit::global::GlobalStore;
 use edgelimit::http::{HeaderFields, Problem, PROBLEM_CONTENT_TYPE};
+use edgelimit::redact::redact;
 use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{Check, RestStore, Store, StoreError, TimeSource, Verdict};
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -20,19 +21,26 @@ use worker::{
 };
 
 use crate::durable::client::{object_store, placement_key, ObjectShard, SHARD_KEY_VAR};
+use edgelimit_engine::admin_route::{check_admin_request, AdminAnswer, MAX_ADMIN_BODY};
 use edgelimit_engine::config::{
-    Config, ConfigError, FixedResponse, StoreKind, ADMIN_TOKEN_VAR, CONFIG_VAR, STATE_BINDING,
+    Config, ConfigError, FixedResponse, RouteToken, StoreKind, CONFIG_VAR, STATE_BINDING,
 };
 use edgelimit_engine::identify::RequestView;
 use edgelimit_engine::pipeline::{Edge, Handled, Route};
 use edgelimit_engine::plan::Incoming;
 use edgelimit_engine::reading::FieldValues;
+use edgelimit_engine::route_guard::RouteGuard;
 use edgelimit_engine::rules::STATUS_FIELD;
 use edgelimit_engine::ruling::{Action, EXCEEDED_HEADER, NO_STORE};
 
-/// The var naming the origin admitted requests go to. Unset: the request goes on to its own URL
-/// (the Worker runs on a route in front of the origin), or to `respond` when configured.
+/// The var naming where admitted requests go: an origin's URL, or [`ROUTE_ORIGIN`]. Unset: the
+/// configuration's `respond`, and without one the Worker refuses to start — no request goes
+/// anywhere its operator did not name.
 const ORIGIN_VAR: &str = "ORIGIN";
+
+/// `ORIGIN = "route"`: the request goes on to its own URL (the Worker runs on a route in front of
+/// its origin).
+const ROUTE_ORIGIN: &str = "route";
 
 /// The Durable Objects as one store, shared by the request path and the admin route.
 type Objects = Rc<ShardedStore<ObjectShard>>;
@@ -61,13 +69,26 @@ impl Store for WorkerStore {
     }
 }
 
+/// Where admitted requests go.
+enum Upstream {
+    /// `ORIGIN` names an origin: the request goes there, its path and query kept.
+    Origin(String),
+    /// `ORIGIN = "route"`: the request goes on to its own URL.
+    OwnUrl,
+    /// No `ORIGIN`: the configuration's `respond`.
+    Respond(FixedResponse),
+}
+
 /// What an isolate keeps between requests: the request path over its store (one per region
-/// with global limits, in `global.regions` order), the origin, and the admin route's objects
-/// and secret when it is on.
+/// with global limits, in `global.regions` order), where admitted requests go, the admin
+/// route's objects and secret when it is on, the metrics page's secret unless it is public,
+/// and the guard of both routes.
 struct Isolate {
     edges: Vec<Edge<WorkerStore>>,
-    origin: Option<String>,
-    admin: Option<(Objects, String)>,
+    upstream: Upstream,
+    admin: Option<(Objects, RouteToken)>,
+    metrics_token: Option<RouteToken>,
+    guard: RouteGuard,
 }
 
 thread_local! {
@@ -216,10 +237,18 @@ impl Isolate {
     fn load(env: &Env) -> Result<Isolate, String> {
         let config = load_config(env).map_err(|e| e.to_string())?;
         if config.global.is_some() {
+            if let Some(path) = &config.admin_path {
+                return Err(admin_over_redis(path));
+            }
+            let tokens = config
+                .route_tokens(|name| env_text(env, name))
+                .map_err(|e| e.to_string())?;
             return Ok(Isolate {
+                upstream: upstream(env, &config)?,
                 edges: regional_edges(env, &config)?,
-                origin: origin(env)?,
                 admin: None,
+                metrics_token: tokens.metrics,
+                guard: RouteGuard::new(),
             });
         }
         let store = match store_kind(env, &config)? {
@@ -236,28 +265,24 @@ impl Isolate {
                 ))
             }
         };
-        let admin = match (&config.admin_path, &store) {
-            (None, _) => None,
-            (Some(path), WorkerStore::Upstash(_) | WorkerStore::Global(_)) => {
-                return Err(format!(
-                    "admin_path `{path}`: the admin route controls Durable Objects; Redis is \
-                     controlled directly (edgelimit-admin --store upstash+https://…)"
-                ))
-            }
-            (Some(path), WorkerStore::Objects(objects)) => {
-                let token = env_text(env, ADMIN_TOKEN_VAR).ok_or_else(|| {
-                    format!(
-                        "admin_path `{path}` needs the {ADMIN_TOKEN_VAR} secret (`wrangler secret \
-                         put {ADMIN_TOKEN_VAR}`; .dev.vars locally)"
-                    )
-                })?;
-                Some((objects.clone(), token))
-            }
+        if let (Some(path), WorkerStore::Upstash(_) | WorkerStore::Global(_)) =
+            (&config.admin_path, &store)
+        {
+            return Err(admin_over_redis(path));
+        }
+        let tokens = config
+            .route_tokens(|name| env_text(env, name))
+            .map_err(|e| e.to_string())?;
+        let admin = match (tokens.admin, &store) {
+            (Some(token), WorkerStore::Objects(objects)) => Some((objects.clone(), token)),
+            _ => None,
         };
         Ok(Isolate {
+            upstream: upstream(env, &config)?,
             edges: vec![Edge::new(config, store).with_id_seed(isolate_seed())],
-            origin: origin(env)?,
             admin,
+            metrics_token: tokens.metrics,
+            guard: RouteGuard::new(),
         })
     }
 
@@ -274,7 +299,7 @@ impl Isolate {
     }
 
     /// This isolate's state, loaded on first use. A configuration error is not cached, so every
-    /// request reports it (and a fixed deployment recovers at once).
+    /// request is refused for it (and a fixed deployment recovers at once).
     fn get(env: &Env) -> Result<Rc<Isolate>, String> {
         if let Some(isolate) = ISOLATE.with(|e| e.borrow().clone()) {
             return Ok(isolate);
@@ -292,13 +317,34 @@ fn isolate_seed() -> u64 {
     (half() << 32) | half()
 }
 
-/// The origin admitted requests go to, when set.
-fn origin(env: &Env) -> Result<Option<String>, String> {
-    let origin = env_text(env, ORIGIN_VAR).map(|o| o.trim().trim_end_matches('/').to_string());
-    if let Some(origin) = &origin {
-        Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
+/// Why `admin_path` is refused with the state in Redis.
+fn admin_over_redis(path: &str) -> String {
+    format!(
+        "admin_path `{path}`: the admin route controls Durable Objects; Redis is controlled \
+         directly (edgelimit-admin --store upstash+https://…)"
+    )
+}
+
+/// Where admitted requests go: `ORIGIN` (a URL, or `route`), else the configuration's
+/// `respond`; with neither the Worker refuses to start, so that no request is sent where its
+/// operator did not say.
+fn upstream(env: &Env, config: &Config) -> Result<Upstream, String> {
+    let Some(origin) = env_text(env, ORIGIN_VAR) else {
+        return match &config.respond {
+            Some(fixed) => Ok(Upstream::Respond(fixed.clone())),
+            None => Err(format!(
+                "{ORIGIN_VAR} is not set: set it to the origin's URL (ORIGIN = \
+                 \"https://api.example.com\"), to \"{ROUTE_ORIGIN}\" when the Worker runs on a \
+                 route in front of its origin, or give {CONFIG_VAR} a `respond`"
+            )),
+        };
+    };
+    let origin = origin.trim().trim_end_matches('/');
+    if origin == ROUTE_ORIGIN {
+        return Ok(Upstream::OwnUrl);
     }
-    Ok(origin)
+    Url::parse(origin).map_err(|e| format!("{ORIGIN_VAR} `{origin}` is not a URL: {e}"))?;
+    Ok(Upstream::Origin(origin.to_string()))
 }
 
 /// The request as the rules see it.
@@ -379,7 +425,60 @@ impl RequestView for View {
     }
 }
 
+impl View {
+    /// The client's address, as the rules' `ip` reads it.
+    fn client(&self) -> Option<String> {
+        self.client_ip().map(|ip| ip.into_owned())
+    }
+}
+
 impl Incoming for View {}
+
+/// A fresh id for one error: a random UUID (`crypto.randomUUID()`), so no two occurrences share
+/// one; the time and `Math.random()` where the runtime has no `crypto`.
+fn error_id() -> String {
+    let uuid = || -> Option<String> {
+        let crypto = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("crypto")).ok()?;
+        let random_uuid = js_sys::Reflect::get(&crypto, &JsValue::from_str("randomUUID")).ok()?;
+        random_uuid
+            .dyn_into::<js_sys::Function>()
+            .ok()?
+            .call0(&crypto)
+            .ok()?
+            .as_string()
+    };
+    uuid().unwrap_or_else(|| {
+        format!(
+            "{:x}-{:x}",
+            js_sys::Date::now() as u64,
+            (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64
+        )
+    })
+}
+
+/// Answers a request the Worker cannot serve — a configuration it cannot run, an internal
+/// failure — with a generic problem (`status`) carrying a fresh error id, and logs `what` and
+/// `detail`, every secret redacted, under the same id. Nothing of `detail` reaches the client.
+fn internal_error(status: u16, what: &str, detail: &str) -> worker::Result<Response> {
+    let id = error_id();
+    console_error!("edgelimit: {what} (error_id {id}): {}", redact(detail));
+    problem_response(&Problem::internal_error(status, &id))
+}
+
+/// Writes the store failures' log lines now due (one JSON object each, `"edgelimit":
+/// "store_failure"`): a class at its first failure, then at most once a minute, never sampled.
+/// Their errors were redacted when noted (`FailureLine::error`). None while the store answers
+/// (one flag read).
+fn log_store_failures(edge: &Edge<WorkerStore>) {
+    for line in edge.limiter().store_failure_lines() {
+        console_error!("{}", line.to_json());
+    }
+}
+
+/// Logs `what` failed, with `error` redacted.
+fn log_failure(what: &str, error: &dyn std::fmt::Display) {
+    console_error!("edgelimit: {what}: {}", redact(&error.to_string()));
+}
 
 fn problem_response(problem: &Problem) -> worker::Result<Response> {
     let headers = Headers::new();
@@ -427,13 +526,12 @@ fn telling_origin(req: Request, exceeded: Option<Option<String>>) -> worker::Res
 
 async fn forward(
     req: Request,
-    origin: Option<&str>,
-    respond: Option<&FixedResponse>,
+    upstream: &Upstream,
     extra: &HeaderFields,
 ) -> worker::Result<Response> {
     let path = req.path();
-    let upstream = match (origin, respond) {
-        (Some(origin), _) => {
+    let sent = match upstream {
+        Upstream::Origin(origin) => {
             let url = req.url()?;
             let target = match url.query() {
                 Some(q) => format!("{origin}{}?{q}", url.path()),
@@ -447,7 +545,7 @@ async fn forward(
             )?;
             Fetch::Request(Request::from(inner)).send().await
         }
-        (None, Some(fixed)) => {
+        Upstream::Respond(fixed) => {
             let headers = Headers::new();
             headers.set("content-type", &fixed.content_type)?;
             let response = ResponseBuilder::new()
@@ -456,16 +554,120 @@ async fn forward(
                 .fixed(fixed.body.clone().into_bytes());
             return with_headers(response, extra);
         }
-        (None, None) => Fetch::Request(req).send().await,
+        Upstream::OwnUrl => Fetch::Request(req).send().await,
     };
-    match upstream {
+    match sent {
         Ok(response) => with_headers(response, extra),
         Err(e) => {
-            console_error!("edgelimit: origin unreachable: {e}");
+            log_failure("origin unreachable", &e);
             let response = problem_response(&Problem::origin_unreachable(&path))?;
             with_headers(response, extra)
         }
     }
+}
+
+/// A guarded route's own answer as a response: its status, its JSON body, `Retry-After` for a
+/// 429, never stored.
+fn route_answer(answer: AdminAnswer) -> worker::Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    headers.set("cache-control", NO_STORE)?;
+    if let Some(seconds) = answer.retry_after {
+        headers.set("retry-after", &seconds.to_string())?;
+    }
+    Ok(ResponseBuilder::new()
+        .with_status(answer.status)
+        .with_headers(headers)
+        .fixed(answer.body.into_bytes()))
+}
+
+/// The request's body, read up to `limit` bytes and no further: `None` when it is longer (the
+/// rest is cancelled, unread). Read with the stream's own reader, chunk by chunk.
+async fn body_within(req: &Request, limit: usize) -> worker::Result<Option<Vec<u8>>> {
+    let Some(stream) = req.inner().body() else {
+        return Ok(Some(Vec::new()));
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
+    let mut body = Vec::new();
+    loop {
+        let read = worker::wasm_bindgen_futures::JsFuture::from(reader.read()).await?;
+        let done = js_sys::Reflect::get(&read, &JsValue::from_str("done"))?;
+        if done.as_bool().unwrap_or(true) {
+            return Ok(Some(body));
+        }
+        let chunk: js_sys::Uint8Array =
+            js_sys::Reflect::get(&read, &JsValue::from_str("value"))?.unchecked_into();
+        let length = chunk.length() as usize;
+        if body.len() + length > limit {
+            // Dropped, not awaited: nothing more of it is wanted.
+            let _ = reader.cancel();
+            return Ok(None);
+        }
+        let start = body.len();
+        body.resize(start + length, 0);
+        chunk.copy_to(&mut body[start..]);
+    }
+}
+
+/// The admin route: the token (failures limited per client address), then the method and the
+/// declared length, then the body up to its bound, then the call — nothing is read before the
+/// token is found right.
+async fn admin_route(
+    isolate: &Isolate,
+    edge: &Edge<WorkerStore>,
+    view: &View,
+    req: Request,
+) -> worker::Result<Response> {
+    // An isolate whose configuration has an admin path has its objects and token (or refuses
+    // every request, Isolate::get).
+    let Some((objects, token)) = &isolate.admin else {
+        return internal_error(500, "admin route", "the admin route is not set up");
+    };
+    let authorization = view.header("authorization");
+    let client = view.client();
+    let now_ms = js_sys::Date::now() as u64;
+    let admitted =
+        match isolate
+            .guard
+            .admit(token, client.as_deref(), authorization.as_deref(), now_ms)
+        {
+            Ok(admitted) => admitted,
+            Err(refused) => return route_answer(refused),
+        };
+    let declared = view.header("content-length");
+    if let Err(refused) = check_admin_request(&view.method, declared.as_deref()) {
+        return route_answer(refused);
+    }
+    let Some(body) = body_within(&req, MAX_ADMIN_BODY).await? else {
+        return route_answer(AdminAnswer::too_large());
+    };
+    route_answer(edge.admin(&**objects, &admitted, &body).await)
+}
+
+/// The metrics page: this isolate's counters as Prometheus text, to the token unless public.
+fn metrics_route(
+    isolate: &Isolate,
+    edge: &Edge<WorkerStore>,
+    view: &View,
+) -> worker::Result<Response> {
+    if let Some(token) = &isolate.metrics_token {
+        let authorization = view.header("authorization");
+        let client = view.client();
+        let now_ms = js_sys::Date::now() as u64;
+        if let Err(refused) =
+            isolate
+                .guard
+                .admit(token, client.as_deref(), authorization.as_deref(), now_ms)
+        {
+            return route_answer(refused);
+        }
+    }
+    let headers = Headers::new();
+    headers.set("content-type", "text/plain; version=0.0.4")?;
+    headers.set("cache-control", NO_STORE)?;
+    Ok(ResponseBuilder::new()
+        .with_headers(headers)
+        .fixed(edge.metrics_text().into_bytes()))
 }
 
 /// Logs the request's line when it is to be logged, and writes its analytics data point.
@@ -484,7 +686,7 @@ fn report(edge: &Edge<WorkerStore>, env: &Env, handled: &Handled<'_>, view: &Vie
     let dataset = match env.analytics_engine(binding_name) {
         Ok(dataset) => dataset,
         Err(e) => {
-            console_error!("edgelimit: analytics binding `{binding_name}`: {e}");
+            log_failure(&format!("analytics binding `{binding_name}`"), &e);
             return;
         }
     };
@@ -495,7 +697,7 @@ fn report(edge: &Edge<WorkerStore>, env: &Env, handled: &Handled<'_>, view: &Vie
         .doubles(point.doubles)
         .write_to(&dataset);
     if let Err(e) = written {
-        console_error!("edgelimit: analytics write: {e}");
+        log_failure("analytics write", &e);
     }
 }
 
@@ -516,7 +718,7 @@ fn refill_after(ctx: &Context, isolate: &Rc<Isolate>, region: usize) {
             return;
         };
         if let Err(e) = store.refill(js_sys::Date::now() as u64).await {
-            console_error!("edgelimit: refilling the region's leases from the home: {e}");
+            log_failure("refilling the region's leases from the home", &e);
         }
     });
 }
@@ -542,60 +744,30 @@ fn settle_after(
     };
     let isolate = isolate.clone();
     ctx.wait_until(async move {
-        for e in isolate.edges[region].settle(settlement).await.failed {
-            console_error!("edgelimit: settling after the response: {e}");
+        let edge = &isolate.edges[region];
+        for e in edge.settle(settlement).await.failed {
+            log_failure("settling after the response", &e);
         }
+        log_store_failures(edge);
     });
 }
 
 #[event(fetch)]
-async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let isolate = match Isolate::get(&env) {
         Ok(isolate) => isolate,
-        Err(message) => {
-            console_error!("edgelimit: refusing requests: {message}");
-            return problem_response(&Problem::misconfigured(&message));
-        }
+        Err(message) => return internal_error(500, "refusing requests", &message),
     };
     let view = View::of(&req)?;
     let region = isolate.edge_for(&view);
     let edge = &isolate.edges[region];
     match edge.route(&view.method, &view.path) {
-        Route::Admin => {
-            // An isolate whose configuration has an admin path has its objects and token (or
-            // refuses every request, Isolate::get).
-            let Some((objects, token)) = &isolate.admin else {
-                return problem_response(&Problem::misconfigured("the admin route is not set up"));
-            };
-            let authorization = req.headers().get("authorization").ok().flatten();
-            let body = req.text().await.unwrap_or_default();
-            let answer = edge
-                .admin(
-                    &**objects,
-                    token,
-                    &view.method,
-                    authorization.as_deref(),
-                    &body,
-                )
-                .await;
-            let headers = Headers::new();
-            headers.set("content-type", "application/json")?;
-            headers.set("cache-control", NO_STORE)?;
-            return Ok(ResponseBuilder::new()
-                .with_status(answer.status)
-                .with_headers(headers)
-                .fixed(answer.body.into_bytes()));
-        }
-        Route::Metrics => {
-            let headers = Headers::new();
-            headers.set("content-type", "text/plain; version=0.0.4")?;
-            return Ok(ResponseBuilder::new()
-                .with_headers(headers)
-                .fixed(edge.metrics_text().into_bytes()));
-        }
+        Route::Admin => return admin_route(&isolate, edge, &view, req).await,
+        Route::Metrics => return metrics_route(&isolate, edge, &view),
         Route::Limited => {}
     }
     let handled = edge.handle(&view, js_sys::Date::now() as u64).await;
+    log_store_failures(edge);
     report(edge, &env, &handled, &view);
     refill_after(&ctx, &isolate, region);
     let answer = handled.response(&view);
@@ -625,13 +797,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
                 // Wall time, no CPU: the invocation stays open for the wait.
                 worker::Delay::from(std::time::Duration::from_millis(delay_ms)).await;
             }
-            let response = forward(
-                req,
-                isolate.origin.as_deref(),
-                edge.config().respond.as_ref(),
-                &answer.headers,
-            )
-            .await;
+            let response = forward(req, &isolate.upstream, &answer.headers).await;
             // An origin that failed stated no cost (the estimate stands), but the leases are
             // released all the same.
             settle_after(&ctx, &isolate, region, &handled, response.as_ref().ok());

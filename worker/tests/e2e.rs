@@ -253,7 +253,7 @@ async fn limits_headers_shadow_and_identifiers_end_to_end(store: EdgeStore) {
 
     // The isolate's counters: the cache hits above are counted.
     let metrics = stack
-        .get("/__edgelimit/metrics", &[])
+        .get("/__edgelimit/metrics", &[edge::METRICS_AUTHORIZATION])
         .await
         .text()
         .await
@@ -425,77 +425,158 @@ async fn a_store_that_never_answers_is_cut_off_by_the_default_50ms_budget() {
     eprintln!("fail-open answer with a silent store took {open_took:?} (budget 50 ms)");
 }
 
+/// The Worker's lines in wrangler's output (wrangler's own, such as its table of vars, left
+/// out).
+fn worker_lines(worker: &WranglerDev) -> Vec<String> {
+    worker
+        .logs()
+        .lines()
+        .filter(|line| line.contains("edgelimit: "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A Redis password as pasted into the REST URL's place: `@` and `%` in it.
+const PASTED_PASSWORD: &str = "Pa55w0rd-x7q";
+
+/// A rule, the origin, and a store that needs no server (none is called before the refusal).
+const VALID: &str = "[[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
+                     limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the built Worker and wrangler: scripts/test.d/worker.sh runs it"]
-async fn missing_or_garbled_configuration_is_refused_with_a_clear_message() {
-    let cases = [
+async fn a_configuration_it_cannot_run_is_refused_with_an_error_id_and_a_clear_log_line() {
+    let upstash =
+        "UPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n";
+    let long_token = "0123456789abcdef0123456789abcdef";
+    // (vars, what the log line says, whether the Durable Object binding goes with them)
+    let cases: Vec<(String, String, bool)> = vec![
         (
-            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n",
-            "EDGELIMIT_CONFIG: (var): is not set",
+            format!("[vars]\n{upstash}"),
+            "EDGELIMIT_CONFIG: (var): is not set".into(),
+            false,
         ),
         (
-            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n\
-             EDGELIMIT_CONFIG = \"{ not json\"\n",
-            "not valid JSON",
+            format!("[vars]\n{upstash}EDGELIMIT_CONFIG = \"{{ not json\"\n"),
+            "not valid JSON".into(),
+            false,
         ),
         (
-            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n\
-             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
-             limits = [{ name = \"x\", policy = \"fixed 0/1m\", identifier = \"ip\" }]\n",
-            "rules[0].limits[0].policy",
+            format!(
+                "[vars]\n{upstash}\
+                 [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
+                 limits = [{{ name = \"x\", policy = \"fixed 0/1m\", identifier = \"ip\" }}]\n"
+            ),
+            "rules[0].limits[0].policy".into(),
+            false,
         ),
         (
-            "[[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
-             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n",
             // No store at all: both ways to get one are named.
-            "no store: set UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN",
+            VALID.to_string(),
+            "no store: set UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN".into(),
+            false,
         ),
         // The Durable Object store's own: asked for but not bound; the admin route without its
-        // secret, or over Redis (which edgelimit-admin controls directly).
+        // secret, with one too short, or over Redis (which edgelimit-admin controls directly).
         (
-            "[vars.EDGELIMIT_CONFIG]\nstore = \"durable-object\"\n\
-             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
-             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n",
-            "needs the Durable Object binding EDGELIMIT_STATE",
+            format!("[vars.EDGELIMIT_CONFIG]\nstore = \"durable-object\"\n{VALID}"),
+            "needs the Durable Object binding EDGELIMIT_STATE".into(),
+            false,
         ),
         (
-            "[vars.EDGELIMIT_CONFIG]\nadmin_path = \"/__admin\"\n\
-             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
-             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n\n",
-            "needs the EDGELIMIT_ADMIN_TOKEN secret",
+            format!("[vars.EDGELIMIT_CONFIG]\nadmin_path = \"/__admin\"\n{VALID}\n"),
+            "needs the EDGELIMIT_ADMIN_TOKEN secret".into(),
+            true,
         ),
         (
-            "[vars]\nUPSTASH_REDIS_REST_URL = \"http://127.0.0.1:9\"\nUPSTASH_REDIS_REST_TOKEN = \"t\"\n\
-             EDGELIMIT_ADMIN_TOKEN = \"a\"\n[vars.EDGELIMIT_CONFIG]\nadmin_path = \"/__admin\"\n\
-             [[vars.EDGELIMIT_CONFIG.rules]]\nname = \"api\"\n\
-             limits = [{ name = \"x\", policy = \"fixed 10/1m\", identifier = \"ip\" }]\n",
-            "the admin route controls Durable Objects",
+            format!(
+                "[vars]\nEDGELIMIT_ADMIN_TOKEN = \"{}\"\n\
+                 [vars.EDGELIMIT_CONFIG]\nadmin_path = \"/__admin\"\n{VALID}\n",
+                &long_token[..31]
+            ),
+            "EDGELIMIT_ADMIN_TOKEN (secret): is 31 bytes".into(),
+            true,
+        ),
+        (
+            format!(
+                "[vars]\n{upstash}EDGELIMIT_ADMIN_TOKEN = \"{long_token}\"\n\
+                 [vars.EDGELIMIT_CONFIG]\nadmin_path = \"/__admin\"\n{VALID}"
+            ),
+            "the admin route controls Durable Objects".into(),
+            false,
+        ),
+        // The metrics page without a token, and the origin unnamed.
+        (
+            format!(
+                "[vars]\nORIGIN = \"http://127.0.0.1:9\"\n{upstash}\
+                 [vars.EDGELIMIT_CONFIG]\nmetrics_path = \"/m\"\n{VALID}"
+            ),
+            "metrics_path: `/m` answers a bearer token".into(),
+            false,
+        ),
+        (
+            format!("[vars]\n{upstash}{VALID}"),
+            "ORIGIN is not set".into(),
+            false,
+        ),
+        // A Redis URL pasted where the REST URL belongs: the log names it, password redacted.
+        (
+            format!(
+                "[vars]\nORIGIN = \"http://127.0.0.1:9\"\n\
+                 UPSTASH_REDIS_REST_URL = \"rediss://default:{PASTED_PASSWORD}%40@eu1-sure-ant.upstash.io:6379\"\n\
+                 UPSTASH_REDIS_REST_TOKEN = \"t\"\n{VALID}"
+            ),
+            "got `rediss://default:***@eu1-sure-ant.upstash.io:6379`".into(),
+            false,
         ),
     ];
     let http = Client::new();
-    for (i, (vars, expected)) in cases.into_iter().enumerate() {
-        // The second of the objects' cases has the binding the root wrangler.toml gives.
-        let vars = if i == 5 {
+    for (vars, expected, bound) in cases {
+        let vars = if bound {
             format!("{vars}{}", edge::durable_bindings())
         } else {
-            vars.to_string()
+            vars
         };
         let worker = tokio::task::spawn_blocking(move || WranglerDev::start(&vars))
             .await
             .unwrap();
-        let r = http
-            .get(format!("{}/any", worker.url()))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        let problem: Value = r.json().await.unwrap();
-        let detail = problem["detail"].as_str().unwrap_or_default().to_string();
-        assert!(detail.contains(expected), "`{expected}` not in `{detail}`");
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let r = http
+                .get(format!("{}/any", worker.url()))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+            let body = r.text().await.unwrap();
+            let problem: Value = serde_json::from_str(&body).unwrap();
+            let id = problem["error_id"].as_str().unwrap_or_default().to_string();
+            assert!(!id.is_empty(), "{body}");
+            // The client learns nothing of the configuration: neither the reason nor a secret.
+            assert!(
+                !body.contains(&expected),
+                "`{expected}` in the answer: {body}"
+            );
+            assert!(!body.contains(PASTED_PASSWORD), "{body}");
+            assert!(
+                wait_for_log(&worker, &format!("refusing requests (error_id {id})")).await,
+                "{}",
+                worker.logs()
+            );
+            ids.push(id);
+        }
+        assert_ne!(ids[0], ids[1], "an error id names one occurrence");
+        let lines = worker_lines(&worker);
+        for id in &ids {
+            let line = lines.iter().find(|l| l.contains(id.as_str()));
+            assert!(
+                line.is_some_and(|l| l.contains(&expected)),
+                "`{expected}` not in the line of {id}: {lines:#?}"
+            );
+        }
         assert!(
-            wait_for_log(&worker, "refusing requests").await,
-            "{}",
-            worker.logs()
+            !lines.iter().any(|l| l.contains(PASTED_PASSWORD)),
+            "{lines:#?}"
         );
     }
 }

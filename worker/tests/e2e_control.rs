@@ -33,7 +33,7 @@ use edgelimit::store::key::{control_key, list_key};
 use edgelimit::{Identifier, Limit, Policy};
 use edgelimit_engine::wire::{WireAnswer, WireBytes, WireCall, WireLimit};
 use edgelimit_gateway::MetricsPage;
-use edgelimit_testkit::edge::{keys, statuses, EdgeStore, Stack};
+use edgelimit_testkit::edge::{keys, statuses, EdgeStore, Stack, METRICS_AUTHORIZATION};
 use edgelimit_testkit::http::header;
 use edgelimit_testkit::metrics::{scrape, Samples};
 use edgelimit_testkit::origin::start_origin;
@@ -195,7 +195,7 @@ impl Reached {
 
 async fn worker_metrics(stack: &Stack) -> Samples {
     let text = stack
-        .get("/__edgelimit/metrics", &[])
+        .get("/__edgelimit/metrics", &[METRICS_AUTHORIZATION])
         .await
         .text()
         .await

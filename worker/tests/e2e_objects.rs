@@ -37,7 +37,8 @@ use edgelimit::store::{rendezvous_score, PlacementKey, Shard, ShardedStore};
 use edgelimit::{Check, CheckItem, Limit, MemoryStore, Policy, Store, TimeSource, Verdict};
 use edgelimit_engine::wire::{check_call, WireAnswer, WireBytes, WireCall, WireLimit};
 use edgelimit_testkit::edge::{
-    durable_bindings, durable_vars, statuses, EdgeStore, Stack, ADMIN_PATH, ADMIN_TOKEN, SHARD_KEY,
+    durable_bindings, durable_vars, statuses, EdgeStore, Stack, ADMIN_PATH, ADMIN_TOKEN,
+    METRICS_TOKEN, SHARD_KEY,
 };
 use edgelimit_testkit::http::header;
 use edgelimit_testkit::origin::start_origin;
@@ -934,7 +935,8 @@ export default { fetch() { return new Response("the faulty objects' Worker"); } 
 async fn start_on_faulty_objects(config: &str, fault: &str) -> (WranglerDev, Client) {
     let origin = start_origin().await;
     let vars = format!(
-        "[vars]\nORIGIN = \"http://{origin}\"\n\n[vars.EDGELIMIT_CONFIG]\n{config}\n\n{}",
+        "[vars]\nORIGIN = \"http://{origin}\"\nEDGELIMIT_METRICS_TOKEN = \"{METRICS_TOKEN}\"\n\n\
+         [vars.EDGELIMIT_CONFIG]\n{config}\n\n{}",
         durable_bindings().replace(
             "class_name = \"EdgeLimitState\"\n",
             "class_name = \"EdgeLimitState\"\nscript_name = \"edgelimit-faulty\"\n",
@@ -1006,6 +1008,7 @@ async fn each_limit_follows_its_fail_mode(http: &Client, worker: &WranglerDev) {
     assert_eq!(fallback, [200, 200, 429], "fallback decides at 20% of 10");
     let metrics = http
         .get(format!("{}/__edgelimit/metrics", worker.url()))
+        .bearer_auth(METRICS_TOKEN)
         .send()
         .await
         .unwrap()

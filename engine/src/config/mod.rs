@@ -8,6 +8,7 @@ pub mod file;
 pub mod global;
 mod limits;
 mod raw;
+mod tokens;
 mod validate;
 
 use std::time::Duration;
@@ -19,6 +20,7 @@ use crate::config::global::Global;
 use crate::lists::{ProbeSource, StaticList};
 use crate::rules::{CostSource, Rule};
 use raw::RawConfig;
+pub use tokens::{RouteToken, RouteTokens, MIN_TOKEN_BYTES};
 
 /// The name of the var holding the configuration.
 pub const CONFIG_VAR: &str = "EDGELIMIT_CONFIG";
@@ -40,6 +42,9 @@ pub const DEFAULT_OBJECTS: u32 = 64;
 pub const MAX_OBJECTS: u32 = 1024;
 /// The secret the admin route's bearer token must equal.
 pub const ADMIN_TOKEN_VAR: &str = "EDGELIMIT_ADMIN_TOKEN";
+/// The secret the metrics page's bearer token must equal (else [`ADMIN_TOKEN_VAR`]'s), unless
+/// `metrics_public = true`.
+pub const METRICS_TOKEN_VAR: &str = "EDGELIMIT_METRICS_TOKEN";
 /// The Durable Object binding of `store = "durable-object"`.
 pub const STATE_BINDING: &str = "EDGELIMIT_STATE";
 
@@ -112,8 +117,12 @@ pub struct Config {
     pub log_sample: f64,
     /// The Analytics Engine binding to write one data point per request to, if any.
     pub analytics: Option<String>,
-    /// A path answering `GET` with this isolate's counters as Prometheus text, if any.
+    /// A path answering `GET` with this isolate's counters as Prometheus text, if any: to a
+    /// bearer token ([`Config::route_tokens`]) unless [`Config::metrics_public`].
     pub metrics_path: Option<String>,
+    /// Whether `metrics_path` answers anyone, without a token (off unless configured: the
+    /// counters name the limits and how often each denies, which an attacker tunes against).
+    pub metrics_public: bool,
     /// The response for admitted requests when no `ORIGIN` is set.
     pub respond: Option<FixedResponse>,
     /// The shards; empty means one store from `UPSTASH_REDIS_REST_URL`/`_TOKEN`.

@@ -19,6 +19,7 @@ pub(super) struct RawConfig {
     pub(super) log_sample: Option<f64>,
     pub(super) analytics: Option<String>,
     pub(super) metrics_path: Option<String>,
+    pub(super) metrics_public: Option<bool>,
     pub(super) respond: Option<RawResponse>,
     #[serde(default)]
     pub(super) shards: Vec<RawShard>,

@@ -355,6 +355,7 @@ fn top_level_settings_are_checked() {
         ("log_sample", json!(1.5), "log_sample"),
         ("time", json!("gps"), "time"),
         ("metrics_path", json!("metrics"), "metrics_path"),
+        ("metrics_public", json!(true), "metrics_public"),
         ("respond", json!({"status": 99}), "respond.status"),
         ("namespace", json!("a b"), "namespace"),
     ] {

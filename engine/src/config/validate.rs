@@ -54,6 +54,13 @@ impl RawConfig {
                 ));
             }
         }
+        let metrics_public = self.metrics_public.unwrap_or(false);
+        if metrics_public && self.metrics_path.is_none() {
+            return Err(ConfigError::at(
+                "metrics_public",
+                "is set, and there is no metrics_path to make public",
+            ));
+        }
         let store = store_kind(
             self.store.as_deref(),
             global.is_some(),
@@ -127,6 +134,7 @@ impl RawConfig {
             log_sample,
             analytics: self.analytics.filter(|a| !a.is_empty()),
             metrics_path: self.metrics_path,
+            metrics_public,
             respond,
             shards,
             request_id_header,

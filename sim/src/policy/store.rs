@@ -11,6 +11,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use edgelimit::redact::redact;
 use edgelimit::store::{RespStore, REST_TOKEN_VAR};
 use edgelimit::RestStore;
 use edgelimit::{Check, Limit, Policy, Store, TimeSource};
@@ -52,25 +53,28 @@ impl FromStr for StoreChoice {
             })
         } else {
             Err(format!(
-                "unknown store `{s}` (expected memory, redis://…, or upstash+http(s)://…)"
+                "unknown store `{}` (expected memory, redis://…, or upstash+http(s)://…)",
+                redact(s)
             ))
         }
     }
 }
 
-/// As `Display`: the token stays out of debug output and logs.
+/// As `Display`: no secret in debug output and logs.
 impl fmt::Debug for StoreChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
 }
 
+/// The store as the reports name it: a URL's password (and any token in it) redacted, the
+/// REST token left out.
 impl fmt::Display for StoreChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreChoice::Memory => f.write_str("memory"),
-            StoreChoice::Redis(url) => f.write_str(url),
-            StoreChoice::Upstash { url, .. } => write!(f, "upstash+{url}"),
+            StoreChoice::Redis(url) => f.write_str(&redact(url)),
+            StoreChoice::Upstash { url, .. } => write!(f, "upstash+{}", redact(url)),
         }
     }
 }
@@ -89,7 +93,7 @@ impl StoreChoice {
                 let runtime = runtime()?;
                 let store = runtime
                     .block_on(RespStore::connect(url))
-                    .map_err(|e| SimError::Store(format!("{url}: {e}")))?
+                    .map_err(|e| SimError::Store(redact(&format!("{url}: {e}")).into_owned()))?
                     .with_namespace(fresh_namespace());
                 Ok(Some(Box::new(Batched::new(
                     runtime,
@@ -102,13 +106,14 @@ impl StoreChoice {
                     Some(token) => token.clone(),
                     None => std::env::var(REST_TOKEN_VAR).map_err(|_| {
                         SimError::Usage(format!(
-                            "--store upstash+{url}: set {REST_TOKEN_VAR} to the REST token"
+                            "--store upstash+{}: set {REST_TOKEN_VAR} to the REST token",
+                            redact(url)
                         ))
                     })?,
                 };
                 let runtime = runtime()?;
                 let store = RestStore::new(url, &token)
-                    .map_err(|e| SimError::Store(format!("{url}: {e}")))?
+                    .map_err(|e| SimError::Store(redact(&format!("{url}: {e}")).into_owned()))?
                     .with_namespace(fresh_namespace());
                 Ok(Some(Box::new(Batched::new(
                     runtime,
@@ -218,7 +223,7 @@ impl ExternalStore for Batched {
                 verdicts.extend(
                     self.runtime
                         .block_on(self.store.check(part, TimeSource::At(t)))
-                        .map_err(|e| SimError::Store(e.to_string()))?,
+                        .map_err(|e| SimError::Store(redact(&e.to_string()).into_owned()))?,
                 );
             }
             if verdicts.len() != checks.len() {

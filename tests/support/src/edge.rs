@@ -22,8 +22,22 @@ use crate::wrangler::WranglerDev;
 /// The gateway's token in the stack.
 pub const TOKEN: &str = "e2e-token-0123456789";
 
-/// The admin route's token (`EDGELIMIT_ADMIN_TOKEN`) in a Durable Object stack.
-pub const ADMIN_TOKEN: &str = "e2e-admin-token-7a1c93";
+/// The admin route's token (`EDGELIMIT_ADMIN_TOKEN`) in a Durable Object stack: at least 32
+/// bytes, as the Worker asks.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token-7a1c93-0f4d2b8e6a";
+
+macro_rules! metrics_token {
+    () => {
+        "e2e-metrics-token-5b8e1f-c2a7d94e0"
+    };
+}
+
+/// The metrics page's token (`EDGELIMIT_METRICS_TOKEN`) in every stack.
+pub const METRICS_TOKEN: &str = metrics_token!();
+
+/// The header field presenting [`METRICS_TOKEN`], for a stack's `metrics_path`.
+pub const METRICS_AUTHORIZATION: (&str, &str) =
+    ("authorization", concat!("Bearer ", metrics_token!()));
 
 /// The secret keying which object an identifier lands on (`EDGELIMIT_SHARD_KEY`) in a Durable
 /// Object stack: a test that asks where an identifier lives places it with this key.
@@ -88,7 +102,8 @@ macro_rules! on_every_store {
 pub fn worker_vars(origin: SocketAddr, store_url: &str, token: &str, config: &str) -> String {
     format!(
         "[vars]\nORIGIN = \"http://{origin}\"\nUPSTASH_REDIS_REST_URL = \"{store_url}\"\n\
-         UPSTASH_REDIS_REST_TOKEN = \"{token}\"\n\n[vars.EDGELIMIT_CONFIG]\n{config}\n"
+         UPSTASH_REDIS_REST_TOKEN = \"{token}\"\nEDGELIMIT_METRICS_TOKEN = \"{METRICS_TOKEN}\"\n\n\
+         [vars.EDGELIMIT_CONFIG]\n{config}\n"
     )
 }
 
@@ -105,6 +120,7 @@ pub fn durable_vars(origin: SocketAddr, config: &str) -> String {
     };
     format!(
         "[vars]\nORIGIN = \"http://{origin}\"\nEDGELIMIT_ADMIN_TOKEN = \"{ADMIN_TOKEN}\"\n\
+         EDGELIMIT_METRICS_TOKEN = \"{METRICS_TOKEN}\"\n\
          EDGELIMIT_SHARD_KEY = \"{SHARD_KEY}\"\n\n\
          [vars.EDGELIMIT_CONFIG]\n{admin_path}{config}\n\n{}",
         durable_bindings()
@@ -344,5 +360,18 @@ mod tests {
         assert!(vars.contains("class_name = \"EdgeLimitState\""));
         let own = durable_vars(origin, "admin_path = \"/own\"\n");
         assert_eq!(own.matches("admin_path").count(), 1, "{own}");
+    }
+
+    #[test]
+    fn every_stack_has_the_metrics_token_and_long_enough_tokens() {
+        let origin: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        for vars in [
+            durable_vars(origin, ""),
+            worker_vars(origin, "http://127.0.0.1:1", TOKEN, ""),
+        ] {
+            assert!(vars.contains(&format!("EDGELIMIT_METRICS_TOKEN = \"{METRICS_TOKEN}\"")));
+        }
+        assert_eq!(METRICS_AUTHORIZATION.1, format!("Bearer {METRICS_TOKEN}"));
+        assert!(ADMIN_TOKEN.len() >= 32 && METRICS_TOKEN.len() >= 32);
     }
 }
