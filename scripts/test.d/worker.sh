@@ -15,7 +15,7 @@ grep -q "Total Upload" .wrangler/dryrun.log || { cat .wrangler/dryrun.log; exit 
 gzipped=$(gzip -9 -c worker/build/index_bg.wasm | wc -c)
 # The budget is ours, not Cloudflare's (3 MiB on the free plan): cold starts pay for every byte,
 # and a dependency change that silently adds ICU tables (see docs/decisions.md, "Size") must fail.
-budget=$((510 * 1000))
+budget=$((550 * 1000))
 if [ "$gzipped" -gt "$budget" ]; then
   echo "the Worker's wasm is $gzipped bytes gzipped: over its $budget-byte budget (docs/decisions.md, Size)" >&2
   exit 1
