@@ -209,6 +209,9 @@ impl<S: Store> Limiter<S> {
     /// calls it after each request (it reads one flag while the store answers) and writes the
     /// lines where it logs, as they are: each [`FailureLine::error`] was redacted when noted.
     pub fn store_failure_lines(&self) -> Vec<FailureLine> {
+        if !self.failures.any_pending() {
+            return Vec::new();
+        }
         self.failures.due_at(self.clock.now_ms())
     }
 

@@ -119,6 +119,12 @@ impl FailureLog {
         self.pending.store(true, Ordering::Release);
     }
 
+    /// Whether any failure waits to be logged: what lets a request that met none skip reading
+    /// the clock for [`FailureLog::due_at`].
+    pub fn any_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
     /// The lines due at `now_ms`, each class's failures since its last line once that line is
     /// `interval_ms` old (or there was none); their failures are then forgotten.
     pub fn due_at(&self, now_ms: u64) -> Vec<FailureLine> {

@@ -81,11 +81,14 @@ impl Reading {
 pub(crate) struct HttpRequest<'a> {
     parts: &'a Parts,
     reading: &'a Reading,
-    /// The host, found on first use: only a rule naming hosts reads it, and the request path
-    /// given the rules already matched never does.
-    host: OnceLock<Cow<'a, str>>,
-    /// The client's address as text, found on first use: a request no `ip` limit or list looks
-    /// at never resolves it.
+    /// The host, read when the request is: every rule match reads it (as nginx picks a server),
+    /// and a cell filled on first use would cost more than the reading.
+    host: Cow<'a, str>,
+    /// The client's address as text when the request path always reads it, resolved once the
+    /// rules are known to match ([`HttpRequest::with_matched`]).
+    client_known: Option<Option<AddressText>>,
+    /// Otherwise the client's address as text, found on first use: a request no `ip` limit or
+    /// list looks at never resolves it.
     client: OnceLock<Option<AddressText>>,
     /// The rules it matches (their places in the configuration), when already known.
     matched: Option<MatchedPlaces>,
@@ -117,9 +120,10 @@ impl<'a> HttpRequest<'a> {
     /// `parts` read as `reading` says.
     pub(crate) fn new(parts: &'a Parts, reading: &'a Reading) -> HttpRequest<'a> {
         HttpRequest {
-            host: OnceLock::new(),
+            host: host_of(parts),
             parts,
             reading,
+            client_known: None,
             client: OnceLock::new(),
             matched: None,
         }
@@ -131,7 +135,7 @@ impl<'a> HttpRequest<'a> {
     pub(crate) fn with_matched(mut self, places: MatchedPlaces) -> HttpRequest<'a> {
         self.matched = Some(places);
         if self.reading.client_always {
-            self.client = OnceLock::from(self.resolve_client());
+            self.client_known = Some(self.resolve_client());
         }
         self
     }
@@ -142,7 +146,10 @@ impl<'a> HttpRequest<'a> {
     }
 
     fn client_address(&self) -> Option<&AddressText> {
-        self.client.get_or_init(|| self.resolve_client()).as_ref()
+        match &self.client_known {
+            Some(known) => known.as_ref(),
+            None => self.client.get_or_init(|| self.resolve_client()).as_ref(),
+        }
     }
 }
 
@@ -175,7 +182,7 @@ impl RequestView for HttpRequest<'_> {
     }
 
     fn host(&self) -> &str {
-        self.host.get_or_init(|| host_of(self.parts))
+        &self.host
     }
 
     fn path(&self) -> &str {
