@@ -5,6 +5,9 @@
 //! after the first NUL: host, path, and a header value) without panicking.
 #![no_main]
 
+use std::borrow::Cow;
+
+use edgelimit_engine::reading::FieldValues;
 use edgelimit_engine::{Config, RequestView};
 use libfuzzer_sys::fuzz_target;
 
@@ -27,8 +30,14 @@ impl RequestView for Request<'_> {
     fn query(&self, _name: &str) -> Option<String> {
         Some(self.value.to_string())
     }
+    fn query_values(&self, _name: &str) -> FieldValues<'_> {
+        FieldValues::One(Cow::Borrowed(self.value))
+    }
     fn header(&self, _name: &str) -> Option<String> {
         Some(self.value.to_string())
+    }
+    fn header_values(&self, _name: &str) -> FieldValues<'_> {
+        FieldValues::One(Cow::Borrowed(self.value))
     }
 }
 
