@@ -38,6 +38,41 @@ fn decades(max: f64) -> Vec<f64> {
     v
 }
 
+/// A log–log chart's grid: a line and a label at each decade of either axis (`x` and `y` place
+/// a value), and the horizontal axis's `label`.
+fn log_grid(
+    o: &mut String,
+    (max_x, x): (f64, &dyn Fn(f64) -> f64),
+    (max_y, y): (f64, &dyn Fn(f64) -> f64),
+    label: &str,
+) {
+    for t in decades(max_y) {
+        let yy = y(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#666">{t}</text>"##,
+            W - RIGHT,
+            LEFT - 4.0,
+            yy + 3.5
+        );
+    }
+    for t in decades(max_x) {
+        let xx = x(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{:.1}" stroke="#eee"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle" fill="#666">{t}</text>"##,
+            H - BOTTOM,
+            H - BOTTOM + 14.0
+        );
+    }
+    let _ = write!(
+        o,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">{label}</text>"##,
+        LEFT + (W - LEFT - RIGHT) / 2.0,
+        H - 8.0
+    );
+}
+
 /// One chart: clients denied against the limit, one step line per suggestion of the group
 /// (one stream and window), the suggestion marked by a dot.
 fn curve_chart(o: &mut String, title: &str, group: &[&Suggestion]) {
@@ -58,31 +93,7 @@ fn curve_chart(o: &mut String, title: &str, group: &[&Suggestion]) {
         LEFT,
         "clients denied at least once (log) against the limit (log; buckets: burst = limit)",
     );
-    for t in decades(max_denied) {
-        let yy = y(t);
-        let _ = write!(
-            o,
-            r##"<line x1="{LEFT}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#666">{t}</text>"##,
-            W - RIGHT,
-            LEFT - 4.0,
-            yy + 3.5
-        );
-    }
-    for t in decades(max_limit) {
-        let xx = x(t);
-        let _ = write!(
-            o,
-            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{:.1}" stroke="#eee"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle" fill="#666">{t}</text>"##,
-            H - BOTTOM,
-            H - BOTTOM + 14.0
-        );
-    }
-    let _ = write!(
-        o,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">limit per window</text>"##,
-        LEFT + (W - LEFT - RIGHT) / 2.0,
-        H - 8.0
-    );
+    log_grid(o, (max_limit, &x), (max_denied, &y), "limit per window");
     for (i, s) in group.iter().enumerate() {
         let c = color(&s.algorithm);
         let mut path = String::new();
@@ -153,31 +164,7 @@ fn peak_chart(o: &mut String, title: &str, p: &PeakRates) {
         LEFT,
         "clients (log) by their peak: the most sent in any span of the window (log)",
     );
-    for t in decades(max_clients) {
-        let yy = y(t);
-        let _ = write!(
-            o,
-            r##"<line x1="{LEFT}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#666">{t}</text>"##,
-            W - RIGHT,
-            LEFT - 4.0,
-            yy + 3.5
-        );
-    }
-    for t in decades(max_peak) {
-        let xx = x(t);
-        let _ = write!(
-            o,
-            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{:.1}" stroke="#eee"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle" fill="#666">{t}</text>"##,
-            H - BOTTOM,
-            H - BOTTOM + 14.0
-        );
-    }
-    let _ = write!(
-        o,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">peak per window</text>"##,
-        LEFT + (W - LEFT - RIGHT) / 2.0,
-        H - 8.0
-    );
+    log_grid(o, (max_peak, &x), (max_clients, &y), "peak per window");
     let base = H - BOTTOM;
     for d in &p.distribution {
         let over = p.suggested_limit.is_some_and(|l| d.peak > l);
