@@ -71,6 +71,31 @@ pub async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
     waited.is_ok()
 }
 
+/// Waits until the server closes one of `streams` (EOF or reset), at most `limit`; which one.
+/// For a test that knows one connection must give its place up but not which: the server picks
+/// by when it last heard from each, and under load it reads them in no fixed order.
+pub async fn first_closed(streams: &mut [TcpStream], limit: Duration) -> Option<usize> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut buffer = [0u8; 1024];
+    loop {
+        for (index, stream) in streams.iter_mut().enumerate() {
+            // Whatever the server sent before closing (an h2c SETTINGS frame) is read past.
+            loop {
+                match stream.try_read(&mut buffer) {
+                    Ok(0) => return Some(index),
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => return Some(index),
+                }
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// One keep-alive HTTP/1.1 connection, written to and read from by hand: a client that costs
 /// next to nothing, so a load test measures the server.
 #[derive(Debug)]
