@@ -34,7 +34,9 @@ pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
 pub trait RequestView {
     /// The method, upper case.
     fn method(&self) -> &str;
-    /// The host, lower case, without port.
+    /// The host as the request names it (HTTP/1.1's `Host`, else the URL's authority), with or
+    /// without its port, in any case: rules and identifiers read it as the origin routes by it
+    /// ([`crate::normalize::host`], through [`crate::Config::reading`]).
     fn host(&self) -> &str;
     /// The path, as sent (percent-encoded), starting with `/`, without the query: rules and
     /// identifiers read it as the origin will ([`crate::normalize::path`], through

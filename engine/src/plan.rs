@@ -33,6 +33,12 @@ pub trait Incoming: RequestView {
         limit.source.extract(read)
     }
 
+    /// This request as the request path reads it ([`Config::reading`]); a host that read it
+    /// already gives that reading back ([`Config::read_before`]) rather than reading it twice.
+    fn reading<'r>(&'r self, config: &Config) -> Reading<'r, Self> {
+        config.reading(self)
+    }
+
     /// The rules of `config` this request (read as `read`) matches, in configuration order.
     fn matching<'c>(&self, config: &'c Config, read: &Reading<'_, Self>) -> MatchedRules<'c> {
         config.matching(read)
@@ -193,7 +199,7 @@ impl Config {
         spare: [Check; 2],
         probes: Option<&Mutex<ProbeCache>>,
     ) -> Plan<'c> {
-        let read = self.reading(request);
+        let read = request.reading(self);
         if let Some(why) = read.unreadable() {
             // No rule can be matched with certainty: none is, and nothing is charged.
             let mut plan = Plan::empty(own_id, spare, self);

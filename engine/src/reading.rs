@@ -223,6 +223,16 @@ impl<'r, R: RequestView + ?Sized> Reading<'r, R> {
         self.request
     }
 
+    /// The path and host as read, each `None` where it reads as the request sent it: what a
+    /// host keeps beyond its borrow of the request to give back to [`Config::read_before`].
+    pub fn changes(&self) -> (Option<String>, Option<String>) {
+        let changed = |read: &str, sent: &str| (read != sent).then(|| read.to_string());
+        (
+            changed(&self.path, self.request.path()),
+            changed(&self.host, self.request.host()),
+        )
+    }
+
     /// Why the request's path or host cannot be read, if one cannot: then the request is
     /// refused, and its path and host read as sent.
     pub fn unreadable(&self) -> Option<Unreadable> {
@@ -261,6 +271,27 @@ impl Config {
             path: path.unwrap_or(Cow::Borrowed(raw_path)),
             host: host.unwrap_or(Cow::Borrowed(raw_host)),
             unreadable,
+            duplicates: self.duplicates,
+            repeated: Cell::new(None),
+            request,
+        }
+    }
+}
+
+impl Config {
+    /// `request` as [`Config::reading`] read it before, its path and host as that reading gave
+    /// them (both readable): for a host that read the request ahead of the request path (to
+    /// match its rules before taking it down the path) and would otherwise read it twice.
+    pub fn read_before<'r, R: RequestView + ?Sized>(
+        &self,
+        request: &'r R,
+        path: &'r str,
+        host: &'r str,
+    ) -> Reading<'r, R> {
+        Reading {
+            path: Cow::Borrowed(path),
+            host: Cow::Borrowed(host),
+            unreadable: None,
             duplicates: self.duplicates,
             repeated: Cell::new(None),
             request,

@@ -81,39 +81,59 @@ impl Reading {
 pub(crate) struct HttpRequest<'a> {
     parts: &'a Parts,
     reading: &'a Reading,
-    /// The host, read when the request is: every rule match reads it (as nginx picks a server),
-    /// and a cell filled on first use would cost more than the reading.
-    host: Cow<'a, str>,
+    /// The host as sent, read when the request is: the request path always reads it (as nginx
+    /// picks a server), and a cell filled on first use would cost more than finding it.
+    host: &'a str,
     /// The client's address as text when the request path always reads it, resolved once the
     /// rules are known to match ([`HttpRequest::with_matched`]).
     client_known: Option<Option<AddressText>>,
     /// Otherwise the client's address as text, found on first use: a request no `ip` limit or
     /// list looks at never resolves it.
     client: OnceLock<Option<AddressText>>,
-    /// The rules it matches (their places in the configuration), when already known.
-    matched: Option<MatchedPlaces>,
+    /// How the layer read it, when it did: the request path takes that reading and those
+    /// rules rather than reading and matching again.
+    ahead: Option<ReadAhead>,
 }
 
 /// Where in the configuration the rules a request matches are, in configuration order.
 pub(crate) type MatchedPlaces = SmallVec<[usize; 4]>;
 
-/// Whether the layer takes `request` down the request path, and with which of `config`'s rules
-/// (their places): `None` to pass it through untouched (no rule matches it, or `exempt` lets
+/// A request as the layer read it before taking it down the request path ([`limited_places`]):
+/// kept apart from the request's borrow, as the request moves into the response future.
+#[derive(Debug)]
+pub(crate) struct ReadAhead {
+    /// The rules it matches.
+    places: MatchedPlaces,
+    /// Its path and host as read where they differ from the request's ([`Reading::changes`]),
+    /// when both are readable; `None` when one is not (the request path reads it again to say
+    /// why, and refuses it).
+    changes: Option<(Option<String>, Option<String>)>,
+}
+
+/// Whether the layer takes `request` down the request path, and how it read it (with which of
+/// `config`'s rules): `None` to pass it through untouched (no rule matches it, or `exempt` lets
 /// its path pass), read as the request path reads it ([`Config::reading`]). A request whose
 /// path or host cannot be read is taken with no rule, for the request path to refuse.
 pub(crate) fn limited_places(
     config: &Config,
     exempt: &Exemptions,
     request: &HttpRequest<'_>,
-) -> Option<MatchedPlaces> {
+) -> Option<ReadAhead> {
     let read = config.reading(request);
     if read.unreadable().is_some() {
-        return Some(MatchedPlaces::new());
+        return Some(ReadAhead {
+            places: MatchedPlaces::new(),
+            changes: None,
+        });
     }
     if exempt.exempts(read.path()) {
         return None;
     }
-    Some(config.matched_places(&read)).filter(|places| !places.is_empty())
+    let places = config.matched_places(&read);
+    (!places.is_empty()).then(|| ReadAhead {
+        places,
+        changes: Some(read.changes()),
+    })
 }
 
 impl<'a> HttpRequest<'a> {
@@ -125,15 +145,15 @@ impl<'a> HttpRequest<'a> {
             reading,
             client_known: None,
             client: OnceLock::new(),
-            matched: None,
+            ahead: None,
         }
     }
 
-    /// The same request, known to match the rules at `places` (from [`limited_places`]): the
-    /// request path does not match them again. Its client address is resolved now when the
+    /// The same request, as the layer read it (from [`limited_places`]): the request path does
+    /// not read it or match its rules again. Its client address is resolved now when the
     /// request path always reads it ([`Reading::client_always`]).
-    pub(crate) fn with_matched(mut self, places: MatchedPlaces) -> HttpRequest<'a> {
-        self.matched = Some(places);
+    pub(crate) fn with_read_ahead(mut self, ahead: ReadAhead) -> HttpRequest<'a> {
+        self.ahead = Some(ahead);
         if self.reading.client_always {
             self.client_known = Some(self.resolve_client());
         }
@@ -153,28 +173,20 @@ impl<'a> HttpRequest<'a> {
     }
 }
 
-/// The request's host, lower case and without its port: `Host` (HTTP/1.1), else the URI's
-/// authority (HTTP/2's `:authority`); empty when it has neither.
-fn host_of(parts: &Parts) -> Cow<'_, str> {
-    let authority = parts
-        .headers
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| parts.uri.authority().map(|a| a.as_str()))
-        .unwrap_or("");
-    let host = match authority.strip_prefix('[') {
-        // An IPv6 literal keeps its brackets, as a URL's host does.
-        Some(rest) => rest
-            .find(']')
-            .map_or(authority, |end| &authority[..end + 2]),
-        None => authority.split(':').next().unwrap_or(""),
-    };
-    if host.bytes().any(|b| b.is_ascii_uppercase()) {
-        Cow::Owned(host.to_ascii_lowercase())
-    } else {
-        Cow::Borrowed(host)
+/// The request's host as it names it: `Host` (HTTP/1.1), else the URI's authority (HTTP/2's
+/// `:authority`); empty when it has neither. Its case and port are left to the request path's
+/// reading ([`Config::reading`]), which reads them once. A `Host` that is not visible ASCII is
+/// read as one the reading refuses, never as no host (which would match no rule naming one).
+fn host_of(parts: &Parts) -> &str {
+    match parts.headers.get(HOST) {
+        Some(value) => value.to_str().unwrap_or(NOT_TEXT),
+        None => parts.uri.authority().map_or("", |a| a.as_str()),
     }
 }
+
+/// What a `Host` that is not text reads as: a host [`edgelimit_engine::normalize::host`]
+/// refuses (a space is never in one).
+const NOT_TEXT: &str = " ";
 
 impl RequestView for HttpRequest<'_> {
     fn method(&self) -> &str {
@@ -182,7 +194,7 @@ impl RequestView for HttpRequest<'_> {
     }
 
     fn host(&self) -> &str {
-        &self.host
+        self.host
     }
 
     fn path(&self) -> &str {
@@ -265,12 +277,23 @@ impl RequestView for HttpRequest<'_> {
     }
 }
 
-/// Identifiers are read from the request, as the Worker reads them; rules too, unless the layer
-/// matched them already.
+/// Identifiers are read from the request, as the Worker reads them; its path, host and rules
+/// too, unless the layer read them already.
 impl Incoming for HttpRequest<'_> {
+    fn reading<'r>(&'r self, config: &Config) -> PathReading<'r, Self> {
+        match self.ahead.as_ref().and_then(|ahead| ahead.changes.as_ref()) {
+            Some((path, host)) => config.read_before(
+                self,
+                path.as_deref().unwrap_or(self.path()),
+                host.as_deref().unwrap_or(self.host()),
+            ),
+            None => config.reading(self),
+        }
+    }
+
     fn matching<'c>(&self, config: &'c Config, read: &PathReading<'_, Self>) -> MatchedRules<'c> {
-        match &self.matched {
-            Some(places) => places
+        match &self.ahead {
+            Some(ReadAhead { places, .. }) => places
                 .iter()
                 .filter_map(|&place| config.rules.get(place))
                 .collect(),
@@ -305,6 +328,18 @@ mod tests {
         parts
     }
 
+    fn config() -> Config {
+        Config::from_json(
+            r#"{"rules": [{"name": "api", "limits": [{"name": "ip", "policy": "fixed 5/1m", "identifier": "ip"}]}]}"#,
+        )
+        .expect("a configuration")
+    }
+
+    /// The host as the request path reads it.
+    fn read_host(request: &HttpRequest<'_>) -> String {
+        config().reading(request).host().to_string()
+    }
+
     #[test]
     fn the_request_reads_as_the_worker_reads_one() {
         let reading = Reading::default();
@@ -315,7 +350,7 @@ mod tests {
         );
         let request = HttpRequest::new(&p, &reading);
         assert_eq!(request.method(), "GET");
-        assert_eq!(request.host(), "example.com");
+        assert_eq!(read_host(&request), "example.com");
         assert_eq!(request.path(), "/api/items");
         assert_eq!(request.query("k").as_deref(), Some("a b"));
         assert_eq!(request.query("plus").as_deref(), Some("x y"));
@@ -328,9 +363,21 @@ mod tests {
         assert_eq!(request.client_ip(), None, "no peer recorded: no address");
         // The Host header is the host, when there is one; an IPv6 literal keeps its brackets.
         let p = parts("/x", &[("host", "API.example.com:443")], None);
-        assert_eq!(HttpRequest::new(&p, &reading).host(), "api.example.com");
+        assert_eq!(
+            read_host(&HttpRequest::new(&p, &reading)),
+            "api.example.com"
+        );
         let p = parts("/x", &[("host", "[2001:DB8::1]:8080")], None);
-        assert_eq!(HttpRequest::new(&p, &reading).host(), "[2001:db8::1]");
+        assert_eq!(read_host(&HttpRequest::new(&p, &reading)), "[2001:db8::1]");
+        // A Host that is not text is unreadable, not absent: absent, it would match no rule
+        // that names a host.
+        let mut p = parts("http://api.example.com/x", &[], None);
+        p.headers.insert(
+            HOST,
+            http::HeaderValue::from_bytes(b"api.example.com\xff").unwrap(),
+        );
+        let request = HttpRequest::new(&p, &reading);
+        assert!(config().reading(&request).unreadable().is_some());
     }
 
     #[test]

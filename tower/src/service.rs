@@ -34,7 +34,7 @@ use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::request::{limited_places, HttpRequest, MatchedPlaces};
+use crate::request::{limited_places, HttpRequest, ReadAhead};
 use crate::shared::Shared;
 
 /// A service limited by a [`crate::RateLimitLayer`].
@@ -92,7 +92,8 @@ where
             return ResponseFuture::ready(page);
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
-        // Worker). The rules are matched here, once: the request path takes them as found.
+        // Worker). The request is read and its rules matched here, once: the request path
+        // takes them as found.
         let Some(matched) = limited_places(
             shared.edge.config(),
             &shared.exempt,
@@ -174,14 +175,14 @@ async fn limited<Svc, S, ReqBody, ResBody>(
     mut inner: Svc,
     mut parts: request::Parts,
     body: ReqBody,
-    matched: MatchedPlaces,
+    matched: ReadAhead,
 ) -> Answer<ResBody, Svc::Error>
 where
     Svc: Service<Request<ReqBody>, Response = Response<ResBody>>,
     S: Store,
 {
     let shared = &*shared;
-    let request = HttpRequest::new(&parts, &shared.reading).with_matched(matched);
+    let request = HttpRequest::new(&parts, &shared.reading).with_read_ahead(matched);
     // The isolate's clock is read by its memory of the dynamic lists' denials alone: without
     // those lists the time is never looked at, and the clock is not read for it.
     let now_ms = if shared.edge.config().dynamic_lists {
