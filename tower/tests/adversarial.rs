@@ -19,9 +19,14 @@ use tokio::net::TcpStream;
 /// The answer's status to one request written as `head` (request line and header lines,
 /// without the blank line that ends them), on a connection of its own.
 async fn status_of(addr: SocketAddr, head: &str) -> u16 {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
     let request = format!("{head}\r\nhost: api.example.com\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
+    status_of_bytes(addr, request.as_bytes()).await
+}
+
+/// The answer's status to `request`, written byte for byte on a connection of its own.
+async fn status_of_bytes(addr: SocketAddr, request: &[u8]) -> u16 {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request).await.expect("send");
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.expect("read");
     let text = String::from_utf8_lossy(&answer);
@@ -125,6 +130,39 @@ async fn no_spelling_of_a_path_escapes_its_rule() {
     .map(|path| format!("GET {path} HTTP/1.1"))
     .collect();
     assert_eq!(reached("path spellings", addr, &heads).await, 2);
+}
+
+#[tokio::test]
+async fn no_spelling_of_the_host_escapes_its_rule() {
+    let config = ConfigBuilder::new()
+        .rule(
+            RuleBuilder::new("api")
+                .hosts(["api.example.com"])
+                .limit(LimitBuilder::new("per-ip", "fixed 2/1h")),
+        )
+        .build()
+        .unwrap();
+    let addr = listening(config).await;
+    // A Host that is not text was read as no host, which matches no `hosts` rule.
+    let hosts: [&[u8]; 6] = [
+        b"api.example.com",
+        b"API.Example.COM",
+        b"api.example.com.",
+        b"api.example.com:8080",
+        b"api.example.com\xff",
+        b"api.example.com\xc3\xa9",
+    ];
+    let mut statuses = Vec::new();
+    for host in hosts {
+        let mut request = b"GET /hello HTTP/1.1\r\nhost: ".to_vec();
+        request.extend_from_slice(host);
+        request.extend_from_slice(b"\r\nconnection: close\r\n\r\n");
+        statuses.push(status_of_bytes(addr, &request).await);
+    }
+    let reached = statuses.iter().filter(|&&s| s != 400 && s != 429).count();
+    println!("host spellings: {reached} of 6 reached the service ({statuses:?})");
+    assert_eq!(reached, 2);
+    assert_eq!(&statuses[4..], [400, 400], "a Host not text is refused");
 }
 
 #[tokio::test]
