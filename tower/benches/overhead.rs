@@ -13,7 +13,8 @@
 //!    service's.
 //! 2. Instructions per request under callgrind (when valgrind is installed), one thread: load
 //!    independent, so the ratio holds on a busy machine. Each variant runs twice (N₁ and N₂
-//!    requests) and the difference is divided by N₂ − N₁, so setup costs cancel.
+//!    requests) and the difference is divided by N₂ − N₁, so setup costs cancel; the median of
+//!    five such runs is reported.
 //! 3. On Redis (a throwaway `redis-server` on loopback): one client's requests one after
 //!    another, p50 and p99 latency, blocks interleaved with the bare service's.
 //!
