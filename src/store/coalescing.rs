@@ -14,6 +14,11 @@
 //! hands the round trip to the batch's other callers, and whichever of them is polled drives it
 //! to its end.
 
+// On wasm32 a store's trip is a JavaScript future, neither `Send` nor `Sync`, and so are the
+// shared queue and calls that hold it; the isolate has one thread, where an `Arc` costs what an
+// `Rc` would, and one type serves both targets.
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
