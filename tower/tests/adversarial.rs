@@ -16,15 +16,8 @@ use edgelimit_tower::{Builder, Config, ConfigBuilder, LimitBuilder, RuleBuilder}
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The answer's status to one request written as `head` (request line and header lines,
-/// without the blank line that ends them), on a connection of its own.
-async fn status_of(addr: SocketAddr, head: &str) -> u16 {
-    let request = format!("{head}\r\nhost: api.example.com\r\nconnection: close\r\n\r\n");
-    status_of_bytes(addr, request.as_bytes()).await
-}
-
 /// The answer's status to `request`, written byte for byte on a connection of its own.
-async fn status_of_bytes(addr: SocketAddr, request: &[u8]) -> u16 {
+async fn status_of(addr: SocketAddr, request: &[u8]) -> u16 {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     stream.write_all(request).await.expect("send");
     let mut answer = Vec::new();
@@ -39,32 +32,45 @@ async fn status_of_bytes(addr: SocketAddr, request: &[u8]) -> u16 {
 /// How many of `heads` reached the service (anything but the limiter's 400 and 429), printed
 /// with the attack's name.
 async fn reached(attack: &str, addr: SocketAddr, heads: &[String]) -> usize {
-    let mut statuses = Vec::with_capacity(heads.len());
-    for head in heads {
-        statuses.push(status_of(addr, head).await);
+    let requests: Vec<Vec<u8>> = heads
+        .iter()
+        .map(|head| {
+            format!("{head}\r\nhost: api.example.com\r\nconnection: close\r\n\r\n").into_bytes()
+        })
+        .collect();
+    reached_by(attack, addr, &requests).await.0
+}
+
+/// How many of `requests` (written byte for byte) reached the service, and each one's status,
+/// printed with the attack's name.
+async fn reached_by(attack: &str, addr: SocketAddr, requests: &[Vec<u8>]) -> (usize, Vec<u16>) {
+    let mut statuses = Vec::with_capacity(requests.len());
+    for request in requests {
+        statuses.push(status_of(addr, request).await);
     }
     let reached = statuses.iter().filter(|&&s| s != 400 && s != 429).count();
     println!(
         "{attack}: {reached} of {} reached the service ({statuses:?})",
-        heads.len()
+        requests.len()
     );
-    reached
+    (reached, statuses)
 }
 
 /// The example's limits: `/api/` per API key (hashed), ten at once, and per client address.
 fn example() -> Config {
-    ConfigBuilder::new()
-        .rule(
-            RuleBuilder::new("api")
-                .path_prefix("/api/")
-                .limit(
-                    LimitBuilder::new("per-key", "gcra 5/1s burst 10")
-                        .identifier("api-key:header:x-api-key"),
-                )
-                .limit(LimitBuilder::new("per-ip", "fixed 1000/1h")),
-        )
-        .build()
-        .unwrap()
+    api_limited([
+        LimitBuilder::new("per-key", "gcra 5/1s burst 10").identifier("api-key:header:x-api-key"),
+        LimitBuilder::new("per-ip", "fixed 1000/1h"),
+    ])
+}
+
+/// One rule on `/api/` with `limits`.
+fn api_limited(limits: impl IntoIterator<Item = LimitBuilder>) -> Config {
+    let rule = limits.into_iter().fold(
+        RuleBuilder::new("api").path_prefix("/api/"),
+        RuleBuilder::limit,
+    );
+    ConfigBuilder::new().rule(rule).build().unwrap()
 }
 
 async fn listening(config: Config) -> SocketAddr {
@@ -87,14 +93,7 @@ async fn an_api_key_sent_twice_is_refused() {
 
 #[tokio::test]
 async fn a_query_key_sent_twice_is_refused() {
-    let config = ConfigBuilder::new()
-        .rule(
-            RuleBuilder::new("api")
-                .path_prefix("/api/")
-                .limit(LimitBuilder::new("per-key", "fixed 3/1h").identifier("query:key")),
-        )
-        .build()
-        .unwrap();
+    let config = api_limited([LimitBuilder::new("per-key", "fixed 3/1h").identifier("query:key")]);
     let addr = listening(config).await;
     let heads: Vec<String> = (0..10)
         .map(|i| format!("GET /api/hello?key=r{i}&key=acme HTTP/1.1"))
@@ -104,14 +103,7 @@ async fn a_query_key_sent_twice_is_refused() {
 
 #[tokio::test]
 async fn no_spelling_of_a_path_escapes_its_rule() {
-    let config = ConfigBuilder::new()
-        .rule(
-            RuleBuilder::new("api")
-                .path_prefix("/api/")
-                .limit(LimitBuilder::new("per-ip", "fixed 2/1h")),
-        )
-        .build()
-        .unwrap();
+    let config = api_limited([LimitBuilder::new("per-ip", "fixed 2/1h")]);
     let addr = listening(config).await;
     let heads: Vec<String> = [
         "/api/hello",
@@ -152,15 +144,18 @@ async fn no_spelling_of_the_host_escapes_its_rule() {
         b"api.example.com\xff",
         b"api.example.com\xc3\xa9",
     ];
-    let mut statuses = Vec::new();
-    for host in hosts {
-        let mut request = b"GET /hello HTTP/1.1\r\nhost: ".to_vec();
-        request.extend_from_slice(host);
-        request.extend_from_slice(b"\r\nconnection: close\r\n\r\n");
-        statuses.push(status_of_bytes(addr, &request).await);
-    }
-    let reached = statuses.iter().filter(|&&s| s != 400 && s != 429).count();
-    println!("host spellings: {reached} of 6 reached the service ({statuses:?})");
+    let requests: Vec<Vec<u8>> = hosts
+        .iter()
+        .map(|host| {
+            [
+                b"GET /hello HTTP/1.1\r\nhost: ",
+                *host,
+                b"\r\nconnection: close\r\n\r\n",
+            ]
+            .concat()
+        })
+        .collect();
+    let (reached, statuses) = reached_by("host spellings", addr, &requests).await;
     assert_eq!(reached, 2);
     assert_eq!(&statuses[4..], [400, 400], "a Host not text is refused");
 }
@@ -168,14 +163,7 @@ async fn no_spelling_of_the_host_escapes_its_rule() {
 #[tokio::test]
 async fn a_preflight_header_buys_nothing() {
     // Before: a CORS preflight passed uncounted, so `OPTIONS` with the header was free.
-    let config = ConfigBuilder::new()
-        .rule(
-            RuleBuilder::new("api")
-                .path_prefix("/api/")
-                .limit(LimitBuilder::new("per-ip", "fixed 3/1h")),
-        )
-        .build()
-        .unwrap();
+    let config = api_limited([LimitBuilder::new("per-ip", "fixed 3/1h")]);
     let addr = listening(config).await;
     let heads: Vec<String> = (0..10)
         .map(|_| "OPTIONS /api/hello HTTP/1.1\r\naccess-control-request-method: POST".to_string())
@@ -187,14 +175,8 @@ async fn a_preflight_header_buys_nothing() {
 async fn leaving_the_key_out_limits_the_client_alone() {
     // Before (`missing = "shared"`): every request without a key shared one bucket, which one
     // client could use up for all.
-    let config = ConfigBuilder::new()
-        .rule(
-            RuleBuilder::new("api")
-                .path_prefix("/api/")
-                .limit(LimitBuilder::new("per-key", "fixed 3/1h").identifier("header:x-api-key")),
-        )
-        .build()
-        .unwrap();
+    let config =
+        api_limited([LimitBuilder::new("per-key", "fixed 3/1h").identifier("header:x-api-key")]);
     let app = App::new(config, |b| b);
     let mut reached_service = 0;
     for _ in 0..10 {
@@ -232,15 +214,10 @@ async fn leaving_the_key_out_limits_the_client_alone() {
 
 #[tokio::test]
 async fn a_repeated_request_id_lifts_no_limit() {
-    let config = ConfigBuilder::new()
-        .rule(
-            RuleBuilder::new("api")
-                .path_prefix("/api/")
-                .limit(LimitBuilder::new("retried", "fixed 3/1h").idempotent())
-                .limit(LimitBuilder::new("plain", "fixed 5/1h")),
-        )
-        .build()
-        .unwrap();
+    let config = api_limited([
+        LimitBuilder::new("retried", "fixed 3/1h").idempotent(),
+        LimitBuilder::new("plain", "fixed 5/1h"),
+    ]);
     let addr = listening(config).await;
     let heads: Vec<String> = (0..12)
         .map(|_| {
@@ -253,14 +230,7 @@ async fn a_repeated_request_id_lifts_no_limit() {
 #[tokio::test]
 async fn every_spelling_of_an_ipv4_peer_is_one_client() {
     // A dual-stack listener records an IPv4 client as its IPv4-mapped IPv6 address.
-    let config = ConfigBuilder::new()
-        .rule(
-            RuleBuilder::new("api")
-                .path_prefix("/api/")
-                .limit(LimitBuilder::new("per-ip", "fixed 3/1h")),
-        )
-        .build()
-        .unwrap();
+    let config = api_limited([LimitBuilder::new("per-ip", "fixed 3/1h")]);
     let app = App::new(config, |b| b);
     let mut reached_service = 0;
     for peer in [
