@@ -14,6 +14,9 @@
 //! before the inner service is called: a pending future holding its request (and its
 //! connection), no thread and no CPU. A request a `soft` limit exceeded reaches the inner
 //! service with `EdgeLimit-Exceeded` naming the limits.
+//!
+//! A limited request runs inside an `edgelimit.layer` span (`crate::trace`), around the request
+//! path's own `edgelimit.decide` span and the inner service's.
 
 use std::fmt;
 use std::future::Future;
@@ -27,7 +30,7 @@ use edgelimit::http::HeaderFields;
 use edgelimit::Store;
 use edgelimit_engine::admin_route::AdminAnswer;
 use edgelimit_engine::rules::STATUS_FIELD;
-use edgelimit_engine::{Action, Handled, RequestView, Route};
+use edgelimit_engine::{Action, Handled, RequestView, Route, METRICS_CONTENT_TYPE};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use smallvec::SmallVec;
@@ -36,6 +39,7 @@ use tower_service::Service;
 use crate::body::ResponseBody;
 use crate::request::{limited_places, HttpRequest, ReadAhead};
 use crate::shared::Shared;
+use crate::trace;
 
 /// A service limited by a [`crate::RateLimitLayer`].
 pub struct RateLimit<Svc, S> {
@@ -108,7 +112,11 @@ where
         // The box is allocated before the future is made, so that the future is written
         // straight into it rather than made on the stack and copied over, whole.
         let boxed = Box::new_uninit();
-        let future = Box::write(boxed, limited(shared.clone(), inner, parts, body, matched));
+        let span = trace::layer_span(&parts);
+        let future = Box::write(
+            boxed,
+            trace::within(span, limited(shared.clone(), inner, parts, body, matched)),
+        );
         ResponseFuture::limited(Box::into_pin(future))
     }
 }
@@ -144,10 +152,9 @@ fn metrics_page<S: Store, B>(
         }
     }
     let mut response = Response::new(ResponseBody::answer(shared.edge.metrics_text()));
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(METRICS_CONTENT_TYPE));
     response
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -192,6 +199,7 @@ where
     };
     let handled = shared.edge.handle(&request, now_ms).await;
     log_store_failures(shared);
+    trace::decided(shared, &handled);
     let answer = handled.response(&request);
     drop(request);
     let (status, body_text, content_type) = match answer.action {

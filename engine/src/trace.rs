@@ -1,0 +1,319 @@
+//! The request path's spans (feature `tracing`; docs/observability.md, "Spans"): one
+//! `edgelimit.decide` span per request [`crate::Edge::handle`] takes, around a child
+//! `edgelimit.store` span for the limiter's call (denial cache, the store's round trip, fail
+//! modes), and one `debug` event per decided limit. Their target is `edgelimit`, their level
+//! `info` (the events `debug`). Without the feature every function here is empty and inlined
+//! away: the Worker's wasm build, whose CPU per request is billed, carries none of it.
+//!
+//! A span says who asked only through the request's own id ([`crate::own_id`]), which no client
+//! chooses. The deciding limit's identifier is written as a keyed hash unless the host asks
+//! otherwise ([`TraceIdentifiers`]): stable within the process, so one client's requests can be
+//! found together, and useless for finding out who the client is (an IPv4 address hashed without
+//! a key is found again by hashing all four billion).
+
+/// Every attribute of the `edgelimit.decide` span, in the order docs/observability.md lists
+/// them. An attribute not recorded for a request (no binding limit, no store call) is absent.
+pub const DECIDE_ATTRIBUTES: [&str; 14] = [
+    "edgelimit.request_id",
+    "edgelimit.rules",
+    "edgelimit.limits",
+    "edgelimit.decision",
+    "edgelimit.status",
+    "edgelimit.limit",
+    "edgelimit.reason",
+    "edgelimit.remaining",
+    "edgelimit.identifier",
+    "edgelimit.list",
+    "edgelimit.shadow_denied",
+    "edgelimit.soft_exceeded",
+    "edgelimit.delay_ms",
+    "edgelimit.store_ms",
+];
+
+/// How a span writes the identifier of the limit an answer is about (`edgelimit.identifier`,
+/// and each limit's `debug` event).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TraceIdentifiers {
+    /// `hash:` and 16 hex digits of a SHA-256 keyed with a random key of this path's (the
+    /// default): equal for one identifier within the process, unrelated across processes.
+    #[default]
+    Hashed,
+    /// As the store keys it (escaped; a long one as `#` and its SHA-256, as API keys are):
+    /// only where traces are kept as privately as the store's keys.
+    Clear,
+    /// Not written.
+    Omitted,
+}
+
+#[cfg(feature = "tracing")]
+pub(crate) use on::*;
+
+#[cfg(not(feature = "tracing"))]
+pub(crate) use off::*;
+
+#[cfg(feature = "tracing")]
+mod on {
+    use std::collections::hash_map::RandomState;
+    use std::future::Future;
+    use std::hash::{BuildHasher, Hasher};
+
+    use edgelimit::store::key::encode_identifier;
+    use edgelimit::{Identifier, Reason};
+    use sha2::{Digest, Sha256};
+    use tracing::field::Empty;
+    use tracing::{Instrument, Span};
+
+    use super::TraceIdentifiers;
+    use crate::pipeline::Handled;
+    use crate::plan::Refusal;
+    use crate::request_decision::RequestDecision;
+
+    /// How one path writes its spans: the identifiers' form, and the key of their hash.
+    #[derive(Debug)]
+    pub(crate) struct Tracing {
+        identifiers: TraceIdentifiers,
+        key: [u8; 16],
+    }
+
+    impl Tracing {
+        /// Identifiers hashed under a key drawn from the operating system's randomness (the
+        /// standard library's hash maps' keys).
+        pub(crate) fn new() -> Tracing {
+            let state = RandomState::new();
+            let mut key = [0u8; 16];
+            for (i, half) in key.chunks_mut(8).enumerate() {
+                let mut hasher = state.build_hasher();
+                hasher.write_usize(i);
+                half.copy_from_slice(&hasher.finish().to_le_bytes());
+            }
+            Tracing {
+                identifiers: TraceIdentifiers::default(),
+                key,
+            }
+        }
+
+        /// The same, writing identifiers as `identifiers` says.
+        pub(crate) fn with_identifiers(self, identifiers: TraceIdentifiers) -> Tracing {
+            Tracing {
+                identifiers,
+                ..self
+            }
+        }
+
+        /// `identifier` as the spans write it; `None` when they write none.
+        fn identifier(&self, identifier: &Identifier) -> Option<String> {
+            match self.identifiers {
+                TraceIdentifiers::Omitted => None,
+                TraceIdentifiers::Clear => Some(encode_identifier(identifier)),
+                TraceIdentifiers::Hashed => {
+                    let digest = Sha256::new()
+                        .chain_update(self.key)
+                        .chain_update(identifier.as_bytes())
+                        .finalize();
+                    let mut text = String::with_capacity(21);
+                    text.push_str("hash:");
+                    for byte in &digest[..8] {
+                        text.push(char::from(HEX[usize::from(byte >> 4)]));
+                        text.push(char::from(HEX[usize::from(byte & 0xf)]));
+                    }
+                    Some(text)
+                }
+            }
+        }
+
+        /// Writes what the path decided for `handled` into its `span`; nothing when no
+        /// subscriber listens (the span is disabled), so an untraced request pays one branch.
+        pub(crate) fn record(&self, span: &Span, handled: &Handled<'_>) {
+            if span.is_disabled() {
+                return;
+            }
+            let plan = handled.plan();
+            let outcome = handled.outcome();
+            let checked = handled.checked();
+            if let Some(id) = plan.own_id {
+                span.record(
+                    "edgelimit.request_id",
+                    String::from_utf8_lossy(id.identifier().as_bytes()).as_ref(),
+                );
+            }
+            span.record(
+                "edgelimit.rules",
+                joined(plan.rules.iter().map(|r| r.name.as_str())).as_str(),
+            );
+            let decided = || {
+                handled.decided().flat_map(|decided| {
+                    decided
+                        .check
+                        .items()
+                        .iter()
+                        .zip(&decided.verdict.decisions)
+                        .filter(|(_, d)| d.reason != Reason::Skipped)
+                        .map(move |(item, d)| (item, d, decided.shadow))
+                })
+            };
+            span.record(
+                "edgelimit.limits",
+                joined(decided().map(|(item, _, _)| &*item.limit.name)).as_str(),
+            );
+            span.record("edgelimit.decision", RequestDecision::of(outcome).as_str());
+            span.record("edgelimit.status", u64::from(outcome.status));
+            if let Some(binding) = &outcome.binding {
+                span.record("edgelimit.limit", &*binding.name);
+                span.record("edgelimit.reason", binding.reason.as_str());
+                span.record("edgelimit.remaining", binding.remaining);
+                let identifier = plan.enforced().and_then(|check| {
+                    check
+                        .items()
+                        .iter()
+                        .find(|item| item.limit.name == binding.name)
+                        .and_then(|item| self.identifier(&item.identifier))
+                });
+                if let Some(identifier) = identifier {
+                    span.record("edgelimit.identifier", identifier.as_str());
+                }
+            } else if let Some(Refusal::Missing(absent)) = plan.refusal() {
+                span.record("edgelimit.limit", &*absent.limit.limit.name);
+            }
+            if let Some(denial) = &outcome.denied {
+                span.record("edgelimit.list", denial.list.as_str());
+            }
+            if !outcome.shadow_denied.is_empty() {
+                span.record(
+                    "edgelimit.shadow_denied",
+                    joined(outcome.shadow_denied.iter().map(|n| &**n)).as_str(),
+                );
+            }
+            if !outcome.soft_exceeded.is_empty() {
+                span.record(
+                    "edgelimit.soft_exceeded",
+                    joined(outcome.soft_exceeded.iter().map(|n| &**n)).as_str(),
+                );
+            }
+            if outcome.delay_ms > 0 {
+                span.record("edgelimit.delay_ms", outcome.delay_ms);
+            }
+            if let Some(ms) = checked.store_ms {
+                span.record("edgelimit.store_ms", ms);
+            }
+            if tracing::enabled!(target: "edgelimit", tracing::Level::DEBUG) {
+                for (item, decision, shadow) in decided() {
+                    let identifier = self.identifier(&item.identifier);
+                    tracing::event!(
+                        target: "edgelimit",
+                        parent: span,
+                        tracing::Level::DEBUG,
+                        { edgelimit.limit = &*item.limit.name,
+                          edgelimit.identifier = identifier.as_deref(),
+                          edgelimit.cost = item.cost,
+                          edgelimit.allowed = decision.allowed,
+                          edgelimit.remaining = decision.remaining,
+                          edgelimit.reason = decision.reason.as_str(),
+                          edgelimit.shadow = shadow },
+                        "limit decided"
+                    );
+                }
+            }
+        }
+    }
+
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+
+    /// `names` separated by commas (OpenTelemetry's arrays have no `tracing` field type).
+    fn joined<'a>(names: impl Iterator<Item = &'a str>) -> String {
+        let mut out = String::new();
+        for (i, name) in names.enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(name);
+        }
+        out
+    }
+
+    /// A new `edgelimit.decide` span, every attribute still to record (disabled, and free,
+    /// when no subscriber takes it).
+    pub(crate) fn decide_span() -> Span {
+        tracing::info_span!(
+            target: "edgelimit",
+            "edgelimit.decide",
+            edgelimit.request_id = Empty,
+            edgelimit.rules = Empty,
+            edgelimit.limits = Empty,
+            edgelimit.decision = Empty,
+            edgelimit.status = Empty,
+            edgelimit.limit = Empty,
+            edgelimit.reason = Empty,
+            edgelimit.remaining = Empty,
+            edgelimit.identifier = Empty,
+            edgelimit.list = Empty,
+            edgelimit.shadow_denied = Empty,
+            edgelimit.soft_exceeded = Empty,
+            edgelimit.delay_ms = Empty,
+            edgelimit.store_ms = Empty,
+        )
+    }
+
+    /// `decide` run inside `span`: spans opened while it runs (the store's) are its children.
+    pub(crate) fn within<F: Future>(span: &Span, decide: F) -> impl Future<Output = F::Output> {
+        decide.instrument(span.clone())
+    }
+
+    /// The limiter's call for `checks` checks inside an `edgelimit.store` span (none when no
+    /// check is sent: a request refused before the store).
+    pub(crate) fn store_call<F: Future>(checks: usize, call: F) -> impl Future<Output = F::Output> {
+        let span = if checks > 0 {
+            tracing::info_span!(target: "edgelimit", "edgelimit.store", edgelimit.checks = checks)
+        } else {
+            Span::none()
+        };
+        call.instrument(span)
+    }
+}
+
+#[cfg(not(feature = "tracing"))]
+mod off {
+    use std::future::Future;
+
+    use super::TraceIdentifiers;
+    use crate::pipeline::Handled;
+
+    /// No spans: nothing to remember.
+    #[derive(Debug)]
+    pub(crate) struct Tracing;
+
+    /// No span.
+    pub(crate) struct NoSpan;
+
+    impl Tracing {
+        #[inline(always)]
+        pub(crate) fn new() -> Tracing {
+            Tracing
+        }
+
+        #[inline(always)]
+        pub(crate) fn with_identifiers(self, _: TraceIdentifiers) -> Tracing {
+            self
+        }
+
+        #[inline(always)]
+        pub(crate) fn record(&self, _: &NoSpan, _: &Handled<'_>) {}
+    }
+
+    #[inline(always)]
+    pub(crate) fn decide_span() -> NoSpan {
+        NoSpan
+    }
+
+    #[inline(always)]
+    pub(crate) fn within<F: Future>(_: &NoSpan, decide: F) -> F {
+        decide
+    }
+
+    #[inline(always)]
+    pub(crate) fn store_call<F: Future>(_: usize, call: F) -> F {
+        call
+    }
+}
+
+#[cfg(all(test, feature = "tracing"))]
+mod tests;
