@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use crate::config::Config;
 
 /// The `Content-Type` of every host's metrics page (the Worker's and tower's `metrics_path`,
-/// the gateway's `/metrics`): the Prometheus text format, version 0.0.4, which every Prometheus
-/// and OpenTelemetry collector reads.
-pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// the gateway's `/metrics`): the Prometheus text format, version 0.0.4
+/// ([`edgelimit::metrics::PROMETHEUS_CONTENT_TYPE`]).
+pub const METRICS_CONTENT_TYPE: &str = edgelimit::metrics::PROMETHEUS_CONTENT_TYPE;
 
 /// The configuration's bounds as gauges: the store's time budget per request
 /// (`edgelimit_store_timeout_seconds`), which the store-latency alert compares its quantiles
