@@ -174,14 +174,9 @@ impl<S: Store> Edge<S> {
     /// [`Handled`] request. With the `tracing` feature, inside an `edgelimit.decide` span
     /// ([`crate::trace`]).
     pub async fn handle<R: Incoming + ?Sized>(&self, request: &R, now_ms: u64) -> Handled<'_> {
+        // Not entered, so the request's future is not wrapped in it: an untraced request pays
+        // a level check and a pointer. The store call's span names it as its parent.
         let span = trace::decide_span();
-        let handled = trace::within(&span, self.decide(request, now_ms)).await;
-        self.tracing.record(&span, &handled);
-        handled
-    }
-
-    /// [`Edge::handle`], untraced.
-    async fn decide<R: Incoming + ?Sized>(&self, request: &R, now_ms: u64) -> Handled<'_> {
         let Buffers {
             checks,
             mut checked,
@@ -195,11 +190,11 @@ impl<S: Store> Edge<S> {
             plan.deny_if_remembered(&mut lock(&self.isolate).deny_cache, now_ms);
         }
         // A request refused before the store has no check: no store call.
-        trace::store_call(
-            plan.checks().len(),
-            self.limiter.check_all_into(plan.checks(), &mut checked),
-        )
-        .await;
+        let store_span = trace::store_span(&span, plan.checks().len());
+        self.limiter
+            .check_all_into(plan.checks(), &mut checked)
+            .await;
+        trace::close(store_span);
         let responds = self.responds.load(Ordering::Relaxed);
         let written = plan.rule_into(
             &checked.verdicts,
@@ -251,14 +246,16 @@ impl<S: Store> Edge<S> {
         }
         let response =
             responds.then(|| plan.respond(&checked.verdicts, &outcome, request.path(), written));
-        Handled {
+        let handled = Handled {
             plan,
             checked,
             outcome,
             response: Mutex::new(response),
             responds: &self.responds,
             spare: &self.spare,
-        }
+        };
+        self.tracing.record(&span, &handled);
+        handled
     }
 
     /// Sends what a request settles ([`Handled::settlement`]), each commit one store call, off

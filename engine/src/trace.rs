@@ -54,14 +54,13 @@ pub(crate) use off::*;
 #[cfg(feature = "tracing")]
 mod on {
     use std::collections::hash_map::RandomState;
-    use std::future::Future;
     use std::hash::{BuildHasher, Hasher};
 
     use edgelimit::store::key::encode_identifier;
     use edgelimit::{Identifier, Reason};
     use sha2::{Digest, Sha256};
     use tracing::field::Empty;
-    use tracing::{Instrument, Span};
+    use tracing::Span;
 
     use super::TraceIdentifiers;
     use crate::pipeline::Handled;
@@ -122,11 +121,11 @@ mod on {
         }
 
         /// Writes what the path decided for `handled` into its `span`; nothing when no
-        /// subscriber listens (the span is disabled), so an untraced request pays one branch.
-        pub(crate) fn record(&self, span: &Span, handled: &Handled<'_>) {
-            if span.is_disabled() {
+        /// subscriber listens (no span), so an untraced request pays one branch.
+        pub(crate) fn record(&self, span: &RequestSpan, handled: &Handled<'_>) {
+            let Some(span) = span.as_deref() else {
                 return;
-            }
+            };
             let plan = handled.plan();
             let outcome = handled.outcome();
             let checked = handled.checked();
@@ -230,10 +229,26 @@ mod on {
         out
     }
 
-    /// A new `edgelimit.decide` span, every attribute still to record (disabled, and free,
-    /// when no subscriber takes it).
-    pub(crate) fn decide_span() -> Span {
-        tracing::info_span!(
+    /// A request's span, boxed so that the request's future grows by a pointer only; `None`
+    /// when no subscriber takes it.
+    pub(crate) type RequestSpan = Option<Box<Span>>;
+
+    /// Whether a subscriber may take `info` spans at all: one atomic load, before any span's
+    /// fields are built (`tracing`'s own first check, as its macros make it).
+    #[inline]
+    fn info_wanted() -> bool {
+        tracing::level_filters::STATIC_MAX_LEVEL >= tracing::Level::INFO
+            && tracing::level_filters::LevelFilter::current() >= tracing::Level::INFO
+    }
+
+    /// A new `edgelimit.decide` span, every attribute still to record; `None`, its fields
+    /// never built, when no subscriber takes it.
+    #[inline]
+    pub(crate) fn decide_span() -> RequestSpan {
+        if !info_wanted() {
+            return None;
+        }
+        let span = tracing::info_span!(
             target: "edgelimit",
             "edgelimit.decide",
             edgelimit.request_id = Empty,
@@ -250,30 +265,36 @@ mod on {
             edgelimit.soft_exceeded = Empty,
             edgelimit.delay_ms = Empty,
             edgelimit.store_ms = Empty,
-        )
+        );
+        (!span.is_disabled()).then(|| Box::new(span))
     }
 
-    /// `decide` run inside `span`: spans opened while it runs (the store's) are its children.
-    pub(crate) fn within<F: Future>(span: &Span, decide: F) -> impl Future<Output = F::Output> {
-        decide.instrument(span.clone())
+    /// A new `edgelimit.store` span for the limiter's call of `checks` checks, child of the
+    /// request's `decide` span; it lasts until the host drops it, as the call returns. None
+    /// when no check is sent (a request refused before the store) or the request has no span.
+    #[inline]
+    pub(crate) fn store_span(decide: &RequestSpan, checks: usize) -> RequestSpan {
+        let decide = decide.as_deref()?;
+        if checks == 0 {
+            return None;
+        }
+        Some(Box::new(tracing::info_span!(
+            target: "edgelimit",
+            parent: decide,
+            "edgelimit.store",
+            edgelimit.checks = checks
+        )))
     }
 
-    /// The limiter's call for `checks` checks inside an `edgelimit.store` span (none when no
-    /// check is sent: a request refused before the store).
-    pub(crate) fn store_call<F: Future>(checks: usize, call: F) -> impl Future<Output = F::Output> {
-        let span = if checks > 0 {
-            tracing::info_span!(target: "edgelimit", "edgelimit.store", edgelimit.checks = checks)
-        } else {
-            Span::none()
-        };
-        call.instrument(span)
+    /// Ends `span` now (its duration is the time it was open).
+    #[inline]
+    pub(crate) fn close(span: RequestSpan) {
+        drop(span);
     }
 }
 
 #[cfg(not(feature = "tracing"))]
 mod off {
-    use std::future::Future;
-
     use super::TraceIdentifiers;
     use crate::pipeline::Handled;
 
@@ -282,7 +303,8 @@ mod off {
     pub(crate) struct Tracing;
 
     /// No span.
-    pub(crate) struct NoSpan;
+    #[derive(Debug)]
+    pub(crate) struct RequestSpan;
 
     impl Tracing {
         #[inline(always)]
@@ -296,23 +318,21 @@ mod off {
         }
 
         #[inline(always)]
-        pub(crate) fn record(&self, _: &NoSpan, _: &Handled<'_>) {}
+        pub(crate) fn record(&self, _: &RequestSpan, _: &Handled<'_>) {}
     }
 
     #[inline(always)]
-    pub(crate) fn decide_span() -> NoSpan {
-        NoSpan
+    pub(crate) fn decide_span() -> RequestSpan {
+        RequestSpan
     }
 
     #[inline(always)]
-    pub(crate) fn within<F: Future>(_: &NoSpan, decide: F) -> F {
-        decide
+    pub(crate) fn store_span(_: &RequestSpan, _: usize) -> RequestSpan {
+        RequestSpan
     }
 
     #[inline(always)]
-    pub(crate) fn store_call<F: Future>(_: usize, call: F) -> F {
-        call
-    }
+    pub(crate) fn close(_: RequestSpan) {}
 }
 
 #[cfg(all(test, feature = "tracing"))]

@@ -110,14 +110,23 @@ where
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
         // The box is allocated before the future is made, so that the future is written
-        // straight into it rather than made on the stack and copied over, whole.
-        let boxed = Box::new_uninit();
+        // straight into it rather than made on the stack and copied over, whole. Only a span
+        // some subscriber takes wraps it: an untraced request's future is what it would be
+        // without spans.
         let span = trace::layer_span(&parts);
-        let future = Box::write(
-            boxed,
-            trace::within(span, limited(shared.clone(), inner, parts, body, matched)),
-        );
-        ResponseFuture::limited(Box::into_pin(future))
+        let shared = shared.clone();
+        if span.is_disabled() {
+            let boxed = Box::new_uninit();
+            let future = Box::write(boxed, limited(shared, inner, parts, body, matched));
+            ResponseFuture::limited(Box::into_pin(future))
+        } else {
+            let boxed = Box::new_uninit();
+            let future = Box::write(
+                boxed,
+                trace::within(span, limited(shared, inner, parts, body, matched)),
+            );
+            ResponseFuture::limited(Box::into_pin(future))
+        }
     }
 }
 
