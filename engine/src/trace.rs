@@ -155,11 +155,11 @@ mod on {
                 joined(decided().map(|(item, _, _)| &*item.limit.name)).as_str(),
             );
             span.record("edgelimit.decision", RequestDecision::of(outcome).as_str());
-            span.record("edgelimit.status", u64::from(outcome.status));
+            span.record("edgelimit.status", i64::from(outcome.status));
             if let Some(binding) = &outcome.binding {
                 span.record("edgelimit.limit", &*binding.name);
                 span.record("edgelimit.reason", binding.reason.as_str());
-                span.record("edgelimit.remaining", binding.remaining);
+                span.record("edgelimit.remaining", signed(binding.remaining));
                 let identifier = plan.enforced().and_then(|check| {
                     check
                         .items()
@@ -189,7 +189,7 @@ mod on {
                 );
             }
             if outcome.delay_ms > 0 {
-                span.record("edgelimit.delay_ms", outcome.delay_ms);
+                span.record("edgelimit.delay_ms", signed(outcome.delay_ms));
             }
             if let Some(ms) = checked.store_ms {
                 span.record("edgelimit.store_ms", ms);
@@ -205,7 +205,7 @@ mod on {
                           edgelimit.identifier = identifier.as_deref(),
                           edgelimit.cost = item.cost,
                           edgelimit.allowed = decision.allowed,
-                          edgelimit.remaining = decision.remaining,
+                          edgelimit.remaining = signed(decision.remaining),
                           edgelimit.reason = decision.reason.as_str(),
                           edgelimit.shadow = shadow },
                         "limit decided"
@@ -216,6 +216,12 @@ mod on {
     }
 
     const HEX: &[u8; 16] = b"0123456789abcdef";
+
+    /// An integer attribute as `i64`: what OpenTelemetry's integers are, and what
+    /// `tracing-opentelemetry` exports as an integer (an unsigned one it writes as text).
+    fn signed(n: u64) -> i64 {
+        i64::try_from(n).unwrap_or(i64::MAX)
+    }
 
     /// `names` separated by commas (OpenTelemetry's arrays have no `tracing` field type).
     fn joined<'a>(names: impl Iterator<Item = &'a str>) -> String {
@@ -282,7 +288,7 @@ mod on {
             target: "edgelimit",
             parent: decide,
             "edgelimit.store",
-            edgelimit.checks = checks
+            edgelimit.checks = signed(checks as u64)
         )))
     }
 

@@ -169,6 +169,16 @@ impl Metrics {
     pub fn new(allowed: &BTreeSet<String>, scripts: &ScriptCounters) -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let requests = Family::<RequestLabels, Counter>::default();
+        // Each route's 200s from the start, at 0: the family is on the page before any request
+        // (an exporter registers what the page declares; a rate starts from 0).
+        for route in [
+            Route::Single,
+            Route::Pipeline,
+            Route::MultiExec,
+            Route::Path,
+        ] {
+            let _ = requests.get_or_create(&RequestLabels { route, status: 200 });
+        }
         registry.register(
             "http_requests",
             "Requests answered, by route (single, pipeline, multi_exec, path) and status code",

@@ -32,8 +32,9 @@ pub(crate) fn answered(span: &Span, status: u16, commands: usize) {
     if span.is_disabled() {
         return;
     }
-    span.record("http.response.status_code", status);
-    span.record("edgelimit.gateway.commands", commands as u64);
+    // As i64: OpenTelemetry's integer (an unsigned one is exported as text).
+    span.record("http.response.status_code", i64::from(status));
+    span.record("edgelimit.gateway.commands", signed(commands));
 }
 
 /// A new `edgelimit.gateway.redis` span for a round trip carrying `commands` commands.
@@ -42,7 +43,7 @@ pub(crate) fn redis_span(commands: usize) -> Span {
         target: "edgelimit",
         "edgelimit.gateway.redis",
         db.system.name = "redis",
-        edgelimit.gateway.commands = commands as u64,
+        edgelimit.gateway.commands = signed(commands),
         error.type = Empty,
     )
 }
@@ -53,4 +54,9 @@ pub(crate) fn redis_failed(span: &Span, class: &str) {
     if !span.is_disabled() {
         span.record("error.type", class);
     }
+}
+
+/// A count as OpenTelemetry's integer.
+fn signed(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

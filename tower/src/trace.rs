@@ -40,7 +40,11 @@ pub(crate) async fn within<B, E>(
     let answer = limited.instrument(span.clone()).await;
     if !span.is_disabled() {
         if let Ok(response) = &answer {
-            span.record("http.response.status_code", response.status().as_u16());
+            // As i64: OpenTelemetry's integer (an unsigned one is exported as text).
+            span.record(
+                "http.response.status_code",
+                i64::from(response.status().as_u16()),
+            );
         }
     }
     answer
