@@ -122,10 +122,17 @@ mod on {
 
         /// Writes what the path decided for `handled` into its `span`; nothing when no
         /// subscriber listens (no span), so an untraced request pays one branch.
+        #[inline]
         pub(crate) fn record(&self, span: &RequestSpan, handled: &Handled<'_>) {
-            let Some(span) = span.as_deref() else {
-                return;
-            };
+            if let Some(span) = span.as_deref() {
+                self.record_into(span, handled);
+            }
+        }
+
+        /// [`Tracing::record`] of a request some subscriber traces.
+        #[cold]
+        #[inline(never)]
+        fn record_into(&self, span: &Span, handled: &Handled<'_>) {
             let plan = handled.plan();
             let outcome = handled.outcome();
             let checked = handled.checked();

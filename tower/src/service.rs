@@ -109,25 +109,45 @@ where
         // next `poll_ready`.
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
-        // The box is allocated before the future is made, so that the future is written
-        // straight into it rather than made on the stack and copied over, whole. Only a span
-        // some subscriber takes wraps it: an untraced request's future is what it would be
-        // without spans.
-        let span = trace::layer_span(&parts);
-        let shared = shared.clone();
-        if span.is_disabled() {
-            let boxed = Box::new_uninit();
-            let future = Box::write(boxed, limited(shared, inner, parts, body, matched));
-            ResponseFuture::limited(Box::into_pin(future))
-        } else {
-            let boxed = Box::new_uninit();
-            let future = Box::write(
-                boxed,
-                trace::within(span, limited(shared, inner, parts, body, matched)),
-            );
-            ResponseFuture::limited(Box::into_pin(future))
+        // Only a span some subscriber takes wraps the future: an untraced request's is what
+        // it would be without spans.
+        if let Some(span) = trace::layer_span(&parts) {
+            return traced(span, shared.clone(), inner, parts, body, matched);
         }
+        // The box is allocated before the future is made, so that the future is written
+        // straight into it rather than made on the stack and copied over, whole.
+        let boxed = Box::new_uninit();
+        let future = Box::write(boxed, limited(shared.clone(), inner, parts, body, matched));
+        ResponseFuture::limited(Box::into_pin(future))
     }
+}
+
+/// [`RateLimit::call`]'s future for a request some subscriber traces: [`limited`] inside
+/// `span` ([`trace::within`]). Out of line, so the untraced path stays as it is.
+#[cold]
+#[inline(never)]
+fn traced<Svc, S, ReqBody, ResBody>(
+    span: tracing::Span,
+    shared: Arc<Shared<S>>,
+    inner: Svc,
+    parts: request::Parts,
+    body: ReqBody,
+    matched: ReadAhead,
+) -> ResponseFuture<Svc::Future, ResBody, Svc::Error>
+where
+    Svc: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    Svc::Future: Send + 'static,
+    Svc::Error: Send + 'static,
+    S: Store + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    let boxed = Box::new_uninit();
+    let future = Box::write(
+        boxed,
+        trace::within(span, limited(shared, inner, parts, body, matched)),
+    );
+    ResponseFuture::limited(Box::into_pin(future))
 }
 
 /// The configuration's `metrics_path` page, when `request` asks for it: the layer's counters
