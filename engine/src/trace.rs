@@ -1,9 +1,12 @@
 //! The request path's spans (feature `tracing`; docs/observability.md, "Spans"): one
-//! `edgelimit.decide` span per request [`crate::Edge::handle`] takes, around a child
+//! `edgelimit.decide` span per request [`crate::Edge::handle`] takes, with a child
 //! `edgelimit.store` span for the limiter's call (denial cache, the store's round trip, fail
 //! modes), and one `debug` event per decided limit. Their target is `edgelimit`, their level
-//! `info` (the events `debug`). Without the feature every function here is empty and inlined
-//! away: the Worker's wasm build, whose CPU per request is billed, carries none of it.
+//! `info` (the events `debug`). They are made only for a subscriber that takes them, and never
+//! entered (each lasts from its making to its end), so an untraced request pays a level check
+//! and its future is not wrapped (docs/performance.md, "Spans"). Without the feature every
+//! function here is empty and inlined away: the Worker's wasm build, whose CPU per request is
+//! billed, carries none of it.
 //!
 //! A span says who asked only through the request's own id ([`crate::own_id`]), which no client
 //! chooses. The deciding limit's identifier is written as a keyed hash unless the host asks
