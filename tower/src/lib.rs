@@ -60,7 +60,7 @@
 //! - [`error`]: [`BuildError`], what a layer cannot be built from.
 //! - `redis` (feature `resp`): [`redis_store`], Redis set up as the configuration says.
 //! - `trace`: the layer's `edgelimit.layer` span around each limited request.
-//! - [`otel`] (feature `otel`): spans and the metrics page exported over OpenTelemetry.
+//! - `otel` (feature `otel`): spans and the metrics page exported over OpenTelemetry.
 
 #![forbid(unsafe_code)]
 #![warn(
