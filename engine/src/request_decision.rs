@@ -183,4 +183,76 @@ mod tests {
             RequestDecision::ALL.iter().map(|d| d.as_str()).collect();
         assert_eq!(words.len(), RequestDecision::ALL.len(), "{words:?}");
     }
+
+    /// Polls a future that must be ready at once (the memory store never waits).
+    fn ready<F: std::future::Future>(future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.as_mut().poll(&mut context) {
+            std::task::Poll::Ready(out) => out,
+            std::task::Poll::Pending => panic!("the memory store did not answer at once"),
+        }
+    }
+
+    #[test]
+    fn the_log_line_and_the_analytics_point_carry_the_word_and_the_limit() {
+        let config = crate::Config::from_value(serde_json::json!({
+            "rules": [{ "name": "api", "path_prefix": "/api/", "limits": [
+                { "name": "per-ip", "policy": "fixed 1/1h", "identifier": "ip" },
+                { "name": "per-key", "policy": "fixed 100/1h",
+                  "identifier": "api-key:header:x-api-key", "missing": "deny" }
+            ]}]
+        }))
+        .unwrap();
+        let edge = crate::Edge::new(config, edgelimit::MemoryStore::new());
+        let request = crate::OwnedRequest::get("h", "/api/items")
+            .with_header("cf-connecting-ip", "203.0.113.7")
+            .with_header("x-api-key", "k1");
+        let no_key = crate::OwnedRequest::get("h", "/api/items")
+            .with_header("cf-connecting-ip", "192.0.2.1");
+        let mut seen = Vec::new();
+        for r in [&request, &request, &no_key] {
+            let handled = ready(edge.handle(r, 0));
+            let line = handled.log_line(r, None);
+            let point = handled.analytics();
+            seen.push((
+                line.status,
+                line.decision.clone(),
+                line.limit.clone(),
+                point.blobs[5].clone(),
+                point.blobs[1].clone(),
+                point.index.clone(),
+            ));
+        }
+        let word = |w: &str| Some(w.to_string());
+        assert_eq!(
+            seen,
+            [
+                (
+                    200,
+                    word("allowed"),
+                    word("per-ip"),
+                    "allowed".into(),
+                    "per-ip".into(),
+                    "per-ip".into()
+                ),
+                (
+                    429,
+                    word("denied"),
+                    word("per-ip"),
+                    "denied".into(),
+                    "per-ip".into(),
+                    "per-ip".into()
+                ),
+                (
+                    400,
+                    word("refused"),
+                    None,
+                    "refused".into(),
+                    String::new(),
+                    String::new()
+                ),
+            ]
+        );
+    }
 }
