@@ -105,6 +105,13 @@ impl Gateway {
         })
     }
 
+    /// The metrics page's counters, when the page is on (for the `otel` feature's
+    /// histogram).
+    #[cfg(feature = "otel")]
+    pub(crate) fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.page.metrics.as_ref()
+    }
+
     /// `https` when serving TLS, else `http`.
     pub fn scheme(&self) -> &'static str {
         match self.certificates {

@@ -160,6 +160,11 @@ pub struct Metrics {
     redis_errors: Counter,
     auth_failures: Counter,
     connections: ConnectionCounters,
+    /// The round trips' OpenTelemetry histogram, once [`crate::otel::export_metrics`] made
+    /// it: each is recorded there too, as it is counted here.
+    #[cfg(feature = "otel")]
+    pub(crate) exported_round_trip:
+        std::sync::OnceLock<edgelimit_otel::opentelemetry::metrics::Histogram<f64>>,
 }
 
 impl Metrics {
@@ -270,6 +275,8 @@ impl Metrics {
             redis_errors,
             auth_failures,
             connections,
+            #[cfg(feature = "otel")]
+            exported_round_trip: std::sync::OnceLock::new(),
         }
     }
 
@@ -325,6 +332,10 @@ impl Metrics {
     /// Records one round trip to Redis that got an answer.
     pub fn redis_round_trip(&self, elapsed: Duration) {
         self.round_trip.observe(elapsed.as_secs_f64());
+        #[cfg(feature = "otel")]
+        if let Some(histogram) = self.exported_round_trip.get() {
+            histogram.record(elapsed.as_secs_f64(), &[]);
+        }
     }
 
     /// Counts one round trip to Redis that failed.

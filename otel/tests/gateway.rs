@@ -217,6 +217,17 @@ async fn the_gateway_s_spans_and_page_reach_a_collector_over_http_protobuf_and_g
             point(&metrics, "edgelimit_gateway_connections_max", &[]),
             Some(DEFAULT_MAX_CONNECTIONS as f64)
         );
+        // The round trips, as the page's histogram: one per answered request, in seconds.
+        let round_trip = metrics
+            .iter()
+            .find(|m| m.name == "edgelimit_gateway_redis_round_trip_seconds")
+            .expect("the round-trip histogram");
+        assert_eq!(round_trip.unit, "s");
+        let Some(metric::Data::Histogram(histogram)) = &round_trip.data else {
+            panic!("{round_trip:?}");
+        };
+        assert_eq!(histogram.data_points[0].count, 4);
+        assert_eq!(histogram.data_points[0].explicit_bounds.len(), 13);
         println!(
             "{protocol}: {} exports, {} spans ({} requests, {} round trips), {} metrics",
             exports.len(),
