@@ -176,7 +176,7 @@ impl<S: Store> Edge<S> {
     pub async fn handle<R: Incoming + ?Sized>(&self, request: &R, now_ms: u64) -> Handled<'_> {
         // Not entered, so the request's future is not wrapped in it: an untraced request pays
         // a level check and a pointer. The store call's span names it as its parent.
-        let span = trace::decide_span();
+        let mut span = trace::decide_span();
         let Buffers {
             checks,
             mut checked,
@@ -190,11 +190,11 @@ impl<S: Store> Edge<S> {
             plan.deny_if_remembered(&mut lock(&self.isolate).deny_cache, now_ms);
         }
         // A request refused before the store has no check: no store call.
-        let store_span = trace::store_span(&span, plan.checks().len());
+        trace::open_store(&mut span, plan.checks().len());
         self.limiter
             .check_all_into(plan.checks(), &mut checked)
             .await;
-        trace::close(store_span);
+        trace::close_store(&mut span);
         let responds = self.responds.load(Ordering::Relaxed);
         let written = plan.rule_into(
             &checked.verdicts,

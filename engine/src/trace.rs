@@ -114,8 +114,8 @@ mod on {
         /// subscriber listens (no span), so an untraced request pays one branch.
         #[inline]
         pub(crate) fn record(&self, span: &RequestSpan, handled: &Handled<'_>) {
-            if let Some(span) = span.as_deref() {
-                self.record_into(span, handled);
+            if let Some(spans) = span.as_deref() {
+                self.record_into(&spans.decide, handled);
             }
         }
 
@@ -230,9 +230,17 @@ mod on {
         out
     }
 
-    /// A request's span, boxed so that the request's future grows by a pointer only; `None`
-    /// when no subscriber takes it.
-    pub(crate) type RequestSpan = Option<Box<Span>>;
+    /// A request's spans: its `edgelimit.decide` span, and its `edgelimit.store` span while
+    /// the store call runs.
+    #[derive(Debug)]
+    pub(crate) struct Spans {
+        decide: Span,
+        store: Option<Span>,
+    }
+
+    /// A request's spans, boxed so that the request's future grows by a pointer only; `None`
+    /// when no subscriber takes them.
+    pub(crate) type RequestSpan = Option<Box<Spans>>;
 
     /// Whether a subscriber may take `info` spans at all: one atomic load, before any span's
     /// fields are built (`tracing`'s own first check, as its macros make it).
@@ -249,6 +257,12 @@ mod on {
         if !info_wanted() {
             return None;
         }
+        new_decide_span()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_decide_span() -> RequestSpan {
         let span = tracing::info_span!(
             target: "edgelimit",
             "edgelimit.decide",
@@ -267,30 +281,37 @@ mod on {
             edgelimit.delay_ms = Empty,
             edgelimit.store_ms = Empty,
         );
-        (!span.is_disabled()).then(|| Box::new(span))
+        (!span.is_disabled()).then(|| {
+            Box::new(Spans {
+                decide: span,
+                store: None,
+            })
+        })
     }
 
-    /// A new `edgelimit.store` span for the limiter's call of `checks` checks, child of the
-    /// request's `decide` span; it lasts until the host drops it, as the call returns. None
-    /// when no check is sent (a request refused before the store) or the request has no span.
+    /// Opens the `edgelimit.store` span for the limiter's call of `checks` checks, child of
+    /// the request's `decide` span, until [`close_store`]. None when no check is sent (a
+    /// request refused before the store) or the request has no span.
     #[inline]
-    pub(crate) fn store_span(decide: &RequestSpan, checks: usize) -> RequestSpan {
-        let decide = decide.as_deref()?;
-        if checks == 0 {
-            return None;
+    pub(crate) fn open_store(spans: &mut RequestSpan, checks: usize) {
+        if let Some(spans) = spans.as_deref_mut() {
+            if checks > 0 {
+                spans.store = Some(tracing::info_span!(
+                    target: "edgelimit",
+                    parent: &spans.decide,
+                    "edgelimit.store",
+                    edgelimit.checks = signed(checks as u64)
+                ));
+            }
         }
-        Some(Box::new(tracing::info_span!(
-            target: "edgelimit",
-            parent: decide,
-            "edgelimit.store",
-            edgelimit.checks = signed(checks as u64)
-        )))
     }
 
-    /// Ends `span` now (its duration is the time it was open).
+    /// Ends the `edgelimit.store` span now (its duration is the time it was open).
     #[inline]
-    pub(crate) fn close(span: RequestSpan) {
-        drop(span);
+    pub(crate) fn close_store(spans: &mut RequestSpan) {
+        if let Some(spans) = spans.as_deref_mut() {
+            spans.store = None;
+        }
     }
 }
 
@@ -328,12 +349,10 @@ mod off {
     }
 
     #[inline(always)]
-    pub(crate) fn store_span(_: &RequestSpan, _: usize) -> RequestSpan {
-        RequestSpan
-    }
+    pub(crate) fn open_store(_: &mut RequestSpan, _: usize) {}
 
     #[inline(always)]
-    pub(crate) fn close(_: RequestSpan) {}
+    pub(crate) fn close_store(_: &mut RequestSpan) {}
 }
 
 #[cfg(all(test, feature = "tracing"))]
