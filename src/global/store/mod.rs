@@ -13,6 +13,7 @@ use futures_util::future::join_all;
 
 use super::ledger::{Ledger, Refill, Sizing};
 use super::limits::{RegionalLimit, RegionalLimits};
+use super::take::up_to;
 use crate::algorithm::{Charge, LeaseSpending};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
@@ -726,19 +727,6 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     }
 }
 
-/// The parts of an ask for up to `units`, largest first: the pool admits each part that fits in
-/// what it still holds, so together they take exactly `min(units, held)` in one round trip —
-/// the remainder `r` above `2^(m+1) − 1 ≤ units`, then `2^m, …, 2, 1`: when `r` does not fit,
-/// what is held is below `r < 2^(m+1)` and the powers of two take all of it.
-fn up_to(units: u64) -> impl Iterator<Item = u64> {
-    // The largest m with 2^(m+1) − 1 ≤ units (none for 0).
-    let powers = u128::BITS - (u128::from(units) + 1).leading_zeros() - 1;
-    let remainder = units - ((1u64 << powers) - 1);
-    std::iter::once(remainder)
-        .filter(|&r| r > 0)
-        .chain((0..powers).rev().map(|k| 1u64 << k))
-}
-
 /// The most a part of `limit` can ever hold: its policy's capacity or a tier's, the larger.
 fn largest(limit: &Limit) -> u64 {
     limit
@@ -791,32 +779,5 @@ impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
         }
         self.report(&regional, &mut verdicts, now_ms);
         Ok(verdicts)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::up_to;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// A pool holding `held` admits the parts that fit, largest first, and takes exactly
-        /// `min(units, held)`.
-        #[test]
-        fn an_ask_for_up_to_units_takes_all_it_can_in_one_round_trip(
-            units in prop_oneof![0u64..300, any::<u64>()],
-            held in prop_oneof![0u64..300, any::<u64>()],
-        ) {
-            let parts: Vec<u64> = up_to(units).collect();
-            prop_assert!(parts.len() <= 65);
-            prop_assert_eq!(parts.iter().map(|&p| u128::from(p)).sum::<u128>(), u128::from(units));
-            let mut left = held;
-            for part in parts {
-                if part <= left {
-                    left -= part;
-                }
-            }
-            prop_assert_eq!(held - left, units.min(held));
-        }
     }
 }
