@@ -83,6 +83,7 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             }
             (!checks.is_empty()).then_some(async move {
                 bump(&self.counters.peer_round_trips, 1);
+                bump(&self.counters.peer_script_calls, script_calls(&checks));
                 let answers = store.check(&checks, TimeSource::At(now_ms)).await;
                 (checks, parts, answers)
             })

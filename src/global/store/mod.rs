@@ -66,6 +66,20 @@ pub struct GlobalStats {
     /// Units granted but never credited to the region (its store failed after the home had
     /// granted them): lost to the region, never to the bound.
     pub lost: u64,
+    /// Script calls the region's own store ran (a Redis store on one node runs one per check
+    /// and one per batch of takes): every request's check, credits, checks decided again.
+    pub region_script_calls: u64,
+    /// Script calls the home's store ran: asks for waiting requests and refills.
+    pub home_script_calls: u64,
+    /// Script calls the other regions' stores ran: loans.
+    pub peer_script_calls: u64,
+}
+
+impl GlobalStats {
+    /// Script calls of every store: what Upstash bills as commands.
+    pub fn script_calls(&self) -> u64 {
+        self.region_script_calls + self.home_script_calls + self.peer_script_calls
+    }
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +93,14 @@ struct Counters {
     granted: AtomicU64,
     leased: AtomicU64,
     lost: AtomicU64,
+    region_script_calls: AtomicU64,
+    home_script_calls: AtomicU64,
+    peer_script_calls: AtomicU64,
+}
+
+/// The script calls a Redis store on one node runs for `checks`: one per check with an item.
+fn script_calls(checks: &[Check]) -> u64 {
+    checks.iter().filter(|c| !c.items().is_empty()).count() as u64
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -191,6 +213,9 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             granted: get(&c.granted),
             leased: get(&c.leased),
             lost: get(&c.lost),
+            region_script_calls: get(&c.region_script_calls),
+            home_script_calls: get(&c.home_script_calls),
+            peer_script_calls: get(&c.peer_script_calls),
         }
     }
 
@@ -268,6 +293,10 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         let result = if granted.credits.is_empty() {
             Ok(Vec::new())
         } else {
+            bump(
+                &self.counters.region_script_calls,
+                script_calls(&granted.credits),
+            );
             self.region
                 .check(&granted.credits, TimeSource::At(now_ms))
                 .await
@@ -480,6 +509,7 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         now_ms: u64,
     ) -> Result<Vec<Verdict>, StoreError> {
         bump(&self.counters.home_round_trips, 1);
+        bump(&self.counters.home_script_calls, script_calls(checks));
         let stopwatch = self.clock.stopwatch();
         let answers = self.home.check(checks, TimeSource::At(now_ms)).await;
         let took = stopwatch.elapsed_ms().round() as u64;
@@ -586,6 +616,7 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         if batch.is_empty() {
             return;
         }
+        bump(&self.counters.region_script_calls, script_calls(&batch));
         let answers = self.region.check(&batch, TimeSource::At(now_ms)).await;
         self.note_credits(&batch[..credits], answers.as_deref().ok());
         if let Ok(mut answers) = answers {
@@ -745,6 +776,7 @@ fn units(credits: &[Check]) -> u64 {
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        bump(&self.counters.region_script_calls, script_calls(checks));
         if self.limits.is_empty() {
             return self.region.check(checks, time).await;
         }
