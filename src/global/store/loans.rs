@@ -2,6 +2,7 @@
 //! regions' unused static shares (docs/design.md §9, "Capacity follows demand").
 
 use super::*;
+use crate::global::take::Take;
 
 impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// Borrows from the other regions' stores what the home's pool could not grant `asks`
@@ -9,8 +10,8 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// shares exactly as a request there would be, so that they admit that much less — the
     /// sum of the parts is still the whole. A region alone on the identifier's pool takes all
     /// its peers' shares hold (they are not serving it); otherwise each peer is asked for the
-    /// shortfall. One round trip to each peer holding a share, all at once; a peer that cannot
-    /// be reached lends nothing. The grants made, as the checks crediting them.
+    /// shortfall. One round trip and one script call to each peer holding a share, all at once
+    /// ([`crate::global::take`]); a peer that cannot be reached lends nothing. The grants made, as the checks crediting them.
     pub(super) async fn borrow(
         &self,
         asks: &[Ask<'_>],
@@ -46,8 +47,8 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             return Vec::new();
         }
         let calls = self.peers.iter().filter_map(|(index, store)| {
-            let mut checks = Vec::new();
-            // Per check: which ask, and whether it spends the lender's lease.
+            let mut takes = Vec::new();
+            // Per take: which ask, and whether it spends the lender's lease.
             let mut parts = Vec::new();
             for (at, &(ask, shortfall, alone)) in short.iter().enumerate() {
                 if let Some((_, share)) = ask.limit.peers.iter().find(|(i, _)| i == index) {
@@ -56,65 +57,53 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     } else {
                         shortfall.min(largest(share))
                     };
-                    for part in up_to(units) {
-                        checks.push(Check::new().with_item(CheckItem::new(
-                            share.clone(),
-                            ask.identifier.clone(),
-                            part as i64,
-                        )));
-                        parts.push((at, false));
-                    }
+                    takes.push(Take::new(
+                        CheckItem::new(share.clone(), ask.identifier.clone(), units as i64),
+                        0,
+                    ));
+                    parts.push((at, false));
                 }
                 // A region sharing the identifier may find what it lacks in another's lease:
                 // units the home granted there, not yet spent (the lease's key is the limit's
                 // name and the identifier's, whatever the part).
                 if !alone {
-                    for part in up_to(shortfall.min(largest(&ask.limit.whole))) {
-                        let mut item = CheckItem::new(
-                            ask.limit.whole.clone(),
-                            ask.identifier.clone(),
-                            part as i64,
-                        );
-                        item.spend_lease = LeaseSpending::Only;
-                        checks.push(Check::new().with_item(item));
-                        parts.push((at, true));
-                    }
+                    let units = shortfall.min(largest(&ask.limit.whole));
+                    let mut item = CheckItem::new(
+                        ask.limit.whole.clone(),
+                        ask.identifier.clone(),
+                        units as i64,
+                    );
+                    item.spend_lease = LeaseSpending::Only;
+                    takes.push(Take::new(item, 0));
+                    parts.push((at, true));
                 }
             }
-            (!checks.is_empty()).then_some(async move {
+            (!takes.is_empty()).then_some(async move {
                 bump(&self.counters.peer_round_trips, 1);
-                bump(&self.counters.peer_script_calls, script_calls(&checks));
-                let answers = store.check(&checks, TimeSource::At(now_ms)).await;
-                (checks, parts, answers)
+                bump(&self.counters.peer_script_calls, 1);
+                let answers = store.take(&takes, TimeSource::At(now_ms)).await;
+                (parts, answers)
             })
         });
         let mut credits = Vec::new();
         let mut lent_in_all = vec![0u64; short.len()];
-        for (checks, parts, answers) in join_all(calls).await {
+        for (parts, answers) in join_all(calls).await {
             let Ok(answers) = answers else {
                 continue;
             };
-            // Per ask, from this lender's share and from its lease: units lent, and one of the
-            // admitting decisions (a share's says which window its units were charged in, a
-            // lease's when the lease ends: a loan ends no later).
-            let mut lent: Vec<[(u64, Option<Decision>); 2]> = vec![[(0, None); 2]; short.len()];
-            for ((check, (at, lease)), answer) in checks.iter().zip(parts).zip(&answers) {
-                let decision = answer.decisions[0];
-                if decision.allowed {
-                    let slot = &mut lent[at][usize::from(lease)];
-                    slot.0 += check.items()[0].cost as u64;
-                    slot.1 = Some(decision);
+            // A take from a share says which window its units were charged in, one from a
+            // lease when the lease ends: a loan ends no later.
+            for ((at, lease), taken) in parts.into_iter().zip(answers) {
+                if taken.granted == 0 {
+                    continue;
                 }
-            }
-            for (at, (&(ask, _, _), [share, lease])) in short.iter().zip(lent).enumerate() {
-                if let (units, Some(decision)) = share {
-                    credits.push(self.credit_check(ask, units, &decision, now_ms));
-                    lent_in_all[at] += units;
-                }
-                if let (units, Some(decision)) = lease {
-                    credits.push(self.credit_until(ask, units, decision.reset_at_ms));
-                    lent_in_all[at] += units;
-                }
+                let ask = short[at].0;
+                credits.push(if lease {
+                    self.credit_until(ask, taken.granted, taken.decision.reset_at_ms)
+                } else {
+                    self.credit_check(ask, taken.granted, &taken.decision, now_ms)
+                });
+                lent_in_all[at] += taken.granted;
             }
         }
         bump(&self.counters.borrowed, lent_in_all.iter().sum());

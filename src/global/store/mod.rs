@@ -13,7 +13,7 @@ use futures_util::future::join_all;
 
 use super::ledger::{Ledger, Refill, Sizing};
 use super::limits::{RegionalLimit, RegionalLimits};
-use super::take::up_to;
+use super::take::{Take, Taken};
 use crate::algorithm::{Charge, LeaseSpending};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
@@ -274,7 +274,7 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             Ok(credits) => Ok(Granted {
                 asked_ms: now_ms,
                 refills: keys,
-                credits,
+                credits: in_one_check(credits, now_ms),
             }),
             Err(e) => {
                 let mut ledger = self.ledger();
@@ -399,27 +399,23 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             || (!self.peers.is_empty() && !ledger.peers_short(key, now_ms))
     }
 
-    /// Asks the home's pools for `asks`, one round trip: each for up to its `want` (a batch of
-    /// checks the pool admits as far as it holds them, [`up_to`]); the grants made, as the
+    /// Asks the home's pools for `asks`, one round trip and one script call: each for up to its
+    /// `want` ([`crate::global::take`]: the pool grants all it holds up to it), each region not
+    /// alone on the identifier counting what it asks for beside it; the grants made, as the
     /// checks crediting them to the region's leases.
     async fn ask_home(&self, asks: &[&Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
-        let mut checks = Vec::new();
-        let mut ranges = Vec::with_capacity(asks.len());
-        let mut demands = Vec::with_capacity(asks.len());
+        let mut takes = Vec::with_capacity(2 * asks.len());
+        // Per ask: where its pool's take is, and its demand count's (with whether it is alone).
+        let mut at = Vec::with_capacity(asks.len());
         for ask in asks {
             let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
-            let from = checks.len();
-            // No part beyond what the pool can ever hold: it would be refused for good.
-            checks.extend(
-                up_to(ask.want.max(ask.need).min(largest(pool))).map(|units| {
-                    Check::new().with_item(CheckItem::new(
-                        pool.clone(),
-                        ask.identifier.clone(),
-                        units as i64,
-                    ))
-                }),
-            );
-            ranges.push(from..checks.len());
+            // No more than the pool can ever hold.
+            let want = ask.want.max(ask.need).min(largest(pool));
+            takes.push(Take::new(
+                CheckItem::new(pool.clone(), ask.identifier.clone(), want as i64),
+                ask.need,
+            ));
+            let pool_at = takes.len() - 1;
             // A region sharing the identifier counts what it asks for where a region alone on
             // it looks: a region that takes all the pool holds learns that others want it,
             // though it never finds the pool drawn before its own grant.
@@ -428,62 +424,41 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                 now_ms,
                 &self.sizing(ask.limit),
             );
-            demands.push(ask.limit.demand.as_ref().map(|demand| {
-                checks.push(Check::new().with_item(CheckItem::new(
-                    demand.clone(),
-                    ask.identifier.clone(),
-                    if alone { 0 } else { ask.want as i64 },
-                )));
-                (checks.len() - 1, alone)
-            }));
+            let demand = ask.limit.demand.as_ref().map(|demand| {
+                let counted = if alone { 0 } else { ask.want as i64 };
+                takes.push(Take::new(
+                    CheckItem::new(demand.clone(), ask.identifier.clone(), counted),
+                    0,
+                ));
+                (takes.len() - 1, alone)
+            });
+            at.push((pool_at, demand));
         }
-        let answers = self.home_round_trip(&checks, now_ms).await?;
+        let answers = self.home_round_trip(&takes, now_ms).await?;
         let mut grants = Vec::new();
-        for ((ask, range), demand) in asks.iter().zip(ranges).zip(demands) {
-            if let (Some((at, true)), Some(count)) = (demand, &ask.limit.demand) {
-                if answers[at].decisions[0].remaining < count.policy.capacity() {
+        for (ask, (pool_at, demand)) in asks.iter().zip(at) {
+            if let (Some((demand_at, true)), Some(count)) = (demand, &ask.limit.demand) {
+                if answers[demand_at].decision.remaining < count.policy.capacity() {
                     self.ledger()
                         .note_others((&ask.limit.whole.name, &ask.identifier), now_ms);
                 }
             }
-            let decided: Vec<(u64, &Decision)> = range
-                .map(|i| (checks[i].items()[0].cost as u64, &answers[i].decisions[0]))
-                .collect();
-            let granted: u64 = decided
-                .iter()
-                .filter(|(_, d)| d.allowed)
-                .map(|(units, _)| units)
-                .sum();
-            let Some(&(_, last)) = decided.last() else {
-                continue;
-            };
+            let Taken { granted, decision } = answers[pool_at];
+            // Granted or short, the decision tells what the pool holds after the take.
             self.ledger().note_pool(
                 (&ask.limit.whole.name, &ask.identifier),
                 granted,
-                last.remaining,
-                last.reset_at_ms,
+                decision.remaining,
+                decision.reset_at_ms,
                 now_ms,
                 &self.sizing(ask.limit),
             );
-            if let Some(&(_, admitted)) = decided.iter().find(|(_, d)| d.allowed) {
-                grants.push(self.credit_check(ask, granted, admitted, now_ms));
+            if granted > 0 {
+                grants.push(self.credit_check(ask, granted, &decision, now_ms));
             }
-            if granted < ask.need {
-                // The retry of the smallest part the pool refused that would have covered the
-                // shortfall, else of the largest it refused.
-                let short = ask.need - granted;
-                let refused = decided
-                    .iter()
-                    .filter(|(_, d)| !d.allowed && d.reason == Reason::OverLimit);
-                let retry = refused
-                    .clone()
-                    .filter(|(units, _)| *units >= short)
-                    .min_by_key(|(units, _)| *units)
-                    .or_else(|| refused.max_by_key(|(units, _)| *units))
-                    .map(|&(_, d)| d);
-                if let Some(decision) = retry {
-                    self.note_pool_empty(ask, decision, now_ms);
-                }
+            // Short of the need: the shortfall's denial says when it may fit.
+            if granted < ask.need && decision.reason == Reason::OverLimit {
+                self.note_pool_empty(ask, &decision, now_ms);
             }
         }
         bump(&self.counters.granted, units(&grants));
@@ -503,15 +478,12 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             .note_pool_empty((&ask.limit.whole.name, &ask.identifier), until);
     }
 
-    async fn home_round_trip(
-        &self,
-        checks: &[Check],
-        now_ms: u64,
-    ) -> Result<Vec<Verdict>, StoreError> {
+    /// `takes` of the home's store: one round trip, one script call, timed.
+    async fn home_round_trip(&self, takes: &[Take], now_ms: u64) -> Result<Vec<Taken>, StoreError> {
         bump(&self.counters.home_round_trips, 1);
-        bump(&self.counters.home_script_calls, script_calls(checks));
+        bump(&self.counters.home_script_calls, 1);
         let stopwatch = self.clock.stopwatch();
-        let answers = self.home.check(checks, TimeSource::At(now_ms)).await;
+        let answers = self.home.take(takes, TimeSource::At(now_ms)).await;
         let took = stopwatch.elapsed_ms().round() as u64;
         if took > 0 {
             // A moving average: one slow trip does not double the next refills.
@@ -609,8 +581,9 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         // Every waiting check is decided again, granted or not: while it waited, another
         // request of the region may have been granted units its lease now holds.
         let again = waiting;
-        let mut batch = grants;
-        batch.extend(borrowed);
+        let mut credited = grants;
+        credited.extend(borrowed);
+        let mut batch = in_one_check(credited, now_ms);
         let credits = batch.len();
         batch.extend(again.iter().map(|&i| regional[i].clone()));
         if batch.is_empty() {
@@ -633,14 +606,14 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         match answers {
             Some(answers) => {
                 for (credit, answer) in credits.iter().zip(answers) {
-                    // A credit's limit is the region's part, named as the whole.
-                    let item = &credit.items()[0];
-                    let lease = &answer.decisions[0];
-                    ledger.note_lease(
-                        (&item.limit.name, &item.identifier),
-                        lease.remaining,
-                        lease.reset_at_ms,
-                    );
+                    for (item, lease) in credit.items().iter().zip(&answer.decisions) {
+                        // A credit's limit is the region's part, named as the whole.
+                        ledger.note_lease(
+                            (&item.limit.name, &item.identifier),
+                            lease.remaining,
+                            lease.reset_at_ms,
+                        );
+                    }
                 }
             }
             None => bump(&self.counters.lost, units(credits)),
@@ -769,7 +742,49 @@ fn largest(limit: &Limit) -> u64 {
 
 /// The units `credits` grant.
 fn units(credits: &[Check]) -> u64 {
-    credits.iter().map(|c| c.items()[0].cost as u64).sum()
+    credits
+        .iter()
+        .flat_map(Check::items)
+        .map(|i| i.cost as u64)
+        .sum()
+}
+
+/// `credits` (checks of one credit each) as one check, one script call: a credit never denies,
+/// so all or nothing changes none of them. The credits of one lease are merged into one — their
+/// units added, the later end kept — which leaves the lease as crediting them one after another
+/// does when every end is past `now_ms` (a credit ending sooner is sent apart: on an ended lease
+/// it credits nothing).
+fn in_one_check(credits: Vec<Check>, now_ms: u64) -> Vec<Check> {
+    let mut merged: Vec<CheckItem> = Vec::new();
+    let mut apart = Vec::new();
+    for credit in credits {
+        let item = &credit.items()[0];
+        let until_ms = match item.charge {
+            Charge::LeaseCredit { until_ms } if until_ms > now_ms => until_ms,
+            _ => {
+                apart.push(credit);
+                continue;
+            }
+        };
+        let same = merged
+            .iter_mut()
+            .find(|m| m.limit.name == item.limit.name && m.identifier == item.identifier);
+        match same {
+            Some(lease) => {
+                lease.cost = lease.cost.saturating_add(item.cost);
+                if let Charge::LeaseCredit { until_ms: end } = &mut lease.charge {
+                    *end = (*end).max(until_ms);
+                }
+            }
+            None => merged.push(item.clone()),
+        }
+    }
+    let mut out = Vec::with_capacity(1 + apart.len());
+    if !merged.is_empty() {
+        out.push(merged.into_iter().fold(Check::new(), Check::with_item));
+    }
+    out.extend(apart);
+    out
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
