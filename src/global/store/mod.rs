@@ -578,20 +578,47 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             Vec::new()
         });
         let borrowed = self.borrow(&asks, &grants, now_ms).await;
-        // Every waiting check is decided again, granted or not: while it waited, another
-        // request of the region may have been granted units its lease now holds.
-        let again = waiting;
         let mut credited = grants;
         credited.extend(borrowed);
-        let mut batch = in_one_check(credited, now_ms);
+        let mut credits = in_one_check(credited, now_ms);
+        // A waiting check of one request the units just granted cover spends them as they
+        // land: what crediting them and deciding it again would do (its share denies again at
+        // the same time, its lease then holds them), without that round trip. Only what is
+        // left is credited.
+        let mut spent = Vec::new();
+        let mut again = Vec::new();
+        for &i in waiting {
+            match spend_landed(&regional[i], &verdicts[i], credits.first_mut(), now_ms) {
+                Some(decision) => spent.push((i, decision)),
+                None => again.push(i),
+            }
+        }
+        // A credit spent whole credits nothing: it is left out, and a check left empty too.
+        for check in &mut credits {
+            let kept: Vec<bool> = check.items().iter().map(|c| c.cost > 0).collect();
+            check.retain_items(|i| kept[i]);
+        }
+        credits.retain(|c| !c.items().is_empty());
+        // Every other waiting check is decided again, granted or not: while it waited, another
+        // request of the region may have been granted units its lease now holds.
+        let mut batch = credits;
         let credits = batch.len();
         batch.extend(again.iter().map(|&i| regional[i].clone()));
-        if batch.is_empty() {
-            return;
-        }
-        bump(&self.counters.region_script_calls, script_calls(&batch));
-        let answers = self.region.check(&batch, TimeSource::At(now_ms)).await;
+        let answers = if batch.is_empty() {
+            Ok(Vec::new())
+        } else {
+            bump(&self.counters.region_script_calls, script_calls(&batch));
+            self.region.check(&batch, TimeSource::At(now_ms)).await
+        };
         self.note_credits(&batch[..credits], answers.as_deref().ok());
+        for (i, mut decision) in spent {
+            let item = &regional[i].items()[0];
+            decision.remaining = self
+                .ledger()
+                .lease_balance((&item.limit.name, &item.identifier), now_ms);
+            verdicts[i].allowed = true;
+            verdicts[i].decisions[0] = decision;
+        }
         if let Ok(mut answers) = answers {
             for (&i, verdict) in again.iter().zip(answers.drain(credits..)) {
                 verdicts[i] = verdict;
@@ -785,6 +812,54 @@ fn in_one_check(credits: Vec<Check>, now_ms: u64) -> Vec<Check> {
     }
     out.extend(apart);
     out
+}
+
+/// The decision of a waiting `check` (denied as `verdict` says) admitted from the units just
+/// granted for its lease, taken out of `credits` (the one check crediting them,
+/// [`in_one_check`]), if they cover it: a check of one request item without a request id (a
+/// remembered one is the store's to remember), denied for want of units. Its decision is what
+/// deciding it again would give — leased, `reset_at` its share's, retry 0 — its `remaining`
+/// (the lease's balance) to be filled in once the rest is credited.
+fn spend_landed(
+    check: &Check,
+    verdict: &Verdict,
+    credits: Option<&mut Check>,
+    now_ms: u64,
+) -> Option<Decision> {
+    let [item] = check.items() else {
+        return None;
+    };
+    let denied = verdict.decisions.first()?;
+    if item.charge != Charge::Request || item.cost <= 0 || item.request_id.is_some() {
+        return None;
+    }
+    let mut found = None;
+    credits?.map_items(|credit| {
+        let same = *credit.limit.name == *item.limit.name && credit.identifier == item.identifier;
+        // Only units of a lease live now: a credit already over credits nothing.
+        let live = matches!(credit.charge, Charge::LeaseCredit { until_ms } if until_ms > now_ms);
+        if let (None, true, Charge::LeaseCredit { until_ms }) =
+            (&found, same && live, credit.charge)
+        {
+            if credit.cost >= item.cost {
+                credit.cost -= item.cost;
+                // A lease deciding alone says when it ends; a share, when it is whole again.
+                let reset_at_ms = match item.spend_lease {
+                    LeaseSpending::Only => until_ms,
+                    _ => denied.reset_at_ms,
+                };
+                found = Some(Decision {
+                    allowed: true,
+                    remaining: 0,
+                    reset_at_ms,
+                    retry_after_ms: 0,
+                    reason: Reason::Leased,
+                    ..*denied
+                });
+            }
+        }
+    });
+    found
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
