@@ -87,17 +87,25 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         });
         let mut credits = Vec::new();
         let mut lent_in_all = vec![0u64; short.len()];
+        // Per ask, the end of the lenders' fixed windows, as their shares' takes say it.
+        let mut window_ends: Vec<Option<u64>> = vec![None; short.len()];
+        let mut all_answered = true;
         for (parts, answers) in join_all(calls).await {
             let Ok(answers) = answers else {
+                all_answered = false;
                 continue;
             };
             // A take from a share says which window its units were charged in, one from a
             // lease when the lease ends: a loan ends no later.
             for ((at, lease), taken) in parts.into_iter().zip(answers) {
+                let ask = short[at].0;
+                if !lease && ask.limit.whole.policy.algorithm() == Algorithm::FixedWindow {
+                    let end = &mut window_ends[at];
+                    *end = Some(end.unwrap_or(0).max(taken.decision.reset_at_ms));
+                }
                 if taken.granted == 0 {
                     continue;
                 }
-                let ask = short[at].0;
                 credits.push(if lease {
                     self.credit_until(ask, taken.granted, taken.decision.reset_at_ms)
                 } else {
@@ -108,11 +116,21 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         }
         bump(&self.counters.borrowed, lent_in_all.iter().sum());
         // Lenders that could not cover a request are not asked again for a horizon: a request
-        // beyond the whole limit must not cost a round trip to every region.
-        let until = now_ms.saturating_add(self.horizon_ms());
+        // beyond the whole limit must not cost a round trip to every region. A fixed window's
+        // lenders, every one reached and asked for its share and its lease, gave all they held
+        // (a take is of up to what it asks): what a fixed window's share holds only falls within
+        // its window, and a lease grows only by the pool, known short, or by loans of what is
+        // already drained — so they are not asked again before their window ends.
+        let horizon = now_ms.saturating_add(self.horizon_ms());
         let mut ledger = self.ledger();
-        for (&(ask, shortfall, _), lent) in short.iter().zip(lent_in_all) {
+        for ((&(ask, shortfall, alone), lent), end) in
+            short.iter().zip(lent_in_all).zip(window_ends)
+        {
             if lent < shortfall {
+                let until = match end {
+                    Some(end) if all_answered && !alone => horizon.max(end),
+                    _ => horizon,
+                };
                 ledger.note_peers_short((&ask.limit.whole.name, &ask.identifier), until);
             }
         }

@@ -678,6 +678,13 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     }
                     if leased {
                         bump(&self.counters.leased, item.cost as u64);
+                        if sizing.fixed_window {
+                            ledger.note_window_leased(
+                                (&limit.whole.name, &item.identifier),
+                                item.cost as u64,
+                                decision.reset_at_ms,
+                            );
+                        }
                     }
                     ledger.note_admitted(
                         (&limit.whole.name, &item.identifier),
