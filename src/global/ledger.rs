@@ -46,9 +46,6 @@ struct Entry {
     pool_empty_until_ms: u64,
     /// Until when the other regions are known to have nothing to lend a request (epoch ms).
     peers_short_until_ms: u64,
-    /// A fixed window's leases spent by window: the end of the window last spent in, the
-    /// units spent in it, and those spent in the window before it.
-    window_leased: (u64, u64, u64),
     /// Whether a refill is queued or under way: only its own answer ends it.
     pending: bool,
     /// Asks of the home under way for waiting requests.
@@ -110,20 +107,6 @@ impl Sizing {
         let elapsed = now_ms.saturating_sub(entry.since_ms).max(self.horizon_ms);
         let rate_target = (u128::from(entry.leased) * u128::from(self.horizon_ms))
             .div_ceil(u128::from(elapsed.max(1))) as u64;
-        // A fixed window's demand beyond the share comes back window after window (a burst
-        // at each window's start): what the leases gave in the window before is asked for
-        // again, so the burst's refill goes ahead of it rather than each request waiting.
-        let rate_target = if self.fixed_window {
-            let (end, _, before) = entry.window_leased;
-            let last = if now_ms < end {
-                before
-            } else {
-                entry.window_leased.1
-            };
-            rate_target.max(last)
-        } else {
-            rate_target
-        };
         // Alone, a bucket's region may take all the pool holds, at the pace its rate asks:
         // what a lease holds past its end is lost, so it is not taken far ahead.
         let fair = if alone {
@@ -212,26 +195,6 @@ impl Ledger {
             queued_ms: now_ms,
         });
         true
-    }
-
-    /// Notes that a fixed window's lease admitted `cost` units in the window ending at
-    /// `window_end_ms`.
-    pub fn note_window_leased(
-        &mut self,
-        key: (&Arc<str>, &Identifier),
-        cost: u64,
-        window_end_ms: u64,
-    ) {
-        let Some(entry) = self.entries.get_mut(&(key.0.clone(), key.1.clone())) else {
-            return;
-        };
-        let (end, spent, _) = entry.window_leased;
-        if window_end_ms > end {
-            entry.window_leased = (window_end_ms, 0, spent);
-        }
-        if window_end_ms >= entry.window_leased.0 {
-            entry.window_leased.1 = entry.window_leased.1.saturating_add(cost);
-        }
     }
 
     /// Notes that another region serves `key` too, as the home's count of what other regions
@@ -334,6 +297,19 @@ impl Ledger {
         self.entries
             .get(&(key.0.clone(), key.1.clone()))
             .is_some_and(|e| e.pending)
+    }
+
+    /// A fixed window's share as the region's last admission by it left it — what remained
+    /// and the window's end — if that is still the window at `now_ms` and it holds less than
+    /// `cost`.
+    pub fn share_short(
+        &self,
+        key: (&Arc<str>, &Identifier),
+        cost: u64,
+        now_ms: u64,
+    ) -> Option<(u64, u64)> {
+        let (left, end) = self.entries.get(&(key.0.clone(), key.1.clone()))?.share?;
+        (now_ms < end && left < cost).then_some((left, end))
     }
 
     /// The units the region's lease held at its last report, if it is still live at `now_ms`.
@@ -568,32 +544,6 @@ mod tests {
             20,
             "none under way"
         );
-    }
-
-    #[test]
-    fn a_fixed_window_asks_again_what_its_leases_gave_in_the_window_before() {
-        let (name, id) = key();
-        let sizing = Sizing {
-            alone_ms: 0,
-            ..FIXED
-        };
-        let mut ledger = Ledger::default();
-        // Window one (ending at 5 s): 12 units spent from leases, at its start.
-        for t in 0..12 {
-            ledger.note_admitted((&name, &id), 1, 30, true, t, &sizing);
-            ledger.note_window_leased((&name, &id), 1, 5_000);
-        }
-        // Window two, long after the rate has decayed: the first ask is for the 12 again,
-        // at most a region's part of what the pool holds.
-        let want = ledger.want_now((&name, &id), 1, 5_100, &sizing);
-        ledger.asked((&name, &id));
-        assert_eq!(want, 12);
-        ledger.note_pool((&name, &id), 0, 9, 10_000, 5_100, &sizing);
-        assert_eq!(ledger.want_now((&name, &id), 1, 5_101, &sizing), 3);
-        ledger.asked((&name, &id));
-        // After a window in which nothing was leased, only the (decayed) rate is asked for.
-        ledger.note_window_leased((&name, &id), 0, 10_000);
-        assert!(ledger.want_now((&name, &id), 1, 25_000, &sizing) < 12);
     }
 
     #[test]

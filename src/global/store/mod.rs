@@ -678,13 +678,6 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     }
                     if leased {
                         bump(&self.counters.leased, item.cost as u64);
-                        if sizing.fixed_window {
-                            ledger.note_window_leased(
-                                (&limit.whole.name, &item.identifier),
-                                item.cost as u64,
-                                decision.reset_at_ms,
-                            );
-                        }
                     }
                     ledger.note_admitted(
                         (&limit.whole.name, &item.identifier),
@@ -729,6 +722,56 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             )
             .charged(Charge::LeaseCredit { until_ms }),
         )
+    }
+
+    /// The denial the region's store would give `check`, when the region knows it without
+    /// asking and the check then waits for the home: one request item of a fixed window's
+    /// global limit (no tiers, no request id, no list), its share spent in the current window
+    /// as this isolate last saw it, its lease short of the cost. A share only falls within its
+    /// window (a refund aside) and what lands in the lease meanwhile is found when a wait that
+    /// is not covered decides the check there again: no request is refused on this view alone.
+    fn known_short(&self, check: &Check, now_ms: u64) -> Option<Verdict> {
+        let [item] = check.items() else {
+            return None;
+        };
+        if item.charge != Charge::Request
+            || item.cost <= 0
+            || item.request_id.is_some()
+            || check.is_gated()
+        {
+            return None;
+        }
+        let global = self.limits.get(&item.limit.name)?;
+        let share = global.share.as_ref()?;
+        global.pool.as_ref()?;
+        if share.policy.algorithm() != Algorithm::FixedWindow || !global.whole.tiers.is_empty() {
+            return None;
+        }
+        let cost = item.cost as u64;
+        let key = (&item.limit.name, &item.identifier);
+        let (left, end) = {
+            let ledger = self.ledger();
+            let (left, end) = ledger.share_short(key, cost, now_ms)?;
+            if ledger.lease_balance(key, now_ms) >= cost {
+                return None;
+            }
+            (left, end)
+        };
+        let verdict = Verdict {
+            allowed: false,
+            decisions: vec![Decision {
+                allowed: false,
+                limit: item.limit.policy.capacity(),
+                remaining: left,
+                reset_at_ms: end,
+                retry_after_ms: end - now_ms,
+                reason: Reason::OverLimit,
+            }],
+            atomic: true,
+            decided_at_ms: now_ms,
+            listed: Vec::new(),
+        };
+        self.waits(check, &verdict, now_ms).then_some(verdict)
     }
 
     /// When a request a global item denied may be tried again. Only a pool known to be short
@@ -873,8 +916,8 @@ fn spend_landed(
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
-        bump(&self.counters.region_script_calls, script_calls(checks));
         if self.limits.is_empty() {
+            bump(&self.counters.region_script_calls, script_calls(checks));
             return self.region.check(checks, time).await;
         }
         let Some(now_ms) = time.at_ms() else {
@@ -898,7 +941,38 @@ impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
             )));
         }
         let regional = self.regional(checks);
-        let mut verdicts = self.region.check(&regional, time).await?;
+        // A check the region knows its share and lease cannot admit waits for the home at once:
+        // asking the region's store first would only hear the denial (and a wait not covered
+        // decides it there again).
+        let known: Vec<Option<Verdict>> = regional
+            .iter()
+            .map(|check| self.known_short(check, now_ms))
+            .collect();
+        let mut verdicts = if known.iter().all(Option::is_none) {
+            bump(&self.counters.region_script_calls, script_calls(&regional));
+            self.region.check(&regional, time).await?
+        } else {
+            let asked: Vec<Check> = regional
+                .iter()
+                .zip(&known)
+                .filter(|(_, known)| known.is_none())
+                .map(|(check, _)| check.clone())
+                .collect();
+            let mut answers = if asked.is_empty() {
+                Vec::new()
+            } else {
+                bump(&self.counters.region_script_calls, script_calls(&asked));
+                self.region.check(&asked, time).await?
+            }
+            .into_iter();
+            known
+                .into_iter()
+                .map(|known| known.or_else(|| answers.next()))
+                .collect::<Option<Vec<Verdict>>>()
+                .ok_or_else(|| {
+                    StoreError::Protocol("the region's store answered too few checks".into())
+                })?
+        };
         let waiting: Vec<usize> = (0..regional.len())
             .filter(|&i| self.waits(&regional[i], &verdicts[i], now_ms))
             .collect();
