@@ -126,6 +126,74 @@ fn ready<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
+thread_local! {
+    /// The recorder of the test running on this thread, and the most verbose level it takes.
+    static CURRENT: std::cell::RefCell<Option<(Recorder, tracing::Level)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The process's one subscriber in this test binary: it hands what happens on a thread to that
+/// thread's test's recorder, and takes nothing on a thread with none. One dispatcher for every
+/// thread, rather than one per test (`with_default`): callsites' interest and the maximum level
+/// are the process's, and a test's scoped dispatcher dropped while another test's thread
+/// registers a callsite could leave that callsite off for the rest of the run.
+struct ThisThread;
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for ThisThread {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn enabled(&self, metadata: &tracing::Metadata<'_>, _: Context<'_, S>) -> bool {
+        CURRENT.with(|current| {
+            current
+                .borrow()
+                .as_ref()
+                .is_some_and(|(_, level)| metadata.level() <= level)
+        })
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if let Some(recorder) = this_thread() {
+            recorder.on_new_span(attrs, id, ctx);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(recorder) = this_thread() {
+            recorder.on_record(id, values, ctx);
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if let Some(recorder) = this_thread() {
+            recorder.on_event(event, ctx);
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if let Some(recorder) = this_thread() {
+            recorder.on_close(id, ctx);
+        }
+    }
+}
+
+fn this_thread() -> Option<Recorder> {
+    CURRENT.with(|current| {
+        current
+            .borrow()
+            .as_ref()
+            .map(|(recorder, _)| recorder.clone())
+    })
+}
+
 /// The spans closed while `requests` went down `edge`'s path, with the statuses answered, at
 /// `level` and above.
 fn traced(
@@ -133,16 +201,18 @@ fn traced(
     requests: &[OwnedRequest],
     level: tracing::Level,
 ) -> (Vec<Closed>, Vec<u16>) {
-    let recorder = Recorder::default();
-    let subscriber = tracing_subscriber::registry()
-        .with(recorder.clone())
-        .with(tracing_subscriber::filter::LevelFilter::from_level(level));
-    let statuses = tracing::subscriber::with_default(subscriber, || {
-        requests
-            .iter()
-            .map(|r| ready(edge.handle(r, 0)).outcome().status)
-            .collect()
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(ThisThread))
+            .expect("no other subscriber in this test binary");
     });
+    let recorder = Recorder::default();
+    CURRENT.with(|current| *current.borrow_mut() = Some((recorder.clone(), level)));
+    let statuses = requests
+        .iter()
+        .map(|r| ready(edge.handle(r, 0)).outcome().status)
+        .collect();
+    CURRENT.with(|current| *current.borrow_mut() = None);
     let closed = recorder.0.lock().unwrap().clone();
     (closed, statuses)
 }
