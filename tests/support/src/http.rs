@@ -96,6 +96,20 @@ pub async fn first_closed(streams: &mut [TcpStream], limit: Duration) -> Option<
     }
 }
 
+/// Asserts that the server closes exactly one of `streams` within `limit` and leaves the others
+/// open for 100 ms more: a connection evicted to make room, whichever the server picked.
+pub async fn exactly_one_closed(streams: &mut Vec<TcpStream>, limit: Duration) {
+    let evicted = first_closed(streams, limit)
+        .await
+        .expect("a connection gave its place up");
+    streams.remove(evicted);
+    assert_eq!(
+        first_closed(streams, Duration::from_millis(100)).await,
+        None,
+        "only one gave its place up"
+    );
+}
+
 /// One keep-alive HTTP/1.1 connection, written to and read from by hand: a client that costs
 /// next to nothing, so a load test measures the server.
 #[derive(Debug)]
