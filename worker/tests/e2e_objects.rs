@@ -190,40 +190,63 @@ struct Step {
     expected: Verdict,
 }
 
-/// `CHECKS` generated checks of `algorithm` from `start_ms`, each decided by one `MemoryStore`
-/// in order: the sequence every other store must decide the same.
-fn script(algorithm: &str, seed: u64, start_ms: u64) -> Vec<Step> {
-    let limits = limits_of(algorithm);
-    let reference = MemoryStore::new();
-    let mut rng = Rng::new(seed);
-    let mut now = start_ms;
-    let mut leases: Vec<(usize, Vec<u8>, u64)> = Vec::new();
-    let mut steps = Vec::with_capacity(CHECKS);
-    for _ in 0..CHECKS {
-        // Forward by up to 80 ms, or not at all. Never back: a refunded part of a denied split
-        // check keeps the later time it saw (the refund gives back the cost, not the time), so
-        // a clock stepping back behind it decides from a state one memory store never wrote.
-        now += rng.range(0, 80);
-        let check = generate(&mut rng, &limits, &leases);
-        let expected = reference
+/// The generated checks of one algorithm, each decided by one `MemoryStore` in order when it is
+/// drawn: the sequence every other store must decide the same.
+struct Script {
+    limits: [Limit; 2],
+    reference: MemoryStore,
+    rng: Rng,
+    now: u64,
+    leases: Vec<(usize, Vec<u8>, u64)>,
+}
+
+impl Script {
+    fn new(algorithm: &str, seed: u64, start_ms: u64) -> Script {
+        Script {
+            limits: limits_of(algorithm),
+            reference: MemoryStore::new(),
+            rng: Rng::new(seed),
+            now: start_ms,
+            leases: Vec::new(),
+        }
+    }
+
+    /// The next step, at least `not_before_ms`. Forward by up to 80 ms, or not at all. Never
+    /// back: a refunded part of a denied split check keeps the later time it saw (the refund
+    /// gives back the cost, not the time), so a clock stepping back behind it decides from a
+    /// state one memory store never wrote.
+    fn next(&mut self, not_before_ms: u64) -> Step {
+        self.now = (self.now + self.rng.range(0, 80)).max(not_before_ms);
+        let check = generate(&mut self.rng, &self.limits, &self.leases);
+        let expected = self
+            .reference
             .direct()
-            .check(std::slice::from_ref(&check), now)
+            .check(std::slice::from_ref(&check), self.now)
             .remove(0);
         if expected.allowed {
             for (item, decision) in check.items().iter().zip(&expected.decisions) {
                 if item.charge == Charge::Request && item.cost > 0 && concurrency_limit(item) {
                     let l = usize::from(item.limit.name.ends_with("-b"));
-                    leases.push((l, item.identifier.as_bytes().to_vec(), decision.reset_at_ms));
+                    self.leases.push((
+                        l,
+                        item.identifier.as_bytes().to_vec(),
+                        decision.reset_at_ms,
+                    ));
                 }
             }
         }
-        steps.push(Step {
+        Step {
             check,
-            at_ms: now,
+            at_ms: self.now,
             expected,
-        });
+        }
     }
-    steps
+}
+
+/// `CHECKS` generated checks of `algorithm` from `start_ms`, on the script's own clock.
+fn script(algorithm: &str, seed: u64, start_ms: u64) -> Vec<Step> {
+    let mut script = Script::new(algorithm, seed, start_ms);
+    (0..CHECKS).map(|_| script.next(0)).collect()
 }
 
 /// Tallies `got` (a store's verdict for `step`) against the memory store's.
@@ -281,14 +304,18 @@ async fn replay_on(store: &impl Store, algorithm: &str, steps: &[Step]) -> Diffe
     found
 }
 
-/// Runs `steps` through the admin route, one call each at its own explicit time.
+/// Runs `CHECKS` steps of `script` through the admin route, one call each at its own explicit
+/// time, drawn as it is sent and never behind the wall clock: an object collects and reloads its
+/// state by its own clock (in production the same as the Worker's, which sends the times), so a
+/// replay slower than its script on a loaded machine would otherwise hand it times in its past.
 async fn replay_through_admin(
     stack: Arc<Stack>,
     algorithm: &str,
-    steps: Vec<Step>,
+    mut script: Script,
 ) -> Differential {
     let mut found = Differential::default();
-    for (index, step) in steps.iter().enumerate() {
+    for index in 0..CHECKS {
+        let step = script.next(now_ms());
         let call = check_call(
             std::slice::from_ref(&step.check),
             TimeSource::At(step.at_ms),
@@ -299,7 +326,7 @@ async fn replay_through_admin(
             }
             other => panic!("{algorithm} step {index}: {other:?}"),
         };
-        tally(&mut found, algorithm, index, step, &got);
+        tally(&mut found, algorithm, index, &step, &got);
     }
     found
 }
@@ -386,7 +413,7 @@ async fn the_objects_decide_as_one_memory_store_for_every_algorithm() {
             replay_through_admin(
                 stack.clone(),
                 algorithm,
-                script(algorithm, seed_of(i), start),
+                Script::new(algorithm, seed_of(i), start),
             )
         }))
         .await;
