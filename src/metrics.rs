@@ -27,6 +27,11 @@ pub const LATENCY_BUCKETS_MS: [f64; 11] = [
     0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
 ];
 
+/// The `Content-Type` of every edgelimit metrics page (the Worker's and tower's `metrics_path`,
+/// the gateway's `/metrics`): the Prometheus text format, version 0.0.4, which every Prometheus
+/// and OpenTelemetry collector reads.
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
 /// A decision counts as near the limit when at most this share of the limit remains (80% used).
 pub const NEAR_LIMIT_REMAINING: f64 = 0.2;
 

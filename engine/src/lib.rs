@@ -32,6 +32,9 @@
 //!   attempts limited per client address.
 //! - [`wire`]: the calls and answers between a host and its Durable Objects or admin route.
 //! - [`exceed_counters`]: what `soft`, staged enforcement and delays did, on the metrics page.
+//! - [`metrics_page`]: the metrics page's content type and the configuration's gauges.
+//! - [`request_decision`]: what the path decided for a request, in one word for every host.
+//! - [`trace`]: the request path's spans (feature `tracing`).
 //! - [`log_line`]: the decision log line, written by the hosts and read by `sim`.
 
 #![warn(missing_docs, rust_2018_idioms)]
@@ -47,25 +50,31 @@ pub mod exceed_counters;
 pub mod identify;
 pub mod lists;
 pub mod log_line;
+pub mod metrics_page;
 pub mod normalize;
 pub mod own_id;
 pub mod pipeline;
 pub mod plan;
 pub mod reading;
+pub mod request_decision;
 pub mod route_guard;
 pub mod rules;
 pub mod ruling;
 pub mod settlement;
+pub mod trace;
 pub mod wire;
 
 pub use config::{Config, ConfigError, CustomSource, CONFIG_VAR};
 pub use identify::{IdentifierSource, OwnedRequest, RequestView};
 pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
 pub use log_line::{LimitLine, LogLine};
+pub use metrics_page::METRICS_CONTENT_TYPE;
 pub use pipeline::{AnalyticsPoint, Edge, Handled, Route, Settled};
 pub use plan::{Absent, Decided, Incoming, Plan};
+pub use request_decision::RequestDecision;
 pub use rules::{
     CostSource, Enforce, Exceed, Missing, Rule, RuleLimit, Scope, Settle, StatusSet, Unenforced,
 };
 pub use ruling::{Action, Binding, Outcome, Response, EXCEEDED_HEADER};
 pub use settlement::Settlement;
+pub use trace::TraceIdentifiers;

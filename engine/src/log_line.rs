@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::identify::RequestView;
 use crate::plan::Plan;
+use crate::request_decision::RequestDecision;
 use crate::ruling::Outcome;
 
 /// The value of every line's first member, `"edgelimit":"decision"`: how a reader finds the
@@ -95,6 +96,15 @@ pub struct LogLine {
     pub allowed: bool,
     /// The status answered (200 for forwarded).
     pub status: u16,
+    /// What the path decided, in the words every host writes: `allowed`, `denied`, `soft`,
+    /// `delayed`, `shadow_denied`, `failed_open`, `failed_closed`, `refused`, `list_denied`
+    /// ([`RequestDecision`]). Absent from lines written before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    /// The enforced limit the answer is about (the one that denied, when one did): the
+    /// analytics point's index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
     /// `denied` when a deny list refused the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -197,6 +207,8 @@ impl LogLine {
             rules: names(&mut plan.rules.iter().map(|r| r.name.as_str())),
             allowed: outcome.allowed(),
             status: outcome.status,
+            decision: Some(RequestDecision::of(outcome).as_str().to_string()),
+            limit: outcome.binding.as_ref().map(|b| b.name.to_string()),
             reason: outcome.denied.as_ref().map(|_| "denied".to_string()),
             list: outcome.denied.as_ref().map(|d| d.list.clone()),
             via: outcome.denied.as_ref().map(|d| d.via.as_str().to_string()),

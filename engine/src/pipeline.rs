@@ -18,10 +18,13 @@ use crate::exceed_counters::ExceedCounters;
 use crate::identify::RequestView;
 use crate::lists::{DenyCache, ListCounters, ProbeCache, Via};
 use crate::log_line::LogLine;
+use crate::metrics_page::configuration_gauges;
 use crate::own_id::OwnIds;
 use crate::plan::{Decided, Incoming, Plan};
+use crate::request_decision::RequestDecision;
 use crate::ruling::{Outcome, Response};
 use crate::settlement::Settlement;
+use crate::trace::{self, TraceIdentifiers, Tracing};
 
 /// What an isolate keeps between requests besides its limiter: the deny lists' answers it
 /// remembers, and their counters.
@@ -62,6 +65,8 @@ pub struct Edge<S> {
     tells_origin: bool,
     /// The ids this isolate gives its requests ([`crate::own_id`]).
     ids: OwnIds,
+    /// How its spans are written ([`crate::trace`]; nothing without the `tracing` feature).
+    tracing: Tracing,
 }
 
 /// At most this many requests' buffers are kept for reuse (the requests an isolate has in
@@ -97,6 +102,7 @@ impl<S: Store> Edge<S> {
             probes: Mutex::new(ProbeCache::default()),
             responds: AtomicBool::new(false),
             ids: OwnIds::random(edgelimit::clock::SystemClock.now_ms()),
+            tracing: Tracing::new(),
             config,
             limiter,
         }
@@ -107,6 +113,14 @@ impl<S: Store> Edge<S> {
     /// never give one id ([`crate::own_id`]).
     pub fn with_id_seed(mut self, seed: u64) -> Edge<S> {
         self.ids = OwnIds::seeded(seed);
+        self
+    }
+
+    /// The same path writing the identifier of the limit an answer is about into its spans as
+    /// `identifiers` says (hashed by default; [`crate::trace`]). Without the `tracing` feature
+    /// there are no spans, and this changes nothing.
+    pub fn with_trace_identifiers(mut self, identifiers: TraceIdentifiers) -> Edge<S> {
+        self.tracing = self.tracing.with_identifiers(identifiers);
         self
     }
 
@@ -157,8 +171,12 @@ impl<S: Store> Edge<S> {
 
     /// Takes `request` down the path at `now_ms` (the isolate's clock, what its memory of list
     /// denials uses): the plan, one store call, the ruling. What it answers is in the
-    /// [`Handled`] request.
+    /// [`Handled`] request. With the `tracing` feature, inside an `edgelimit.decide` span
+    /// ([`crate::trace`]).
     pub async fn handle<R: Incoming + ?Sized>(&self, request: &R, now_ms: u64) -> Handled<'_> {
+        // Not entered, so the request's future is not wrapped in it: an untraced request pays
+        // a level check and a pointer. The store call's span names it as its parent.
+        let mut span = trace::decide_span();
         let Buffers {
             checks,
             mut checked,
@@ -172,9 +190,11 @@ impl<S: Store> Edge<S> {
             plan.deny_if_remembered(&mut lock(&self.isolate).deny_cache, now_ms);
         }
         // A request refused before the store has no check: no store call.
+        trace::open_store(&mut span, plan.checks().len());
         self.limiter
             .check_all_into(plan.checks(), &mut checked)
             .await;
+        trace::close_store(&mut span);
         let responds = self.responds.load(Ordering::Relaxed);
         let written = plan.rule_into(
             &checked.verdicts,
@@ -226,14 +246,16 @@ impl<S: Store> Edge<S> {
         }
         let response =
             responds.then(|| plan.respond(&checked.verdicts, &outcome, request.path(), written));
-        Handled {
+        let handled = Handled {
             plan,
             checked,
             outcome,
             response: Mutex::new(response),
             responds: &self.responds,
             spare: &self.spare,
-        }
+        };
+        self.tracing.record(&span, &handled);
+        handled
     }
 
     /// Sends what a request settles ([`Handled::settlement`]), each commit one store call, off
@@ -251,16 +273,18 @@ impl<S: Store> Edge<S> {
     }
 
     /// The isolate's counters as Prometheus text: the limiter's decisions and store latency,
-    /// its cache hits, and the lists' refusals (the configuration's `metrics_path` page).
+    /// its cache hits, the lists' refusals, and the store's timeout (the configuration's
+    /// `metrics_path` page, served as [`crate::metrics_page::METRICS_CONTENT_TYPE`]).
     pub fn metrics_text(&self) -> String {
         let metrics = self.limiter.metrics();
         let isolate = lock(&self.isolate);
         format!(
-            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n{}{}",
+            "{}# HELP edgelimit_isolate_cache_hits_total Denials answered from this isolate's cache.\n# TYPE edgelimit_isolate_cache_hits_total counter\nedgelimit_isolate_cache_hits_total {}\n{}{}{}",
             metrics.to_prometheus(),
             metrics.totals().cache_hits,
             isolate.list_counters.to_prometheus(),
-            isolate.exceed_counters.to_prometheus()
+            isolate.exceed_counters.to_prometheus(),
+            configuration_gauges(&self.config)
         )
     }
 }
@@ -271,7 +295,7 @@ impl<S: Store> Edge<S> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// A `GET` of the configuration's `metrics_path`: [`Edge::metrics_text`], as
-    /// `text/plain; version=0.0.4`.
+    /// [`crate::metrics_page::METRICS_CONTENT_TYPE`].
     Metrics,
     /// The configuration's `admin_path` (any method: the route answers a wrong one itself):
     /// [`Edge::admin`].
@@ -375,6 +399,11 @@ impl<'e> Handled<'e> {
         LogLine::of(&self.plan, &self.checked, &self.outcome, request, isolate)
     }
 
+    /// What the path decided, in the words every host writes ([`RequestDecision`]).
+    pub fn decision(&self) -> RequestDecision {
+        RequestDecision::of(&self.outcome)
+    }
+
     /// The request's analytics data point (Workers Analytics Engine).
     pub fn analytics(&self) -> AnalyticsPoint {
         let binding = self.outcome.binding.as_ref();
@@ -397,6 +426,7 @@ impl<'e> Handled<'e> {
                 .to_string(),
                 reason.to_string(),
                 shadow_denied.join(","),
+                self.decision().as_str().to_string(),
             ],
             index: limit,
             doubles: [
@@ -438,14 +468,15 @@ impl Drop for Handled<'_> {
 }
 
 /// A request's data point for Workers Analytics Engine: indexed by the binding limit, with the
-/// matched rules, the limit, `allowed`/`denied`, the reason and the shadow denials as blobs, and
-/// the count, the remaining quota and the store's latency as doubles.
+/// matched rules, the limit, `allowed`/`denied`, the reason, the shadow denials and the
+/// decision ([`RequestDecision`]) as blobs, and the count, the remaining quota and the store's
+/// latency (ms) as doubles (docs/observability.md, "The Analytics Engine point").
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnalyticsPoint {
     /// The index: the binding limit's name (empty when none).
     pub index: String,
-    /// The blobs.
-    pub blobs: [String; 5],
+    /// The blobs: `blob1` to `blob6` in Analytics Engine's SQL.
+    pub blobs: [String; 6],
     /// The doubles.
     pub doubles: [f64; 3],
 }

@@ -24,9 +24,15 @@ pub async fn router(config: Config) -> Result<Router, GatewayError> {
     Ok(routes(config).await?.0)
 }
 
+/// What a host reads the metrics page through besides `GET /metrics`: the OpenTelemetry export
+/// ([`crate::Gateway::metrics_text`]).
+pub(crate) type Page = Arc<Shared>;
+
 /// [`router`], and the counters the accept loop keeps for its metrics page (counting for no one
 /// when the page is off).
-pub(crate) async fn routes(config: Config) -> Result<(Router, ConnectionCounters), GatewayError> {
+pub(crate) async fn routes(
+    config: Config,
+) -> Result<(Router, ConnectionCounters, Page), GatewayError> {
     if let Some(entry) = never_allowed(&config.allowed) {
         return Err(GatewayError::NeverAllowed {
             entry: entry.to_string(),
@@ -34,8 +40,10 @@ pub(crate) async fn routes(config: Config) -> Result<(Router, ConnectionCounters
     }
     let redis = RedisExec::connect(&config).await?;
     let scripts = Scripts::new(config.max_scripts);
-    let metrics = (config.metrics != MetricsPage::Off)
-        .then(|| Metrics::new(&config.allowed, scripts.counters()));
+    let metrics = (config.metrics != MetricsPage::Off).then(|| {
+        Metrics::new(&config.allowed, scripts.counters())
+            .with_bounds(config.max_connections, config.max_scripts)
+    });
     let counters = metrics
         .as_ref()
         .map_or_else(ConnectionCounters::default, Metrics::connections);
@@ -54,8 +62,8 @@ pub(crate) async fn routes(config: Config) -> Result<(Router, ConnectionCounters
         .route_layer(from_fn_with_state(shared.clone(), authenticate))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(shared.clone(), observe))
-        .with_state(shared);
-    Ok((router, counters))
+        .with_state(shared.clone());
+    Ok((router, counters, shared))
 }
 
 async fn method_not_allowed() -> Response {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpSocket};
 
-use crate::app::routes;
+use crate::app::{routes, Page};
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::listener::{serve, serve_tls, ConnectionLimits};
@@ -31,12 +31,21 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// A running gateway.
-#[derive(Debug)]
 pub struct Gateway {
     addr: SocketAddr,
     certificates: Option<Arc<Certificates>>,
+    page: Page,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("addr", &self.addr)
+            .field("tls", &self.certificates.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gateway {
@@ -53,7 +62,7 @@ impl Gateway {
         let listener = bind(config.listen).map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
         let limits = ConnectionLimits::from(&config);
-        let (router, counters) = routes(config).await?;
+        let (router, counters, page) = routes(config).await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let acceptor = certificates.as_ref().map(Certificates::acceptor);
         let task = tokio::spawn(async move {
@@ -72,6 +81,7 @@ impl Gateway {
         Ok(Gateway {
             addr,
             certificates,
+            page,
             shutdown: Some(tx),
             task,
         })
@@ -80,6 +90,26 @@ impl Gateway {
     /// The address it listens on (the real port when `listen` asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The metrics page as `GET /metrics` serves it, read anew at each call (for an exporter
+    /// such as the `otel` feature's); `None` when the page is off.
+    pub fn metrics_text(&self) -> Option<impl Fn() -> String + Send + Sync + 'static> {
+        self.page.metrics.as_ref()?;
+        let page = self.page.clone();
+        Some(move || {
+            page.metrics
+                .as_ref()
+                .and_then(|m| m.encode().ok())
+                .unwrap_or_default()
+        })
+    }
+
+    /// The metrics page's counters, when the page is on (for the `otel` feature's
+    /// histogram).
+    #[cfg(feature = "otel")]
+    pub(crate) fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.page.metrics.as_ref()
     }
 
     /// `https` when serving TLS, else `http`.

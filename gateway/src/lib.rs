@@ -38,6 +38,8 @@
 //! - [`scripts`]: the rewrite of scripts with the Upstash-only flag, and its bounded map.
 //! - [`reply`]: Redis replies into `{"result"}` / `{"error"}` JSON, base64 on request.
 //! - [`metrics`]: the optional Prometheus page, `GET /metrics`.
+//! - `telemetry`: the spans of a request and of its round trips to Redis.
+//! - `otel` (feature `otel`): the spans and the metrics page exported over OpenTelemetry.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -52,12 +54,15 @@ pub mod gateway;
 pub mod listener;
 pub mod metrics;
 mod middleware;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod redis_exec;
 pub mod reply;
 mod respond;
 mod routes;
 pub mod scripts;
 mod state;
+mod telemetry;
 pub mod tls;
 
 pub use app::router;

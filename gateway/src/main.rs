@@ -15,7 +15,15 @@ use edgelimit_gateway::config::{
     DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, DEFAULT_MAX_SCRIPTS, DEFAULT_UNAUTHENTICATED_TIMEOUT,
     UPSTASH_CLIENT_COMMANDS,
 };
+#[cfg(feature = "otel")]
+use edgelimit_gateway::otel;
 use edgelimit_gateway::{Config, Gateway, MetricsPage, RedisAcl, TlsFiles};
+#[cfg(feature = "otel")]
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{filter_fn, FilterExt};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 /// Serves the Upstash REST protocol (single command, path form, /pipeline, /multi-exec, base64
 /// results) in front of a real Redis, so the edgelimit Worker and the official Upstash clients
@@ -143,8 +151,8 @@ struct Args {
     #[arg(long, env = "GATEWAY_MAX_SCRIPTS", default_value_t = DEFAULT_MAX_SCRIPTS)]
     max_scripts: usize,
 
-    /// Serve Prometheus metrics at GET /metrics, in the OpenMetrics text format: requests by
-    /// route and status, commands by name, the Redis round-trip time, Redis failures (503s) and
+    /// Serve Prometheus metrics at GET /metrics (text format 0.0.4): requests by route and
+    /// status, commands by name, the Redis round-trip time, Redis failures (503s) and
     /// token failures (401s), all named `edgelimit_gateway_*`. The page asks for the token or the
     /// read-only token, like any request, unless --metrics-public. Off by default, and then
     /// /metrics is the path form of a command named `metrics`, refused as any unknown command.
@@ -162,6 +170,15 @@ struct Args {
     /// per closed stalled connection. Tokens and request paths are never logged.
     #[arg(long, env = "GATEWAY_LOG", default_value = "info")]
     log: String,
+
+    /// Export the spans (`edgelimit.gateway.request`, `edgelimit.gateway.redis`) and the
+    /// metrics page's counters and gauges over OTLP, to the collector the standard `OTEL_*`
+    /// variables name (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL `http/protobuf`
+    /// or `grpc`, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME, OTEL_METRIC_EXPORT_INTERVAL).
+    /// The counters need --metrics.
+    #[cfg(feature = "otel")]
+    #[arg(long, env = "GATEWAY_OTEL")]
+    otel: bool,
 
     /// Print the default command allow-list and exit.
     #[arg(long)]
@@ -209,10 +226,33 @@ async fn main() -> ExitCode {
         println!("{}", DEFAULT_COMMANDS.join("\n"));
         return ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
+    // The log takes events only: the spans are for an exporter, and a span the log's filter
+    // took would cost every request its bookkeeping for nothing.
+    let log = tracing_subscriber::EnvFilter::new(&args.log)
+        .and(filter_fn(|metadata| !metadata.is_span()));
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .init();
+        .with_filter(log);
+    #[cfg(feature = "otel")]
+    let telemetry = match args
+        .otel
+        .then(|| otel::Telemetry::from_env(otel::SERVICE_NAME))
+    {
+        Some(Err(e)) => {
+            eprintln!("gateway: --otel: {e}");
+            return ExitCode::from(2);
+        }
+        Some(Ok(telemetry)) => Some(telemetry),
+        None => None,
+    };
+    #[cfg(feature = "otel")]
+    let spans = telemetry.as_ref().map(|t| {
+        t.tracing_layer()
+            .with_filter(Targets::new().with_target("edgelimit", tracing::Level::INFO))
+    });
+    #[cfg(not(feature = "otel"))]
+    let spans: Option<tracing_subscriber::layer::Identity> = None;
+    tracing_subscriber::registry().with(log).with(spans).init();
     if args.token.trim().is_empty() {
         eprintln!("gateway: --token (GATEWAY_TOKEN) must not be empty");
         return ExitCode::from(2);
@@ -269,6 +309,10 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    #[cfg(feature = "otel")]
+    if let Some(telemetry) = &telemetry {
+        otel::export_metrics(&gateway, telemetry);
+    }
     // The first line on stdout is the address, so a parent process can find a port-0 gateway.
     println!(
         "listening on {}://{}",
@@ -281,6 +325,14 @@ async fn main() -> ExitCode {
     }
     tracing::info!("shutting down: finishing requests in flight");
     gateway.shutdown().await;
+    #[cfg(feature = "otel")]
+    if let Some(telemetry) = telemetry {
+        // The exporters block while they flush; the runtime's other threads keep serving them.
+        let flushed = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        if let Ok(Err(e)) = flushed {
+            tracing::warn!(error = %e, "OpenTelemetry: the last export failed");
+        }
+    }
     ExitCode::SUCCESS
 }
 

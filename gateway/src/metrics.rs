@@ -15,6 +15,8 @@
 //! | `connections_unauthenticated_timeouts_total` | counter | | connections closed for presenting no valid token within `unauthenticated_timeout` |
 //! | `scripts` | gauge | | scripts the Upstash-flag rewrite remembers now (at most `max_scripts`) |
 //! | `scripts_evicted_total` | counter | | scripts it let go to stay within `max_scripts` |
+//! | `connections_max` | gauge | | `max_connections`, for the alerts to compare `connections_open` with |
+//! | `scripts_max` | gauge | | `max_scripts`, for the alerts to compare `scripts` with |
 //!
 //! `command` is a name on the gateway's allow-list or `other`, so the page has a bounded number
 //! of series whatever clients send. A command counts once Redis has answered it, its own errors
@@ -35,9 +37,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-/// The `Content-Type` of the page: the OpenMetrics text format, which `prometheus-client`
-/// writes (counters as `…_total`, the page ending with `# EOF`) and Prometheus reads.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The `Content-Type` of the page: the Prometheus text format, version 0.0.4, as every
+/// edgelimit host serves its page ([`edgelimit::metrics::PROMETHEUS_CONTENT_TYPE`]), so one
+/// scrape configuration reads them all.
+pub const CONTENT_TYPE: &str = edgelimit::metrics::PROMETHEUS_CONTENT_TYPE;
 
 /// The prefix of every metric name (the registry adds the `_` after it).
 pub const PREFIX: &str = "edgelimit_gateway";
@@ -157,6 +160,11 @@ pub struct Metrics {
     redis_errors: Counter,
     auth_failures: Counter,
     connections: ConnectionCounters,
+    /// The round trips' OpenTelemetry histogram, once [`crate::otel::export_metrics`] made
+    /// it: each is recorded there too, as it is counted here.
+    #[cfg(feature = "otel")]
+    pub(crate) exported_round_trip:
+        std::sync::OnceLock<edgelimit_otel::opentelemetry::metrics::Histogram<f64>>,
 }
 
 impl Metrics {
@@ -166,6 +174,16 @@ impl Metrics {
     pub fn new(allowed: &BTreeSet<String>, scripts: &ScriptCounters) -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let requests = Family::<RequestLabels, Counter>::default();
+        // Each route's 200s from the start, at 0: the family is on the page before any request
+        // (an exporter registers what the page declares; a rate starts from 0).
+        for route in [
+            Route::Single,
+            Route::Pipeline,
+            Route::MultiExec,
+            Route::Path,
+        ] {
+            let _ = requests.get_or_create(&RequestLabels { route, status: 200 });
+        }
         registry.register(
             "http_requests",
             "Requests answered, by route (single, pipeline, multi_exec, path) and status code",
@@ -257,7 +275,32 @@ impl Metrics {
             redis_errors,
             auth_failures,
             connections,
+            #[cfg(feature = "otel")]
+            exported_round_trip: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same page also stating the configuration's bounds, which the alerts compare the
+    /// counters with (ops/prometheus): `connections_max` (`max_connections`) and `scripts_max`
+    /// (`max_scripts`).
+    pub fn with_bounds(mut self, max_connections: usize, max_scripts: usize) -> Metrics {
+        for (name, help, value) in [
+            (
+                "connections_max",
+                "Client connections the gateway serves at once at most (max_connections)",
+                max_connections,
+            ),
+            (
+                "scripts_max",
+                "Scripts the rewrite of the Upstash-only flag remembers at most (max_scripts)",
+                max_scripts,
+            ),
+        ] {
+            let gauge: Gauge = Gauge::default();
+            gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+            self.registry.register(name, help, gauge);
+        }
+        self
     }
 
     /// The accept loop's counters, registered on this page.
@@ -289,6 +332,10 @@ impl Metrics {
     /// Records one round trip to Redis that got an answer.
     pub fn redis_round_trip(&self, elapsed: Duration) {
         self.round_trip.observe(elapsed.as_secs_f64());
+        #[cfg(feature = "otel")]
+        if let Some(histogram) = self.exported_round_trip.get() {
+            histogram.record(elapsed.as_secs_f64(), &[]);
+        }
     }
 
     /// Counts one round trip to Redis that failed.
@@ -301,12 +348,60 @@ impl Metrics {
         self.auth_failures.inc();
     }
 
-    /// The page: every metric in the OpenMetrics text format, ending with `# EOF`.
+    /// The page: every metric in the Prometheus text format ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
+        Ok(openmetrics_to_text_format(&text))
     }
+}
+
+/// `prometheus-client`'s OpenMetrics page in the Prometheus text format 0.0.4: a counter's
+/// `# HELP` and `# TYPE` name its samples' `…_total` (OpenMetrics names the family without
+/// it), and the `# UNIT` and `# EOF` lines, which 0.0.4 lacks, are left out. The samples
+/// themselves are the same in both formats.
+fn openmetrics_to_text_format(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    // prometheus-client writes a family's `# HELP` just before its `# TYPE`: held until the
+    // `# TYPE` says whether the family is a counter.
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if line.starts_with("# HELP ") {
+            if let Some(held) = help.replace(line) {
+                out.push_str(held);
+                out.push('\n');
+            }
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let counter = rest.split_once(' ').filter(|(_, kind)| *kind == "counter");
+            if let Some((name, _)) = counter {
+                if let Some(held) = help.take() {
+                    let text = held
+                        .strip_prefix("# HELP ")
+                        .and_then(|h| h.strip_prefix(name))
+                        .unwrap_or("");
+                    out.push_str(&format!("# HELP {name}_total{text}\n"));
+                }
+                out.push_str(&format!("# TYPE {name}_total counter\n"));
+                continue;
+            }
+        }
+        if let Some(held) = help.take() {
+            out.push_str(held);
+            out.push('\n');
+        }
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if let Some(held) = help {
+        out.push_str(held);
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -347,7 +442,10 @@ mod tests {
         assert_eq!(series("other").as_deref(), Some("2"));
         assert_eq!(series("FLUSHALL"), None);
         assert_eq!(series("SCRIPT FLUSH"), None);
-        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(
+            !text.contains("# EOF"),
+            "the 0.0.4 format has no # EOF: {text}"
+        );
     }
 
     #[test]
@@ -368,11 +466,14 @@ mod tests {
         connections.unauthenticated_timeouts.inc_by(4);
         scripts.entries.set(5);
         scripts.evicted.inc_by(6);
+        let m = m.with_bounds(4096, 1000);
         let text = m.encode().unwrap();
         for expected in [
             "edgelimit_gateway_http_requests_total{route=\"multi_exec\",status=\"200\"} 1",
             "edgelimit_gateway_http_requests_total{route=\"path\",status=\"401\"} 2",
-            "# UNIT edgelimit_gateway_redis_round_trip_seconds seconds",
+            "# TYPE edgelimit_gateway_http_requests_total counter",
+            "# TYPE edgelimit_gateway_redis_round_trip_seconds histogram",
+            "# TYPE edgelimit_gateway_connections_open gauge",
             "edgelimit_gateway_redis_round_trip_seconds_bucket{le=\"0.00025\"} 0",
             "edgelimit_gateway_redis_round_trip_seconds_bucket{le=\"0.0005\"} 1",
             "edgelimit_gateway_redis_round_trip_seconds_bucket{le=\"1.0\"} 1",
@@ -386,8 +487,25 @@ mod tests {
             "edgelimit_gateway_connections_unauthenticated_timeouts_total 4",
             "edgelimit_gateway_scripts 5",
             "edgelimit_gateway_scripts_evicted_total 6",
+            "edgelimit_gateway_connections_max 4096",
+            "edgelimit_gateway_scripts_max 1000",
         ] {
             assert!(text.lines().any(|l| l == expected), "{expected}\n{text}");
         }
+    }
+
+    #[test]
+    fn an_openmetrics_page_reads_as_the_text_format() {
+        let openmetrics = "# HELP x_requests Requests.\n# TYPE x_requests counter\n\
+                           x_requests_total{a=\"b\"} 2\n\
+                           # HELP x_wait Wait.\n# TYPE x_wait histogram\n# UNIT x_wait seconds\n\
+                           x_wait_count 1\n# HELP x_open Open.\n# TYPE x_open gauge\nx_open 3\n# EOF\n";
+        assert_eq!(
+            openmetrics_to_text_format(openmetrics),
+            "# HELP x_requests_total Requests.\n# TYPE x_requests_total counter\n\
+             x_requests_total{a=\"b\"} 2\n\
+             # HELP x_wait Wait.\n# TYPE x_wait histogram\nx_wait_count 1\n\
+             # HELP x_open Open.\n# TYPE x_open gauge\nx_open 3\n"
+        );
     }
 }

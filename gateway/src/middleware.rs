@@ -3,7 +3,8 @@
 //!
 //! Two layers, because a request with a method its route does not take is answered 405 before
 //! any token is asked for: [`authenticate`] is a route layer (it runs only when a route takes the
-//! request), [`observe`] a layer around everything.
+//! request), [`observe`] a layer around everything, and the request's span
+//! ([`crate::telemetry`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,6 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode, Version};
 use axum::middleware::Next;
 use axum::response::Response;
+use tracing::{Instrument, Span};
 
 use crate::auth::{access, presented_token};
 use crate::config::MetricsPage;
@@ -19,6 +21,7 @@ use crate::listener::ClientConnection;
 use crate::metrics::Route;
 use crate::respond::{error, Commands};
 use crate::state::Shared;
+use crate::telemetry;
 
 /// Admits a request whose token (header or `_token`) is the token or the read-only token, tells
 /// its connection it has authenticated, and hands its [`Access`](crate::auth::Access) to the
@@ -86,7 +89,12 @@ pub(crate) async fn observe(
     let method = request.method().clone();
     let page = shared.is_metrics_page(&method, request.uri().path());
     let route = Route::of_path(request.uri().path());
-    let mut response = next.run(request).await;
+    let span = if page {
+        Span::none()
+    } else {
+        telemetry::request_span(&method, route)
+    };
+    let mut response = next.run(request).instrument(span.clone()).await;
     let json = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -101,6 +109,7 @@ pub(crate) async fn observe(
             m.request(route, status.as_u16());
         }
         let commands = response.extensions().get::<Commands>().map_or(0, |c| c.0);
+        telemetry::answered(&span, status.as_u16(), commands);
         tracing::debug!(
             %method,
             route = route.as_str(),

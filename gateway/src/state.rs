@@ -6,12 +6,14 @@ use std::time::Instant;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use redis::Value;
+use tracing::Instrument;
 
 use crate::command::{Command, Scripts};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::redis_exec::{Lane, RedisExec};
 use crate::respond::error;
+use crate::telemetry;
 
 /// The state behind every route.
 pub(crate) struct Shared {
@@ -63,7 +65,13 @@ impl Shared {
         lane: Lane,
     ) -> Result<Vec<Value>, Response> {
         let started = Instant::now();
-        match self.redis.round_trip(pipe, lane).await {
+        let span = telemetry::redis_span(pipe.cmd_iter().count());
+        match self
+            .redis
+            .round_trip(pipe, lane)
+            .instrument(span.clone())
+            .await
+        {
             Ok(values) => {
                 if let Some(m) = &self.metrics {
                     m.redis_round_trip(started.elapsed());
@@ -71,6 +79,7 @@ impl Shared {
                 Ok(values)
             }
             Err(e) => {
+                telemetry::redis_failed(&span, failure_class(&e));
                 tracing::warn!(error = %e, "redis unreachable");
                 if let Some(m) = &self.metrics {
                     m.redis_error();
@@ -99,5 +108,17 @@ impl Shared {
         };
         let n = self.pipelines.fetch_add(1, Ordering::Relaxed) + 1;
         n.is_multiple_of(every.get())
+    }
+}
+
+/// A failed round trip's class for its span: `timeout`, `io` (no connection, a reset) or
+/// `redis` (anything else the client reports).
+fn failure_class(e: &redis::RedisError) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        "io"
+    } else {
+        "redis"
     }
 }

@@ -299,6 +299,19 @@ impl Ledger {
             .is_some_and(|e| e.pending)
     }
 
+    /// A fixed window's share as the region's last admission by it left it — what remained
+    /// and the window's end — if that is still the window at `now_ms` and it holds less than
+    /// `cost`.
+    pub fn share_short(
+        &self,
+        key: (&Arc<str>, &Identifier),
+        cost: u64,
+        now_ms: u64,
+    ) -> Option<(u64, u64)> {
+        let (left, end) = self.entries.get(&(key.0.clone(), key.1.clone()))?.share?;
+        (now_ms < end && left < cost).then_some((left, end))
+    }
+
     /// The units the region's lease held at its last report, if it is still live at `now_ms`.
     pub fn lease_balance(&self, key: (&Arc<str>, &Identifier), now_ms: u64) -> u64 {
         self.entries

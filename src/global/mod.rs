@@ -5,6 +5,7 @@
 //! - [`limits`]: what one region decides a global limit with (share, pool, lease ends, the
 //!   other regions' shares it may borrow, the home's demand count).
 //! - [`ledger`]: what a region knows of its leases, and when it asks the home for more.
+//! - [`take`]: "take up to x", the one step an ask of the home or a lender is.
 //! - [`store`]: [`GlobalStore`], a region's store deciding global limits in one local round
 //!   trip, waiting for the home only when its share and lease both fall short, and borrowing
 //!   from the other regions when the pool does too.
@@ -13,6 +14,7 @@ pub mod ledger;
 pub mod limits;
 pub mod split;
 pub mod store;
+pub mod take;
 
 #[cfg(test)]
 mod tests;
@@ -21,3 +23,4 @@ pub use ledger::Refill;
 pub use limits::{GlobalLimitError, RegionalLimit, RegionalLimits};
 pub use split::{is_global, Split, SplitError, MILLION};
 pub use store::{GlobalStats, GlobalStore, Granted, MIN_REFILL_HORIZON_MS};
+pub use take::{Take, Taken};

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::executor::block_on;
 use proptest::prelude::*;
 
-use super::{GlobalStats, GlobalStore, RegionalLimits, Split, MILLION};
+use super::{GlobalStats, GlobalStore, RegionalLimits, Split, Take, Taken, MILLION};
 use crate::policy::{Algorithm, Policy};
 use crate::store::{Check, Limit, MemoryStore, Store, StoreError, TimeSource, Verdict};
 
@@ -28,6 +28,13 @@ impl Store for Home {
             return Err(StoreError::Unreachable("the home is down".into()));
         }
         self.store.check(checks, time).await
+    }
+
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        if self.down.load(Ordering::Relaxed) {
+            return Err(StoreError::Unreachable("the home is down".into()));
+        }
+        self.store.take(takes, time).await
     }
 }
 
@@ -398,6 +405,20 @@ impl Store for SlowHome {
         })
         .await;
         self.store.check(checks, time).await
+    }
+
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        let mut left = self.yields;
+        std::future::poll_fn(|cx| {
+            if left == 0 {
+                return std::task::Poll::Ready(());
+            }
+            left -= 1;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        })
+        .await;
+        self.store.take(takes, time).await
     }
 }
 

@@ -1,12 +1,13 @@
 //! From a check to script invocations, and from their replies to a verdict.
 
 pub use super::call::Invocation;
-use super::reply::{parse, parse_gated, Reply};
+use super::reply::{parse, parse_gated, parse_taken, Reply};
 use super::source::Script;
 use crate::algorithm::capacity_lease::MAX_LEASE_END_MS;
 use crate::algorithm::{Charge, LeaseSpending};
 pub(super) use crate::control::assignment::algorithm_code;
 use crate::control::list::{Gate, Listed};
+use crate::global::take::{Take, Taken};
 use crate::policy::Algorithm;
 use crate::store::key::{
     block_key_len, control_key_len, hash_slot, lease_key_len, list_key_len, push_block_key,
@@ -216,6 +217,64 @@ impl CheckPlan {
             decided_at_ms,
             listed: Vec::new(),
         })
+    }
+}
+
+/// The one call of the take script for `takes` ([`crate::global::take`]) under `namespace`,
+/// each take reading its identifier's assignment as [`CheckPlan::controlled`]'s items do. Its
+/// keys may span slots: one node only. Reply: [`read_taken`].
+pub fn take_invocation(
+    takes: &[Take],
+    namespace: &str,
+    time: TimeSource,
+) -> Result<Invocation, StoreError> {
+    let now = match time {
+        TimeSource::At(ms) if ms >= MAX_SCRIPT_TIME_MS => {
+            return Err(StoreError::InvalidInput(format!(
+                "time {ms} ms is past 2^52 ms, beyond what the Redis scripts compute exactly"
+            )))
+        }
+        TimeSource::At(ms) => Some(ms),
+        TimeSource::Server => None,
+    };
+    for take in takes {
+        take.refuse_bad()?;
+    }
+    let head = Head {
+        namespace,
+        now,
+        control: true,
+    };
+    Ok(Takes { takes, head }.invocation())
+}
+
+/// Reads the take script's reply for `takes` takes.
+pub fn read_taken(reply: &Reply, takes: usize) -> Result<Vec<Taken>, StoreError> {
+    parse_taken(reply, takes)
+}
+
+/// Takes, each on its own, by the take script: every take's keys, then the time and per take
+/// its need and its item behind its algorithm's code (see take.lua).
+struct Takes<'a> {
+    takes: &'a [Take],
+    head: Head<'a>,
+}
+
+impl Call for Takes<'_> {
+    fn script(&self) -> &'static Script {
+        Script::take()
+    }
+
+    fn write<S: Sink>(&self, sink: &mut S) {
+        for take in self.takes {
+            self.head.keys(sink, &take.item);
+        }
+        self.head.now(sink);
+        for take in self.takes {
+            sink.int(take.need.min(MAX_SCRIPT_COST as u64));
+            sink.int(algorithm_code(take.item.limit.policy.algorithm()));
+            push_item(sink, &take.item, true, self.head.control, None);
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 //! 3. [`CheckPlan::verdict`] reads the replies back into a [`crate::Verdict`].
 //!
 //! The Lua files beside this one (`prelude.lua`, `capacity_lease.lua`, one per algorithm,
-//! `single.lua`, `multi.lua`) are concatenated at compile time; each algorithm file opens with
+//! `single.lua`, `multi.lua`, `take.lua`) are concatenated at compile time; each algorithm file opens with
 //! its `KEYS`/`ARGV` and the docs/design.md §2 rule it implements, and decides bit for bit as its
 //! Rust step — `capacity_lease.lua` likewise for the capacity leases of §9
 //! (`crate::algorithm::capacity_lease`).
@@ -27,7 +27,8 @@ mod source;
 
 pub use call::{Parts, PartsIter};
 pub use invocation::{
-    encode_cost, CheckPlan, Invocation, Topology, MAX_SCRIPT_COST, MAX_SCRIPT_TIME_MS,
+    encode_cost, read_taken, take_invocation, CheckPlan, Invocation, Topology, MAX_SCRIPT_COST,
+    MAX_SCRIPT_TIME_MS,
 };
 pub use reply::{is_noscript, Reply};
 pub use source::Script;

@@ -1,6 +1,7 @@
 //! Script replies in a transport-neutral form, and reading them back into decisions.
 
 use crate::decision::{Decision, Reason, RETRY_NEVER};
+use crate::global::take::Taken;
 use crate::store::StoreError;
 
 /// A Redis reply as any transport delivers it (RESP, or Upstash REST's JSON), reduced to what the
@@ -151,6 +152,35 @@ pub(super) fn parse_gated(
     }
     consistent(&parsed, denied_by_list, reply)?;
     Ok((parsed, found))
+}
+
+/// Reads a take script's reply (take.lua): the time decided at, then per take the units taken
+/// and [`FIELDS`] integers of its decision, checking there are exactly `takes`.
+pub(super) fn parse_taken(reply: &Reply, takes: usize) -> Result<Vec<Taken>, StoreError> {
+    let values = match reply {
+        Reply::Array(values) => values,
+        Reply::Error(message) => return Err(StoreError::from_error_reply(message)),
+        other => return Err(protocol(format!("expected an array, got {other:?}"))),
+    };
+    if values.len() != 1 + (1 + FIELDS) * takes {
+        return Err(protocol(format!(
+            "expected {} values for {takes} take(s), got {}",
+            1 + (1 + FIELDS) * takes,
+            values.len()
+        )));
+    }
+    let ints = values.iter().map(int).collect::<Result<Vec<i64>, _>>()?;
+    ints[1..]
+        .chunks_exact(1 + FIELDS)
+        .map(|f| {
+            let granted = u64::try_from(f[0])
+                .map_err(|_| protocol(format!("a take granted {} units", f[0])))?;
+            Ok(Taken {
+                granted,
+                decision: decision(&f[1..])?,
+            })
+        })
+        .collect()
 }
 
 fn decision(f: &[i64]) -> Result<Decision, StoreError> {

@@ -64,6 +64,23 @@ static MULTI: Script = Script::new(
     ],
 );
 
+/// "Take up to x" (docs/design.md §9): a global limit's asks of the home or a lender, each
+/// take decided on its own, in one call.
+static TAKE: Script = Script::new(
+    "take",
+    &[
+        include_str!("prelude.lua"),
+        include_str!("capacity_lease.lua"),
+        include_str!("block.lua"),
+        include_str!("fixed_window.lua"),
+        include_str!("sliding_log.lua"),
+        include_str!("sliding_counter.lua"),
+        include_str!("token_bucket.lua"),
+        include_str!("gcra.lua"),
+        include_str!("take.lua"),
+    ],
+);
+
 /// The control scripts (docs/design.md §"Deny and allow lists", §"Peek and reset"): they carry
 /// the prelude too, for its helpers and so every script states the same grace period.
 static LIST: Script = Script::new(
@@ -115,6 +132,11 @@ impl Script {
         &MULTI
     }
 
+    /// The script taking up to x units of each of several sources ([`crate::global::take`]).
+    pub fn take() -> &'static Script {
+        &TAKE
+    }
+
     /// The script adding to, removing from, listing and matching one deny or allow list.
     pub fn list() -> &'static Script {
         &LIST
@@ -130,9 +152,9 @@ impl Script {
         &RESET
     }
 
-    /// Every script: the six single-limit ones, the multi-limit one, then the control scripts
-    /// (list, peek, reset) — e.g. to `SCRIPT LOAD` them ahead of traffic.
-    pub fn all() -> [&'static Script; 10] {
+    /// Every script: the six single-limit ones, the multi-limit one, the take script, then the
+    /// control scripts (list, peek, reset) — e.g. to `SCRIPT LOAD` them ahead of traffic.
+    pub fn all() -> [&'static Script; 11] {
         [
             &FIXED_WINDOW,
             &SLIDING_LOG,
@@ -141,13 +163,14 @@ impl Script {
             &GCRA,
             &CONCURRENCY,
             &MULTI,
+            &TAKE,
             &LIST,
             &PEEK,
             &RESET,
         ]
     }
 
-    /// A short name: the algorithm's (`gcra`, …), `multi`, `list`, `peek` or `reset`.
+    /// A short name: the algorithm's (`gcra`, …), `multi`, `take`, `list`, `peek` or `reset`.
     pub fn name(&self) -> &'static str {
         self.name
     }

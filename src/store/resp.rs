@@ -28,7 +28,10 @@ use super::redis_control::{redis_control, RedisCalls};
 use super::traits::Store;
 use super::upstash::{sent_with_source, LoadedScripts};
 use crate::control::list;
-use crate::script::{control, is_noscript, CheckPlan, Invocation, Reply, Topology};
+use crate::global::take::{take_by_checks, Take, Taken};
+use crate::script::{
+    control, is_noscript, read_taken, take_invocation, CheckPlan, Invocation, Reply, Topology,
+};
 
 #[derive(Clone)]
 enum Connection {
@@ -478,6 +481,19 @@ impl Store for RespStore {
             return self.check_gated_on_cluster(checks, time).await;
         }
         self.check_planned(checks, time).await
+    }
+
+    /// One call of the take script on one node; a Cluster, whose takes' keys may span slots,
+    /// decides them as checks ([`crate::global::take::take_by_checks`]).
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        if self.topology() == Topology::Cluster {
+            return take_by_checks(self, takes, time).await;
+        }
+        if takes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let invocation = take_invocation(takes, &self.namespace, time)?;
+        read_taken(&self.run_one(&invocation).await?, takes.len())
     }
 }
 

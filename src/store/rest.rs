@@ -21,7 +21,8 @@ use super::upstash::{
     check_by_scripts, decode_pipeline, plain_pipeline_body, post_resent_if, run_scripts,
     LoadedScripts, REST_TOKEN_VAR, REST_URL_VAR,
 };
-use crate::script::{Invocation, Reply};
+use crate::global::take::{Take, Taken};
+use crate::script::{read_taken, take_invocation, Invocation, Reply};
 
 /// A [`Store`] speaking the Upstash REST protocol (Upstash, or `edgelimit-gateway` in front of
 /// any Redis). A `/pipeline` whose answer is lost (the connection dropped, the time ran out) is
@@ -237,6 +238,16 @@ impl Store for RestStore {
             &self.loaded,
         )
         .await
+    }
+
+    /// One call of the take script (Upstash is one node to its clients). Not resent: a take
+    /// whose answer was lost may have taken its units.
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        if takes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let invocation = take_invocation(takes, &self.namespace, time)?;
+        read_taken(&self.run_one(&invocation, false).await?, takes.len())
     }
 }
 

@@ -8,6 +8,7 @@ use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use crate::control::list::ListEntry;
 use crate::control::{Assignment, AssignmentKind};
+use crate::global::take::{Take, Taken};
 
 /// `Send + Sync` natively; nothing on wasm32, where JS futures and handles are not `Send`.
 #[cfg(not(target_arch = "wasm32"))]
@@ -44,6 +45,17 @@ pub trait Store: MaybeSendSync {
         verdicts.clear();
         *verdicts = self.check(checks, time).await?;
         Ok(())
+    }
+
+    /// Takes up to each take's want from its source, in order, each decided on its own (a take
+    /// never fails another): a global limit's ask of the home's pool or of a lender
+    /// ([`crate::global::take`]). One round trip; one script call on a Redis store. The default
+    /// decides each take as a batch of request checks of `r, 2^m, …, 2, 1` units and a look,
+    /// which grants the same units; short of a take's need, its decision is then the smallest
+    /// refused part's that covers the shortfall (else the largest refused), not the shortfall's
+    /// own.
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        crate::global::take::take_by_checks(self, takes, time).await
     }
 }
 
@@ -155,6 +167,10 @@ impl<S: Store + ?Sized> Store for Box<S> {
     ) -> Result<(), StoreError> {
         (**self).check_into(checks, time, verdicts).await
     }
+
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        (**self).take(takes, time).await
+    }
 }
 
 /// A shared store decides as the store it holds: one home's store behind the global stores of
@@ -173,6 +189,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         verdicts: &mut Vec<Verdict>,
     ) -> Result<(), StoreError> {
         (**self).check_into(checks, time, verdicts).await
+    }
+
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        (**self).take(takes, time).await
     }
 }
 

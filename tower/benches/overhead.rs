@@ -14,7 +14,8 @@
 //! 2. Instructions per request under callgrind (when valgrind is installed), one thread: load
 //!    independent, so the ratio holds on a busy machine. Each variant runs twice (N₁ and N₂
 //!    requests) and the difference is divided by N₂ − N₁, so setup costs cancel; the median of
-//!    five such runs is reported.
+//!    five such runs is reported. Here also edgelimit-tower with a `tracing` subscriber taking
+//!    its spans (docs/performance.md, "Spans").
 //! 3. On Redis (a throwaway `redis-server` on loopback): one client's requests one after
 //!    another, p50 and p99 latency, blocks interleaved with the bare service's.
 //!
@@ -51,6 +52,9 @@ enum Variant {
     Edgelimit,
     EdgelimitDraftFields,
     EdgelimitLists,
+    /// edgelimit-tower with a `tracing` subscriber taking its spans (counted under callgrind
+    /// only: a subscriber is the process's).
+    EdgelimitSpans,
 }
 
 const VARIANTS: [Variant; 6] = [
@@ -62,6 +66,9 @@ const VARIANTS: [Variant; 6] = [
     Variant::EdgelimitLists,
 ];
 
+/// The variants measured under callgrind alone, each in a process of its own.
+const CALLGRIND_ONLY: [Variant; 1] = [Variant::EdgelimitSpans];
+
 impl Variant {
     fn name(self) -> &'static str {
         match self {
@@ -71,6 +78,7 @@ impl Variant {
             Variant::Edgelimit => "edgelimit-tower",
             Variant::EdgelimitDraftFields => "edgelimit-tower, draft fields only",
             Variant::EdgelimitLists => "edgelimit-tower, lists",
+            Variant::EdgelimitSpans => "edgelimit-tower, spans recorded",
         }
     }
 
@@ -82,6 +90,7 @@ impl Variant {
             Variant::Edgelimit => "edgelimit",
             Variant::EdgelimitDraftFields => "edgelimit-draft-fields",
             Variant::EdgelimitLists => "edgelimit-lists",
+            Variant::EdgelimitSpans => "edgelimit-spans",
         }
     }
 }
@@ -132,12 +141,14 @@ fn service(variant: Variant) -> Router {
                 .finish()
                 .expect("a governor configuration"),
         ))),
-        Variant::Edgelimit | Variant::EdgelimitDraftFields | Variant::EdgelimitLists => routes()
-            .layer(
-                Builder::new(config(variant))
-                    .build(MemoryStore::new())
-                    .expect("a layer"),
-            ),
+        Variant::Edgelimit
+        | Variant::EdgelimitDraftFields
+        | Variant::EdgelimitLists
+        | Variant::EdgelimitSpans => routes().layer(
+            Builder::new(config(variant))
+                .build(MemoryStore::new())
+                .expect("a layer"),
+        ),
     }
 }
 
@@ -293,8 +304,15 @@ fn in_memory(options: &Options) {
 fn counted_run(variant: &str, requests: u64) {
     let variant = VARIANTS
         .into_iter()
+        .chain(CALLGRIND_ONLY)
         .find(|v| v.arg() == variant)
         .unwrap_or_else(|| panic!("no variant `{variant}`"));
+    if variant == Variant::EdgelimitSpans {
+        // The spans created, their attributes computed and recorded, kept until they close:
+        // what any subscriber pays for before its own work (an exporter's batching adds to it).
+        tracing::subscriber::set_global_default(tracing_subscriber::registry())
+            .expect("the first subscriber");
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -339,7 +357,7 @@ fn under_callgrind() {
          median of {RUNS} runs)\n"
     );
     let mut per = Vec::new();
-    for variant in VARIANTS {
+    for variant in VARIANTS.into_iter().chain(CALLGRIND_ONLY) {
         let mut runs = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {
             match (instructions(variant, FEW), instructions(variant, MANY)) {
@@ -355,7 +373,7 @@ fn under_callgrind() {
     }
     println!("| | instructions | ÷ no limiter | added | added ÷ tower-governor's |");
     println!("|---|---|---|---|---|");
-    for (v, variant) in VARIANTS.iter().enumerate() {
+    for (v, variant) in VARIANTS.iter().chain(&CALLGRIND_ONLY).enumerate() {
         let added = per[v] - per[0];
         let ratio = if v == 0 {
             String::new()

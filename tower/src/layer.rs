@@ -10,7 +10,7 @@ use edgelimit::{Clock, Store, SystemClock};
 use edgelimit_engine::config::{RouteToken, METRICS_TOKEN_VAR};
 use edgelimit_engine::route_guard::RouteGuard;
 use edgelimit_engine::rules::PathMatch;
-use edgelimit_engine::{Config, Edge};
+use edgelimit_engine::{Config, Edge, TraceIdentifiers};
 use http::header::HeaderName;
 use http::{request, response};
 use tower_layer::Layer;
@@ -27,7 +27,7 @@ use crate::shared::Shared;
 /// answer — and its response gets the `RateLimit` headers. Cheap to clone: every clone, and
 /// every service it wraps, shares one path over one store. Built by [`Builder`].
 pub struct RateLimitLayer<S> {
-    shared: Arc<Shared<S>>,
+    pub(crate) shared: Arc<Shared<S>>,
 }
 
 impl<S> Clone for RateLimitLayer<S> {
@@ -77,6 +77,7 @@ pub struct Builder {
     exempt_error: Option<BuildError>,
     clock: Arc<dyn Clock>,
     metrics_token: Option<String>,
+    trace_identifiers: TraceIdentifiers,
 }
 
 impl fmt::Debug for Builder {
@@ -103,6 +104,7 @@ impl Builder {
             exempt_error: None,
             clock: Arc::new(SystemClock),
             metrics_token: None,
+            trace_identifiers: TraceIdentifiers::default(),
         }
     }
 
@@ -190,6 +192,14 @@ impl Builder {
         self
     }
 
+    /// How the spans write the identifier of the limit an answer is about
+    /// (`edgelimit.identifier`): a keyed hash by default, in clear only where traces are kept
+    /// as privately as the store's keys, or not at all (docs/observability.md, "Spans").
+    pub fn trace_identifiers(mut self, identifiers: TraceIdentifiers) -> Builder {
+        self.trace_identifiers = identifiers;
+        self
+    }
+
     /// The clock "now" is read from (the system's by default): a test's manual clock, shared
     /// with its store.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Builder {
@@ -214,7 +224,9 @@ impl Builder {
             .as_deref()
             .and_then(|name| HeaderName::from_bytes(name.as_bytes()).ok());
         reading.client_always = client_always(&self.config);
-        let edge = Edge::new(self.config, store).with_clock(self.clock.clone());
+        let edge = Edge::new(self.config, store)
+            .with_clock(self.clock.clone())
+            .with_trace_identifiers(self.trace_identifiers);
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
                 edge,
@@ -223,6 +235,8 @@ impl Builder {
                 exempt: self.exempt,
                 metrics_token,
                 guard: RouteGuard::new(),
+                #[cfg(feature = "otel")]
+                store_latency: std::sync::OnceLock::new(),
             }),
         })
     }

@@ -59,6 +59,8 @@
 //! - [`body`]: [`ResponseBody`], the service's body or the layer's answer.
 //! - [`error`]: [`BuildError`], what a layer cannot be built from.
 //! - `redis` (feature `resp`): [`redis_store`], Redis set up as the configuration says.
+//! - `trace`: the layer's `edgelimit.layer` span around each limited request.
+//! - `otel` (feature `otel`): spans and the metrics page exported over OpenTelemetry.
 
 #![forbid(unsafe_code)]
 #![warn(
@@ -79,17 +81,20 @@ mod custom;
 pub mod error;
 mod exempt;
 pub mod layer;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod peer;
 #[cfg(feature = "resp")]
 mod redis;
 mod request;
 pub mod service;
 mod shared;
+mod trace;
 
 pub use body::ResponseBody;
 pub use builder::{ConfigBuilder, LimitBuilder, RuleBuilder};
 pub use edgelimit_engine::config::file as config_file;
-pub use edgelimit_engine::{Config, ConfigError};
+pub use edgelimit_engine::{Config, ConfigError, TraceIdentifiers};
 pub use error::BuildError;
 pub use layer::{Builder, RateLimitLayer};
 pub use peer::{default_peer, PeerAddr};

@@ -14,6 +14,9 @@
 //! before the inner service is called: a pending future holding its request (and its
 //! connection), no thread and no CPU. A request a `soft` limit exceeded reaches the inner
 //! service with `EdgeLimit-Exceeded` naming the limits.
+//!
+//! A limited request runs inside an `edgelimit.layer` span (`crate::trace`), around the request
+//! path's own `edgelimit.decide` span and the inner service's.
 
 use std::fmt;
 use std::future::Future;
@@ -27,7 +30,7 @@ use edgelimit::http::HeaderFields;
 use edgelimit::Store;
 use edgelimit_engine::admin_route::AdminAnswer;
 use edgelimit_engine::rules::STATUS_FIELD;
-use edgelimit_engine::{Action, Handled, RequestView, Route};
+use edgelimit_engine::{Action, Handled, RequestView, Route, METRICS_CONTENT_TYPE};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use smallvec::SmallVec;
@@ -36,6 +39,7 @@ use tower_service::Service;
 use crate::body::ResponseBody;
 use crate::request::{limited_places, HttpRequest, ReadAhead};
 use crate::shared::Shared;
+use crate::trace;
 
 /// A service limited by a [`crate::RateLimitLayer`].
 pub struct RateLimit<Svc, S> {
@@ -105,12 +109,45 @@ where
         // next `poll_ready`.
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
+        // Only a span some subscriber takes wraps the future: an untraced request's is what
+        // it would be without spans.
+        if let Some(span) = trace::layer_span(&parts) {
+            return traced(span, shared.clone(), inner, parts, body, matched);
+        }
         // The box is allocated before the future is made, so that the future is written
         // straight into it rather than made on the stack and copied over, whole.
         let boxed = Box::new_uninit();
         let future = Box::write(boxed, limited(shared.clone(), inner, parts, body, matched));
         ResponseFuture::limited(Box::into_pin(future))
     }
+}
+
+/// [`RateLimit::call`]'s future for a request some subscriber traces: [`limited`] inside
+/// `span` ([`trace::within`]). Out of line, so the untraced path stays as it is.
+#[cold]
+#[inline(never)]
+fn traced<Svc, S, ReqBody, ResBody>(
+    span: tracing::Span,
+    shared: Arc<Shared<S>>,
+    inner: Svc,
+    parts: request::Parts,
+    body: ReqBody,
+    matched: ReadAhead,
+) -> ResponseFuture<Svc::Future, ResBody, Svc::Error>
+where
+    Svc: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    Svc::Future: Send + 'static,
+    Svc::Error: Send + 'static,
+    S: Store + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    let boxed = Box::new_uninit();
+    let future = Box::write(
+        boxed,
+        trace::within(span, limited(shared, inner, parts, body, matched)),
+    );
+    ResponseFuture::limited(Box::into_pin(future))
 }
 
 /// The configuration's `metrics_path` page, when `request` asks for it: the layer's counters
@@ -144,10 +181,9 @@ fn metrics_page<S: Store, B>(
         }
     }
     let mut response = Response::new(ResponseBody::answer(shared.edge.metrics_text()));
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(METRICS_CONTENT_TYPE));
     response
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -192,6 +228,7 @@ where
     };
     let handled = shared.edge.handle(&request, now_ms).await;
     log_store_failures(shared);
+    trace::decided(shared, &handled);
     let answer = handled.response(&request);
     drop(request);
     let (status, body_text, content_type) = match answer.action {

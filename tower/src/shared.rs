@@ -21,4 +21,10 @@ pub(crate) struct Shared<S> {
     pub(crate) exempt: Exemptions,
     pub(crate) metrics_token: Option<RouteToken>,
     pub(crate) guard: RouteGuard,
+    /// The store-latency histogram exported over OpenTelemetry, once
+    /// [`crate::RateLimitLayer::export_metrics`] made it: each request's round trip is
+    /// recorded in it as the limiter counts it for the metrics page.
+    #[cfg(feature = "otel")]
+    pub(crate) store_latency:
+        std::sync::OnceLock<edgelimit_otel::opentelemetry::metrics::Histogram<f64>>,
 }

@@ -663,7 +663,7 @@ fn metrics_route(
         }
     }
     let headers = Headers::new();
-    headers.set("content-type", "text/plain; version=0.0.4")?;
+    headers.set("content-type", edgelimit_engine::METRICS_CONTENT_TYPE)?;
     headers.set("cache-control", NO_STORE)?;
     Ok(ResponseBuilder::new()
         .with_headers(headers)

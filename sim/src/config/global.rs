@@ -379,6 +379,7 @@ impl GlobalReplay {
         // Round trips beyond the region: to the home, and to other regions' stores to borrow.
         let beyond = |s: &GlobalStats| s.home_round_trips + s.peer_round_trips;
         let trips: u64 = stats.iter().map(beyond).sum();
+        let calls: u64 = stats.iter().map(GlobalStats::script_calls).sum();
         GlobalReport {
             static_share_ppm: self.static_share,
             lease_ms: self.lease_ms,
@@ -392,6 +393,9 @@ impl GlobalReplay {
             waited_share: share(self.total.waited, self.total.requests),
             home_round_trips: trips,
             home_round_trips_per_request: share(trips, self.total.requests),
+            script_calls: calls,
+            script_calls_per_request: share(calls, self.total.requests),
+            commands_per_million_requests: (share(calls, self.total.requests) * 1e6).round() as u64,
             latency: latency(&self.latency),
             limits: self
                 .limits
@@ -430,6 +434,8 @@ impl GlobalReplay {
                     home_round_trips_per_request: share(beyond(s), r.compared.requests),
                     granted: s.granted,
                     leased: s.leased,
+                    script_calls: s.script_calls(),
+                    script_calls_per_request: share(s.script_calls(), r.compared.requests),
                     latency: latency(&r.latency),
                 })
                 .collect(),

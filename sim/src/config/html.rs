@@ -153,7 +153,7 @@ fn limits_table(rule: &RuleReport) -> String {
 fn global_section(o: &mut String, g: &GlobalReport) {
     let _ = write!(
         o,
-        "<h2>Global limits in {} regions</h2><p class=\"meta\">Static share {:.1}%, bucket leases {} ms, local round trip {} ms. {} requests: {} admitted in the regions, {} by the exact reference on one store; <b>{}</b> falsely denied, {} over admitted; {:.1}% waited for the home; {:.3} home round trips per request; added latency p50 {} ms, p99 {} ms.</p>",
+        "<h2>Global limits in {} regions</h2><p class=\"meta\">Static share {:.1}%, bucket leases {} ms, local round trip {} ms. {} requests: {} admitted in the regions, {} by the exact reference on one store; <b>{}</b> falsely denied, {} over admitted; {:.1}% waited for the home; {:.3} home round trips per request; {:.3} script calls per request, an estimated {} commands per million requests (one store deciding every request: a million); added latency p50 {} ms, p99 {} ms.</p>",
         g.regions.len(),
         g.static_share_ppm as f64 / 10_000.0,
         g.lease_ms,
@@ -165,6 +165,8 @@ fn global_section(o: &mut String, g: &GlobalReport) {
         g.over_admitted,
         100.0 * g.waited_share,
         g.home_round_trips_per_request,
+        g.script_calls_per_request,
+        g.commands_per_million_requests,
         g.latency.p50_ms,
         g.latency.p99_ms
     );
@@ -215,6 +217,7 @@ fn global_section(o: &mut String, g: &GlobalReport) {
             "false denied",
             "waited",
             "home trips/req",
+            "calls/req",
             "leased",
             "p50 ms",
             "p99 ms",
@@ -223,7 +226,7 @@ fn global_section(o: &mut String, g: &GlobalReport) {
     for r in &g.regions {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.name),
             r.home_round_trip_ms,
             r.requests,
@@ -232,6 +235,7 @@ fn global_section(o: &mut String, g: &GlobalReport) {
             r.false_denied,
             100.0 * r.waited_share,
             r.home_round_trips_per_request,
+            r.script_calls_per_request,
             r.leased,
             r.latency.p50_ms,
             r.latency.p99_ms

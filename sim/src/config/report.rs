@@ -252,6 +252,11 @@ pub struct GlobalRegionReport {
     pub granted: u64,
     /// Units it admitted from leases.
     pub leased: u64,
+    /// Script calls its requests and refills made, every store's (its own, the home's, the
+    /// lenders'): on Upstash, one command each.
+    pub script_calls: u64,
+    /// `script_calls` over `requests`.
+    pub script_calls_per_request: f64,
     /// The latency its requests' round trips add.
     pub latency: Latency,
 }
@@ -284,6 +289,14 @@ pub struct GlobalReport {
     pub home_round_trips: u64,
     /// `home_round_trips` over `requests`.
     pub home_round_trips_per_request: f64,
+    /// Script calls of every store, every region's: on Upstash, one command each (one store
+    /// deciding every request makes one a request).
+    pub script_calls: u64,
+    /// `script_calls` over `requests`.
+    pub script_calls_per_request: f64,
+    /// `script_calls` per million requests, rounded: the commands a deployment would be billed
+    /// for a million requests like these.
+    pub commands_per_million_requests: u64,
     /// The latency the round trips add: a local round trip for a request decided in its
     /// region, plus the home's round trip and a second local one for a request that waited.
     pub latency: Latency,

@@ -352,6 +352,7 @@ fn global_section(g: &GlobalReport) -> String {
         "max/window",
         "waited",
         "home trips/req",
+        "calls/req",
         "p50 ms",
         "p99 ms",
     ];
@@ -373,6 +374,7 @@ fn global_section(g: &GlobalReport) -> String {
             String::new(),
             String::new(),
             String::new(),
+            String::new(),
         ]);
     }
     rows.push(vec![
@@ -385,6 +387,7 @@ fn global_section(g: &GlobalReport) -> String {
         String::new(),
         percent(g.waited_share),
         format!("{:.3}", g.home_round_trips_per_request),
+        format!("{:.3}", g.script_calls_per_request),
         g.latency.p50_ms.to_string(),
         g.latency.p99_ms.to_string(),
     ]);
@@ -399,6 +402,7 @@ fn global_section(g: &GlobalReport) -> String {
             String::new(),
             percent(r.waited_share),
             format!("{:.3}", r.home_round_trips_per_request),
+            format!("{:.3}", r.script_calls_per_request),
             r.latency.p50_ms.to_string(),
             r.latency.p99_ms.to_string(),
         ]);
@@ -410,9 +414,12 @@ fn global_section(g: &GlobalReport) -> String {
          the reference; false denied: admitted by the reference, refused in the regions; over \
          admitted: the reverse (a denial earlier leaves capacity for later); max/window: a fixed \
          window's most admitted for one identifier in one window, every region together, over \
-         its limit; waited: requests that waited for the home; p50/p99: the latency the round \
-         trips add ({} home round trips in all).",
-        g.home_round_trips
+         its limit; waited: requests that waited for the home; calls/req: script calls of \
+         every store (the region's, the home's, the lenders') per request, one store deciding \
+         every request making 1; p50/p99: the latency the round trips add ({} home round trips \
+         in all).\nestimated cost: {} script calls, {} commands per million requests (Upstash \
+         bills each script call as one command).",
+        g.home_round_trips, g.script_calls, g.commands_per_million_requests
     );
     out
 }

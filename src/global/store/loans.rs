@@ -2,6 +2,7 @@
 //! regions' unused static shares (docs/design.md §9, "Capacity follows demand").
 
 use super::*;
+use crate::global::take::Take;
 
 impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// Borrows from the other regions' stores what the home's pool could not grant `asks`
@@ -9,8 +10,8 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     /// shares exactly as a request there would be, so that they admit that much less — the
     /// sum of the parts is still the whole. A region alone on the identifier's pool takes all
     /// its peers' shares hold (they are not serving it); otherwise each peer is asked for the
-    /// shortfall. One round trip to each peer holding a share, all at once; a peer that cannot
-    /// be reached lends nothing. The grants made, as the checks crediting them.
+    /// shortfall. One round trip and one script call to each peer holding a share, all at once
+    /// ([`crate::global::take`]); a peer that cannot be reached lends nothing. The grants made, as the checks crediting them.
     pub(super) async fn borrow(
         &self,
         asks: &[Ask<'_>],
@@ -46,8 +47,8 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             return Vec::new();
         }
         let calls = self.peers.iter().filter_map(|(index, store)| {
-            let mut checks = Vec::new();
-            // Per check: which ask, and whether it spends the lender's lease.
+            let mut takes = Vec::new();
+            // Per take: which ask, and whether it spends the lender's lease.
             let mut parts = Vec::new();
             for (at, &(ask, shortfall, alone)) in short.iter().enumerate() {
                 if let Some((_, share)) = ask.limit.peers.iter().find(|(i, _)| i == index) {
@@ -56,73 +57,80 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                     } else {
                         shortfall.min(largest(share))
                     };
-                    for part in up_to(units) {
-                        checks.push(Check::new().with_item(CheckItem::new(
-                            share.clone(),
-                            ask.identifier.clone(),
-                            part as i64,
-                        )));
-                        parts.push((at, false));
-                    }
+                    takes.push(Take::new(
+                        CheckItem::new(share.clone(), ask.identifier.clone(), units as i64),
+                        0,
+                    ));
+                    parts.push((at, false));
                 }
                 // A region sharing the identifier may find what it lacks in another's lease:
                 // units the home granted there, not yet spent (the lease's key is the limit's
                 // name and the identifier's, whatever the part).
                 if !alone {
-                    for part in up_to(shortfall.min(largest(&ask.limit.whole))) {
-                        let mut item = CheckItem::new(
-                            ask.limit.whole.clone(),
-                            ask.identifier.clone(),
-                            part as i64,
-                        );
-                        item.spend_lease = LeaseSpending::Only;
-                        checks.push(Check::new().with_item(item));
-                        parts.push((at, true));
-                    }
+                    let units = shortfall.min(largest(&ask.limit.whole));
+                    let mut item = CheckItem::new(
+                        ask.limit.whole.clone(),
+                        ask.identifier.clone(),
+                        units as i64,
+                    );
+                    item.spend_lease = LeaseSpending::Only;
+                    takes.push(Take::new(item, 0));
+                    parts.push((at, true));
                 }
             }
-            (!checks.is_empty()).then_some(async move {
+            (!takes.is_empty()).then_some(async move {
                 bump(&self.counters.peer_round_trips, 1);
-                let answers = store.check(&checks, TimeSource::At(now_ms)).await;
-                (checks, parts, answers)
+                bump(&self.counters.peer_script_calls, 1);
+                let answers = store.take(&takes, TimeSource::At(now_ms)).await;
+                (parts, answers)
             })
         });
         let mut credits = Vec::new();
         let mut lent_in_all = vec![0u64; short.len()];
-        for (checks, parts, answers) in join_all(calls).await {
+        // Per ask, the end of the lenders' fixed windows, as their shares' takes say it.
+        let mut window_ends: Vec<Option<u64>> = vec![None; short.len()];
+        let mut all_answered = true;
+        for (parts, answers) in join_all(calls).await {
             let Ok(answers) = answers else {
+                all_answered = false;
                 continue;
             };
-            // Per ask, from this lender's share and from its lease: units lent, and one of the
-            // admitting decisions (a share's says which window its units were charged in, a
-            // lease's when the lease ends: a loan ends no later).
-            let mut lent: Vec<[(u64, Option<Decision>); 2]> = vec![[(0, None); 2]; short.len()];
-            for ((check, (at, lease)), answer) in checks.iter().zip(parts).zip(&answers) {
-                let decision = answer.decisions[0];
-                if decision.allowed {
-                    let slot = &mut lent[at][usize::from(lease)];
-                    slot.0 += check.items()[0].cost as u64;
-                    slot.1 = Some(decision);
+            // A take from a share says which window its units were charged in, one from a
+            // lease when the lease ends: a loan ends no later.
+            for ((at, lease), taken) in parts.into_iter().zip(answers) {
+                let ask = short[at].0;
+                if !lease && ask.limit.whole.policy.algorithm() == Algorithm::FixedWindow {
+                    let end = &mut window_ends[at];
+                    *end = Some(end.unwrap_or(0).max(taken.decision.reset_at_ms));
                 }
-            }
-            for (at, (&(ask, _, _), [share, lease])) in short.iter().zip(lent).enumerate() {
-                if let (units, Some(decision)) = share {
-                    credits.push(self.credit_check(ask, units, &decision, now_ms));
-                    lent_in_all[at] += units;
+                if taken.granted == 0 {
+                    continue;
                 }
-                if let (units, Some(decision)) = lease {
-                    credits.push(self.credit_until(ask, units, decision.reset_at_ms));
-                    lent_in_all[at] += units;
-                }
+                credits.push(if lease {
+                    self.credit_until(ask, taken.granted, taken.decision.reset_at_ms)
+                } else {
+                    self.credit_check(ask, taken.granted, &taken.decision, now_ms)
+                });
+                lent_in_all[at] += taken.granted;
             }
         }
         bump(&self.counters.borrowed, lent_in_all.iter().sum());
         // Lenders that could not cover a request are not asked again for a horizon: a request
-        // beyond the whole limit must not cost a round trip to every region.
-        let until = now_ms.saturating_add(self.horizon_ms());
+        // beyond the whole limit must not cost a round trip to every region. A fixed window's
+        // lenders, every one reached and asked for its share and its lease, gave all they held
+        // (a take is of up to what it asks): what a fixed window's share holds only falls within
+        // its window, and a lease grows only by the pool, known short, or by loans of what is
+        // already drained — so they are not asked again before their window ends.
+        let horizon = now_ms.saturating_add(self.horizon_ms());
         let mut ledger = self.ledger();
-        for (&(ask, shortfall, _), lent) in short.iter().zip(lent_in_all) {
+        for ((&(ask, shortfall, alone), lent), end) in
+            short.iter().zip(lent_in_all).zip(window_ends)
+        {
             if lent < shortfall {
+                let until = match end {
+                    Some(end) if all_answered && !alone => horizon.max(end),
+                    _ => horizon,
+                };
                 ledger.note_peers_short((&ask.limit.whole.name, &ask.identifier), until);
             }
         }

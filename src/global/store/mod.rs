@@ -13,6 +13,7 @@ use futures_util::future::join_all;
 
 use super::ledger::{Ledger, Refill, Sizing};
 use super::limits::{RegionalLimit, RegionalLimits};
+use super::take::{Take, Taken};
 use crate::algorithm::{Charge, LeaseSpending};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Reason};
@@ -65,6 +66,20 @@ pub struct GlobalStats {
     /// Units granted but never credited to the region (its store failed after the home had
     /// granted them): lost to the region, never to the bound.
     pub lost: u64,
+    /// Script calls the region's own store ran (a Redis store on one node runs one per check
+    /// and one per batch of takes): every request's check, credits, checks decided again.
+    pub region_script_calls: u64,
+    /// Script calls the home's store ran: asks for waiting requests and refills.
+    pub home_script_calls: u64,
+    /// Script calls the other regions' stores ran: loans.
+    pub peer_script_calls: u64,
+}
+
+impl GlobalStats {
+    /// Script calls of every store: what Upstash bills as commands.
+    pub fn script_calls(&self) -> u64 {
+        self.region_script_calls + self.home_script_calls + self.peer_script_calls
+    }
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +93,14 @@ struct Counters {
     granted: AtomicU64,
     leased: AtomicU64,
     lost: AtomicU64,
+    region_script_calls: AtomicU64,
+    home_script_calls: AtomicU64,
+    peer_script_calls: AtomicU64,
+}
+
+/// The script calls a Redis store on one node runs for `checks`: one per check with an item.
+fn script_calls(checks: &[Check]) -> u64 {
+    checks.iter().filter(|c| !c.items().is_empty()).count() as u64
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -190,6 +213,9 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             granted: get(&c.granted),
             leased: get(&c.leased),
             lost: get(&c.lost),
+            region_script_calls: get(&c.region_script_calls),
+            home_script_calls: get(&c.home_script_calls),
+            peer_script_calls: get(&c.peer_script_calls),
         }
     }
 
@@ -248,7 +274,7 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             Ok(credits) => Ok(Granted {
                 asked_ms: now_ms,
                 refills: keys,
-                credits,
+                credits: in_one_check(credits, now_ms),
             }),
             Err(e) => {
                 let mut ledger = self.ledger();
@@ -267,6 +293,10 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         let result = if granted.credits.is_empty() {
             Ok(Vec::new())
         } else {
+            bump(
+                &self.counters.region_script_calls,
+                script_calls(&granted.credits),
+            );
             self.region
                 .check(&granted.credits, TimeSource::At(now_ms))
                 .await
@@ -369,27 +399,23 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             || (!self.peers.is_empty() && !ledger.peers_short(key, now_ms))
     }
 
-    /// Asks the home's pools for `asks`, one round trip: each for up to its `want` (a batch of
-    /// checks the pool admits as far as it holds them, [`up_to`]); the grants made, as the
+    /// Asks the home's pools for `asks`, one round trip and one script call: each for up to its
+    /// `want` ([`crate::global::take`]: the pool grants all it holds up to it), each region not
+    /// alone on the identifier counting what it asks for beside it; the grants made, as the
     /// checks crediting them to the region's leases.
     async fn ask_home(&self, asks: &[&Ask<'_>], now_ms: u64) -> Result<Vec<Check>, StoreError> {
-        let mut checks = Vec::new();
-        let mut ranges = Vec::with_capacity(asks.len());
-        let mut demands = Vec::with_capacity(asks.len());
+        let mut takes = Vec::with_capacity(2 * asks.len());
+        // Per ask: where its pool's take is, and its demand count's (with whether it is alone).
+        let mut at = Vec::with_capacity(asks.len());
         for ask in asks {
             let pool = ask.limit.pool.as_ref().expect("asked only of a pool");
-            let from = checks.len();
-            // No part beyond what the pool can ever hold: it would be refused for good.
-            checks.extend(
-                up_to(ask.want.max(ask.need).min(largest(pool))).map(|units| {
-                    Check::new().with_item(CheckItem::new(
-                        pool.clone(),
-                        ask.identifier.clone(),
-                        units as i64,
-                    ))
-                }),
-            );
-            ranges.push(from..checks.len());
+            // No more than the pool can ever hold.
+            let want = ask.want.max(ask.need).min(largest(pool));
+            takes.push(Take::new(
+                CheckItem::new(pool.clone(), ask.identifier.clone(), want as i64),
+                ask.need,
+            ));
+            let pool_at = takes.len() - 1;
             // A region sharing the identifier counts what it asks for where a region alone on
             // it looks: a region that takes all the pool holds learns that others want it,
             // though it never finds the pool drawn before its own grant.
@@ -398,62 +424,41 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
                 now_ms,
                 &self.sizing(ask.limit),
             );
-            demands.push(ask.limit.demand.as_ref().map(|demand| {
-                checks.push(Check::new().with_item(CheckItem::new(
-                    demand.clone(),
-                    ask.identifier.clone(),
-                    if alone { 0 } else { ask.want as i64 },
-                )));
-                (checks.len() - 1, alone)
-            }));
+            let demand = ask.limit.demand.as_ref().map(|demand| {
+                let counted = if alone { 0 } else { ask.want as i64 };
+                takes.push(Take::new(
+                    CheckItem::new(demand.clone(), ask.identifier.clone(), counted),
+                    0,
+                ));
+                (takes.len() - 1, alone)
+            });
+            at.push((pool_at, demand));
         }
-        let answers = self.home_round_trip(&checks, now_ms).await?;
+        let answers = self.home_round_trip(&takes, now_ms).await?;
         let mut grants = Vec::new();
-        for ((ask, range), demand) in asks.iter().zip(ranges).zip(demands) {
-            if let (Some((at, true)), Some(count)) = (demand, &ask.limit.demand) {
-                if answers[at].decisions[0].remaining < count.policy.capacity() {
+        for (ask, (pool_at, demand)) in asks.iter().zip(at) {
+            if let (Some((demand_at, true)), Some(count)) = (demand, &ask.limit.demand) {
+                if answers[demand_at].decision.remaining < count.policy.capacity() {
                     self.ledger()
                         .note_others((&ask.limit.whole.name, &ask.identifier), now_ms);
                 }
             }
-            let decided: Vec<(u64, &Decision)> = range
-                .map(|i| (checks[i].items()[0].cost as u64, &answers[i].decisions[0]))
-                .collect();
-            let granted: u64 = decided
-                .iter()
-                .filter(|(_, d)| d.allowed)
-                .map(|(units, _)| units)
-                .sum();
-            let Some(&(_, last)) = decided.last() else {
-                continue;
-            };
+            let Taken { granted, decision } = answers[pool_at];
+            // Granted or short, the decision tells what the pool holds after the take.
             self.ledger().note_pool(
                 (&ask.limit.whole.name, &ask.identifier),
                 granted,
-                last.remaining,
-                last.reset_at_ms,
+                decision.remaining,
+                decision.reset_at_ms,
                 now_ms,
                 &self.sizing(ask.limit),
             );
-            if let Some(&(_, admitted)) = decided.iter().find(|(_, d)| d.allowed) {
-                grants.push(self.credit_check(ask, granted, admitted, now_ms));
+            if granted > 0 {
+                grants.push(self.credit_check(ask, granted, &decision, now_ms));
             }
-            if granted < ask.need {
-                // The retry of the smallest part the pool refused that would have covered the
-                // shortfall, else of the largest it refused.
-                let short = ask.need - granted;
-                let refused = decided
-                    .iter()
-                    .filter(|(_, d)| !d.allowed && d.reason == Reason::OverLimit);
-                let retry = refused
-                    .clone()
-                    .filter(|(units, _)| *units >= short)
-                    .min_by_key(|(units, _)| *units)
-                    .or_else(|| refused.max_by_key(|(units, _)| *units))
-                    .map(|&(_, d)| d);
-                if let Some(decision) = retry {
-                    self.note_pool_empty(ask, decision, now_ms);
-                }
+            // Short of the need: the shortfall's denial says when it may fit.
+            if granted < ask.need && decision.reason == Reason::OverLimit {
+                self.note_pool_empty(ask, &decision, now_ms);
             }
         }
         bump(&self.counters.granted, units(&grants));
@@ -473,14 +478,12 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             .note_pool_empty((&ask.limit.whole.name, &ask.identifier), until);
     }
 
-    async fn home_round_trip(
-        &self,
-        checks: &[Check],
-        now_ms: u64,
-    ) -> Result<Vec<Verdict>, StoreError> {
+    /// `takes` of the home's store: one round trip, one script call, timed.
+    async fn home_round_trip(&self, takes: &[Take], now_ms: u64) -> Result<Vec<Taken>, StoreError> {
         bump(&self.counters.home_round_trips, 1);
+        bump(&self.counters.home_script_calls, 1);
         let stopwatch = self.clock.stopwatch();
-        let answers = self.home.check(checks, TimeSource::At(now_ms)).await;
+        let answers = self.home.take(takes, TimeSource::At(now_ms)).await;
         let took = stopwatch.elapsed_ms().round() as u64;
         if took > 0 {
             // A moving average: one slow trip does not double the next refills.
@@ -575,18 +578,47 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
             Vec::new()
         });
         let borrowed = self.borrow(&asks, &grants, now_ms).await;
-        // Every waiting check is decided again, granted or not: while it waited, another
+        let mut credited = grants;
+        credited.extend(borrowed);
+        let mut credits = in_one_check(credited, now_ms);
+        // A waiting check of one request the units just granted cover spends them as they
+        // land: what crediting them and deciding it again would do (its share denies again at
+        // the same time, its lease then holds them), without that round trip. Only what is
+        // left is credited.
+        let mut spent = Vec::new();
+        let mut again = Vec::new();
+        for &i in waiting {
+            match spend_landed(&regional[i], &verdicts[i], credits.first_mut(), now_ms) {
+                Some(decision) => spent.push((i, decision)),
+                None => again.push(i),
+            }
+        }
+        // A credit spent whole credits nothing: it is left out, and a check left empty too.
+        for check in &mut credits {
+            let kept: Vec<bool> = check.items().iter().map(|c| c.cost > 0).collect();
+            check.retain_items(|i| kept[i]);
+        }
+        credits.retain(|c| !c.items().is_empty());
+        // Every other waiting check is decided again, granted or not: while it waited, another
         // request of the region may have been granted units its lease now holds.
-        let again = waiting;
-        let mut batch = grants;
-        batch.extend(borrowed);
+        let mut batch = credits;
         let credits = batch.len();
         batch.extend(again.iter().map(|&i| regional[i].clone()));
-        if batch.is_empty() {
-            return;
-        }
-        let answers = self.region.check(&batch, TimeSource::At(now_ms)).await;
+        let answers = if batch.is_empty() {
+            Ok(Vec::new())
+        } else {
+            bump(&self.counters.region_script_calls, script_calls(&batch));
+            self.region.check(&batch, TimeSource::At(now_ms)).await
+        };
         self.note_credits(&batch[..credits], answers.as_deref().ok());
+        for (i, mut decision) in spent {
+            let item = &regional[i].items()[0];
+            decision.remaining = self
+                .ledger()
+                .lease_balance((&item.limit.name, &item.identifier), now_ms);
+            verdicts[i].allowed = true;
+            verdicts[i].decisions[0] = decision;
+        }
         if let Ok(mut answers) = answers {
             for (&i, verdict) in again.iter().zip(answers.drain(credits..)) {
                 verdicts[i] = verdict;
@@ -601,14 +633,14 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         match answers {
             Some(answers) => {
                 for (credit, answer) in credits.iter().zip(answers) {
-                    // A credit's limit is the region's part, named as the whole.
-                    let item = &credit.items()[0];
-                    let lease = &answer.decisions[0];
-                    ledger.note_lease(
-                        (&item.limit.name, &item.identifier),
-                        lease.remaining,
-                        lease.reset_at_ms,
-                    );
+                    for (item, lease) in credit.items().iter().zip(&answer.decisions) {
+                        // A credit's limit is the region's part, named as the whole.
+                        ledger.note_lease(
+                            (&item.limit.name, &item.identifier),
+                            lease.remaining,
+                            lease.reset_at_ms,
+                        );
+                    }
                 }
             }
             None => bump(&self.counters.lost, units(credits)),
@@ -692,6 +724,56 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
         )
     }
 
+    /// The denial the region's store would give `check`, when the region knows it without
+    /// asking and the check then waits for the home: one request item of a fixed window's
+    /// global limit (no tiers, no request id, no list), its share spent in the current window
+    /// as this isolate last saw it, its lease short of the cost. A share only falls within its
+    /// window (a refund aside) and what lands in the lease meanwhile is found when a wait that
+    /// is not covered decides the check there again: no request is refused on this view alone.
+    fn known_short(&self, check: &Check, now_ms: u64) -> Option<Verdict> {
+        let [item] = check.items() else {
+            return None;
+        };
+        if item.charge != Charge::Request
+            || item.cost <= 0
+            || item.request_id.is_some()
+            || check.is_gated()
+        {
+            return None;
+        }
+        let global = self.limits.get(&item.limit.name)?;
+        let share = global.share.as_ref()?;
+        global.pool.as_ref()?;
+        if share.policy.algorithm() != Algorithm::FixedWindow || !global.whole.tiers.is_empty() {
+            return None;
+        }
+        let cost = item.cost as u64;
+        let key = (&item.limit.name, &item.identifier);
+        let (left, end) = {
+            let ledger = self.ledger();
+            let (left, end) = ledger.share_short(key, cost, now_ms)?;
+            if ledger.lease_balance(key, now_ms) >= cost {
+                return None;
+            }
+            (left, end)
+        };
+        let verdict = Verdict {
+            allowed: false,
+            decisions: vec![Decision {
+                allowed: false,
+                limit: item.limit.policy.capacity(),
+                remaining: left,
+                reset_at_ms: end,
+                retry_after_ms: end - now_ms,
+                reason: Reason::OverLimit,
+            }],
+            atomic: true,
+            decided_at_ms: now_ms,
+            listed: Vec::new(),
+        };
+        self.waits(check, &verdict, now_ms).then_some(verdict)
+    }
+
     /// When a request a global item denied may be tried again. Only a pool known to be short
     /// of it, with the region's lease spent as far as the region knows and no refill on its
     /// way, makes the denial firm: then the later of the share's and the pool's retry times
@@ -726,19 +808,6 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     }
 }
 
-/// The parts of an ask for up to `units`, largest first: the pool admits each part that fits in
-/// what it still holds, so together they take exactly `min(units, held)` in one round trip —
-/// the remainder `r` above `2^(m+1) − 1 ≤ units`, then `2^m, …, 2, 1`: when `r` does not fit,
-/// what is held is below `r < 2^(m+1)` and the powers of two take all of it.
-fn up_to(units: u64) -> impl Iterator<Item = u64> {
-    // The largest m with 2^(m+1) − 1 ≤ units (none for 0).
-    let powers = u128::BITS - (u128::from(units) + 1).leading_zeros() - 1;
-    let remainder = units - ((1u64 << powers) - 1);
-    std::iter::once(remainder)
-        .filter(|&r| r > 0)
-        .chain((0..powers).rev().map(|k| 1u64 << k))
-}
-
 /// The most a part of `limit` can ever hold: its policy's capacity or a tier's, the larger.
 fn largest(limit: &Limit) -> u64 {
     limit
@@ -750,7 +819,97 @@ fn largest(limit: &Limit) -> u64 {
 
 /// The units `credits` grant.
 fn units(credits: &[Check]) -> u64 {
-    credits.iter().map(|c| c.items()[0].cost as u64).sum()
+    credits
+        .iter()
+        .flat_map(Check::items)
+        .map(|i| i.cost as u64)
+        .sum()
+}
+
+/// `credits` (checks of one credit each) as one check, one script call: a credit never denies,
+/// so all or nothing changes none of them. The credits of one lease are merged into one — their
+/// units added, the later end kept — which leaves the lease as crediting them one after another
+/// does when every end is past `now_ms` (a credit ending sooner is sent apart: on an ended lease
+/// it credits nothing).
+fn in_one_check(credits: Vec<Check>, now_ms: u64) -> Vec<Check> {
+    let mut merged: Vec<CheckItem> = Vec::new();
+    let mut apart = Vec::new();
+    for credit in credits {
+        let item = &credit.items()[0];
+        let until_ms = match item.charge {
+            Charge::LeaseCredit { until_ms } if until_ms > now_ms => until_ms,
+            _ => {
+                apart.push(credit);
+                continue;
+            }
+        };
+        let same = merged
+            .iter_mut()
+            .find(|m| m.limit.name == item.limit.name && m.identifier == item.identifier);
+        match same {
+            Some(lease) => {
+                lease.cost = lease.cost.saturating_add(item.cost);
+                if let Charge::LeaseCredit { until_ms: end } = &mut lease.charge {
+                    *end = (*end).max(until_ms);
+                }
+            }
+            None => merged.push(item.clone()),
+        }
+    }
+    let mut out = Vec::with_capacity(1 + apart.len());
+    if !merged.is_empty() {
+        out.push(merged.into_iter().fold(Check::new(), Check::with_item));
+    }
+    out.extend(apart);
+    out
+}
+
+/// The decision of a waiting `check` (denied as `verdict` says) admitted from the units just
+/// granted for its lease, taken out of `credits` (the one check crediting them,
+/// [`in_one_check`]), if they cover it: a check of one request item without a request id (a
+/// remembered one is the store's to remember), denied for want of units. Its decision is what
+/// deciding it again would give — leased, `reset_at` its share's, retry 0 — its `remaining`
+/// (the lease's balance) to be filled in once the rest is credited.
+fn spend_landed(
+    check: &Check,
+    verdict: &Verdict,
+    credits: Option<&mut Check>,
+    now_ms: u64,
+) -> Option<Decision> {
+    let [item] = check.items() else {
+        return None;
+    };
+    let denied = verdict.decisions.first()?;
+    if item.charge != Charge::Request || item.cost <= 0 || item.request_id.is_some() {
+        return None;
+    }
+    let mut found = None;
+    credits?.map_items(|credit| {
+        let same = *credit.limit.name == *item.limit.name && credit.identifier == item.identifier;
+        // Only units of a lease live now: a credit already over credits nothing.
+        let live = matches!(credit.charge, Charge::LeaseCredit { until_ms } if until_ms > now_ms);
+        if let (None, true, Charge::LeaseCredit { until_ms }) =
+            (&found, same && live, credit.charge)
+        {
+            if credit.cost >= item.cost {
+                credit.cost -= item.cost;
+                // A lease deciding alone says when it ends; a share, when it is whole again.
+                let reset_at_ms = match item.spend_lease {
+                    LeaseSpending::Only => until_ms,
+                    _ => denied.reset_at_ms,
+                };
+                found = Some(Decision {
+                    allowed: true,
+                    remaining: 0,
+                    reset_at_ms,
+                    retry_after_ms: 0,
+                    reason: Reason::Leased,
+                    ..*denied
+                });
+            }
+        }
+    });
+    found
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
@@ -758,6 +917,7 @@ fn units(credits: &[Check]) -> u64 {
 impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         if self.limits.is_empty() {
+            bump(&self.counters.region_script_calls, script_calls(checks));
             return self.region.check(checks, time).await;
         }
         let Some(now_ms) = time.at_ms() else {
@@ -781,7 +941,38 @@ impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
             )));
         }
         let regional = self.regional(checks);
-        let mut verdicts = self.region.check(&regional, time).await?;
+        // A check the region knows its share and lease cannot admit waits for the home at once:
+        // asking the region's store first would only hear the denial (and a wait not covered
+        // decides it there again).
+        let known: Vec<Option<Verdict>> = regional
+            .iter()
+            .map(|check| self.known_short(check, now_ms))
+            .collect();
+        let mut verdicts = if known.iter().all(Option::is_none) {
+            bump(&self.counters.region_script_calls, script_calls(&regional));
+            self.region.check(&regional, time).await?
+        } else {
+            let asked: Vec<Check> = regional
+                .iter()
+                .zip(&known)
+                .filter(|(_, known)| known.is_none())
+                .map(|(check, _)| check.clone())
+                .collect();
+            let mut answers = if asked.is_empty() {
+                Vec::new()
+            } else {
+                bump(&self.counters.region_script_calls, script_calls(&asked));
+                self.region.check(&asked, time).await?
+            }
+            .into_iter();
+            known
+                .into_iter()
+                .map(|known| known.or_else(|| answers.next()))
+                .collect::<Option<Vec<Verdict>>>()
+                .ok_or_else(|| {
+                    StoreError::Protocol("the region's store answered too few checks".into())
+                })?
+        };
         let waiting: Vec<usize> = (0..regional.len())
             .filter(|&i| self.waits(&regional[i], &verdicts[i], now_ms))
             .collect();
@@ -791,32 +982,5 @@ impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
         }
         self.report(&regional, &mut verdicts, now_ms);
         Ok(verdicts)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::up_to;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// A pool holding `held` admits the parts that fit, largest first, and takes exactly
-        /// `min(units, held)`.
-        #[test]
-        fn an_ask_for_up_to_units_takes_all_it_can_in_one_round_trip(
-            units in prop_oneof![0u64..300, any::<u64>()],
-            held in prop_oneof![0u64..300, any::<u64>()],
-        ) {
-            let parts: Vec<u64> = up_to(units).collect();
-            prop_assert!(parts.len() <= 65);
-            prop_assert_eq!(parts.iter().map(|&p| u128::from(p)).sum::<u128>(), u128::from(units));
-            let mut left = held;
-            for part in parts {
-                if part <= left {
-                    left -= part;
-                }
-            }
-            prop_assert_eq!(held - left, units.min(held));
-        }
     }
 }

@@ -28,6 +28,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::control::list::{self, ListEntry};
 use crate::control::{Assignment, AssignmentKind};
 use crate::decision::Decision;
+use crate::global::take::{self, Take, Taken};
 use crate::policy::{Algorithm, Policy};
 
 mod control;
@@ -701,9 +702,82 @@ fn apply(
     outcome
 }
 
+impl MemoryStore {
+    /// One take ([`crate::global::take`]) on the Rust step, its state and lease under their
+    /// locks (shard, then leases: the one order).
+    fn take_one(&self, take: &Take, now_ms: u64) -> Taken {
+        let item = &take.item;
+        let algorithm = item.limit.policy.algorithm();
+        let policy = if self.assigned.load(Ordering::Relaxed) > 0 {
+            self.effective_policy(&item.limit, &item.identifier, now_ms)
+        } else {
+            item.limit.policy
+        };
+        let key = KeyRef::new(&item.limit.name, algorithm, item.identifier.as_bytes());
+        let (hash, mut map) = self.locked(&key, now_ms);
+        let mut state = match map.find_mut(hash, &key) {
+            Some(held) => held.state(),
+            None => State::fresh(algorithm),
+        };
+        let mut leases = item.uses_lease().then(|| {
+            let mut table = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+            table.purge_expired(gc_horizon(now_ms));
+            table
+        });
+        let lease_key = (item.limit.name.clone(), item.identifier.clone());
+        let before = leases
+            .as_ref()
+            .and_then(|table| table.get(&lease_key).map(|(l, _)| *l))
+            .unwrap_or_default();
+        let mut lease = before;
+        let (granted, outcome) = take::take(
+            &policy,
+            &mut state,
+            &mut lease,
+            now_ms,
+            take.want(),
+            take.need,
+            item.spend_lease,
+        );
+        if let Some(table) = leases.as_mut() {
+            if lease != before {
+                let keep = lease.until_ms().saturating_add(GC_GRACE_MS);
+                table.insert(lease_key, lease, keep);
+            }
+        }
+        if outcome.changed {
+            let keep_until = keep_until(&outcome);
+            match map.find_mut(hash, &key) {
+                Some(mut held) => {
+                    held.set(state);
+                    held.set_expiry(keep_until);
+                }
+                None => map.insert_absent(hash, &key, &item.limit.name, state, keep_until),
+            }
+        }
+        Taken {
+            granted,
+            decision: outcome.decision,
+        }
+    }
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl Store for MemoryStore {
+    /// On the Rust step, each take in order.
+    async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
+        for take in takes {
+            take.refuse_bad()?;
+        }
+        let now_ms = match time {
+            TimeSource::At(ms) => ms,
+            TimeSource::Server => self.clock.now_ms(),
+        };
+        self.sweep_if_due(now_ms);
+        Ok(takes.iter().map(|t| self.take_one(t, now_ms)).collect())
+    }
+
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         for check in checks {
             check.refuse_bad_items()?;

@@ -32,6 +32,7 @@
 //! - [`resp`]: a minimal RESP client ([`command`], [`Reply`]) for setup and assertions.
 //! - [`http`]: a response header as text; raw HTTP/1.1 on a socket.
 //! - [`metrics`]: a Prometheus/OpenMetrics page, scraped and parsed.
+//! - `otlp` (feature `otlp`): an OTLP receiver, HTTP/protobuf and gRPC, decoding what arrives.
 //! - [`sf`]: structured-field lists (`RateLimit`, `RateLimit-Policy`).
 //! - [`tls`]: a certificate authority and server certificates made at test time.
 //!
@@ -64,6 +65,8 @@ pub mod metrics;
 pub mod net;
 pub mod objects;
 pub mod origin;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod redis;
 pub mod resp;
 pub mod rng;
