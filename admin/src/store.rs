@@ -345,7 +345,10 @@ mod tests {
         let e = parse(Some("memcached://h"), false, &[]).unwrap_err();
         assert!(e.contains("unknown store"), "{e}");
         let e = parse(Some("memory"), false, &[]).unwrap_err();
-        assert!(e.starts_with("--store: `memory` is a process's own store"), "{e}");
+        assert!(
+            e.starts_with("--store: `memory` is a process's own store"),
+            "{e}"
+        );
         let e = parse(Some("redis+cluster://a:1,,b:2"), false, &[]).unwrap_err();
         assert!(e.contains("cluster node 2"), "{e}");
         let shown = StoreUrl::Redis(StoreSpec::Upstash {
