@@ -152,12 +152,22 @@ impl StoreSpec {
     pub fn from_rest_vars(
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<StoreSpec>, StoreSpecError> {
-        match set(&lookup, REST_URL_VAR) {
-            None => Ok(None),
-            Some(url) => StoreSpec::parse(&format!("upstash+{}", url.trim()))?
-                .with_token(lookup)
-                .map(Some),
+        let Some(url) = set(&lookup, REST_URL_VAR) else {
+            return Ok(None);
+        };
+        let url = url.trim();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(StoreSpecError::Invalid {
+                field: Some(REST_URL_VAR.to_string()),
+                problem: format!("`{}` is not an http:// or https:// URL", redact(url)),
+            });
         }
+        StoreSpec::Upstash {
+            url: url.to_string(),
+            token: None,
+        }
+        .with_token(lookup)
+        .map(Some)
     }
 
     /// A configuration's shards — `(name, url_var, token_var)` each — with their URLs and
@@ -338,7 +348,8 @@ impl RestEndpoint {
         namespace: &str,
         timeout: Duration,
     ) -> Result<super::RestStore, StoreSpecError> {
-        rest::store(Some(&self.name), &self.url, &self.token, namespace, timeout)
+        let field = format!("store `{}`", self.name);
+        rest::store(Some(field), &self.url, &self.token, namespace, timeout)
     }
 }
 
@@ -383,9 +394,9 @@ mod rest {
     use crate::store::{Control, RestStore, Shard, ShardedStore};
 
     /// One REST store at `url`; a URL the store refuses (https without TLS) is bad input naming
-    /// `name` (a shard) or, without one, the store's URL.
+    /// `field` (e.g. a shard) or, without one, the store's URL.
     pub(super) fn store(
-        name: Option<&str>,
+        field: Option<String>,
         url: &str,
         token: &str,
         namespace: &str,
@@ -393,7 +404,7 @@ mod rest {
     ) -> Result<RestStore, StoreSpecError> {
         Ok(RestStore::new(url, token)
             .map_err(|e| StoreSpecError::Invalid {
-                field: name.map(|n| format!("shard `{n}`")),
+                field,
                 problem: redact(&format!("`{}`: {e}", url.trim())).into_owned(),
             })?
             .with_namespace(namespace)
@@ -417,7 +428,8 @@ mod rest {
         let shards = endpoints
             .iter()
             .map(|e| {
-                e.build(namespace, timeout)
+                let field = format!("shard `{}`", e.name);
+                store(Some(field), &e.url, &e.token, namespace, timeout)
                     .map(|s| Shard::new(e.name.clone(), s))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -567,6 +579,13 @@ mod tests {
             )
         );
         assert_eq!(StoreSpec::from_rest_vars(vars(&[])), Ok(None));
+        let e = StoreSpec::from_rest_vars(vars(&[(REST_URL_VAR, "ftp://u:s3cret@h")]))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!("{REST_URL_VAR}: `ftp://u:***@h` is not an http:// or https:// URL")
+        );
         assert_eq!(
             StoreSpec::from_rest_vars(vars(&[
                 (REST_URL_VAR, "https://eu1.upstash.io"),
