@@ -159,7 +159,7 @@ impl StoreSpec {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(StoreSpecError::Invalid {
                 field: Some(REST_URL_VAR.to_string()),
-                problem: format!("`{}` is not an http:// or https:// URL", redact(url)),
+                problem: format!("must be an http:// or https:// URL, got `{}`", redact(url)),
             });
         }
         StoreSpec::Upstash {
@@ -579,12 +579,23 @@ mod tests {
             )
         );
         assert_eq!(StoreSpec::from_rest_vars(vars(&[])), Ok(None));
+        // A Redis URL pasted where the REST URL belongs: named, its password redacted.
+        let e = StoreSpec::from_rest_vars(vars(&[(
+            REST_URL_VAR,
+            "rediss://default:Pa55w0rd%40@eu1.upstash.io:6379",
+        )]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.ends_with("got `rediss://default:***@eu1.upstash.io:6379`"),
+            "{e}"
+        );
         let e = StoreSpec::from_rest_vars(vars(&[(REST_URL_VAR, "ftp://u:s3cret@h")]))
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
-            format!("{REST_URL_VAR}: `ftp://u:***@h` is not an http:// or https:// URL")
+            format!("{REST_URL_VAR}: must be an http:// or https:// URL, got `ftp://u:***@h`")
         );
         assert_eq!(
             StoreSpec::from_rest_vars(vars(&[
