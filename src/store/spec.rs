@@ -203,10 +203,7 @@ impl StoreSpec {
                     url,
                     token: Some(token),
                 }),
-                None => Err(StoreSpecError::Unset {
-                    var: REST_TOKEN_VAR.to_string(),
-                    needed_by: format!("the REST store `{}` needs its token", redact(&url)),
-                }),
+                None => Err(no_token(&url)),
             },
             other => Ok(other),
         }
@@ -226,15 +223,15 @@ impl StoreSpec {
                 if cfg!(all(feature = "resp", not(target_arch = "wasm32"))) {
                     format!("`{self}` is reached over RESP: it is connected, not built")
                 } else {
-                    format!("`{self}`: this build has no RESP store (edgelimit's `resp` feature, native only)")
+                    format!(
+                        "`{self}`: this build has no RESP store (edgelimit's `resp` feature, \
+                         native only)"
+                    )
                 },
             )),
             StoreSpec::Upstash { url, token } => {
                 let Some(token) = token else {
-                    return Err(StoreSpecError::Unset {
-                        var: REST_TOKEN_VAR.to_string(),
-                        needed_by: format!("the REST store `{}` needs its token", redact(url)),
-                    });
+                    return Err(no_token(url));
                 };
                 rest::single(url, token, namespace, timeout)
             }
@@ -361,6 +358,14 @@ impl fmt::Debug for RestEndpoint {
             .field("url", &redact(&self.url))
             .field("token", &"<redacted>")
             .finish()
+    }
+}
+
+/// The REST store at `url` has no token: the variable it is read from is named.
+fn no_token(url: &str) -> StoreSpecError {
+    StoreSpecError::Unset {
+        var: REST_TOKEN_VAR.to_string(),
+        needed_by: format!("the REST store `{}` needs its token", redact(url)),
     }
 }
 
