@@ -61,7 +61,7 @@ pub fn main(cli: &Cli, env: impl Fn(&str) -> Option<String>) -> Result<Report, A
                 "is the admin route's: it goes with --worker (a Redis store's token comes from \
                  UPSTASH_REDIS_REST_TOKEN)",
             )),
-            None => StoreUrl::for_config(cli.store.as_deref(), cli.cluster, &config.shards, env)?,
+            None => StoreUrl::for_config(cli.store.as_deref(), cli.cluster, &config, env)?,
         };
     let timeout = Duration::from_millis(command::duration_ms("--timeout", &cli.timeout)?);
     let runtime = tokio::runtime::Builder::new_current_thread()

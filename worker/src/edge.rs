@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use edgelimit::global::GlobalStore;
 use edgelimit::http::{HeaderFields, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::redact::redact;
-use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::{Check, RestStore, Store, StoreError, TimeSource, Verdict};
+use edgelimit::store::{ShardedStore, StoreSpecError, REST_TOKEN_VAR, REST_URL_VAR};
+use edgelimit::{Check, Control, RestStore, Store, StoreError, TimeSource, Verdict};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
     console_error, console_log, event, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Context,
@@ -49,11 +49,12 @@ type Objects = Rc<ShardedStore<ObjectShard>>;
 /// the other regions' (lenders of unused capacity).
 type RegionStore = GlobalStore<Arc<RestStore>, Arc<RestStore>, Arc<RestStore>>;
 
-/// The request path's store, chosen when the isolate loads: Upstash, the Durable Objects, or
-/// (with a `global` section) one region's. Only the objects are controlled through the Worker
-/// (Redis has edgelimit-admin), so only they are linked as `Control`.
+/// The request path's store, chosen when the isolate loads: Redis as the library builds it from
+/// the configuration (one REST store, or its shards), the Durable Objects (the one store only a
+/// Worker has, built here), or (with a `global` section) one region's. Only the objects are
+/// controlled through the Worker (Redis has edgelimit-admin).
 enum WorkerStore {
-    Upstash(ShardedStore<RestStore>),
+    Redis(Box<dyn Control>),
     Objects(Objects),
     Global(Box<RegionStore>),
 }
@@ -62,7 +63,7 @@ enum WorkerStore {
 impl Store for WorkerStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         match self {
-            WorkerStore::Upstash(store) => store.check(checks, time).await,
+            WorkerStore::Redis(store) => store.check(checks, time).await,
             WorkerStore::Objects(store) => store.check(checks, time).await,
             WorkerStore::Global(store) => store.check(checks, time).await,
         }
@@ -123,40 +124,43 @@ fn load_config(env: &Env) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-fn rest_store(
-    env: &Env,
-    config: &Config,
-    url_var: &str,
-    token_var: &str,
-) -> Result<RestStore, String> {
-    let url = env_text(env, url_var).ok_or_else(|| {
-        format!("{url_var} is not set: `wrangler secret put {url_var}` (or .dev.vars locally)")
-    })?;
-    let token = env_text(env, token_var).ok_or_else(|| {
-        format!("{token_var} is not set: `wrangler secret put {token_var}` (or .dev.vars locally)")
-    })?;
-    RestStore::new(&url, &token)
-        .map(|s| {
-            s.with_namespace(config.namespace.clone())
-                .with_timeout(config.timeout)
-        })
-        .map_err(|e| e.to_string())
+/// The library's refusal of the configured store, saying how to set a missing secret.
+fn store_problem(e: StoreSpecError) -> String {
+    match e {
+        StoreSpecError::Unset { var, needed_by } => format!(
+            "{var} is not set ({needed_by}): `wrangler secret put {var}` (or .dev.vars locally)"
+        ),
+        other => other.to_string(),
+    }
 }
 
-/// The store the deployment has: `store` as configured, else Upstash when its URL is set (or
-/// shards are listed), else the Durable Object binding.
-fn store_kind(env: &Env, config: &Config) -> Result<StoreKind, String> {
+/// The store the deployment has: `store` as configured, else Redis when the configuration names
+/// one (its shards, or `UPSTASH_REDIS_REST_URL` set), else the Durable Object binding. Redis is
+/// built by the library from the configuration; the objects, which only a Worker has, here.
+fn configured_store(env: &Env, config: &Config) -> Result<WorkerStore, String> {
     let bound = env.durable_object(STATE_BINDING).is_ok();
-    match config.store {
-        Some(StoreKind::DurableObject) if !bound => Err(format!(
-            "store = \"durable-object\" needs the Durable Object binding {STATE_BINDING} (class \
-             EdgeLimitState): see the root wrangler.toml"
-        )),
-        Some(kind) => Ok(kind),
-        None if env_text(env, REST_URL_VAR).is_some() || !config.shards.is_empty() => {
-            Ok(StoreKind::Upstash)
+    if config.store == Some(StoreKind::DurableObject) {
+        if !bound {
+            return Err(format!(
+                "store = \"durable-object\" needs the Durable Object binding {STATE_BINDING} \
+                 (class EdgeLimitState): see the root wrangler.toml"
+            ));
         }
-        None if bound => Ok(StoreKind::DurableObject),
+        return durable_objects(env, config).map(WorkerStore::Objects);
+    }
+    let spec = config
+        .store_spec(|name| env_text(env, name))
+        .map_err(store_problem)?;
+    match spec {
+        Some(spec) => spec
+            .build(&config.namespace, config.timeout)
+            .map(WorkerStore::Redis)
+            .map_err(store_problem),
+        None if config.store == Some(StoreKind::Upstash) => Err(format!(
+            "{REST_URL_VAR} is not set: `wrangler secret put {REST_URL_VAR}` (or .dev.vars \
+             locally)"
+        )),
+        None if bound => durable_objects(env, config).map(WorkerStore::Objects),
         None => Err(format!(
             "no store: set {REST_URL_VAR} and {REST_TOKEN_VAR} (`wrangler secret put`) for \
              Upstash, or bind the Durable Object class EdgeLimitState as {STATE_BINDING} (the \
@@ -165,43 +169,36 @@ fn store_kind(env: &Env, config: &Config) -> Result<StoreKind, String> {
     }
 }
 
-fn upstash_store(env: &Env, config: &Config) -> Result<ShardedStore<RestStore>, String> {
-    let shards = if config.shards.is_empty() {
-        vec![Shard::new(
-            "default",
-            rest_store(env, config, REST_URL_VAR, REST_TOKEN_VAR)?,
-        )]
-    } else {
-        config
-            .shards
-            .iter()
-            .map(|s| {
-                Ok(Shard::new(
-                    s.name.clone(),
-                    rest_store(env, config, &s.url_var, &s.token_var)?,
-                ))
-            })
-            .collect::<Result<Vec<_>, String>>()?
-    };
-    ShardedStore::new(shards).map_err(|e| e.to_string())
+/// The Durable Objects bound as `EDGELIMIT_STATE`, as one store.
+fn durable_objects(env: &Env, config: &Config) -> Result<Objects, String> {
+    let namespace = env
+        .durable_object(STATE_BINDING)
+        .map_err(|e| format!("{STATE_BINDING}: {e}"))?;
+    let key = placement_key(env_text(env, SHARD_KEY_VAR).as_deref(), &namespace)
+        .map_err(|e| e.to_string())?;
+    Ok(Rc::new(
+        object_store(&namespace, config.objects, config.timeout, key).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// One request path per region, each over the region's store and the home's
 /// (docs/design.md §9).
 fn regional_edges(env: &Env, config: &Config) -> Result<Vec<Edge<WorkerStore>>, String> {
     let global = config.global.as_ref().expect("a global section");
-    let home = Arc::new(rest_store(
-        env,
-        config,
-        &global.home.url_var,
-        &global.home.token_var,
-    )?);
-    let stores = global
-        .regions
+    let (home, regions) = config
+        .global_endpoints(|name| env_text(env, name))
+        .map_err(store_problem)?
+        .expect("a global section");
+    let build = |endpoint: &edgelimit::store::RestEndpoint| {
+        endpoint
+            .build(&config.namespace, config.timeout)
+            .map(Arc::new)
+            .map_err(store_problem)
+    };
+    let home = build(&home)?;
+    let stores = regions
         .iter()
-        .map(|region| {
-            rest_store(env, config, &region.store.url_var, &region.store.token_var).map(Arc::new)
-        })
+        .map(build)
         .collect::<Result<Vec<_>, String>>()?;
     global
         .regions
@@ -251,21 +248,8 @@ impl Isolate {
                 guard: RouteGuard::new(),
             });
         }
-        let store = match store_kind(env, &config)? {
-            StoreKind::Upstash => WorkerStore::Upstash(upstash_store(env, &config)?),
-            StoreKind::DurableObject => {
-                let namespace = env
-                    .durable_object(STATE_BINDING)
-                    .map_err(|e| format!("{STATE_BINDING}: {e}"))?;
-                let key = placement_key(env_text(env, SHARD_KEY_VAR).as_deref(), &namespace)
-                    .map_err(|e| e.to_string())?;
-                WorkerStore::Objects(Rc::new(
-                    object_store(&namespace, config.objects, config.timeout, key)
-                        .map_err(|e| e.to_string())?,
-                ))
-            }
-        };
-        if let (Some(path), WorkerStore::Upstash(_) | WorkerStore::Global(_)) =
+        let store = configured_store(env, &config)?;
+        if let (Some(path), WorkerStore::Redis(_) | WorkerStore::Global(_)) =
             (&config.admin_path, &store)
         {
             return Err(admin_over_redis(path));

@@ -8,6 +8,7 @@ pub mod file;
 pub mod global;
 mod limits;
 mod raw;
+mod store;
 mod tokens;
 mod validate;
 
