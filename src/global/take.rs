@@ -173,8 +173,9 @@ pub(crate) fn up_to(units: u64) -> impl Iterator<Item = u64> {
         .chain((0..powers).rev().map(|k| 1u64 << k))
 }
 
-/// [`Store::take`]'s default: each take as request checks of its [`up_to`] parts and a look,
-/// one batch for all (see [`Store::take`] for how its decisions differ when short).
+/// [`Store::take`]'s default: each take as request checks of its parts (a remainder and powers
+/// of two) and a look, one batch for all (see [`Store::take`] for how its decisions differ when
+/// short).
 pub async fn take_by_checks<S: Store + ?Sized>(
     store: &S,
     takes: &[Take],
