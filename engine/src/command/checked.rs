@@ -525,4 +525,143 @@ mod tests {
             Ok(Identifier::from("203.0.113.7"))
         );
     }
+
+    const CONFIG: &str = r#"
+list_sources = ["ip", "country"]
+
+[[rules]]
+name = "api"
+limits = [
+  { name = "per-ip", policy = "gcra 10/1s burst 20", identifier = "ip", tiers = { pro = "gcra 100/1s burst 200" } },
+]
+"#;
+
+    /// Every command line plans the control operation it names, its instants set when it runs.
+    #[test]
+    fn each_command_line_plans_its_control_operation() {
+        use clap::Parser;
+        let config = crate::config::file::parse(CONFIG, "c.toml").unwrap();
+        let limit = Limit::clone(&config.rules[0].limits[0].limit);
+        let who = Identifier::from("192.0.2.1");
+        let entry: ListEntry = "ip 192.0.2.0/24".parse().unwrap();
+        let (now, time) = (1_000, TimeSource::At(1_000));
+        let cases = [
+            (
+                "peek per-ip 192.0.2.1",
+                ControlOp::Peek {
+                    limit: limit.clone(),
+                    identifier: who.clone(),
+                    time,
+                },
+            ),
+            (
+                "reset per-ip 192.0.2.1",
+                ControlOp::Reset {
+                    limit: limit.clone(),
+                    identifier: who.clone(),
+                },
+            ),
+            (
+                "tier set per-ip 192.0.2.1 pro --ttl 1h",
+                ControlOp::Assign {
+                    limit: limit.clone(),
+                    identifier: who.clone(),
+                    assignment: Some(Assignment::Tier("pro".into())),
+                    until_ms: Some(now + 3_600_000),
+                },
+            ),
+            (
+                "tier get per-ip 192.0.2.1",
+                ControlOp::Assignments {
+                    limit: limit.clone(),
+                    identifier: who.clone(),
+                },
+            ),
+            (
+                "tier clear per-ip 192.0.2.1",
+                ControlOp::ClearAssignment {
+                    limit: limit.clone(),
+                    identifier: who.clone(),
+                    kind: AssignmentKind::Tier,
+                },
+            ),
+            (
+                "override set per-ip 192.0.2.1 'gcra 5/1s burst 5'",
+                ControlOp::Assign {
+                    limit: limit.clone(),
+                    identifier: who.clone(),
+                    assignment: Some(Assignment::Override("gcra 5/1s burst 5".parse().unwrap())),
+                    until_ms: None,
+                },
+            ),
+            (
+                "override clear per-ip 192.0.2.1",
+                ControlOp::ClearAssignment {
+                    limit: limit.clone(),
+                    identifier: who.clone(),
+                    kind: AssignmentKind::Override,
+                },
+            ),
+            (
+                "deny add ip 192.0.2.0/24 --rule api --ttl 30s",
+                ControlOp::ListAdd {
+                    list: "deny:api".into(),
+                    entry: entry.clone(),
+                    until_ms: Some(now + 30_000),
+                    now_ms: now,
+                },
+            ),
+            (
+                "allow add 'ip 192.0.2.0/24'",
+                ControlOp::ListAdd {
+                    list: "allow".into(),
+                    entry: entry.clone(),
+                    until_ms: None,
+                    now_ms: now,
+                },
+            ),
+            (
+                "deny remove ip 192.0.2.0/24",
+                ControlOp::ListRemove {
+                    list: "deny".into(),
+                    entry,
+                },
+            ),
+            (
+                "allow list --rule api",
+                ControlOp::ListEntries {
+                    list: "allow:api".into(),
+                    now_ms: now,
+                },
+            ),
+        ];
+        for (line, expected) in cases {
+            let words = line_words(line);
+            let cli = crate::command::Cli::try_parse_from(
+                std::iter::once("edgelimit-admin").chain(words.iter().map(String::as_str)),
+            )
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+            let planned = plan(&cli.command, &config, "c.toml", false).unwrap();
+            assert_eq!(planned.at(now, time), expected, "{line}");
+            let subject = planned.subject();
+            assert_eq!(
+                subject.as_ref().map(|s| s.given.as_str()),
+                expected.subject().map(|_| "192.0.2.1"),
+                "{line}"
+            );
+        }
+    }
+
+    /// A line's words as a shell splits them: quotes group, nothing else is special here.
+    fn line_words(line: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        for (i, part) in line.split('\'').enumerate() {
+            if i % 2 == 1 {
+                words.push(part.to_string());
+            } else {
+                words.extend(part.split_whitespace().map(str::to_string));
+            }
+        }
+        words
+    }
 }
