@@ -293,6 +293,42 @@ mod tests {
         }
     }
 
+    /// The JSON a deployed object reads: field names and shapes as they were first sent.
+    #[test]
+    fn the_json_shape_is_the_deployed_one() {
+        let entry: ListEntry = "ip 192.0.2.0/24".parse().unwrap();
+        let limit = Limit::new("per-ip", "fixed 5/1m".parse().unwrap());
+        for (op, json) in [
+            (
+                ControlOp::ListAdd {
+                    list: "deny".into(),
+                    entry: entry.clone(),
+                    until_ms: Some(5_000),
+                    now_ms: 1_000,
+                },
+                r#"{"list_add":{"list":"deny","entry":"ip 192.0.2.0/24","until_ms":5000,"now_ms":1000}}"#,
+            ),
+            (
+                ControlOp::ClearAssignment {
+                    limit: limit.clone(),
+                    identifier: Identifier::from("a"),
+                    kind: AssignmentKind::Override,
+                },
+                r#"{"clear_assignment":{"limit":{"name":"per-ip","policy":"fixed 5/1m"},"identifier":"YQ==","kind":"o"}}"#,
+            ),
+            (
+                ControlOp::Peek {
+                    limit,
+                    identifier: Identifier::from("a"),
+                    time: TimeSource::Server,
+                },
+                r#"{"peek":{"limit":{"name":"per-ip","policy":"fixed 5/1m"},"identifier":"YQ==","at_ms":null}}"#,
+            ),
+        ] {
+            assert_eq!(serde_json::to_string(&WireCall::of(&op)).unwrap(), json);
+        }
+    }
+
     /// A peek without the caller's instant is read on the store's side's clock when it has one.
     #[test]
     fn a_peek_without_an_instant_takes_the_servers() {
