@@ -33,9 +33,9 @@ pub async fn execute(
             let verdict = store.peek(&effective, &subject.identifier, time).await?;
             Report::Standing(Standing::new(&subject, policy, views, &verdict))
         }
-        (operation @ ControlOp::Reset { .. }, Some(subject)) => Report::Reset(ResetReport {
+        (ControlOp::Reset { .. }, Some(subject)) => Report::Reset(ResetReport {
             who: (&subject).into(),
-            existed: store.apply(operation).await?.existed()?,
+            existed: store.reset(&subject.limit, &subject.identifier).await?,
         }),
         (
             ControlOp::Assign {
@@ -65,12 +65,14 @@ pub async fn execute(
             let held = held(store, &subject).await?;
             report(&subject, "get", None, &held, now_ms)
         }
-        (operation @ ControlOp::ClearAssignment { kind, .. }, Some(subject)) => {
+        (ControlOp::ClearAssignment { kind, .. }, Some(subject)) => {
             let mut held = held(store, &subject).await?;
             // As it stood before: whether the removed one was deciding.
             let cleared = of_kind(&subject.limit, &held, kind, now_ms);
             if cleared.is_some() {
-                store.apply(operation).await?.done()?;
+                store
+                    .clear_assignment(&subject.limit, &subject.identifier, kind)
+                    .await?;
             }
             held.retain(|(a, _)| a.kind() != kind);
             report(&subject, "clear", Some(cleared), &held, now_ms)
@@ -115,6 +117,8 @@ pub async fn execute(
             list,
             now_ms,
         }),
+        // What `plan` never makes: an assignment clearing both kinds, an operation on one
+        // identifier without it.
         (operation, _) => {
             return Err(AdminError::Store(format!(
                 "`{}` is not a command of the command line",
