@@ -28,6 +28,8 @@
 //! - [`own_id`]: the path's own request ids, which no client chooses.
 //! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
 //! - [`admin_route`]: live control through a host's admin route (`admin_path`).
+//! - `command` (feature `cli`): the control command line of `edgelimit-admin` and `sim
+//!   --overrides`, checked against the configuration into a control operation.
 //! - [`route_guard`]: the door of the guarded routes (admin, metrics): the token, and failed
 //!   attempts limited per client address.
 //! - [`wire`]: the calls and answers between a host and its Durable Objects or admin route.
@@ -45,6 +47,8 @@
 struct ReadmeDoctests;
 
 pub mod admin_route;
+#[cfg(feature = "cli")]
+pub mod command;
 pub mod config;
 pub mod exceed_counters;
 pub mod identify;
