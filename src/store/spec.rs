@@ -239,6 +239,36 @@ impl StoreSpec {
         }
     }
 
+    /// Builds a REST store (`upstash+…`, or a configuration's shards) as the one concrete type
+    /// both take, a [`super::ShardedStore`] of [`super::RestStore`]s (a single endpoint is its
+    /// one shard, `default`): for a host that reaches Redis only over REST and calls nothing
+    /// but [`super::Store::check`], so no control operation is linked into it (the Worker's
+    /// size budget). Any other store is refused, named.
+    #[cfg(feature = "rest")]
+    pub fn build_rest(
+        &self,
+        namespace: &str,
+        timeout: Duration,
+    ) -> Result<super::ShardedStore<super::RestStore>, StoreSpecError> {
+        match self {
+            StoreSpec::Upstash { url, token } => {
+                let Some(token) = token else {
+                    return Err(no_token(url));
+                };
+                let endpoint = RestEndpoint {
+                    name: "default".to_string(),
+                    url: url.clone(),
+                    token: token.clone(),
+                };
+                rest::shards(false, std::slice::from_ref(&endpoint), namespace, timeout)
+            }
+            StoreSpec::Shards(endpoints) => rest::shards(true, endpoints, namespace, timeout),
+            other => Err(StoreSpecError::invalid(format!(
+                "`{other}` is not a REST store (upstash+http(s)://… or shards)"
+            ))),
+        }
+    }
+
     /// Connects to the store (or builds it, when it needs no connection), keeping keys under
     /// `namespace`, with `timeout` for connecting and for each answer.
     pub async fn connect(
@@ -430,19 +460,29 @@ mod rest {
         namespace: &str,
         timeout: Duration,
     ) -> Result<Box<dyn Control>, StoreSpecError> {
+        Ok(Box::new(shards(true, endpoints, namespace, timeout)?))
+    }
+
+    /// The endpoints as one sharded store; `shards_named` says whether an endpoint's error names
+    /// its shard (a configuration's shards) or only its URL (one store given by URL).
+    pub(super) fn shards(
+        shards_named: bool,
+        endpoints: &[RestEndpoint],
+        namespace: &str,
+        timeout: Duration,
+    ) -> Result<ShardedStore<RestStore>, StoreSpecError> {
         let shards = endpoints
             .iter()
             .map(|e| {
-                let field = format!("shard `{}`", e.name);
-                store(Some(field), &e.url, &e.token, namespace, timeout)
+                let field = shards_named.then(|| format!("shard `{}`", e.name));
+                store(field, &e.url, &e.token, namespace, timeout)
                     .map(|s| Shard::new(e.name.clone(), s))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let store = ShardedStore::new(shards).map_err(|e| StoreSpecError::Invalid {
+        ShardedStore::new(shards).map_err(|e| StoreSpecError::Invalid {
             field: Some("shards".to_string()),
             problem: e.to_string(),
-        })?;
-        Ok(Box::new(store))
+        })
     }
 }
 

@@ -13,7 +13,7 @@ use edgelimit::global::GlobalStore;
 use edgelimit::http::{HeaderFields, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::redact::redact;
 use edgelimit::store::{ShardedStore, StoreSpecError, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::{Check, Control, RestStore, Store, StoreError, TimeSource, Verdict};
+use edgelimit::{Check, RestStore, Store, StoreError, TimeSource, Verdict};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
     console_error, console_log, event, js_sys, web_sys, AnalyticsEngineDataPointBuilder, Context,
@@ -52,9 +52,10 @@ type RegionStore = GlobalStore<Arc<RestStore>, Arc<RestStore>, Arc<RestStore>>;
 /// The request path's store, chosen when the isolate loads: Redis as the library builds it from
 /// the configuration (one REST store, or its shards), the Durable Objects (the one store only a
 /// Worker has, built here), or (with a `global` section) one region's. Only the objects are
-/// controlled through the Worker (Redis has edgelimit-admin).
+/// controlled through the Worker (Redis has edgelimit-admin), so Redis is held as the library's
+/// concrete REST type, not as `Control`: its control operations stay out of the wasm.
 enum WorkerStore {
-    Redis(Box<dyn Control>),
+    Redis(ShardedStore<RestStore>),
     Objects(Objects),
     Global(Box<RegionStore>),
 }
@@ -153,7 +154,7 @@ fn configured_store(env: &Env, config: &Config) -> Result<WorkerStore, String> {
         .map_err(store_problem)?;
     match spec {
         Some(spec) => spec
-            .build(&config.namespace, config.timeout)
+            .build_rest(&config.namespace, config.timeout)
             .map(WorkerStore::Redis)
             .map_err(store_problem),
         None if config.store == Some(StoreKind::Upstash) => Err(format!(
