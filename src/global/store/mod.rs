@@ -983,4 +983,14 @@ impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
         self.report(&regional, &mut verdicts, now_ms);
         Ok(verdicts)
     }
+
+    /// Refills are queued: the next requests find their leases credited once they are sent.
+    fn upkeep_due(&self) -> bool {
+        self.refill_due_since().is_some()
+    }
+
+    /// Sends the queued refills ([`GlobalStore::refill`]).
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        self.refill(now_ms).await
+    }
 }
