@@ -321,11 +321,17 @@ impl ResponseView for InnerResponse<'_> {
 /// Runs the work a request left for after its response in a task of its own, when there is
 /// any: the response never waits for it. A commit that fails leaves the estimate charged and
 /// the leases to their timeout (the safe side), and the limiter counts the store's failure.
+#[inline]
 fn after_response<S: Store + 'static>(shared: &Arc<Shared<S>>, work: AfterResponse) {
-    if work.is_empty() {
-        return;
+    if !work.is_empty() {
+        spawn_after_response(shared.clone(), work);
     }
-    let shared = shared.clone();
+}
+
+/// [`after_response`]'s task. Out of line: a request with nothing to do after its response
+/// (most) carries none of the spawn's code in its own.
+#[inline(never)]
+fn spawn_after_response<S: Store + 'static>(shared: Arc<Shared<S>>, work: AfterResponse) {
     tokio::spawn(async move {
         let now_ms = shared.clock.now_ms();
         let _ = shared.edge.run_after_response(work, now_ms).await;
