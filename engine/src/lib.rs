@@ -4,9 +4,10 @@
 //!
 //! Per request: match the configured rules, take each limit's identifier from the request,
 //! decide every limit in one all-or-nothing call to the store, then either forward with
-//! `RateLimit` headers or answer 429 with a problem body; after the response, settle what it
-//! reserved. The host converts its request into a [`RequestView`], calls [`Edge::handle`], and
-//! does the I/O around it; nothing here touches a network or a runtime.
+//! `RateLimit` headers or answer 429 with a problem body; after the response, run the work it
+//! left (settle what it reserved, the store's upkeep). The host converts its request into a
+//! [`RequestView`], calls [`Edge::handle`], and does the I/O around it; nothing here touches a
+//! network or a runtime.
 //!
 //! The crate's README shows a request through the pipeline, end to end.
 //!
@@ -25,6 +26,8 @@
 //! - [`plan`]: request → checks ([`Plan`]).
 //! - [`ruling`]: verdicts → the answer ([`Outcome`]) → header fields and problem body.
 //! - [`settlement`]: what a request settles once its response is known.
+//! - [`after_response`]: the work a request leaves for after its response — its settlement and
+//!   the store's upkeep — as one value every host runs.
 //! - [`own_id`]: the path's own request ids, which no client chooses.
 //! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
 //! - [`admin_route`]: live control through a host's admin route (`admin_path`).
@@ -47,6 +50,7 @@
 struct ReadmeDoctests;
 
 pub mod admin_route;
+pub mod after_response;
 #[cfg(feature = "cli")]
 pub mod command;
 pub mod config;
@@ -68,12 +72,13 @@ pub mod settlement;
 pub mod trace;
 pub mod wire;
 
+pub use after_response::{AfterResponse, AfterResponseDone, ResponseView};
 pub use config::{Config, ConfigError, CustomSource, CONFIG_VAR};
 pub use identify::{IdentifierSource, OwnedRequest, RequestView};
 pub use lists::{Denial, DenyCache, ProbeSource, StaticList, Via};
 pub use log_line::{LimitLine, LogLine};
 pub use metrics_page::METRICS_CONTENT_TYPE;
-pub use pipeline::{AnalyticsPoint, Edge, Handled, Route, Settled};
+pub use pipeline::{AnalyticsPoint, Edge, Handled, Route};
 pub use plan::{Absent, Decided, Incoming, Plan};
 pub use request_decision::RequestDecision;
 pub use rules::{

@@ -57,6 +57,22 @@ pub trait Store: MaybeSendSync {
     async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
         crate::global::take::take_by_checks(self, takes, time).await
     }
+
+    /// Whether the store has queued work of its own to do once a response is out (a global
+    /// store's lease refills, [`crate::global::GlobalStore`]): a host then leaves
+    /// [`Store::upkeep`] to run after the response, off the request path. Most stores have
+    /// none; asking costs no I/O.
+    fn upkeep_due(&self) -> bool {
+        false
+    }
+
+    /// Does the work [`Store::upkeep_due`] announced, at `now_ms` (epoch ms, the caller's
+    /// clock). Each call does what was queued when it runs, so two concurrent calls never do
+    /// one piece twice; what fails is queued again by the next request that needs it.
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        let _ = now_ms;
+        Ok(())
+    }
 }
 
 /// Live control of what a [`Store`] decides with: per-identifier tiers and overrides (the
@@ -241,6 +257,14 @@ impl<S: Store + ?Sized> Store for Box<S> {
     async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
         (**self).take(takes, time).await
     }
+
+    fn upkeep_due(&self) -> bool {
+        (**self).upkeep_due()
+    }
+
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        (**self).upkeep(now_ms).await
+    }
 }
 
 /// A shared store decides as the store it holds: one home's store behind the global stores of
@@ -263,6 +287,14 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
         (**self).take(takes, time).await
+    }
+
+    fn upkeep_due(&self) -> bool {
+        (**self).upkeep_due()
+    }
+
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        (**self).upkeep(now_ms).await
     }
 }
 

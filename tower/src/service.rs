@@ -2,8 +2,9 @@
 //! rule matches (or one exempt) goes straight to the inner service; any other goes down the
 //! request path first, and is forwarded with the `RateLimit` headers or answered by the layer;
 //! the configuration's `metrics_path`, if set, is answered with the counters.
-//! After the inner service answered, what the request reserved is settled — from the response
-//! it gave — before the response goes out.
+//! The work a request leaves for after its response (its settlement, read from the inner
+//! service's response, and the store's upkeep) runs in a tokio task of its own: the response
+//! goes out without waiting for it.
 //!
 //! The store's failures are logged with `tracing` (target `edgelimit`), at most one line per
 //! failure class per minute with the count of those it stands for (the limiter's
@@ -18,6 +19,7 @@
 //! A limited request runs inside an `edgelimit.layer` span (`crate::trace`), around the request
 //! path's own `edgelimit.decide` span and the inner service's.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::ops::Range;
@@ -29,14 +31,16 @@ use bytes::Bytes;
 use edgelimit::http::HeaderFields;
 use edgelimit::Store;
 use edgelimit_engine::admin_route::AdminAnswer;
-use edgelimit_engine::rules::STATUS_FIELD;
-use edgelimit_engine::{Action, Handled, RequestView, Route, METRICS_CONTENT_TYPE};
+use edgelimit_engine::{
+    Action, AfterResponse, RequestView, ResponseView, Route, METRICS_CONTENT_TYPE,
+};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
+use crate::custom::Customs;
 use crate::request::{limited_places, HttpRequest, ReadAhead};
 use crate::shared::Shared;
 use crate::trace;
@@ -204,10 +208,10 @@ fn refusal<B>(refused: AdminAnswer) -> Response<ResponseBody<B>> {
     response
 }
 
-/// One limited request: the request path, then the inner service or the layer's answer, then
-/// the settlement.
+/// One limited request: the request path, then the inner service or the layer's answer; the
+/// work left for after the response is handed to a task of its own.
 async fn limited<Svc, S, ReqBody, ResBody>(
-    shared: Arc<Shared<S>>,
+    owned: Arc<Shared<S>>,
     mut inner: Svc,
     mut parts: request::Parts,
     body: ReqBody,
@@ -215,9 +219,9 @@ async fn limited<Svc, S, ReqBody, ResBody>(
 ) -> Answer<ResBody, Svc::Error>
 where
     Svc: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    S: Store,
+    S: Store + 'static,
 {
-    let shared = &*shared;
+    let shared = &*owned;
     let request = HttpRequest::new(&parts, &shared.reading).with_read_ahead(matched);
     // The isolate's clock is read by its memory of the dynamic lists' denials alone: without
     // those lists the time is never looked at, and the clock is not read for it.
@@ -251,16 +255,16 @@ where
                 Ok(response) => {
                     let (mut head, body) = response.into_parts();
                     add_fields(&mut head.headers, answer.headers);
-                    if handled.settles() {
-                        settle(shared, &handled, Some(&head)).await;
-                    }
+                    let inner_response = InnerResponse {
+                        head: &head,
+                        customs: &shared.reading.customs,
+                    };
+                    after_response(&owned, handled.after_response(Some(&inner_response)));
                     Ok(Response::from_parts(head, ResponseBody::inner(body)))
                 }
                 Err(e) => {
                     // No response states a cost: the estimates stand, leases are released.
-                    if handled.settles() {
-                        settle(shared, &handled, None).await;
-                    }
+                    after_response(&owned, handled.after_response(None));
                     Err(e)
                 }
             };
@@ -271,6 +275,8 @@ where
             content_type,
         } => (status, body, content_type),
     };
+    // A refused request took nothing, but an admitting shadow check holds its leases.
+    after_response(&owned, handled.after_response(None));
     let mut response = Response::new(ResponseBody::answer(body_text));
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -283,34 +289,54 @@ where
     Ok(response)
 }
 
-/// Sends what the request settles (one that [`Handled::settles`]), read from the inner
-/// service's response (`None` when it failed): a custom cost from its closure, any other from
-/// the response's header fields.
-async fn settle<S: Store>(
-    shared: &Shared<S>,
-    handled: &Handled<'_>,
-    head: Option<&response::Parts>,
-) {
-    let settlement = handled.settlement(|field| {
-        let head = head?;
-        if field == STATUS_FIELD {
-            return Some(head.status.as_u16().to_string());
-        }
-        match field.strip_prefix("custom:") {
-            Some(custom) => shared
-                .reading
-                .customs
-                .cost(custom, head)
-                .map(|cost| cost.to_string()),
-            None => head.headers.get(field)?.to_str().ok().map(str::to_string),
-        }
-    });
-    if let Some(settlement) = settlement {
-        // A commit that fails leaves the estimate charged and the leases to their timeout:
-        // the safe side, and the limiter counts the store's failure.
-        let _ = shared.edge.settle(settlement).await;
-        log_store_failures(shared);
+/// The inner service's response as the work after it reads it: a `custom:` cost from its
+/// closure, any other field from the response's header fields.
+struct InnerResponse<'a> {
+    head: &'a response::Parts,
+    customs: &'a Customs,
+}
+
+impl ResponseView for InnerResponse<'_> {
+    fn status(&self) -> u16 {
+        self.head.status.as_u16()
     }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, str>> {
+        match name.strip_prefix("custom:") {
+            Some(custom) => self
+                .customs
+                .cost(custom, self.head)
+                .map(|cost| Cow::Owned(cost.to_string())),
+            None => self
+                .head
+                .headers
+                .get(name)?
+                .to_str()
+                .ok()
+                .map(Cow::Borrowed),
+        }
+    }
+}
+
+/// Runs the work a request left for after its response in a task of its own, when there is
+/// any: the response never waits for it. A commit that fails leaves the estimate charged and
+/// the leases to their timeout (the safe side), and the limiter counts the store's failure.
+#[inline]
+fn after_response<S: Store + 'static>(shared: &Arc<Shared<S>>, work: AfterResponse) {
+    if !work.is_empty() {
+        spawn_after_response(shared.clone(), work);
+    }
+}
+
+/// [`after_response`]'s task. Out of line: a request with nothing to do after its response
+/// (most) carries none of the spawn's code in its own.
+#[inline(never)]
+fn spawn_after_response<S: Store + 'static>(shared: Arc<Shared<S>>, work: AfterResponse) {
+    tokio::spawn(async move {
+        let now_ms = shared.clock.now_ms();
+        let _ = shared.edge.run_after_response(work, now_ms).await;
+        log_store_failures(&shared);
+    });
 }
 
 /// Writes the store failures' log lines now due: none while the store answers (one flag read).

@@ -22,6 +22,7 @@ use worker::{
 
 use crate::durable::client::{object_store, placement_key, ObjectShard, SHARD_KEY_VAR};
 use edgelimit_engine::admin_route::{check_admin_request, AdminAnswer, MAX_ADMIN_BODY};
+use edgelimit_engine::after_response::{AfterResponse, ResponseView};
 use edgelimit_engine::config::{
     Config, ConfigError, FixedResponse, RouteToken, StoreKind, CONFIG_VAR, STATE_BINDING,
 };
@@ -30,7 +31,6 @@ use edgelimit_engine::pipeline::{Edge, Handled, Route};
 use edgelimit_engine::plan::Incoming;
 use edgelimit_engine::reading::FieldValues;
 use edgelimit_engine::route_guard::RouteGuard;
-use edgelimit_engine::rules::STATUS_FIELD;
 use edgelimit_engine::ruling::{Action, EXCEEDED_HEADER, NO_STORE};
 
 /// The var naming where admitted requests go: an origin's URL, or [`ROUTE_ORIGIN`]. Unset: the
@@ -67,6 +67,22 @@ impl Store for WorkerStore {
             WorkerStore::Redis(store) => store.check(checks, time).await,
             WorkerStore::Objects(store) => store.check(checks, time).await,
             WorkerStore::Global(store) => store.check(checks, time).await,
+        }
+    }
+
+    fn upkeep_due(&self) -> bool {
+        match self {
+            WorkerStore::Redis(store) => store.upkeep_due(),
+            WorkerStore::Objects(store) => store.upkeep_due(),
+            WorkerStore::Global(store) => store.upkeep_due(),
+        }
+    }
+
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        match self {
+            WorkerStore::Redis(store) => store.upkeep(now_ms).await,
+            WorkerStore::Objects(store) => store.upkeep(now_ms).await,
+            WorkerStore::Global(store) => store.upkeep(now_ms).await,
         }
     }
 }
@@ -686,52 +702,35 @@ fn report(edge: &Edge<WorkerStore>, env: &Env, handled: &Handled<'_>, view: &Vie
     }
 }
 
-/// Sends the region's queued lease refills to the home in `waitUntil`, off the request path
-/// (docs/design.md §9): the next requests find their leases credited. Each call sends what was
-/// queued when it runs, so concurrent requests never send one refill twice; a failed refill is
-/// asked for again by the next request that needs it.
-fn refill_after(ctx: &Context, isolate: &Rc<Isolate>, region: usize) {
-    let WorkerStore::Global(store) = isolate.edges[region].limiter().store() else {
-        return;
-    };
-    if store.refill_due_since().is_none() {
+/// The origin's response as the work after it reads it.
+struct Origin<'a>(&'a Response);
+
+impl ResponseView for Origin<'_> {
+    fn status(&self) -> u16 {
+        self.0.status_code()
+    }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.0.headers().get(name).ok().flatten().map(Cow::Owned)
+    }
+}
+
+/// Runs the work the request left for after its response in `waitUntil`, off the request path
+/// (docs/design.md §4): its settlement and the store's upkeep (a region's lease refills). A
+/// failure is logged: a failed commit leaves the estimate charged and the leases to their
+/// timeout, a failed refill is asked for again by the next request that needs it.
+fn after_response(ctx: &Context, isolate: &Rc<Isolate>, region: usize, work: AfterResponse) {
+    if work.is_empty() {
         return;
     }
     let isolate = isolate.clone();
     ctx.wait_until(async move {
-        let WorkerStore::Global(store) = isolate.edges[region].limiter().store() else {
-            return;
-        };
-        if let Err(e) = store.refill(js_sys::Date::now() as u64).await {
-            log_failure("refilling the region's leases from the home", &e);
-        }
-    });
-}
-
-/// Settles what the request reserved after the response, in `waitUntil`, off the request path
-/// (docs/design.md §4). A failure leaves the estimate charged and the leases to their timeout.
-fn settle_after(
-    ctx: &Context,
-    isolate: &Rc<Isolate>,
-    region: usize,
-    handled: &Handled<'_>,
-    response: Option<&Response>,
-) {
-    let settlement = handled.settlement(|name| {
-        let response = response?;
-        if name == STATUS_FIELD {
-            return Some(response.status_code().to_string());
-        }
-        response.headers().get(name).ok().flatten()
-    });
-    let Some(settlement) = settlement else {
-        return;
-    };
-    let isolate = isolate.clone();
-    ctx.wait_until(async move {
         let edge = &isolate.edges[region];
-        for e in edge.settle(settlement).await.failed {
-            log_failure("settling after the response", &e);
+        let done = edge
+            .run_after_response(work, js_sys::Date::now() as u64)
+            .await;
+        for e in done.failures() {
+            log_failure("after the response", e);
         }
         log_store_failures(edge);
     });
@@ -754,7 +753,6 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let handled = edge.handle(&view, js_sys::Date::now() as u64).await;
     log_store_failures(edge);
     report(edge, &env, &handled, &view);
-    refill_after(&ctx, &isolate, region);
     let answer = handled.response(&view);
     match answer.action {
         Action::Respond {
@@ -768,7 +766,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
                 headers.set(name, value)?;
             }
             // A denied request took nothing, but an admitting shadow check holds its leases.
-            settle_after(&ctx, &isolate, region, &handled, None);
+            after_response(&ctx, &isolate, region, handled.after_response(None));
             Ok(ResponseBuilder::new()
                 .with_status(status)
                 .with_headers(headers)
@@ -785,7 +783,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             let response = forward(req, &isolate.upstream, &answer.headers).await;
             // An origin that failed stated no cost (the estimate stands), but the leases are
             // released all the same.
-            settle_after(&ctx, &isolate, region, &handled, response.as_ref().ok());
+            let origin = response.as_ref().ok().map(Origin);
+            let work = handled.after_response(origin.as_ref().map(|o| o as &dyn ResponseView));
+            after_response(&ctx, &isolate, region, work);
             response
         }
     }
