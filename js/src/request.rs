@@ -24,6 +24,8 @@ pub struct LimitCall {
     pub shadow: Vec<bool>,
     /// The request path named in a denial's problem body (`instance`), if given.
     pub instance: Option<String>,
+    /// The call's own `requestId`, if given: the id its settlement commits under.
+    pub request_id: Option<String>,
 }
 
 /// The options of one call.
@@ -81,6 +83,7 @@ impl LimitCall {
             checks,
             shadow: in_shadow,
             instance,
+            request_id,
         })
     }
 }

@@ -278,6 +278,11 @@ const globalFetch: FetchLike = (url, init) =>
 export class Ratelimit {
   readonly #core: Core;
   readonly #exchange: Exchange;
+  /**
+   * What each result of this instance's `limit()` took, for `settle` and `release`: the core's
+   * ticket, or `""` when it took nothing. Weak, so a result no one settles is collected with it.
+   */
+  readonly #tickets = new WeakMap<LimitResult, string>();
   /** The limits' names, in order. */
   readonly names: readonly string[];
 
@@ -333,10 +338,61 @@ export class Ratelimit {
     } catch (e) {
       rethrow(e);
     }
-    const result = JSON.parse(answer) as LimitResult;
+    // The result's JSON, then on its own line the ticket of what the call took, if anything.
+    const split = answer.indexOf("\n");
+    const result = JSON.parse(split < 0 ? answer : answer.slice(0, split)) as LimitResult;
+    this.#tickets.set(result, split < 0 ? "" : answer.slice(split + 1));
     // A delayed admission holds its place in the quota at the end of its wait: proceed then.
     if (result.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, result.delayMs));
     return result;
+  }
+
+  /**
+   * Ends the work `result` (what this instance's `limit()` resolved to) was admitted for, now
+   * that its real cost is known: each limit is charged `cost` in place of the call's estimate
+   * (the difference refunded or charged, never denied: the work is done), and its `concurrency`
+   * slots are freed. `cost` is one for every limit or per limit name (those left out keep their
+   * estimate); a whole number from 0 to 2^52. Only the first `settle` or `release` of a result
+   * counts: a repeat (a retry after a lost answer) changes nothing. A result that took nothing
+   * (denied, or admitted by a fail mode) resolves at once. Throws an `EdgelimitError`:
+   * `invalid_cost`, `invalid_argument` (not a result of this instance), or `store`.
+   */
+  async settle(result: LimitResult, cost: number | Record<string, number>): Promise<void> {
+    const ticket = this.#ticket(result);
+    try {
+      await this.#exchange.run(this.#core.settle(ticket, json(cost)));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /**
+   * Ends the work `result` (what this instance's `limit()` resolved to) was admitted for, its
+   * cost as estimated: frees its `concurrency` slots now rather than at their timeout. Call it
+   * when the work ends, failed or not (a `finally`). As `settle`, only the first of the two
+   * counts. Throws an `EdgelimitError`: `invalid_argument` (not a result of this instance), or
+   * `store`.
+   */
+  async release(result: LimitResult): Promise<void> {
+    const ticket = this.#ticket(result);
+    try {
+      await this.#exchange.run(this.#core.release(ticket));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** The ticket of `result`; throws when this instance's `limit()` did not resolve to it. */
+  #ticket(result: LimitResult): string {
+    const ticket = typeof result === "object" && result !== null ? this.#tickets.get(result) : undefined;
+    if (ticket === undefined) {
+      throw new EdgelimitError({
+        code: "invalid_argument",
+        path: "result",
+        message: "is not a result this Ratelimit's limit() resolved to",
+      });
+    }
+    return ticket;
   }
 
   /** `identifier`'s standing on limit `name`, charging nothing and writing nothing. */
