@@ -63,7 +63,7 @@ export interface LimitConfig {
   exceed?: Exceed;
   /**
    * After the limit denies an identifier, refuse it on this limit for this long (`10m`,
-   * `1h`): the block starts at that denial, and requests refused during it (reason `blocked`)
+   * `1h`; at most `1d`, the Worker's bound): the block starts at that denial, and requests refused during it (reason `blocked`)
    * neither extend it nor charge anything.
    */
   blockFor?: string;
@@ -120,7 +120,7 @@ export interface RatelimitOptions {
   /** How many recent denials this instance remembers (answered without a round trip); 0: none. */
   denialCache?: number;
   /**
-   * How long a denial is remembered at most, in ms (10000 unless set), however far its retry
+   * How long a denial is remembered at most, in ms (0–600000; 10000 unless set), however far its retry
    * time: how long a `reset` elsewhere takes to reach this instance.
    */
   denialCacheMs?: number;
