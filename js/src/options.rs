@@ -21,7 +21,7 @@ use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::store::DEFAULT_NAMESPACE;
 use edgelimit::{FailMode, Limit, Policy, TimeMode};
 use edgelimit_engine::config::limiter_options::{self, Exceeding, FieldError};
-use edgelimit_engine::rules::{Enforce, Exceed, Scope};
+use edgelimit_engine::rules::{unenforced, Enforce, Exceed, Scope};
 use serde::Deserialize;
 
 use crate::error::{Error, ErrorCode};
@@ -50,10 +50,13 @@ impl ConfiguredLimit {
     /// denial is reported, never enforced), or a staged one whose hash does not enforce it.
     pub fn in_shadow(&self, identifier: &str) -> bool {
         self.shadow
-            || self.exceed == Exceed::Soft
-            || self
-                .enforce
-                .is_some_and(|e| !e.enforces(&self.limit.name, identifier.as_bytes()))
+            || unenforced(
+                &self.limit.name,
+                self.exceed,
+                self.enforce,
+                identifier.as_bytes(),
+            )
+            .is_some()
     }
 }
 
