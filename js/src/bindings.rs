@@ -136,9 +136,9 @@ impl Core {
     }
 
     /// Starts deciding one request against every limit (JSON identifiers and options, see
-    /// `LimitCall::new`); the call's outcome is the result's JSON, followed, when the call took
-    /// anything to settle, by a line feed and its [`Ticket`]'s JSON (JSON text never holds a raw
-    /// line feed, so the first one splits them). Bad arguments throw before anything is sent; a
+    /// `LimitCall::new`); the call's outcome is the result's JSON, followed, when the call may be
+    /// settled ([`LimitCall::settles`]), by a line feed and its [`Ticket`]'s JSON, empty when it
+    /// took nothing (JSON text never holds a raw line feed, so the first one splits them). Bad arguments throw before anything is sent; a
     /// store failure is answered by each limit's fail mode, never thrown.
     pub fn limit(&self, identifiers: &str, options: &str) -> Result<u32, JsValue> {
         let call = LimitCall::new(&self.shared.setup, identifiers, options).map_err(thrown)?;
@@ -146,13 +146,15 @@ impl Core {
         Ok(self.start(async move {
             let checked = shared.limiter.check_all(&call.checks).await;
             let mut out = LimitResult::new(&shared.setup, &call, &checked).to_json();
-            let id = match &call.request_id {
-                Some(id) => id.clone(),
-                None => shared.ids.next(),
-            };
-            if let Some(ticket) = Ticket::new(&call, &checked, &id) {
+            if call.settles {
+                let id = match &call.request_id {
+                    Some(id) => id.clone(),
+                    None => shared.ids.next(),
+                };
                 out.push('\n');
-                out.push_str(&ticket.to_json());
+                if let Some(ticket) = Ticket::new(&call, &checked, &id) {
+                    out.push_str(&ticket.to_json());
+                }
             }
             Ok(out)
         }))

@@ -1,5 +1,6 @@
-//! `settle(result, cost)` and `release(result)`: what an admitted `limit()` took, kept as a
-//! [`Ticket`] the wrapper holds beside the result it resolved to, and the commit that settles it
+//! `settle(result, cost)` and `release(result)`: what an admitted `limit()` took, kept (for a call
+//! with `settle: true` or a concurrency limit) as a [`Ticket`] the wrapper holds beside the result
+//! it resolved to, and the commit that settles it
 //! once the work is over — the real cost in place of the estimate, every concurrency slot freed
 //! (docs/design.md, "Charges: requests, settlements, releases").
 //!

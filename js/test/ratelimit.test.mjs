@@ -275,7 +275,7 @@ describe("settle and release: the work is over", () => {
       { name: "slots", policy: "concurrency 1 timeout 60s" },
     ]);
     const id = fresh();
-    const first = await rl.limit(id, { cost: { tokens: 50 } });
+    const first = await rl.limit(id, { cost: { tokens: 50 }, settle: true });
     assert.equal((await rl.peek("tokens", id)).remaining, 50, "the estimate is charged");
     const { pipelines } = await cost(() => rl.settle(first, { tokens: 20 }));
     assert.equal(pipelines, 1, "one round trip");
@@ -283,7 +283,7 @@ describe("settle and release: the work is over", () => {
     await rl.settle(first, { tokens: 20 });
     await rl.release(first);
     assert.equal((await rl.peek("tokens", id)).remaining, 80, "a repeat changes nothing");
-    const second = await rl.limit(id, { cost: { tokens: 10 } });
+    const second = await rl.limit(id, { cost: { tokens: 10 }, settle: true });
     assert.equal(second.success, true, "the slot was freed");
     await rl.settle(second, 30);
     assert.equal((await rl.peek("tokens", id)).remaining, 50, "more than estimated is charged");
@@ -297,6 +297,8 @@ describe("settle and release: the work is over", () => {
     const other = ratelimit([{ name: "tokens", policy: "fixed 100/1h" }]);
     const result = await rl.limit(fresh());
     const copy = { ...result };
+    const plain = ratelimit([{ name: "tokens", policy: "fixed 100/1h" }]);
+    const unsettled = await plain.limit(fresh());
     for (const [call, code, path] of [
       [() => rl.settle(result, -1), "invalid_cost", "cost"],
       [() => rl.settle(result, 1.5), "invalid_cost", "cost"],
@@ -306,6 +308,7 @@ describe("settle and release: the work is over", () => {
       [() => rl.release(copy), "invalid_argument", "result"],
       [() => other.release(result), "invalid_argument", "result"],
       [() => rl.release(null), "invalid_argument", "result"],
+      [() => plain.settle(unsettled, 1), "invalid_argument", "result"],
     ]) {
       await assert.rejects(call, (e) => e instanceof EdgelimitError && e.code === code && e.path === path, `${code} ${path}`);
     }

@@ -161,6 +161,11 @@ export interface LimitOptions {
   requestId?: string;
   /** The request path, named as `instance` in a denial's problem body. */
   instance?: string;
+  /**
+   * The `cost` is an estimate: the result will be passed to `settle` with the real cost once the
+   * work is over. A call with a `concurrency` limit may always be settled or released.
+   */
+  settle?: boolean;
 }
 
 /** Why a decision came out as it did. */
@@ -279,8 +284,8 @@ export class Ratelimit {
   readonly #core: Core;
   readonly #exchange: Exchange;
   /**
-   * What each result of this instance's `limit()` took, for `settle` and `release`: the core's
-   * ticket, or `""` when it took nothing. Weak, so a result no one settles is collected with it.
+   * What each result of this instance's `limit()` that may be settled took: the core's ticket,
+   * `""` when it took nothing. Weak, so a result no one settles is collected with its entry.
    */
   readonly #tickets = new WeakMap<LimitResult, string>();
   /** The limits' names, in order. */
@@ -341,7 +346,8 @@ export class Ratelimit {
     // The result's JSON, then on its own line the ticket of what the call took, if anything.
     const split = answer.indexOf("\n");
     const result = JSON.parse(split < 0 ? answer : answer.slice(0, split)) as LimitResult;
-    this.#tickets.set(result, split < 0 ? "" : answer.slice(split + 1));
+    // Only a call that may be settled keeps its ticket: what keeping one costs, other calls skip.
+    if (split >= 0) this.#tickets.set(result, answer.slice(split + 1));
     // A delayed admission holds its place in the quota at the end of its wait: proceed then.
     if (result.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, result.delayMs));
     return result;
@@ -352,10 +358,11 @@ export class Ratelimit {
    * that its real cost is known: each limit is charged `cost` in place of the call's estimate
    * (the difference refunded or charged, never denied: the work is done), and its `concurrency`
    * slots are freed. `cost` is one for every limit or per limit name (those left out keep their
-   * estimate); a whole number from 0 to 2^52. Only the first `settle` or `release` of a result
+   * estimate); a whole number from 0 to 2^52. `result` comes from a call with `settle: true`, or
+   * with a `concurrency` limit. Only the first `settle` or `release` of a result
    * counts: a repeat (a retry after a lost answer) changes nothing. A result that took nothing
    * (denied, or admitted by a fail mode) resolves at once. Throws an `EdgelimitError`:
-   * `invalid_cost`, `invalid_argument` (not a result of this instance), or `store`.
+   * `invalid_cost`, `invalid_argument` (not such a result of this instance), or `store`.
    */
   async settle(result: LimitResult, cost: number | Record<string, number>): Promise<void> {
     const ticket = this.#ticket(result);
@@ -370,8 +377,8 @@ export class Ratelimit {
    * Ends the work `result` (what this instance's `limit()` resolved to) was admitted for, its
    * cost as estimated: frees its `concurrency` slots now rather than at their timeout. Call it
    * when the work ends, failed or not (a `finally`). As `settle`, only the first of the two
-   * counts. Throws an `EdgelimitError`: `invalid_argument` (not a result of this instance), or
-   * `store`.
+   * counts; a call with `settle: true` may be released too. Throws an `EdgelimitError`:
+   * `invalid_argument` (not such a result of this instance), or `store`.
    */
   async release(result: LimitResult): Promise<void> {
     const ticket = this.#ticket(result);
@@ -389,7 +396,8 @@ export class Ratelimit {
       throw new EdgelimitError({
         code: "invalid_argument",
         path: "result",
-        message: "is not a result this Ratelimit's limit() resolved to",
+        message:
+          "is not a result this Ratelimit's limit() resolved to with `settle: true` (or with a concurrency limit)",
       });
     }
     return ticket;
