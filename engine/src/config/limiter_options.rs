@@ -217,3 +217,62 @@ impl Exceeding {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(spec: &str) -> Policy {
+        spec.parse().expect("a policy")
+    }
+
+    #[test]
+    fn bounds_are_the_configuration_files() {
+        assert_eq!(timeout_ms(MAX_TIMEOUT_MS), Ok(MAX_TIMEOUT_MS));
+        assert_eq!(timeout_ms(0).unwrap_err().field, "timeout_ms");
+        assert_eq!(denial_cache_ms(0), Ok(0));
+        let e = denial_cache_ms(super::super::MAX_DENIAL_CACHE_MS + 1).unwrap_err();
+        assert_eq!(
+            (e.field, e.problem.as_str()),
+            ("denial_cache_ms", "600001 is outside 0..=600000")
+        );
+        assert_eq!(time_mode(None, false), Ok(TimeMode::Server));
+        assert_eq!(time_mode(None, true), Ok(TimeMode::Local));
+        assert_eq!(time_mode(Some("server"), true).unwrap_err().field, "time");
+    }
+
+    #[test]
+    fn exceeding_is_checked_field_by_field_then_together() {
+        let gcra = policy("gcra 10/1s burst 20");
+        let check = |shadow, exceed, block_for, enforce| {
+            Exceeding::check(&gcra, Scope::Region, shadow, exceed, block_for, enforce)
+        };
+        let ok = check(false, Some("delay 500ms"), Some("1d"), Some("10%")).unwrap();
+        assert_eq!(
+            (ok.exceed, ok.block_ms),
+            (Exceed::Delay { max_ms: 500 }, 86_400_000)
+        );
+        let refused = [
+            (check(false, None, Some("0s"), None), "block_for"),
+            (check(false, None, Some("2d"), None), "block_for"),
+            (check(false, Some("soft"), Some("1m"), None), "block_for"),
+            (check(false, Some("soft"), None, Some("5%")), "enforce"),
+            (check(true, Some("delay 1s"), None, None), "exceed"),
+            (check(true, None, None, Some("5%")), "enforce"),
+        ];
+        for (result, field) in refused {
+            assert_eq!(result.unwrap_err().field, field);
+        }
+        let fixed = Exceeding::check(
+            &policy("fixed 5/1m"),
+            Scope::Region,
+            false,
+            Some("delay 1s"),
+            None,
+            None,
+        );
+        assert!(fixed.unwrap_err().problem.contains("gcra"));
+        let global = Exceeding::check(&gcra, Scope::Global, false, None, Some("1m"), None);
+        assert_eq!(global.unwrap_err().field, "block_for");
+    }
+}
