@@ -39,7 +39,8 @@ struct Shared {
     ids: OwnIds,
 }
 
-/// A call's outcome: the JSON `limit`, `peek` or `reset` resolves to, or the error to throw.
+/// A call's outcome: the JSON `limit`, `peek`, `reset`, `settle` or `release` resolves to, or
+/// the error to throw.
 type Outcome = Result<String, Error>;
 
 impl Shared {
@@ -138,8 +139,9 @@ impl Core {
     /// Starts deciding one request against every limit (JSON identifiers and options, see
     /// `LimitCall::new`); the call's outcome is the result's JSON, followed, when the call may be
     /// settled ([`LimitCall::settles`]), by a line feed and its [`Ticket`]'s JSON, empty when it
-    /// took nothing (JSON text never holds a raw line feed, so the first one splits them). Bad arguments throw before anything is sent; a
-    /// store failure is answered by each limit's fail mode, never thrown.
+    /// took nothing (JSON text never holds a raw line feed, so the first one splits them). Bad
+    /// arguments throw before anything is sent; a store failure is answered by each limit's fail
+    /// mode, never thrown.
     pub fn limit(&self, identifiers: &str, options: &str) -> Result<u32, JsValue> {
         let call = LimitCall::new(&self.shared.setup, identifiers, options).map_err(thrown)?;
         let shared = self.shared.clone();
