@@ -6,6 +6,7 @@
 #[cfg(not(target_arch = "wasm32"))]
 pub mod file;
 pub mod global;
+pub mod limiter_options;
 mod limits;
 mod raw;
 mod store;
