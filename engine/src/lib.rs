@@ -24,6 +24,8 @@
 //! - [`lists`]: deny and allow lists at the edge: static entries, the request's probe, the
 //!   isolate's memory of dynamic denials.
 //! - [`plan`]: request → checks ([`Plan`]).
+//! - [`read_ahead`]: a request read and matched before the request path, for a host that
+//!   passes unlimited requests through untouched (tower).
 //! - [`ruling`]: verdicts → the answer ([`Outcome`]) → header fields and problem body.
 //! - [`settlement`]: what a request settles once its response is known.
 //! - [`after_response`]: the work a request leaves for after its response — its settlement and
@@ -31,6 +33,8 @@
 //! - [`own_id`]: the path's own request ids, which no client chooses.
 //! - [`pipeline`]: the request path, written once — [`Edge::handle`] and what it answers.
 //! - [`admin_route`]: live control through a host's admin route (`admin_path`).
+//! - [`route_answer`]: what the limiter's own routes answer — status, header fields, body —
+//!   written by every host as it is.
 //! - `command` (feature `cli`): the control command line of `edgelimit-admin` and `sim
 //!   --overrides`, checked against the configuration into a control operation.
 //! - [`route_guard`]: the door of the guarded routes (admin, metrics): the token, and failed
@@ -63,8 +67,10 @@ pub mod normalize;
 pub mod own_id;
 pub mod pipeline;
 pub mod plan;
+pub mod read_ahead;
 pub mod reading;
 pub mod request_decision;
+pub mod route_answer;
 pub mod route_guard;
 pub mod rules;
 pub mod ruling;

@@ -30,10 +30,9 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use edgelimit::http::HeaderFields;
 use edgelimit::Store;
-use edgelimit_engine::admin_route::AdminAnswer;
-use edgelimit_engine::{
-    Action, AfterResponse, RequestView, ResponseView, Route, METRICS_CONTENT_TYPE,
-};
+use edgelimit_engine::read_ahead::ReadAhead;
+use edgelimit_engine::route_answer::RouteAnswer;
+use edgelimit_engine::{Action, AfterResponse, RequestView, ResponseView, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use smallvec::SmallVec;
@@ -41,7 +40,7 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::custom::Customs;
-use crate::request::{limited_places, HttpRequest, ReadAhead};
+use crate::request::HttpRequest;
 use crate::shared::Shared;
 use crate::trace;
 
@@ -100,12 +99,12 @@ where
             return ResponseFuture::ready(page);
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
-        // Worker). The request is read and its rules matched here, once: the request path
-        // takes them as found.
-        let Some(matched) = limited_places(
+        // Worker). The engine reads the request and matches its rules here, once: the request
+        // path takes them as found.
+        let Some(matched) = ReadAhead::read(
             shared.edge.config(),
-            &shared.exempt,
             &HttpRequest::new(&parts, &shared.reading),
+            |path| shared.exempt.exempts(path),
         ) else {
             return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
         };
@@ -168,42 +167,36 @@ fn metrics_page<S: Store, B>(
     {
         return None;
     }
-    if let Some(token) = &shared.metrics_token {
-        let client = HttpRequest::new(request, &shared.reading)
+    let client = shared.metrics_token.as_ref().and_then(|_| {
+        HttpRequest::new(request, &shared.reading)
             .client_ip()
-            .map(|ip| ip.into_owned());
-        let authorization = request
-            .headers
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        let now_ms = shared.clock.now_ms();
-        if let Err(refused) = shared
-            .guard
-            .admit(token, client.as_deref(), authorization, now_ms)
-        {
-            return Some(refusal(refused));
-        }
-    }
-    let mut response = Response::new(ResponseBody::answer(shared.edge.metrics_text()));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(METRICS_CONTENT_TYPE));
-    response
-        .headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Some(response)
+            .map(|ip| ip.into_owned())
+    });
+    let authorization = request
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    Some(route_answer(shared.edge.metrics_page(
+        &shared.guard,
+        shared.metrics_token.as_ref(),
+        client.as_deref(),
+        authorization,
+        shared.clock.now_ms(),
+    )))
 }
 
-/// A guarded page's refusal (401, 429) as a response: its JSON body, `Retry-After` for a 429.
-fn refusal<B>(refused: AdminAnswer) -> Response<ResponseBody<B>> {
-    let mut response = Response::new(ResponseBody::answer(refused.body));
+/// One of the limiter's own answers (the metrics page, its refusals) as a response, written as
+/// the engine made it.
+fn route_answer<B>(answer: RouteAnswer) -> Response<ResponseBody<B>> {
+    let fields: SmallVec<[(&str, String); 3]> = answer.header_fields().collect();
+    let mut response = Response::new(ResponseBody::answer(answer.body));
     *response.status_mut() =
-        StatusCode::from_u16(refused.status).unwrap_or(StatusCode::UNAUTHORIZED);
+        StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if let Some(seconds) = refused.retry_after {
-        headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+    for (name, value) in fields {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
     }
     response
 }

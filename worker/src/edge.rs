@@ -21,7 +21,7 @@ use worker::{
 };
 
 use crate::durable::client::{object_store, placement_key, ObjectShard, SHARD_KEY_VAR};
-use edgelimit_engine::admin_route::{check_admin_request, AdminAnswer, MAX_ADMIN_BODY};
+use edgelimit_engine::admin_route::{check_admin_request, too_large, MAX_ADMIN_BODY};
 use edgelimit_engine::after_response::{AfterResponse, ResponseView};
 use edgelimit_engine::config::{
     Config, ConfigError, FixedResponse, RouteToken, StoreKind, CONFIG_VAR, STATE_BINDING,
@@ -30,6 +30,7 @@ use edgelimit_engine::identify::RequestView;
 use edgelimit_engine::pipeline::{Edge, Handled, Route};
 use edgelimit_engine::plan::Incoming;
 use edgelimit_engine::reading::FieldValues;
+use edgelimit_engine::route_answer::RouteAnswer;
 use edgelimit_engine::route_guard::RouteGuard;
 use edgelimit_engine::ruling::{Action, EXCEEDED_HEADER, NO_STORE};
 
@@ -567,14 +568,12 @@ async fn forward(
     }
 }
 
-/// A guarded route's own answer as a response: its status, its JSON body, `Retry-After` for a
-/// 429, never stored.
-fn route_answer(answer: AdminAnswer) -> worker::Result<Response> {
+/// One of the limiter's own answers (the admin route, the metrics page, their refusals) as a
+/// response, written as the engine made it.
+fn route_answer(answer: RouteAnswer) -> worker::Result<Response> {
     let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    headers.set("cache-control", NO_STORE)?;
-    if let Some(seconds) = answer.retry_after {
-        headers.set("retry-after", &seconds.to_string())?;
+    for (name, value) in answer.header_fields() {
+        headers.set(name, &value)?;
     }
     Ok(ResponseBuilder::new()
         .with_status(answer.status)
@@ -640,7 +639,7 @@ async fn admin_route(
         return route_answer(refused);
     }
     let Some(body) = body_within(&req, MAX_ADMIN_BODY).await? else {
-        return route_answer(AdminAnswer::too_large());
+        return route_answer(too_large());
     };
     route_answer(edge.admin(&**objects, &admitted, &body).await)
 }
@@ -651,24 +650,13 @@ fn metrics_route(
     edge: &Edge<WorkerStore>,
     view: &View,
 ) -> worker::Result<Response> {
-    if let Some(token) = &isolate.metrics_token {
-        let authorization = view.header("authorization");
-        let client = view.client();
-        let now_ms = js_sys::Date::now() as u64;
-        if let Err(refused) =
-            isolate
-                .guard
-                .admit(token, client.as_deref(), authorization.as_deref(), now_ms)
-        {
-            return route_answer(refused);
-        }
-    }
-    let headers = Headers::new();
-    headers.set("content-type", edgelimit_engine::METRICS_CONTENT_TYPE)?;
-    headers.set("cache-control", NO_STORE)?;
-    Ok(ResponseBuilder::new()
-        .with_headers(headers)
-        .fixed(edge.metrics_text().into_bytes()))
+    route_answer(edge.metrics_page(
+        &isolate.guard,
+        isolate.metrics_token.as_ref(),
+        view.client().as_deref(),
+        view.header("authorization").as_deref(),
+        js_sys::Date::now() as u64,
+    ))
 }
 
 /// Logs the request's line when it is to be logged, and writes its analytics data point.
