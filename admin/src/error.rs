@@ -57,3 +57,12 @@ impl From<edgelimit::StoreError> for AdminError {
         AdminError::Store(e.to_string())
     }
 }
+
+impl From<edgelimit_engine::command::ArgumentError> for AdminError {
+    fn from(e: edgelimit_engine::command::ArgumentError) -> AdminError {
+        AdminError::Input {
+            argument: e.argument,
+            problem: e.problem,
+        }
+    }
+}

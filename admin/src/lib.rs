@@ -12,7 +12,8 @@
 //! # Layout
 //!
 //! - [`cli`]: the command line (clap).
-//! - [`command`]: the command checked against the configuration: an [`Operation`].
+//! - [`command`]: the command checked against the configuration: a [`Planned`] control
+//!   operation.
 //! - [`store`]: `--store` (or `--worker`) parsed and connected.
 //! - [`worker`]: a Worker's admin route as a store.
 //! - [`run`](mod@run): an operation carried out on a store, at a given time.
@@ -41,7 +42,7 @@ use std::time::Duration;
 use edgelimit::{Clock, SystemClock, TimeMode, TimeSource};
 
 pub use cli::Cli;
-pub use command::Operation;
+pub use command::Planned;
 pub use error::AdminError;
 pub use report::Report;
 pub use store::StoreUrl;
@@ -61,7 +62,7 @@ pub fn main(cli: &Cli, env: impl Fn(&str) -> Option<String>) -> Result<Report, A
                 "is the admin route's: it goes with --worker (a Redis store's token comes from \
                  UPSTASH_REDIS_REST_TOKEN)",
             )),
-            None => StoreUrl::for_config(cli.store.as_deref(), cli.cluster, &config.shards, env)?,
+            None => StoreUrl::for_config(cli.store.as_deref(), cli.cluster, &config, env)?,
         };
     let timeout = Duration::from_millis(command::duration_ms("--timeout", &cli.timeout)?);
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -2,12 +2,16 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use edgelimit::redact::redact;
 use edgelimit_admin::Cli;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The grammar is the engine's: `--version` is this binary's.
+    let mut matches = Cli::command()
+        .version(env!("CARGO_PKG_VERSION"))
+        .get_matches();
+    let cli = Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.exit());
     match edgelimit_admin::main(&cli, |name| std::env::var(name).ok()) {
         Ok(report) => {
             if cli.json {

@@ -1,27 +1,29 @@
-//! Carrying out a validated [`Operation`] on a store. Time is a parameter: the caller passes
+//! Carrying out a [`Planned`] control operation on a store. Time is a parameter: the caller passes
 //! `now_ms` (what TTLs count from and lapses are judged by) and the time source looks are
 //! decided on.
 
-use edgelimit::control::{Assignment, AssignmentKind};
+use edgelimit::control::{Assignment, AssignmentKind, ControlOp};
 use edgelimit::{Control, TimeSource};
 
-use crate::command::{Operation, Subject};
+use crate::command::{Planned, Subject};
 use crate::error::AdminError;
 use crate::report::{
     AssignmentReport, AssignmentView, EntriesReport, EntryReport, ListedEntry, Report, ResetReport,
     Standing,
 };
 
-/// Runs `operation` on `store` at `now_ms`; peeks are decided on `time`.
+/// Runs `planned` on `store` at `now_ms`; peeks are decided on `time`.
 pub async fn execute(
-    operation: &Operation,
+    planned: &Planned,
     store: &dyn Control,
     time: TimeSource,
     now_ms: u64,
 ) -> Result<Report, AdminError> {
-    Ok(match operation {
-        Operation::Peek(subject) => {
-            let held = held(store, subject).await?;
+    let operation = planned.at(now_ms, time);
+    let subject = planned.subject();
+    Ok(match (operation, subject) {
+        (ControlOp::Peek { time, .. }, Some(subject)) => {
+            let held = held(store, &subject).await?;
             let (views, policy) = AssignmentView::all(&subject.limit, &held, now_ms);
             // The look is taken under the effective policy: the stores' peek scripts read no
             // control key (yet), so the policy travels with the limit. An assignment keeps the
@@ -29,54 +31,64 @@ pub async fn execute(
             let mut effective = subject.limit.clone();
             effective.policy = policy;
             let verdict = store.peek(&effective, &subject.identifier, time).await?;
-            Report::Standing(Standing::new(subject, policy, views, &verdict))
+            Report::Standing(Standing::new(&subject, policy, views, &verdict))
         }
-        Operation::Reset(subject) => Report::Reset(ResetReport {
-            who: subject.into(),
+        (ControlOp::Reset { .. }, Some(subject)) => Report::Reset(ResetReport {
+            who: (&subject).into(),
             existed: store.reset(&subject.limit, &subject.identifier).await?,
         }),
-        Operation::Assign {
-            subject,
-            assignment,
-            ttl_ms,
-        } => {
-            let until = ttl_ms.map(|ttl| now_ms.saturating_add(ttl));
-            let mut held = held(store, subject).await?;
+        (
+            ControlOp::Assign {
+                assignment: Some(assignment),
+                until_ms: until,
+                ..
+            },
+            Some(subject),
+        ) => {
+            let mut held = held(store, &subject).await?;
             store
-                .assign(&subject.limit, &subject.identifier, Some(assignment), until)
+                .assign(
+                    &subject.limit,
+                    &subject.identifier,
+                    Some(&assignment),
+                    until,
+                )
                 .await?;
             // The store replaced the assignment of this kind and kept the other.
             held.retain(|(a, _)| a.kind() != assignment.kind());
             held.push((assignment.clone(), until));
             held.sort_by_key(|(a, _)| a.kind() == AssignmentKind::Tier);
             let set = of_kind(&subject.limit, &held, assignment.kind(), now_ms);
-            report(subject, "set", Some(set), &held, now_ms)
+            report(&subject, "set", Some(set), &held, now_ms)
         }
-        Operation::Show(subject) => {
-            let held = held(store, subject).await?;
-            report(subject, "get", None, &held, now_ms)
+        (ControlOp::Assignments { .. }, Some(subject)) => {
+            let held = held(store, &subject).await?;
+            report(&subject, "get", None, &held, now_ms)
         }
-        Operation::Clear { subject, kind } => {
-            let mut held = held(store, subject).await?;
+        (ControlOp::ClearAssignment { kind, .. }, Some(subject)) => {
+            let mut held = held(store, &subject).await?;
             // As it stood before: whether the removed one was deciding.
-            let cleared = of_kind(&subject.limit, &held, *kind, now_ms);
+            let cleared = of_kind(&subject.limit, &held, kind, now_ms);
             if cleared.is_some() {
                 store
-                    .clear_assignment(&subject.limit, &subject.identifier, *kind)
+                    .clear_assignment(&subject.limit, &subject.identifier, kind)
                     .await?;
             }
-            held.retain(|(a, _)| a.kind() != *kind);
-            report(subject, "clear", Some(cleared), &held, now_ms)
+            held.retain(|(a, _)| a.kind() != kind);
+            report(&subject, "clear", Some(cleared), &held, now_ms)
         }
-        Operation::ListAdd {
-            list,
-            entry,
-            ttl_ms,
-        } => {
-            let until = ttl_ms.map(|ttl| now_ms.saturating_add(ttl));
-            store.list_add(list, entry, until, now_ms).await?;
+        (
+            ControlOp::ListAdd {
+                list,
+                entry,
+                until_ms: until,
+                now_ms,
+            },
+            _,
+        ) => {
+            store.list_add(&list, &entry, until, now_ms).await?;
             Report::Entry(EntryReport {
-                list: list.clone(),
+                list,
                 action: "add",
                 entry: entry.member(),
                 until_ms: Some(until),
@@ -84,10 +96,10 @@ pub async fn execute(
                 now_ms,
             })
         }
-        Operation::ListRemove { list, entry } => {
-            let removed = store.list_remove(list, entry).await?;
+        (ControlOp::ListRemove { list, entry }, _) => {
+            let removed = store.list_remove(&list, &entry).await?;
             Report::Entry(EntryReport {
-                list: list.clone(),
+                list,
                 action: "remove",
                 entry: entry.member(),
                 until_ms: None,
@@ -95,16 +107,24 @@ pub async fn execute(
                 now_ms,
             })
         }
-        Operation::ListShow { list } => Report::Entries(EntriesReport {
-            list: list.clone(),
+        (ControlOp::ListEntries { list, now_ms }, _) => Report::Entries(EntriesReport {
             entries: store
-                .list_entries(list, now_ms)
+                .list_entries(&list, now_ms)
                 .await?
                 .into_iter()
                 .map(|(entry, until_ms)| ListedEntry { entry, until_ms })
                 .collect(),
+            list,
             now_ms,
         }),
+        // What `plan` never makes: an assignment clearing both kinds, an operation on one
+        // identifier without it.
+        (operation, _) => {
+            return Err(AdminError::Store(format!(
+                "`{}` is not a command of the command line",
+                operation.name()
+            )))
+        }
     })
 }
 

@@ -6,9 +6,9 @@ use std::fmt;
 use std::time::Duration;
 
 use edgelimit::redact::redact;
-use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
-use edgelimit::{Control, RespStore, RestStore};
-use edgelimit_engine::config::{ShardConfig, StoreKind, ADMIN_TOKEN_VAR};
+use edgelimit::store::{StoreSpec, StoreSpecError, REST_URL_VAR};
+use edgelimit::Control;
+use edgelimit_engine::config::{StoreKind, ADMIN_TOKEN_VAR};
 use edgelimit_engine::Config;
 
 use crate::error::AdminError;
@@ -16,23 +16,12 @@ use edgelimit_engine::wire::calls::Calls;
 
 use crate::worker::{AdminRoute, Token};
 
-/// A store named on the command line (or in the environment).
+/// Where the CLI's operations go: a Redis store the library builds, or a Worker's admin route.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreUrl {
-    /// One Redis over RESP: `redis://[user:password@]host:port[/db]`.
-    Redis(String),
-    /// A Redis Cluster, given some of its nodes (`redis://host:port` each).
-    Cluster(Vec<String>),
-    /// An Upstash REST endpoint (or `edgelimit-gateway`): the `http(s)://` URL and its token.
-    Rest {
-        /// The endpoint, without `upstash+`.
-        url: String,
-        /// The bearer token (kept out of `Debug` and `Display`).
-        token: String,
-    },
-    /// The configuration's shards (`shards = [...]`), each a REST endpoint: identifiers are
-    /// spread over them by the Worker's rendezvous hashing, lists are kept on every one.
-    Shards(Vec<RestShard>),
+    /// Redis, as the library reaches it (one server or a Cluster over RESP, a REST endpoint, or
+    /// the configuration's REST shards).
+    Redis(StoreSpec),
     /// A Worker's admin route (`--worker`), for state in its Durable Objects.
     Worker {
         /// The route: the Worker's URL and the configuration's `admin_path`.
@@ -42,72 +31,34 @@ pub enum StoreUrl {
     },
 }
 
-/// One shard of a sharded configuration, found through its variables.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RestShard {
-    /// The shard's name (it decides which identifiers it owns).
-    pub name: String,
-    /// Its REST URL.
-    pub url: String,
-    /// Its token (kept out of `Display`).
-    pub token: String,
-}
-
-/// Without the token.
-impl fmt::Debug for RestShard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RestShard")
-            .field("name", &self.name)
-            .field("url", &self.url)
-            .field("token", &"<redacted>")
-            .finish()
-    }
-}
-
 impl fmt::Debug for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
 }
 
-/// Without the token, and with every secret in a URL (a password, a `_token`) redacted.
+/// Without a token, and with every secret in a URL (a password, a `_token`) redacted.
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&redact(&self.unredacted()))
-    }
-}
-
-impl StoreUrl {
-    /// What `Display` shows before redaction (never the REST or admin token, which are kept
-    /// apart from the URLs).
-    fn unredacted(&self) -> String {
         match self {
-            StoreUrl::Redis(url) => url.clone(),
-            StoreUrl::Cluster(nodes) => format!("cluster {}", nodes.join(",")),
-            StoreUrl::Rest { url, .. } => format!("upstash+{url}"),
-            StoreUrl::Shards(shards) => {
-                let names: Vec<String> = shards
-                    .iter()
-                    .map(|s| format!("{} upstash+{}", s.name, s.url))
-                    .collect();
-                format!("shards {}", names.join(", "))
-            }
-            StoreUrl::Worker { url, .. } => format!("worker {url}"),
+            StoreUrl::Redis(spec) => fmt::Display::fmt(spec, f),
+            StoreUrl::Worker { url, .. } => f.write_str(&redact(&format!("worker {url}"))),
         }
     }
 }
 
 impl StoreUrl {
-    /// The store the Worker configured with `shards` uses: with shards, their REST URLs and
+    /// The store the Worker configured by `config` uses: with shards, their REST URLs and
     /// tokens from the variables each names (as the Worker reads its secrets), and `--store`
     /// must not be given, since one store would miss every other shard's identifiers; without,
     /// [`StoreUrl::parse`].
     pub fn for_config(
         given: Option<&str>,
         cluster: bool,
-        shards: &[ShardConfig],
+        config: &Config,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<StoreUrl, AdminError> {
+        let shards = &config.shards;
         if shards.is_empty() {
             return StoreUrl::parse(given, cluster, env);
         }
@@ -127,22 +78,13 @@ impl StoreUrl {
                 ),
             ));
         }
-        let var = |name: &str, shard: &str| {
-            env(name).filter(|v| !v.trim().is_empty()).ok_or_else(|| {
-                AdminError::input(name, format!("is not set (shard `{shard}` names it)"))
-            })
-        };
-        let shards = shards
-            .iter()
-            .map(|s| {
-                Ok(RestShard {
-                    name: s.name.clone(),
-                    url: var(&s.url_var, &s.name)?,
-                    token: var(&s.token_var, &s.name)?,
-                })
-            })
-            .collect::<Result<Vec<_>, AdminError>>()?;
-        Ok(StoreUrl::Shards(shards))
+        match config
+            .store_spec(env)
+            .map_err(|e| spec_error("--store", e))?
+        {
+            Some(spec) => Ok(StoreUrl::Redis(spec)),
+            None => unreachable!("a configuration with shards names its store"),
+        }
     }
 
     /// `--worker URL` (`given`) under `config` (read from `file`): the admin route at the
@@ -212,8 +154,9 @@ impl StoreUrl {
         })
     }
 
-    /// Reads `--store` (`given`), `--cluster` and, for REST, the token from `env` (the process
-    /// environment in the binary; a map in tests).
+    /// Reads `--store` (`given`, else `UPSTASH_REDIS_REST_URL` from `env`), `--cluster` (a
+    /// `redis://` store is a Cluster's seed nodes) and, for REST, the token from `env` (the
+    /// process environment in the binary; a map in tests).
     pub fn parse(
         given: Option<&str>,
         cluster: bool,
@@ -231,62 +174,30 @@ impl StoreUrl {
                 }
             },
         };
-        if text.starts_with("rediss://") || text.starts_with("rediss+cluster://") {
-            return Err(bad(format!(
-                "`{}`: TLS to Redis over RESP is not built in (the workspace's redis crate has no \
-                 TLS feature); use a TLS tunnel to a local redis:// port, or the REST endpoint \
-                 (upstash+https://)",
-                redact(&text)
-            )));
-        }
-        if let Some(nodes) = text.strip_prefix("redis+cluster://") {
-            return cluster_nodes(nodes).map(StoreUrl::Cluster).map_err(bad);
-        }
-        if let Some(rest) = text.strip_prefix("redis://") {
-            if cluster {
-                return cluster_nodes(rest).map(StoreUrl::Cluster).map_err(bad);
-            }
-            if rest.contains(',') {
+        let text = match text.strip_prefix("redis://") {
+            Some(nodes) if cluster => format!("redis+cluster://{nodes}"),
+            Some(nodes) if nodes.contains(',') => {
                 return Err(bad(format!(
                     "`{}` lists several nodes: add --cluster, or write redis+cluster://",
                     redact(&text)
-                )));
+                )))
             }
-            if host_of(rest).is_empty() {
-                return Err(bad(format!("`{}` names no host", redact(&text))));
+            _ if cluster && text.starts_with("upstash+") => {
+                return Err(bad("--cluster applies to redis:// stores only".into()))
             }
-            return Ok(StoreUrl::Redis(text));
+            _ => text,
+        };
+        let spec = StoreSpec::parse(&text)
+            .and_then(|spec| spec.with_token(env))
+            .map_err(|e| spec_error("--store", e))?;
+        if spec == StoreSpec::Memory {
+            return Err(bad(
+                "`memory` is a process's own store, which no other process sees: name the \
+                 Redis the limiter uses (redis://…, redis+cluster://…, upstash+http(s)://…)"
+                    .into(),
+            ));
         }
-        if let Some(url) = text.strip_prefix("upstash+") {
-            if cluster {
-                return Err(bad("--cluster applies to redis:// stores only".into()));
-            }
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(bad(format!(
-                    "`{}`: expected upstash+http://host or upstash+https://host",
-                    redact(&text)
-                )));
-            }
-            let token = env(REST_TOKEN_VAR)
-                .filter(|t| !t.trim().is_empty())
-                .ok_or_else(|| {
-                    AdminError::input(
-                        REST_TOKEN_VAR,
-                        format!(
-                            "is not set: the REST store `{}` needs its token",
-                            redact(url)
-                        ),
-                    )
-                })?;
-            return Ok(StoreUrl::Rest {
-                url: url.to_string(),
-                token,
-            });
-        }
-        Err(bad(format!(
-            "unknown store `{}` (expected redis://…, redis+cluster://…, upstash+http(s)://…)",
-            redact(&text)
-        )))
+        Ok(StoreUrl::Redis(spec))
     }
 
     /// Connects, with `timeout` for connecting and for each answer, keeping keys under
@@ -296,43 +207,19 @@ impl StoreUrl {
         namespace: &str,
         timeout: Duration,
     ) -> Result<Box<dyn Control>, AdminError> {
-        let failed = |e: edgelimit::StoreError| {
-            AdminError::Store(redact(&format!("{self}: {e}")).into_owned())
-        };
-        Ok(match self {
-            StoreUrl::Redis(url) => Box::new(
-                RespStore::connect_with_timeout(url, timeout)
+        match self {
+            StoreUrl::Redis(spec) => {
+                refuse_https_without_tls(spec)?;
+                spec.connect(namespace, timeout)
                     .await
-                    .map_err(failed)?
-                    .with_namespace(namespace),
-            ),
-            StoreUrl::Cluster(nodes) => Box::new(
-                RespStore::connect_cluster_with_timeout(nodes, timeout)
-                    .await
-                    .map_err(failed)?
-                    .with_namespace(namespace),
-            ),
-            StoreUrl::Rest { url, token } => {
-                Box::new(rest_store("--store", url, token, namespace, timeout)?)
+                    .map_err(|e| spec_error("--store", e))
             }
-            StoreUrl::Shards(shards) => {
-                let shards = shards
-                    .iter()
-                    .map(|s| {
-                        let argument = format!("shard `{}`", s.name);
-                        rest_store(&argument, &s.url, &s.token, namespace, timeout)
-                            .map(|store| Shard::new(s.name.clone(), store))
-                    })
-                    .collect::<Result<Vec<_>, AdminError>>()?;
-                Box::new(
-                    ShardedStore::new(shards)
-                        .map_err(|e| AdminError::input("shards", e.to_string()))?,
-                )
-            }
-            StoreUrl::Worker { url, token } => {
-                Box::new(Calls(AdminRoute::new(url.clone(), token.clone(), timeout)))
-            }
-        })
+            StoreUrl::Worker { url, token } => Ok(Box::new(Calls(AdminRoute::new(
+                url.clone(),
+                token.clone(),
+                timeout,
+            )))),
+        }
     }
 }
 
@@ -340,65 +227,50 @@ impl StoreUrl {
 const NO_TLS: &str = "this edgelimit-admin was built without its default `tls` feature; \
                       reinstall it without --no-default-features";
 
-/// A REST store at `url`. A URL the library refuses (https without TLS) is the caller's to fix:
-/// bad input naming `argument`, not a store failure.
-fn rest_store(
-    argument: &str,
-    url: &str,
-    token: &str,
-    namespace: &str,
-    timeout: Duration,
-) -> Result<RestStore, AdminError> {
-    if url.trim().starts_with("https://") && !cfg!(feature = "tls") {
-        return Err(AdminError::input(
-            argument,
+/// The library's refusal of a store as the CLI reports it: bad input (exit 2) naming `argument`
+/// (the store's URL), the variable or the shard; a store that did not answer, a store failure.
+fn spec_error(argument: &str, e: StoreSpecError) -> AdminError {
+    match e {
+        StoreSpecError::Invalid { field, problem } => {
+            AdminError::input(field.as_deref().unwrap_or(argument), problem)
+        }
+        StoreSpecError::Unset { var, needed_by } => {
+            AdminError::input(var, format!("is not set: {needed_by}"))
+        }
+        other => AdminError::Store(redact(&other.to_string()).into_owned()),
+    }
+}
+
+/// An https REST URL in a build without TLS: bad input saying how to get a build that has it,
+/// rather than the library's own refusal, which names the library's feature.
+fn refuse_https_without_tls(spec: &StoreSpec) -> Result<(), AdminError> {
+    if cfg!(feature = "tls") {
+        return Ok(());
+    }
+    let urls: Vec<(String, &str)> = match spec {
+        StoreSpec::Upstash { url, .. } => vec![("--store".to_string(), url.as_str())],
+        StoreSpec::Shards(shards) => shards
+            .iter()
+            .map(|s| (format!("shard `{}`", s.name), s.url.as_str()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    match urls
+        .iter()
+        .find(|(_, url)| url.trim().starts_with("https://"))
+    {
+        Some((argument, url)) => Err(AdminError::input(
+            argument.as_str(),
             format!("`{}` needs TLS: {NO_TLS}", redact(url.trim())),
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok(RestStore::new(url, token)
-        .map_err(|e| AdminError::input(argument, redact(&format!("`{url}`: {e}")).into_owned()))?
-        .with_namespace(namespace)
-        .with_timeout(timeout))
-}
-
-/// `host:port` out of `[user:password@]host:port[/db]`.
-fn host_of(rest: &str) -> &str {
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-    rest.split('/').next().unwrap_or("")
-}
-
-/// `[user:password@]host:port,host:port…` → one `redis://` URL per node, each carrying the
-/// first node's credentials unless it has its own.
-fn cluster_nodes(list: &str) -> Result<Vec<String>, String> {
-    let mut nodes = Vec::new();
-    let mut userinfo: Option<&str> = None;
-    for (i, part) in list.split(',').map(str::trim).enumerate() {
-        let (own, host) = match part.rsplit_once('@') {
-            Some((user, host)) => (Some(user), host),
-            None => (None, part),
-        };
-        if i == 0 {
-            userinfo = own;
-        }
-        let host = host.trim_end_matches('/');
-        if host.is_empty() || host.contains('/') {
-            return Err(format!(
-                "cluster node {} `{}` is not host:port",
-                i + 1,
-                redact(&format!("redis://{part}"))
-            ));
-        }
-        nodes.push(match own.or(userinfo) {
-            Some(user) => format!("redis://{user}@{host}"),
-            None => format!("redis://{host}"),
-        });
-    }
-    Ok(nodes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use edgelimit::store::REST_TOKEN_VAR;
 
     fn parse(
         given: Option<&str>,
@@ -419,12 +291,14 @@ mod tests {
     fn every_store_form_parses() {
         assert_eq!(
             parse(Some("redis://127.0.0.1:6379/0"), false, &[]),
-            Ok(StoreUrl::Redis("redis://127.0.0.1:6379/0".into()))
+            Ok(StoreUrl::Redis(StoreSpec::Redis(
+                "redis://127.0.0.1:6379/0".into()
+            )))
         );
-        let cluster = StoreUrl::Cluster(vec![
+        let cluster = StoreUrl::Redis(StoreSpec::Cluster(vec![
             "redis://:pw@10.0.0.1:7000".into(),
             "redis://:pw@10.0.0.2:7001".into(),
-        ]);
+        ]));
         assert_eq!(
             parse(
                 Some("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7001"),
@@ -440,10 +314,10 @@ mod tests {
         let token = [(REST_TOKEN_VAR, "t0k")];
         assert_eq!(
             parse(Some("upstash+http://127.0.0.1:8080"), false, &token),
-            Ok(StoreUrl::Rest {
+            Ok(StoreUrl::Redis(StoreSpec::Upstash {
                 url: "http://127.0.0.1:8080".into(),
-                token: "t0k".into()
-            })
+                token: Some("t0k".into())
+            }))
         );
         assert_eq!(
             parse(
@@ -451,10 +325,10 @@ mod tests {
                 false,
                 &[(REST_URL_VAR, "https://eu1.upstash.io"), token[0]]
             ),
-            Ok(StoreUrl::Rest {
+            Ok(StoreUrl::Redis(StoreSpec::Upstash {
                 url: "https://eu1.upstash.io".into(),
-                token: "t0k".into()
-            })
+                token: Some("t0k".into())
+            }))
         );
     }
 
@@ -470,25 +344,30 @@ mod tests {
         assert!(e.contains("--cluster") && !e.contains("hunter2"), "{e}");
         let e = parse(Some("memcached://h"), false, &[]).unwrap_err();
         assert!(e.contains("unknown store"), "{e}");
+        let e = parse(Some("memory"), false, &[]).unwrap_err();
+        assert!(
+            e.starts_with("--store: `memory` is a process's own store"),
+            "{e}"
+        );
         let e = parse(Some("redis+cluster://a:1,,b:2"), false, &[]).unwrap_err();
         assert!(e.contains("cluster node 2"), "{e}");
-        let shown = StoreUrl::Rest {
+        let shown = StoreUrl::Redis(StoreSpec::Upstash {
             url: "http://h".into(),
-            token: "s3cret".into(),
-        };
+            token: Some("s3cret".into()),
+        });
         assert!(!format!("{shown:?} {shown}").contains("s3cret"));
         // A password holding `@` and `:`: its first `@` is not the host's.
-        let redis = StoreUrl::Redis("redis://u:hun@ter:2@h:1/0".into());
+        let redis = StoreUrl::Redis(StoreSpec::Redis("redis://u:hun@ter:2@h:1/0".into()));
         assert_eq!(
             format!("{redis} {redis:?}"),
             "redis://u:***@h:1/0 redis://u:***@h:1/0"
         );
         let e = parse(Some("rediss://u:hun@ter2@h:6380"), false, &[]).unwrap_err();
         assert!(!e.contains("ter2") && e.contains("u:***@h:6380"), "{e}");
-        let in_query = StoreUrl::Rest {
+        let in_query = StoreUrl::Redis(StoreSpec::Upstash {
             url: "https://h.upstash.io/?_token=s3cret".into(),
-            token: "t".into(),
-        };
+            token: Some("t".into()),
+        });
         assert_eq!(
             in_query.to_string(),
             "upstash+https://h.upstash.io/?_token=***"

@@ -9,43 +9,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use edgelimit::StoreError;
+/// The admin route's bearer token, as `--token` reads it.
+pub use edgelimit_engine::command::Token;
 use edgelimit_engine::config::ADMIN_TOKEN_VAR;
 use edgelimit_engine::wire::calls::SendCall;
 use edgelimit_engine::wire::{error_of, WireAnswer, WireCall};
-
-/// The admin route's bearer token: kept out of `Debug`, so no message or log can show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
-
-impl Token {
-    /// The token as given.
-    pub fn new(token: impl Into<String>) -> Token {
-        Token(token.into())
-    }
-
-    /// Whether it is empty or only white space (no Worker accepts that).
-    pub fn is_blank(&self) -> bool {
-        self.0.trim().is_empty()
-    }
-
-    fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<redacted>)")
-    }
-}
-
-impl std::str::FromStr for Token {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> Result<Token, Self::Err> {
-        Ok(Token(s.to_string()))
-    }
-}
 
 /// One Worker's admin route, as a store: `Store` (checks decided by the objects, for tests and
 /// scripts) and `Control` (everything the commands do).

@@ -7,11 +7,12 @@
 //! ([`RouteGuard::admit`](crate::route_guard::RouteGuard::admit): compared in constant time,
 //! never logged, failures limited per client address), then the method and the declared length
 //! ([`check_admin_request`]), then the body, read up to [`MAX_ADMIN_BODY`] bytes and no further
-//! ([`AdminAnswer::too_large`] beyond), then the call ([`Edge::admin`]).
+//! ([`too_large`] beyond), then the call ([`Edge::admin`]).
 
 use edgelimit::{Control, Store};
 
 use crate::pipeline::Edge;
+use crate::route_answer::RouteAnswer;
 use crate::route_guard::Admitted;
 use crate::wire::serve::serve;
 use crate::wire::{WireBytes, WireCall, WireLimit};
@@ -21,69 +22,25 @@ use crate::wire::{WireBytes, WireCall, WireLimit};
 /// 413 without reading the rest.
 pub const MAX_ADMIN_BODY: usize = 64 * 1024;
 
-/// What a guarded route (the admin route, a guarded metrics page) answers on its own: a status,
-/// a JSON body and, for a 429, the seconds to wait.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdminAnswer {
-    /// The HTTP status: 200 (the answer, which may say the call failed), 400 (not a call), 401
-    /// (no or a wrong token), 405 (not a POST), 413 (a body over [`MAX_ADMIN_BODY`]), 429 (too
-    /// many failed attempts from this address).
-    pub status: u16,
-    /// The body.
-    pub body: String,
-    /// `Retry-After`, in seconds (a 429's).
-    pub retry_after: Option<u64>,
-}
-
-impl AdminAnswer {
-    fn new(status: u16, body: &str) -> AdminAnswer {
-        AdminAnswer {
-            status,
-            body: body.to_string(),
-            retry_after: None,
-        }
-    }
-
-    /// `{"error": why}`.
-    fn error(status: u16, why: &str) -> AdminAnswer {
-        let why = serde_json::to_string(why).unwrap_or_default();
-        AdminAnswer::new(status, &format!(r#"{{"error":{why}}}"#))
-    }
-
-    /// 401: no token, or not the route's, whose secret is the variable `var`.
-    pub fn unauthorized(var: &str) -> AdminAnswer {
-        AdminAnswer::error(401, &format!("a bearer token equal to {var} is required"))
-    }
-
-    /// 429: this address failed too often; one more attempt is let through in `wait_ms`.
-    pub fn too_many_failures(wait_ms: u64) -> AdminAnswer {
-        let seconds = wait_ms.div_ceil(1000).max(1);
-        let why = format!("too many failed attempts from this address: retry in {seconds} s");
-        AdminAnswer {
-            retry_after: Some(seconds),
-            ..AdminAnswer::error(429, &why)
-        }
-    }
-
-    /// 413: the body is larger than [`MAX_ADMIN_BODY`].
-    pub fn too_large() -> AdminAnswer {
-        AdminAnswer::error(
-            413,
-            &format!("an admin call is at most {MAX_ADMIN_BODY} bytes"),
-        )
-    }
+/// 413: the body is larger than [`MAX_ADMIN_BODY`] (said before it is read, or once reading
+/// passes the bound).
+pub fn too_large() -> RouteAnswer {
+    RouteAnswer::error(
+        413,
+        &format!("an admin call is at most {MAX_ADMIN_BODY} bytes"),
+    )
 }
 
 /// Whether an admitted request's body is to be read: a POST (else 405) whose declared
 /// `Content-Length`, if any, is within [`MAX_ADMIN_BODY`] (else 413). A body without a declared
 /// length is read up to the bound all the same.
-pub fn check_admin_request(method: &str, content_length: Option<&str>) -> Result<(), AdminAnswer> {
+pub fn check_admin_request(method: &str, content_length: Option<&str>) -> Result<(), RouteAnswer> {
     if method != "POST" {
-        return Err(AdminAnswer::error(405, "POST one call as JSON"));
+        return Err(RouteAnswer::error(405, "POST one call as JSON"));
     }
     let declared = content_length.and_then(|l| l.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > MAX_ADMIN_BODY as u64) {
-        return Err(AdminAnswer::too_large());
+        return Err(too_large());
     }
     Ok(())
 }
@@ -99,15 +56,15 @@ impl<S: Store> Edge<S> {
         store: &C,
         _admitted: &Admitted,
         body: &[u8],
-    ) -> AdminAnswer {
+    ) -> RouteAnswer {
         // As text, as every other JSON the Worker reads (one deserializer in its wasm, not two).
         let Ok(body) = std::str::from_utf8(body) else {
-            return AdminAnswer::error(400, "not a call: the body is not UTF-8");
+            return RouteAnswer::error(400, "not a call: the body is not UTF-8");
         };
         let call: WireCall = match serde_json::from_str(body) {
             Ok(call) => call,
             Err(e) => {
-                return AdminAnswer::error(400, &format!("not a call: {e}"));
+                return RouteAnswer::error(400, &format!("not a call: {e}"));
             }
         };
         let answered = serve(store, &call, None).await;
@@ -116,7 +73,7 @@ impl<S: Store> Edge<S> {
                 self.limiter().forget(&limit, &identifier);
             }
         }
-        AdminAnswer::new(200, &serde_json::to_string(&answered).unwrap_or_default())
+        RouteAnswer::json(200, serde_json::to_string(&answered).unwrap_or_default())
     }
 }
 
@@ -168,8 +125,6 @@ mod tests {
         for fine in [None, Some(at.as_str()), Some("0"), Some("not a length")] {
             assert_eq!(check_admin_request("POST", fine), Ok(()), "{fine:?}");
         }
-        let too_many = AdminAnswer::too_many_failures(59_001);
-        assert_eq!((too_many.status, too_many.retry_after), (429, Some(60)));
     }
 
     #[test]

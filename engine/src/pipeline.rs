@@ -2,17 +2,19 @@
 //! lists and the isolate's memory of their denials, the plan, one store call (the library's
 //! [`Limiter`]: denial cache, fail modes, timeout), and the ruling; the [`Handled`] request then
 //! gives the response (headers, problem body), the log line, the analytics point and, once the
-//! origin has answered, the settlement ([`Edge::settle`]). Pure and generic over the store: the
+//! origin has answered, the work left for after the response ([`Handled::after_response`], run
+//! by [`Edge::run_after_response`]). Pure and generic over the store: the
 //! Worker's glue (`edge.rs`) only converts the JS request and response and does the I/O around
 //! it, and `sim replay --config` drives this same path over its replay store, so the simulator
 //! predicts the Worker by construction (docs/design.md §4).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use edgelimit::metrics::MetricsSnapshot;
-use edgelimit::{Check, Checked, Clock, Limiter, Store, StoreError};
+use edgelimit::{Check, Checked, Clock, Limiter, Store};
 
+use crate::after_response::{AfterResponse, AfterResponseDone, ResponseView};
 use crate::config::Config;
 use crate::exceed_counters::ExceedCounters;
 use crate::identify::RequestView;
@@ -22,6 +24,7 @@ use crate::metrics_page::configuration_gauges;
 use crate::own_id::OwnIds;
 use crate::plan::{Decided, Incoming, Plan};
 use crate::request_decision::RequestDecision;
+use crate::rules::STATUS_FIELD;
 use crate::ruling::{Outcome, Response};
 use crate::settlement::Settlement;
 use crate::trace::{self, TraceIdentifiers, Tracing};
@@ -55,10 +58,10 @@ pub struct Edge<S> {
     spare: Mutex<Vec<Buffers>>,
     /// What the clients served lately offered the lists (the configuration's lists apply).
     probes: Mutex<ProbeCache>,
-    /// Whether a host asked a handled request for its response: from then on each request's
-    /// response is written along with its ruling, from the one [`edgelimit::http::Answer`]
-    /// (a replay, which never asks, writes none).
-    responds: AtomicBool,
+    /// Whether each request's response is written along with its ruling, from the one
+    /// [`edgelimit::http::Answer`]: a host that answers requests wants it; a replay, which
+    /// never answers, does not ([`Edge::without_responses`]).
+    responds: bool,
     /// Whether a limit has staged enforcement (its enforced denials are counted apart).
     staged: bool,
     /// [`Config::tells_origin`], found once.
@@ -100,7 +103,7 @@ impl<S: Store> Edge<S> {
                 .any(|l| l.enforce.is_some()),
             spare: Mutex::new(Vec::new()),
             probes: Mutex::new(ProbeCache::default()),
-            responds: AtomicBool::new(false),
+            responds: true,
             ids: OwnIds::random(edgelimit::clock::SystemClock.now_ms()),
             tracing: Tracing::new(),
             config,
@@ -133,6 +136,13 @@ impl<S: Store> Edge<S> {
     /// The same path counting no metrics (nobody reads them in a replay).
     pub fn without_metrics(mut self) -> Edge<S> {
         self.limiter = self.limiter.without_metrics();
+        self
+    }
+
+    /// The same path writing no response along with each ruling: for a host that never answers
+    /// (a replay). [`Handled::response`] still writes one when asked, from the ruling.
+    pub fn without_responses(mut self) -> Edge<S> {
+        self.responds = false;
         self
     }
 
@@ -195,7 +205,7 @@ impl<S: Store> Edge<S> {
             .check_all_into(plan.checks(), &mut checked)
             .await;
         trace::close_store(&mut span);
-        let responds = self.responds.load(Ordering::Relaxed);
+        let responds = self.responds;
         let written = plan.rule_into(
             &checked.verdicts,
             &mut outcome,
@@ -251,25 +261,38 @@ impl<S: Store> Edge<S> {
             checked,
             outcome,
             response: Mutex::new(response),
-            responds: &self.responds,
             spare: &self.spare,
+            upkeep_due: self.limiter.store().upkeep_due(),
         };
         self.tracing.record(&span, &handled);
         handled
     }
 
-    /// Sends what a request settles ([`Handled::settlement`]), each commit one store call, off
-    /// the request path. A failed commit leaves its estimate charged and its leases to their
-    /// timeout (the safe side): each failure is in the answer, for the caller to log.
-    pub async fn settle(&self, settlement: Settlement) -> Settled {
-        let mut settled = Settled::default();
-        for commit in settlement.into_commits() {
+    /// Does the work a request left for after its response ([`Handled::after_response`]) at
+    /// `now_ms` (the host's clock, epoch ms): each settlement commit one store call, then the
+    /// store's upkeep. Off the request path: the Worker runs it in `waitUntil`, the tower layer
+    /// in a task of its own, `sim` when the request lands. Each failure is in the answer, for
+    /// the host to log.
+    pub async fn run_after_response(&self, work: AfterResponse, now_ms: u64) -> AfterResponseDone {
+        let (settlement, upkeep) = work.into_parts();
+        let mut done = AfterResponseDone::default();
+        for commit in settlement.map(Settlement::into_commits).unwrap_or_default() {
             match self.limiter.settle(commit).await {
-                Ok(_) => settled.committed += 1,
-                Err(e) => settled.failed.push(e),
+                Ok(_) => done.committed += 1,
+                Err(e) => done.failed.push(e),
             }
         }
-        settled
+        if upkeep {
+            done.upkeep_failed = self.limiter.store().upkeep(now_ms).await.err();
+        }
+        done
+    }
+
+    /// Sends `settlement` alone ([`Handled::settlement`]): what [`Edge::run_after_response`]
+    /// does with a request's, for a caller holding a settlement it read itself.
+    pub async fn settle(&self, settlement: Settlement) -> AfterResponseDone {
+        self.run_after_response(AfterResponse::new(Some(settlement), false), 0)
+            .await
     }
 
     /// The isolate's counters as Prometheus text: the limiter's decisions and store latency,
@@ -304,15 +327,6 @@ pub enum Route {
     Limited,
 }
 
-/// What [`Edge::settle`] did.
-#[derive(Debug, Default)]
-pub struct Settled {
-    /// Commits the store took.
-    pub committed: usize,
-    /// Why the others failed.
-    pub failed: Vec<StoreError>,
-}
-
 /// One request as the path handled it: its plan, the store's verdicts and the ruling. The
 /// response, the log line and the settlement are written from it on demand.
 #[derive(Debug)]
@@ -322,8 +336,10 @@ pub struct Handled<'e> {
     outcome: Outcome,
     /// The response, when written along with the ruling (see `Edge::responds`).
     response: Mutex<Option<Response>>,
-    responds: &'e AtomicBool,
     spare: &'e Mutex<Vec<Buffers>>,
+    /// Whether the store had upkeep due once the request was decided
+    /// ([`edgelimit::Store::upkeep_due`]: a global store's refills the request queued).
+    upkeep_due: bool,
 }
 
 impl<'e> Handled<'e> {
@@ -349,12 +365,11 @@ impl<'e> Handled<'e> {
 
     /// The response for this request (`request` is the one handled): its header fields, and
     /// for an answer the Worker gives itself (429, 503, 400, 403) the status and problem body.
-    /// Once a host has asked, the path writes each request's response along with its ruling.
+    /// Written along with the ruling unless the path was made [`Edge::without_responses`].
     pub fn response(&self, request: &(impl RequestView + ?Sized)) -> Response {
         if let Some(response) = lock(&self.response).take() {
             return response;
         }
-        self.responds.store(true, Ordering::Relaxed);
         self.plan
             .response(&self.checked.verdicts, &self.outcome, request.path())
     }
@@ -437,17 +452,32 @@ impl<'e> Handled<'e> {
         }
     }
 
-    /// Whether this request has anything to settle once its response is known (a limit of a
-    /// matched rule settles its cost from the response, or holds a concurrency lease): a host
-    /// skips reading the response for [`Handled::settlement`] when not.
-    pub fn settles(&self) -> bool {
-        self.plan.settles()
+    /// The work this request leaves for after `response` (`None` when the origin failed or
+    /// the host answered itself: the estimates stand, the leases are released all the same):
+    /// its settlement and the store's upkeep, one value a host runs with
+    /// [`Edge::run_after_response`] once it has answered. Empty when there is nothing to do;
+    /// the response is read only when a limit settles from it.
+    pub fn after_response(&self, response: Option<&dyn ResponseView>) -> AfterResponse {
+        let settlement = self
+            .plan
+            .settles()
+            .then(|| {
+                self.plan.settlement(&self.checked.verdicts, |field| {
+                    let response = response?;
+                    if field == STATUS_FIELD {
+                        return Some(response.status().to_string());
+                    }
+                    response.header(field).map(Cow::into_owned)
+                })
+            })
+            .flatten();
+        AfterResponse::new(settlement, self.upkeep_due)
     }
 
-    /// What this request settles once its response is known: `header` reads the response's
-    /// fields by lower-case name (always `None` when the origin failed: the estimates stand,
-    /// the leases are released all the same). `None` when nothing needs settling. Its commits
-    /// carry the request's own id ([`crate::own_id`]).
+    /// What this request settles once its response is known, alone: `header` reads the
+    /// response's fields by lower-case name, its status as [`STATUS_FIELD`] (always `None` when
+    /// the origin failed). `None` when nothing needs settling. Its commits carry the request's
+    /// own id ([`crate::own_id`]). A host takes [`Handled::after_response`], which holds it.
     pub fn settlement(&self, header: impl Fn(&str) -> Option<String>) -> Option<Settlement> {
         self.plan.settlement(&self.checked.verdicts, header)
     }

@@ -18,6 +18,7 @@ use crate::identify::IdentifierSource;
 use crate::identify::{OwnedRequest, RequestView};
 use crate::lists::{self, Denial, ProbeCache, Via};
 use crate::own_id::OwnId;
+use crate::read_ahead::ReadAhead;
 use crate::reading::{Reading, RepeatedField, Unreadable};
 use crate::rules::{is_preflight, Missing, Rule, RuleLimit, Unenforced, ADDRESS_FALLBACK};
 
@@ -33,15 +34,28 @@ pub trait Incoming: RequestView {
         limit.source.extract(read)
     }
 
-    /// This request as the request path reads it ([`Config::reading`]); a host that read it
-    /// already gives that reading back ([`Config::read_before`]) rather than reading it twice.
-    fn reading<'r>(&'r self, config: &Config) -> Reading<'r, Self> {
-        config.reading(self)
+    /// How the engine read this request ahead of the request path, when a host had it read
+    /// ([`ReadAhead::read`]): then the path takes that reading and those rules rather than
+    /// reading and matching again.
+    fn read_ahead(&self) -> Option<&ReadAhead> {
+        None
     }
 
-    /// The rules of `config` this request (read as `read`) matches, in configuration order.
+    /// The rules of `config` this request (read as `read`) matches, in configuration order;
+    /// those read ahead, when it was ([`Incoming::read_ahead`]).
     fn matching<'c>(&self, config: &'c Config, read: &Reading<'_, Self>) -> MatchedRules<'c> {
-        config.matching(read)
+        match self.read_ahead() {
+            Some(ahead) => ahead.matching(config),
+            None => config.matching(read),
+        }
+    }
+}
+
+/// `request` as the request path reads it ([`Config::reading`]), or as it was read ahead.
+fn reading_of<'r, R: Incoming + ?Sized>(config: &Config, request: &'r R) -> Reading<'r, R> {
+    match request.read_ahead() {
+        Some(ahead) => ahead.reading(config, request),
+        None => config.reading(request),
     }
 }
 
@@ -199,7 +213,7 @@ impl Config {
         spare: [Check; 2],
         probes: Option<&Mutex<ProbeCache>>,
     ) -> Plan<'c> {
-        let read = request.reading(self);
+        let read = reading_of(self, request);
         if let Some(why) = read.unreadable() {
             // No rule can be matched with certainty: none is, and nothing is charged.
             let mut plan = Plan::empty(own_id, spare, self);

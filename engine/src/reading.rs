@@ -224,8 +224,9 @@ impl<'r, R: RequestView + ?Sized> Reading<'r, R> {
     }
 
     /// The path and host as read, each `None` where it reads as the request sent it: what a
-    /// host keeps beyond its borrow of the request to give back to [`Config::read_before`].
-    pub fn changes(&self) -> (Option<String>, Option<String>) {
+    /// [`crate::read_ahead::ReadAhead`] keeps beyond its borrow of the request, to give back to
+    /// [`Config::read_before`].
+    pub(crate) fn changes(&self) -> (Option<String>, Option<String>) {
         let changed = |read: &str, sent: &str| (read != sent).then(|| read.to_string());
         (
             changed(&self.path, self.request.path()),
@@ -280,9 +281,9 @@ impl Config {
 
 impl Config {
     /// `request` as [`Config::reading`] read it before, its path and host as that reading gave
-    /// them (both readable): for a host that read the request ahead of the request path (to
-    /// match its rules before taking it down the path) and would otherwise read it twice.
-    pub fn read_before<'r, R: RequestView + ?Sized>(
+    /// them (both readable): for a request read ahead of the request path
+    /// ([`crate::read_ahead::ReadAhead`]), which would otherwise be read twice.
+    pub(crate) fn read_before<'r, R: RequestView + ?Sized>(
         &self,
         request: &'r R,
         path: &'r str,

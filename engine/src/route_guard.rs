@@ -17,8 +17,8 @@ use edgelimit::net::AddressGrouping;
 use edgelimit::{Check, Limit, MemoryStore, Policy};
 use sha2::{Digest, Sha256};
 
-use crate::admin_route::AdminAnswer;
 use crate::config::RouteToken;
+use crate::route_answer::RouteAnswer;
 
 /// Failed attempts one client address may make, as a policy: ten at once, then one a minute.
 pub const FAILED_ATTEMPTS_POLICY: &str = "gcra 10/10m burst 10";
@@ -74,7 +74,7 @@ impl RouteGuard {
         client: Option<&str>,
         authorization: Option<&str>,
         now_ms: u64,
-    ) -> Result<Admitted, AdminAnswer> {
+    ) -> Result<Admitted, RouteAnswer> {
         let client = self.key(client);
         let standing = self
             .failures
@@ -87,14 +87,14 @@ impl RouteGuard {
             // nothing left it is always a denial.)
             let over = charge(&self.failures, &client, now_ms);
             if !over.allowed {
-                return Err(AdminAnswer::too_many_failures(over.retry_after_ms));
+                return Err(RouteAnswer::too_many_failures(over.retry_after_ms));
             }
         }
         if authorized(token.secret(), authorization) {
             return Ok(Admitted(()));
         }
         charge(&self.failures, &client, now_ms);
-        Err(AdminAnswer::unauthorized(token.var()))
+        Err(RouteAnswer::unauthorized(token.var()))
     }
 
     /// The key a client's failures are counted under: its address, an IPv6 one by its /64.

@@ -275,15 +275,25 @@ impl RuleLimit {
     /// Whether a request with `identifier` is decided in shadow for this limit rather than
     /// enforced (a `soft` limit, or an identifier its staged enforcement leaves out).
     pub fn unenforced(&self, identifier: &[u8]) -> Option<Unenforced> {
-        if self.exceed == Exceed::Soft {
-            return Some(Unenforced::Soft);
-        }
-        match self.enforce {
-            Some(share) if !share.enforces(&self.limit.name, identifier) => {
-                Some(Unenforced::Staged)
-            }
-            _ => None,
-        }
+        unenforced(&self.limit.name, self.exceed, self.enforce, identifier)
+    }
+}
+
+/// Whether the limit `name`, exceeded as `exceed` and enforced for the share `enforce`, is
+/// decided in shadow for `identifier` rather than enforced: the split every host makes, the npm
+/// package's limits (which belong to no rule) included.
+pub fn unenforced(
+    name: &str,
+    exceed: Exceed,
+    enforce: Option<Enforce>,
+    identifier: &[u8],
+) -> Option<Unenforced> {
+    if exceed == Exceed::Soft {
+        return Some(Unenforced::Soft);
+    }
+    match enforce {
+        Some(share) if !share.enforces(name, identifier) => Some(Unenforced::Staged),
+        _ => None,
     }
 }
 

@@ -1,15 +1,17 @@
 //! What a request settles once its response is known (docs/design.md §4): every concurrency
 //! lease released, every limit whose cost the response states (`cost = { reserve = N, from = … }`)
 //! charged its real cost in place of the estimate, and every limit that counts only some
-//! statuses (`count_status`) refunded when the response's status is not one of them. Owned, so it outlives the request: the Worker
-//! sends it in `waitUntil`, `sim` when the request lands.
+//! statuses (`count_status`) refunded when the response's status is not one of them. Owned, so
+//! it outlives the request: it goes with the request's work after the response
+//! ([`crate::after_response`]), which a host runs once it has answered.
 
 use edgelimit::{Algorithm, Check, CheckItem, Reservation, Verdict};
 
 use crate::plan::Plan;
 use crate::rules::{CostSource, StatusSet, STATUS_FIELD};
 
-/// The checks that settle one request, ready to send ([`crate::Edge::settle`]).
+/// The checks that settle one request, ready to send: part of its work after the response
+/// ([`crate::AfterResponse`], run by [`crate::Edge::run_after_response`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settlement {
     commits: Vec<Check>,

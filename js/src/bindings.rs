@@ -4,15 +4,15 @@
 //! Arguments and answers cross as JSON text: the wrapper (ts/index.ts) stringifies the options
 //! and identifiers and parses the outcome, and errors are thrown as the JSON of
 //! [`crate::error::Error`] for it to rethrow as an `EdgelimitError`. Every method is
-//! synchronous: `limit`, `peek` and `reset` start a call and return its number; the wrapper
-//! posts each body `advance`, `reply` and `fail` hand it and takes the outcome from `finish`
-//! (src/exchange.rs). Calls may overlap.
+//! synchronous: `limit`, `peek`, `reset`, `settle` and `release` start a call and return its
+//! number; the wrapper posts each body `advance`, `reply` and `fail` hand it and takes the outcome
+//! from `finish` (src/exchange.rs). Calls may overlap.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use edgelimit::{Clock, Identifier, Limit, Limiter, SystemClock, TimeMode, TimeSource};
+use edgelimit::{Clock, Identifier, Limit, Limiter, Store, SystemClock, TimeMode, TimeSource};
 use wasm_bindgen::prelude::*;
 
 use crate::answer::{DecisionOut, LimitResult};
@@ -20,6 +20,7 @@ use crate::error::{Error, ErrorCode};
 use crate::exchange::{Calls, Exchange, StoreExchange};
 use crate::options::Setup;
 use crate::request::LimitCall;
+use crate::settlement::{actual_costs, ActualCosts, OwnIds, Ticket};
 
 /// One configured limiter: its options, the library's `Limiter` over the wrapper's `fetch`, and
 /// the calls in flight.
@@ -35,9 +36,11 @@ struct Shared {
     setup: Setup,
     store: StoreExchange,
     limiter: Limiter<StoreExchange>,
+    ids: OwnIds,
 }
 
-/// A call's outcome: the JSON `limit`, `peek` or `reset` resolves to, or the error to throw.
+/// A call's outcome: the JSON `limit`, `peek`, `reset`, `settle` or `release` resolves to, or
+/// the error to throw.
 type Outcome = Result<String, Error>;
 
 impl Shared {
@@ -78,6 +81,13 @@ impl Shared {
     }
 }
 
+/// A random number naming this instance in its own request ids: JavaScript's `Math.random` (the
+/// ids need to differ between instances, not to be secret) mixed with the time.
+fn instance_number() -> u64 {
+    let random = (js_sys::Math::random() * (1u64 << 53) as f64) as u64;
+    random ^ (js_sys::Date::now() as u64).rotate_left(40)
+}
+
 fn thrown(e: Error) -> JsValue {
     JsValue::from_str(&e.to_json())
 }
@@ -103,6 +113,7 @@ impl Core {
                 setup,
                 store,
                 limiter,
+                ids: OwnIds::seeded(instance_number()),
             }),
             calls: Default::default(),
         })
@@ -126,15 +137,47 @@ impl Core {
     }
 
     /// Starts deciding one request against every limit (JSON identifiers and options, see
-    /// `LimitCall::new`); the call's outcome is the result's JSON. Bad arguments throw before
-    /// anything is sent; a store failure is answered by each limit's fail mode, never thrown.
+    /// `LimitCall::new`); the call's outcome is the result's JSON, followed, when the call may be
+    /// settled ([`LimitCall::settles`]), by a line feed and its [`Ticket`]'s JSON, empty when it
+    /// took nothing (JSON text never holds a raw line feed, so the first one splits them). Bad
+    /// arguments throw before anything is sent; a store failure is answered by each limit's fail
+    /// mode, never thrown.
     pub fn limit(&self, identifiers: &str, options: &str) -> Result<u32, JsValue> {
         let call = LimitCall::new(&self.shared.setup, identifiers, options).map_err(thrown)?;
         let shared = self.shared.clone();
         Ok(self.start(async move {
             let checked = shared.limiter.check_all(&call.checks).await;
-            Ok(LimitResult::new(&shared.setup, &call, &checked).to_json())
+            let mut out = LimitResult::new(&shared.setup, &call, &checked).to_json();
+            if call.settles {
+                let id = match &call.request_id {
+                    Some(id) => id.clone(),
+                    None => shared.ids.next(),
+                };
+                out.push('\n');
+                if let Some(ticket) = Ticket::new(&call, &checked, &id) {
+                    out.push_str(&ticket.to_json());
+                }
+            }
+            Ok(out)
         }))
+    }
+
+    /// Starts settling what a `limit()` took (`ticket`, the JSON it came with; empty when it
+    /// took nothing) at its real cost (`cost`, JSON: one for every limit, or per limit name),
+    /// freeing its concurrency slots; the call's outcome is `true` once the store has it.
+    pub fn settle(&self, ticket: &str, cost: &str) -> Result<u32, JsValue> {
+        let actual = actual_costs(&self.shared.setup, cost).map_err(thrown)?;
+        self.commit("settle", ticket, actual)
+    }
+
+    /// Starts freeing the concurrency slots a `limit()` took (`ticket`), its costs staying at
+    /// their estimates; the call's outcome is `true` once the store has it.
+    pub fn release(&self, ticket: &str) -> Result<u32, JsValue> {
+        self.commit(
+            "release",
+            ticket,
+            vec![None; self.shared.setup.limits.len()],
+        )
     }
 
     /// Starts reading `identifier`'s standing on the limit `name`, charging nothing; the call's
@@ -226,6 +269,34 @@ impl Core {
 }
 
 impl Core {
+    /// Starts sending the commits of `ticket` with the real costs `actual` (`what`: the call,
+    /// named in a store error). An empty ticket is a call that took nothing: nothing is sent.
+    fn commit(
+        &self,
+        what: &'static str,
+        ticket: &str,
+        actual: ActualCosts,
+    ) -> Result<u32, JsValue> {
+        let commits = if ticket.is_empty() {
+            Vec::new()
+        } else {
+            Ticket::from_json(&self.shared.setup, ticket)
+                .map_err(thrown)?
+                .commits(&self.shared.setup, &actual)
+        };
+        let shared = self.shared.clone();
+        Ok(self.start(async move {
+            if !commits.is_empty() {
+                shared
+                    .store
+                    .check(&commits, shared.time())
+                    .await
+                    .map_err(|e| Error::store(what, &e))?;
+            }
+            Ok("true".to_string())
+        }))
+    }
+
     fn start(&self, call: impl std::future::Future<Output = Outcome> + 'static) -> u32 {
         self.calls.borrow_mut().start(Exchange::new(call))
     }

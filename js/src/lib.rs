@@ -13,6 +13,7 @@
 //! - [`request`]: one call's identifiers and options into the checks it decides.
 //! - [`answer`]: the verdicts into what `limit()` resolves to (headers, problem body), and
 //!   `json`, the JSON text it crosses as.
+//! - [`settlement`]: what an admitted call took, as the ticket `settle` and `release` commit.
 //! - [`error`]: the typed error every bad input throws.
 //! - [`exchange`]: the store whose round trips the wrapper posts with `fetch`, and a call run
 //!   one round trip at a time.
@@ -34,6 +35,7 @@ pub mod exchange;
 mod json;
 pub mod options;
 pub mod request;
+pub mod settlement;
 
 #[cfg(target_arch = "wasm32")]
 mod bindings;
@@ -42,3 +44,4 @@ pub use answer::{DecisionOut, LimitResult, ProblemOut};
 pub use error::{Error, ErrorCode};
 pub use options::{ConfiguredLimit, Setup};
 pub use request::LimitCall;
+pub use settlement::Ticket;

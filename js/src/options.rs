@@ -6,8 +6,10 @@
 //! still during a request; or `local`), `denialCache`/`denialCacheMs`, and per limit a policy
 //! spec, a fail mode (`open`, `closed`, `fallback N%`), tiers, `shadow` (decided and reported,
 //! never enforced), and what exceeding it does — `exceed` (`deny`, `soft`, `delay <duration>`),
-//! `blockFor` and `enforce` — parsed and combined by the engine's own rules
-//! (docs/configuration.md, "What exceeding a limit does"), so a limit means the same here as in the Worker.
+//! `blockFor` and `enforce`. Each setting the Worker's configuration also has is checked by the
+//! engine's configuration model ([`edgelimit_engine::config::limiter_options`]): one validation,
+//! one set of bounds, the same reasons (docs/configuration.md, "What exceeding a limit does"), so
+//! a limit means the same, and is refused the same, here as in the Worker.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,10 +18,10 @@ use std::time::Duration;
 use edgelimit::control::valid_tier_name;
 use edgelimit::http::FieldSets;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
-use edgelimit::policy::parse_window;
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{Algorithm, FailMode, Limit, Policy, TimeMode};
-use edgelimit_engine::rules::{Enforce, Exceed};
+use edgelimit::{FailMode, Limit, Policy, TimeMode};
+use edgelimit_engine::config::limiter_options::{self, Exceeding, FieldError};
+use edgelimit_engine::rules::{unenforced, Enforce, Exceed, Scope};
 use serde::Deserialize;
 
 use crate::error::{Error, ErrorCode};
@@ -28,13 +30,6 @@ use crate::error::{Error, ErrorCode};
 /// reaches Upstash across the internet, where the Worker's 50 ms would fail open on an ordinary
 /// slow request; a limiter still steps aside (each limit's fail mode) well before a user waits.
 pub const DEFAULT_TIMEOUT_MS: u64 = 1_000;
-
-/// The longest `timeout` accepted, in ms: a limiter that waits longer than this for its store is
-/// slower than the request it guards.
-pub const MAX_TIMEOUT_MS: u64 = 30_000;
-
-/// The longest `blockFor` accepted: the longest window a policy may have.
-pub const MAX_BLOCK_MS: u64 = edgelimit::policy::MAX_WINDOW_MS;
 
 /// One configured limit.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,10 +50,13 @@ impl ConfiguredLimit {
     /// denial is reported, never enforced), or a staged one whose hash does not enforce it.
     pub fn in_shadow(&self, identifier: &str) -> bool {
         self.shadow
-            || self.exceed == Exceed::Soft
-            || self
-                .enforce
-                .is_some_and(|e| !e.enforces(&self.limit.name, identifier.as_bytes()))
+            || unenforced(
+                &self.limit.name,
+                self.exceed,
+                self.enforce,
+                identifier.as_bytes(),
+            )
+            .is_some()
     }
 }
 
@@ -150,6 +148,23 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> Error {
     Error::new(ErrorCode::InvalidOption, path, message)
 }
 
+/// The engine's refusal of a setting, at the option `at` (`limits[0]`, or `""` at the top) under
+/// JavaScript's name for the field.
+fn refused(at: &str, e: FieldError) -> Error {
+    let name = match e.field {
+        "timeout_ms" => "timeout",
+        "denial_cache_ms" => "denialCacheMs",
+        "block_for" => "blockFor",
+        other => other,
+    };
+    let path = if at.is_empty() {
+        name.to_string()
+    } else {
+        format!("{at}.{name}")
+    };
+    invalid(path, e.problem)
+}
+
 impl RawOptions {
     fn validate(self) -> Result<Setup, Error> {
         let url = self
@@ -187,23 +202,14 @@ impl RawOptions {
                 format!("`{namespace}` must be 1–64 of A-Z a-z 0-9 - _ ."),
             ));
         }
-        let timeout_ms = self.timeout.unwrap_or(DEFAULT_TIMEOUT_MS);
-        if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
-            return Err(invalid(
-                "timeout",
-                format!("{timeout_ms} ms is outside 1..={MAX_TIMEOUT_MS}"),
-            ));
-        }
-        let time = match self.time.as_deref().unwrap_or("server") {
-            "server" => TimeMode::Server,
-            "local" => TimeMode::Local,
-            other => {
-                return Err(invalid(
-                    "time",
-                    format!("`{other}` is neither `server` (Redis TIME) nor `local`"),
-                ))
-            }
-        };
+        let timeout_ms = limiter_options::timeout_ms(self.timeout.unwrap_or(DEFAULT_TIMEOUT_MS))
+            .map_err(|e| refused("", e))?;
+        let time: TimeMode =
+            limiter_options::time_mode(self.time.as_deref(), false).map_err(|e| refused("", e))?;
+        let denial_cache_ms = limiter_options::denial_cache_ms(
+            self.denial_cache_ms.unwrap_or(DEFAULT_DENIAL_CACHE_MS),
+        )
+        .map_err(|e| refused("", e))?;
         let raw_limits = self
             .limits
             .filter(|l| !l.is_empty())
@@ -237,7 +243,7 @@ impl RawOptions {
             timeout: Duration::from_millis(timeout_ms),
             time,
             denial_cache: self.denial_cache.unwrap_or(DEFAULT_DENIAL_CACHE),
-            denial_cache_ms: self.denial_cache_ms.unwrap_or(DEFAULT_DENIAL_CACHE_MS),
+            denial_cache_ms,
             limits,
             headers,
         })
@@ -261,6 +267,19 @@ impl RawLimit {
             .as_deref()
             .map_or(Ok(FailMode::Open), str::parse)
             .map_err(|problem| invalid(format!("{at}.fail"), problem))?;
+        let Exceeding {
+            exceed,
+            block_ms,
+            enforce,
+        } = Exceeding::check(
+            &policy,
+            Scope::Region,
+            self.shadow,
+            self.exceed.as_deref(),
+            self.block_for.as_deref(),
+            self.enforce.as_deref(),
+        )
+        .map_err(|e| refused(at, e))?;
         let mut limit = Limit::new(self.name, policy).with_fail_mode(fail_mode);
         if let Some(tiers) = self.tiers {
             let mut parsed = Vec::with_capacity(tiers.len());
@@ -274,72 +293,10 @@ impl RawLimit {
                 .with_tiers(parsed)
                 .map_err(|problem| invalid(format!("{at}.tiers"), problem))?;
         }
-        let exceed: Exceed = self
-            .exceed
-            .as_deref()
-            .map_or(Ok(Exceed::Deny), str::parse)
-            .map_err(|problem| invalid(format!("{at}.exceed"), problem))?;
-        let enforce: Option<Enforce> = self
-            .enforce
-            .as_deref()
-            .map(str::parse)
-            .transpose()
-            .map_err(|problem| invalid(format!("{at}.enforce"), problem))?;
-        let block_ms = self
-            .block_for
-            .as_deref()
-            .map(|text| {
-                parse_window(text)
-                    .and_then(|ms| {
-                        (1..=MAX_BLOCK_MS)
-                            .contains(&ms)
-                            .then_some(ms)
-                            .ok_or_else(|| format!("`{text}` is not within 1ms..=366d"))
-                    })
-                    .map_err(|problem| invalid(format!("{at}.blockFor"), problem))
-            })
-            .transpose()?;
-        let refuse = |field: &str, problem: &str| Err(invalid(format!("{at}.{field}"), problem));
-        match exceed {
-            Exceed::Soft if self.shadow => {
-                return refuse(
-                    "exceed",
-                    "a shadow limit is never enforced: `soft` says nothing more",
-                )
-            }
-            Exceed::Soft if block_ms.is_some() => {
-                return refuse(
-                    "blockFor",
-                    "a `soft` limit never refuses, so it blocks no one",
-                )
-            }
-            Exceed::Soft if enforce.is_some() => {
-                return refuse("enforce", "a `soft` limit is enforced for no one")
-            }
-            Exceed::Delay { .. } if policy.algorithm() == Algorithm::Concurrency => {
-                return refuse(
-                    "exceed",
-                    "delay needs a gcra policy (the shaping algorithm): a concurrency limit's \
-                     leases end when responses do, not at a time",
-                )
-            }
-            Exceed::Delay { .. } if policy.algorithm() != Algorithm::Gcra => {
-                return refuse(
-                    "exceed",
-                    "delay needs a gcra policy (the shaping algorithm): only its state, a time, \
-                     can reserve a later place (a window's future quota has no state to hold \
-                     it); `gcra L/W burst B` paces the same rate",
-                )
-            }
-            _ => {}
-        }
-        if self.shadow && enforce.is_some() {
-            return refuse("enforce", "a shadow limit is enforced for no one");
-        }
         if let Exceed::Delay { max_ms } = exceed {
             limit = limit.with_max_delay(max_ms);
         }
-        if let Some(block_ms) = block_ms {
+        if block_ms > 0 {
             limit = limit.with_block_for(block_ms);
         }
         Ok(ConfiguredLimit {
@@ -464,6 +421,11 @@ mod tests {
             ),
             (Box::new(|o| o["time"] = json!("utc")), "time", "neither"),
             (
+                Box::new(|o| o["denialCacheMs"] = json!(600_001)),
+                "denialCacheMs",
+                "0..=600000",
+            ),
+            (
                 Box::new(|o| o["headers"] = json!(["ratelimit", "draft"])),
                 "headers[1]",
                 "`draft`",
@@ -538,6 +500,17 @@ mod tests {
                 "soft",
             ),
             (json!({ "blockFor": "0s" }), "limits[0].blockFor", "within"),
+            // The engine's bound: a block is kept beside the limit's state, collected after a day.
+            (
+                json!({ "blockFor": "2d" }),
+                "limits[0].blockFor",
+                "at most 1 day",
+            ),
+            (
+                json!({ "shadow": true, "exceed": "delay 1s" }),
+                "limits[0].exceed",
+                "`shadow`",
+            ),
             (json!({ "blockFor": "soon" }), "limits[0].blockFor", "soon"),
             (json!({ "enforce": "110%" }), "limits[0].enforce", "110"),
             (

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use edgelimit::script::MAX_SCRIPT_COST;
-use edgelimit::{Check, CheckItem};
+use edgelimit::{Algorithm, Check, CheckItem};
 use serde::Deserialize;
 use serde_json::Value as Json;
 
@@ -24,6 +24,12 @@ pub struct LimitCall {
     pub shadow: Vec<bool>,
     /// The request path named in a denial's problem body (`instance`), if given.
     pub instance: Option<String>,
+    /// The call's own `requestId`, if given: the id its settlement commits under.
+    pub request_id: Option<String>,
+    /// Whether the call may be settled or released after its work (`settle: true`, or a
+    /// concurrency limit among the limits): only then does it keep a ticket, which costs every
+    /// call that keeps one a little CPU.
+    pub settles: bool,
 }
 
 /// The options of one call.
@@ -33,6 +39,7 @@ struct RawCallOptions {
     cost: Option<Json>,
     request_id: Option<Json>,
     instance: Option<Json>,
+    settle: Option<Json>,
 }
 
 impl LimitCall {
@@ -56,6 +63,23 @@ impl LimitCall {
         let costs = costs_of(setup, options.cost.as_ref())?;
         let request_id = string_option(options.request_id, "options.requestId")?;
         let instance = string_option(options.instance, "options.instance")?;
+        let settle = match options.settle {
+            None | Some(Json::Null) | Some(Json::Bool(false)) => false,
+            Some(Json::Bool(true)) => true,
+            Some(other) => {
+                return Err(Error::new(
+                    ErrorCode::InvalidArgument,
+                    "options.settle",
+                    format!("must be a boolean, got {other}"),
+                ))
+            }
+        };
+        // A concurrency slot is always given back (`release`); a cost only when asked.
+        let settles = settle
+            || setup
+                .limits
+                .iter()
+                .any(|l| l.limit.policy.algorithm() == Algorithm::Concurrency);
 
         let mut enforced = Check::new();
         let mut shadow = Check::new();
@@ -81,6 +105,8 @@ impl LimitCall {
             checks,
             shadow: in_shadow,
             instance,
+            request_id,
+            settles,
         })
     }
 }
@@ -366,6 +392,12 @@ mod tests {
                 ErrorCode::InvalidArgument,
                 "options",
             ),
+            (
+                json!("u"),
+                json!({ "settle": "yes" }),
+                ErrorCode::InvalidArgument,
+                "options.settle",
+            ),
         ];
         for (ids, options, code, path) in cases {
             let e = call(ids.clone(), options.clone()).unwrap_err();
@@ -380,6 +412,19 @@ mod tests {
             e.message.contains("\"per-user\", \"per-team\", \"trial\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_call_settles_when_asked_or_when_it_holds_a_concurrency_slot() {
+        assert!(!call(json!("u"), json!({})).unwrap().settles);
+        assert!(call(json!("u"), json!({ "settle": true })).unwrap().settles);
+        let slots = Setup::from_json(
+            &json!({ "url": "http://127.0.0.1:1", "token": "t",
+                     "limits": [{ "name": "slots", "policy": "concurrency 2" }] })
+            .to_string(),
+        )
+        .unwrap();
+        assert!(LimitCall::new(&slots, "\"u\"", "").unwrap().settles);
     }
 
     #[test]

@@ -251,6 +251,71 @@ test("a request id makes a call idempotent: a repeat answers the first decision,
   assert.equal((await rl.limit(id, { requestId: "req-2" })).remaining, 3);
 });
 
+describe("settle and release: the work is over", () => {
+  test("release frees a concurrency slot now; without it the slot stays held", async () => {
+    const rl = ratelimit([{ name: "slots", policy: "concurrency 1 timeout 60s" }]);
+    const released = fresh();
+    const first = await rl.limit(released);
+    assert.equal(first.success, true);
+    assert.equal((await rl.limit(released)).success, false, "the one slot is held");
+    await rl.release(first);
+    assert.equal((await rl.limit(released)).success, true, "admitted again after the release");
+
+    const kept = fresh();
+    assert.equal((await rl.limit(kept)).success, true);
+    const denied = await rl.limit(kept);
+    assert.equal(denied.success, false);
+    await rl.release(denied); // a denial took nothing: its release frees nothing
+    assert.equal((await rl.limit(kept)).success, false, "never released: still held until its timeout");
+  });
+
+  test("settle charges the real cost in place of the estimate, once, and frees the slots", async () => {
+    const rl = ratelimit([
+      { name: "tokens", policy: "fixed 100/1h" },
+      { name: "slots", policy: "concurrency 1 timeout 60s" },
+    ]);
+    const id = fresh();
+    const first = await rl.limit(id, { cost: { tokens: 50 }, settle: true });
+    assert.equal((await rl.peek("tokens", id)).remaining, 50, "the estimate is charged");
+    const { pipelines } = await cost(() => rl.settle(first, { tokens: 20 }));
+    assert.equal(pipelines, 1, "one round trip");
+    assert.equal((await rl.peek("tokens", id)).remaining, 80, "the real cost replaced the estimate");
+    await rl.settle(first, { tokens: 20 });
+    await rl.release(first);
+    assert.equal((await rl.peek("tokens", id)).remaining, 80, "a repeat changes nothing");
+    const second = await rl.limit(id, { cost: { tokens: 10 }, settle: true });
+    assert.equal(second.success, true, "the slot was freed");
+    await rl.settle(second, 30);
+    assert.equal((await rl.peek("tokens", id)).remaining, 50, "more than estimated is charged");
+  });
+
+  test("bad arguments throw before anything is sent", async () => {
+    const rl = ratelimit([
+      { name: "tokens", policy: "fixed 100/1h" },
+      { name: "slots", policy: "concurrency 1 timeout 60s" },
+    ]);
+    const other = ratelimit([{ name: "tokens", policy: "fixed 100/1h" }]);
+    const result = await rl.limit(fresh());
+    const copy = { ...result };
+    const plain = ratelimit([{ name: "tokens", policy: "fixed 100/1h" }]);
+    const unsettled = await plain.limit(fresh());
+    for (const [call, code, path] of [
+      [() => rl.settle(result, -1), "invalid_cost", "cost"],
+      [() => rl.settle(result, 1.5), "invalid_cost", "cost"],
+      [() => rl.settle(result, undefined), "invalid_cost", "cost"],
+      [() => rl.settle(result, { slots: 1 }), "invalid_cost", 'cost["slots"]'],
+      [() => rl.settle(result, { nope: 1 }), "invalid_cost", 'cost["nope"]'],
+      [() => rl.release(copy), "invalid_argument", "result"],
+      [() => other.release(result), "invalid_argument", "result"],
+      [() => rl.release(null), "invalid_argument", "result"],
+      [() => plain.settle(unsettled, 1), "invalid_argument", "result"],
+    ]) {
+      await assert.rejects(call, (e) => e instanceof EdgelimitError && e.code === code && e.path === path, `${code} ${path}`);
+    }
+    await rl.release(result);
+  });
+});
+
 test("keys are the library's: {el:<namespace>:<limit>:<identifier>}:<algorithm>", async () => {
   const rl = ratelimit([{ name: "per-user", policy: "gcra 1/1s" }], { namespace: "app.v2" });
   const id = fresh("alice");

@@ -19,7 +19,7 @@ export type ErrorCode =
   | "invalid_cost"
   /** Another argument of a call is of the wrong shape. */
   | "invalid_argument"
-  /** The store failed a `peek` or a `reset`. */
+  /** The store failed a `peek`, a `reset`, a `settle` or a `release`. */
   | "store";
 
 /** What the core reports, before it is thrown. */

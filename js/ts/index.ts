@@ -63,7 +63,7 @@ export interface LimitConfig {
   exceed?: Exceed;
   /**
    * After the limit denies an identifier, refuse it on this limit for this long (`10m`,
-   * `1h`): the block starts at that denial, and requests refused during it (reason `blocked`)
+   * `1h`; at most `1d`, the Worker's bound): the block starts at that denial, and requests refused during it (reason `blocked`)
    * neither extend it nor charge anything.
    */
   blockFor?: string;
@@ -120,7 +120,7 @@ export interface RatelimitOptions {
   /** How many recent denials this instance remembers (answered without a round trip); 0: none. */
   denialCache?: number;
   /**
-   * How long a denial is remembered at most, in ms (10000 unless set), however far its retry
+   * How long a denial is remembered at most, in ms (0–600000; 10000 unless set), however far its retry
    * time: how long a `reset` elsewhere takes to reach this instance.
    */
   denialCacheMs?: number;
@@ -161,6 +161,11 @@ export interface LimitOptions {
   requestId?: string;
   /** The request path, named as `instance` in a denial's problem body. */
   instance?: string;
+  /**
+   * The `cost` is an estimate: the result will be passed to `settle` with the real cost once the
+   * work is over. A call with a `concurrency` limit may always be settled or released.
+   */
+  settle?: boolean;
 }
 
 /** Why a decision came out as it did. */
@@ -278,6 +283,11 @@ const globalFetch: FetchLike = (url, init) =>
 export class Ratelimit {
   readonly #core: Core;
   readonly #exchange: Exchange;
+  /**
+   * What each result of this instance's `limit()` that may be settled took: the core's ticket,
+   * `""` when it took nothing. Weak, so a result no one settles is collected with its entry.
+   */
+  readonly #tickets = new WeakMap<LimitResult, string>();
   /** The limits' names, in order. */
   readonly names: readonly string[];
 
@@ -333,10 +343,64 @@ export class Ratelimit {
     } catch (e) {
       rethrow(e);
     }
-    const result = JSON.parse(answer) as LimitResult;
+    // The result's JSON, then on its own line the ticket of what the call took, if anything.
+    const split = answer.indexOf("\n");
+    const result = JSON.parse(split < 0 ? answer : answer.slice(0, split)) as LimitResult;
+    // Only a call that may be settled keeps its ticket: what keeping one costs, other calls skip.
+    if (split >= 0) this.#tickets.set(result, answer.slice(split + 1));
     // A delayed admission holds its place in the quota at the end of its wait: proceed then.
     if (result.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, result.delayMs));
     return result;
+  }
+
+  /**
+   * Ends the work `result` (what this instance's `limit()` resolved to) was admitted for, now
+   * that its real cost is known: each limit is charged `cost` in place of the call's estimate
+   * (the difference refunded or charged, never denied: the work is done), and its `concurrency`
+   * slots are freed. `cost` is one for every limit or per limit name (those left out keep their
+   * estimate); a whole number from 0 to 2^52. `result` comes from a call with `settle: true`, or
+   * with a `concurrency` limit. Only the first `settle` or `release` of a result
+   * counts: a repeat (a retry after a lost answer) changes nothing. A result that took nothing
+   * (denied, or admitted by a fail mode) resolves at once. Throws an `EdgelimitError`:
+   * `invalid_cost`, `invalid_argument` (not such a result of this instance), or `store`.
+   */
+  async settle(result: LimitResult, cost: number | Record<string, number>): Promise<void> {
+    const ticket = this.#ticket(result);
+    try {
+      await this.#exchange.run(this.#core.settle(ticket, json(cost)));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /**
+   * Ends the work `result` (what this instance's `limit()` resolved to) was admitted for, its
+   * cost as estimated: frees its `concurrency` slots now rather than at their timeout. Call it
+   * when the work ends, failed or not (a `finally`). As `settle`, only the first of the two
+   * counts; a call with `settle: true` may be released too. Throws an `EdgelimitError`:
+   * `invalid_argument` (not such a result of this instance), or `store`.
+   */
+  async release(result: LimitResult): Promise<void> {
+    const ticket = this.#ticket(result);
+    try {
+      await this.#exchange.run(this.#core.release(ticket));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** The ticket of `result`; throws when this instance's `limit()` did not resolve to it. */
+  #ticket(result: LimitResult): string {
+    const ticket = typeof result === "object" && result !== null ? this.#tickets.get(result) : undefined;
+    if (ticket === undefined) {
+      throw new EdgelimitError({
+        code: "invalid_argument",
+        path: "result",
+        message:
+          "is not a result this Ratelimit's limit() resolved to with `settle: true` (or with a concurrency limit)",
+      });
+    }
+    return ticket;
   }
 
   /** `identifier`'s standing on limit `name`, charging nothing and writing nothing. */

@@ -131,7 +131,7 @@ pub struct ReplayArgs {
     /// The identifier: ip, host, or a field name.
     #[arg(long, default_value = "ip", value_parser = parse_key)]
     pub key: Key,
-    /// Where decisions are made: memory, redis://…, upstash+http(s)://….
+    /// Where decisions are made: memory, redis://…, redis+cluster://…, upstash+http(s)://….
     #[arg(long, default_value = "memory", value_parser = StoreParser)]
     pub store: StoreChoice,
     /// Fail on the first bad line (with file:line and the field) instead of counting it.
@@ -335,7 +335,7 @@ impl clap::builder::TypedValueParser for StoreParser {
         let text = value
             .to_str()
             .ok_or_else(|| refused("is not UTF-8".to_string()))?;
-        text.parse().map_err(refused)
+        StoreChoice::parse(text).map_err(|e| refused(e.to_string()))
     }
 }
 

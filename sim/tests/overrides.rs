@@ -411,10 +411,11 @@ fn bad_lines_are_refused_with_the_file_line_and_the_admin_clis_message() {
         ),
     ] {
         use clap::Parser;
-        let cli =
-            edgelimit_admin::Cli::try_parse_from(std::iter::once("edgelimit-admin").chain(argv))
-                .unwrap();
-        let admin = edgelimit_admin::command::plan(&cli.command, &config, &config_name, false)
+        let cli = edgelimit_engine::command::Cli::try_parse_from(
+            std::iter::once("edgelimit-admin").chain(argv),
+        )
+        .unwrap();
+        let admin = edgelimit_engine::command::plan(&cli.command, &config, &config_name, false)
             .unwrap_err()
             .to_string();
         assert_eq!(refused(&dir, line), admin, "{line}");

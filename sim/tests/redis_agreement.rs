@@ -1,6 +1,7 @@
-//! Replay through `RespStore` (the Lua twins on a real redis-server) and through `RestStore` (the
-//! Upstash REST protocol, via the gateway in front of the same server) gives the same decisions as
-//! the in-process steps: per-policy counts equal, and no single decision differs.
+//! Replay through `RespStore` (the Lua twins on a real redis-server, and on a Redis Cluster found
+//! from one seed node) and through `RestStore` (the Upstash REST protocol, via the gateway in
+//! front of the same server) gives the same decisions as the in-process steps: per-policy counts
+//! equal, and no single decision differs.
 //! Needs `redis-server` (`scripts/test` installs it); without it each test fails with a message
 //! naming it and how to install it (`edgelimit_testkit::RedisServer`), rather than passing
 //! without having compared anything.
@@ -12,12 +13,22 @@ use edgelimit_sim::policy::StoreChoice;
 use edgelimit_sim::policy::{run, RunOptions};
 use edgelimit_sim::readers::ReadOptions;
 use edgelimit_testkit::dir::TempDir;
-use edgelimit_testkit::{gateway, task, RedisServer};
+use edgelimit_testkit::{gateway, task, RedisCluster, RedisServer};
 
 #[test]
 fn resp_store_decides_as_the_steps() {
     let server = RedisServer::start();
     agrees_with_memory("resp", StoreChoice::Redis(server.url()));
+}
+
+#[test]
+fn a_redis_cluster_decides_as_the_steps() {
+    let cluster = RedisCluster::start(3);
+    let url = format!(
+        "redis+cluster://{}",
+        cluster.urls()[0].trim_start_matches("redis://")
+    );
+    agrees_with_memory("cluster", url.parse().expect("a cluster URL"));
 }
 
 #[test]

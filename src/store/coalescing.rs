@@ -27,11 +27,10 @@ use std::task::{Context, Poll, Waker};
 
 use async_trait::async_trait;
 
-use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
+use super::check::{Check, TimeSource, Verdict};
 use super::error::StoreError;
 use super::traits::{Control, Store};
-use crate::control::list::ListEntry;
-use crate::control::{Assignment, AssignmentKind};
+use crate::control::{ControlAnswer, ControlOp};
 
 /// The default most checks in one inner call: the gateway's default `--max-pipeline` (1000
 /// commands per `/pipeline`), one command per single-node check.
@@ -517,67 +516,7 @@ impl<S: Store + 'static> Store for Coalescing<S> {
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl<S: Control + 'static> Control for Coalescing<S> {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .assign(limit, identifier, assignment, until_ms)
-            .await
-    }
-
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        self.inner.clear_assignment(limit, identifier, kind).await
-    }
-
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        self.inner.assignments(limit, identifier).await
-    }
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.inner.list_add(list, entry, until_ms, now_ms).await
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        self.inner.list_remove(list, entry).await
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        self.inner.list_entries(list, now_ms).await
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        self.inner.peek(limit, identifier, time).await
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        self.inner.reset(limit, identifier).await
+    async fn apply(&self, op: ControlOp) -> Result<ControlAnswer, StoreError> {
+        self.inner.apply(op).await
     }
 }

@@ -10,7 +10,7 @@ use super::key::control_key;
 use super::traits::MaybeSendSync;
 use crate::control::assignment::{assign_command, read_assignments};
 use crate::control::list::{self, ListEntry};
-use crate::control::{Assignment, AssignmentKind};
+use crate::control::{Assignment, AssignmentKind, ControlAnswer, ControlOp};
 use crate::script::{control, Invocation, Reply};
 
 /// How a Redis transport sends one control command. Every control command is idempotent (an
@@ -31,89 +31,78 @@ pub(super) trait RedisCalls: MaybeSendSync {
     async fn script(&self, invocation: &Invocation) -> Result<Reply, StoreError>;
 }
 
-/// `impl Control for $store` by [`RedisCalls`]: the same nine operations for both transports,
-/// written once below. (A blanket `impl<T: RedisCalls> Control for T` would collide with
+/// `impl Control for $store` by [`RedisCalls`]: the same operations for both transports,
+/// written once in [`apply`]. (A blanket `impl<T: RedisCalls> Control for T` would collide with
 /// `Control for Box<S>`.)
 macro_rules! redis_control {
     ($store:ty) => {
         #[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
         #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
         impl $crate::store::Control for $store {
-            async fn assign(
+            async fn apply(
                 &self,
-                limit: &$crate::Limit,
-                identifier: &$crate::Identifier,
-                assignment: Option<&$crate::Assignment>,
-                until_ms: Option<u64>,
-            ) -> Result<(), $crate::StoreError> {
-                super::redis_control::assign(self, limit, identifier, assignment, until_ms).await
-            }
-
-            async fn clear_assignment(
-                &self,
-                limit: &$crate::Limit,
-                identifier: &$crate::Identifier,
-                kind: $crate::control::AssignmentKind,
-            ) -> Result<(), $crate::StoreError> {
-                super::redis_control::clear_assignment(self, limit, identifier, kind).await
-            }
-
-            async fn assignments(
-                &self,
-                limit: &$crate::Limit,
-                identifier: &$crate::Identifier,
-            ) -> Result<Vec<($crate::Assignment, Option<u64>)>, $crate::StoreError> {
-                super::redis_control::assignments(self, limit, identifier).await
-            }
-
-            async fn list_add(
-                &self,
-                list: &str,
-                entry: &$crate::control::list::ListEntry,
-                until_ms: Option<u64>,
-                now_ms: u64,
-            ) -> Result<(), $crate::StoreError> {
-                super::redis_control::list_add(self, list, entry, until_ms, now_ms).await
-            }
-
-            async fn list_remove(
-                &self,
-                list: &str,
-                entry: &$crate::control::list::ListEntry,
-            ) -> Result<bool, $crate::StoreError> {
-                super::redis_control::list_remove(self, list, entry).await
-            }
-
-            async fn list_entries(
-                &self,
-                list: &str,
-                now_ms: u64,
-            ) -> Result<Vec<(String, Option<u64>)>, $crate::StoreError> {
-                super::redis_control::list_entries(self, list, now_ms).await
-            }
-
-            async fn peek(
-                &self,
-                limit: &$crate::Limit,
-                identifier: &$crate::Identifier,
-                time: $crate::TimeSource,
-            ) -> Result<$crate::Verdict, $crate::StoreError> {
-                super::redis_control::peek(self, limit, identifier, time).await
-            }
-
-            async fn reset(
-                &self,
-                limit: &$crate::Limit,
-                identifier: &$crate::Identifier,
-            ) -> Result<bool, $crate::StoreError> {
-                super::redis_control::reset(self, limit, identifier).await
+                op: $crate::control::ControlOp,
+            ) -> Result<$crate::control::ControlAnswer, $crate::StoreError> {
+                super::redis_control::apply(self, op).await
             }
         }
     };
 }
 pub(super) use redis_control;
 
-pub(super) async fn assign(
+/// `Control::apply` on either Redis transport.
+pub(super) async fn apply(
+    store: &(impl RedisCalls + ?Sized),
+    op: ControlOp,
+) -> Result<ControlAnswer, StoreError> {
+    Ok(match op {
+        ControlOp::Assign {
+            limit,
+            identifier,
+            assignment,
+            until_ms,
+        } => {
+            assign(store, &limit, &identifier, assignment.as_ref(), until_ms).await?;
+            ControlAnswer::Done
+        }
+        ControlOp::ClearAssignment {
+            limit,
+            identifier,
+            kind,
+        } => {
+            clear_assignment(store, &limit, &identifier, kind).await?;
+            ControlAnswer::Done
+        }
+        ControlOp::Assignments { limit, identifier } => {
+            ControlAnswer::Assignments(assignments(store, &limit, &identifier).await?)
+        }
+        ControlOp::ListAdd {
+            list,
+            entry,
+            until_ms,
+            now_ms,
+        } => {
+            list_add(store, &list, &entry, until_ms, now_ms).await?;
+            ControlAnswer::Done
+        }
+        ControlOp::ListRemove { list, entry } => {
+            ControlAnswer::Existed(list_remove(store, &list, &entry).await?)
+        }
+        ControlOp::ListEntries { list, now_ms } => {
+            ControlAnswer::Entries(list_entries(store, &list, now_ms).await?)
+        }
+        ControlOp::Peek {
+            limit,
+            identifier,
+            time,
+        } => ControlAnswer::Verdict(peek(store, &limit, &identifier, time).await?),
+        ControlOp::Reset { limit, identifier } => {
+            ControlAnswer::Existed(reset(store, &limit, &identifier).await?)
+        }
+    })
+}
+
+async fn assign(
     store: &(impl RedisCalls + ?Sized),
     limit: &Limit,
     identifier: &Identifier,
@@ -124,7 +113,7 @@ pub(super) async fn assign(
     change_assignments(store, assign_command(key, assignment, until_ms, None)).await
 }
 
-pub(super) async fn clear_assignment(
+async fn clear_assignment(
     store: &(impl RedisCalls + ?Sized),
     limit: &Limit,
     identifier: &Identifier,
@@ -134,7 +123,7 @@ pub(super) async fn clear_assignment(
     change_assignments(store, assign_command(key, None, None, Some(kind))).await
 }
 
-pub(super) async fn assignments(
+async fn assignments(
     store: &(impl RedisCalls + ?Sized),
     limit: &Limit,
     identifier: &Identifier,
@@ -144,7 +133,7 @@ pub(super) async fn assignments(
     read_assignments(reply, &key)
 }
 
-pub(super) async fn list_add(
+async fn list_add(
     store: &(impl RedisCalls + ?Sized),
     list: &str,
     entry: &ListEntry,
@@ -156,7 +145,7 @@ pub(super) async fn list_add(
     control::read_added(&store.script(&call).await?)
 }
 
-pub(super) async fn list_remove(
+async fn list_remove(
     store: &(impl RedisCalls + ?Sized),
     list: &str,
     entry: &ListEntry,
@@ -165,7 +154,7 @@ pub(super) async fn list_remove(
     control::read_removed(&store.script(&call).await?)
 }
 
-pub(super) async fn list_entries(
+async fn list_entries(
     store: &(impl RedisCalls + ?Sized),
     list: &str,
     now_ms: u64,
@@ -174,7 +163,7 @@ pub(super) async fn list_entries(
     control::read_entries(&store.script(&call).await?)
 }
 
-pub(super) async fn peek(
+async fn peek(
     store: &(impl RedisCalls + ?Sized),
     limit: &Limit,
     identifier: &Identifier,
@@ -184,7 +173,7 @@ pub(super) async fn peek(
     control::read_peek(&store.script(&call).await?)
 }
 
-pub(super) async fn reset(
+async fn reset(
     store: &(impl RedisCalls + ?Sized),
     limit: &Limit,
     identifier: &Identifier,

@@ -29,12 +29,12 @@ use async_trait::async_trait;
 use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 
-use super::check::{Check, CheckItem, Identifier, Limit, TimeSource, Verdict};
+use super::check::{Check, CheckItem, TimeSource, Verdict};
 use super::error::StoreError;
 use super::traits::{Control, Store};
 use crate::algorithm::Charge;
-use crate::control::list::{ListEntry, Listed};
-use crate::control::{Assignment, AssignmentKind};
+use crate::control::list::Listed;
+use crate::control::{ControlAnswer, ControlOp};
 use crate::decision::Reason;
 
 /// One shard: a stable name (e.g. its URL without credentials) and its store. The name, not the
@@ -381,99 +381,42 @@ impl<S: Store> Store for ShardedStore<S> {
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl<S: Control> Control for ShardedStore<S> {
-    /// Stored by the shard owning (limit, identifier), beside the state it governs.
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let shard = self.shard_of(&limit.name, identifier.as_bytes());
-        self.shards[shard]
-            .store
-            .assign(limit, identifier, assignment, until_ms)
-            .await
-    }
-
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        let shard = self.shard_of(&limit.name, identifier.as_bytes());
-        self.shards[shard]
-            .store
-            .clear_assignment(limit, identifier, kind)
-            .await
-    }
-
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        let shard = self.shard_of(&limit.name, identifier.as_bytes());
-        self.shards[shard]
-            .store
-            .assignments(limit, identifier)
-            .await
-    }
-
-    // Every shard holds every list (docs/design.md §"Deny and allow lists"), so a gated check
-    // is decided on whichever shard owns its items, in its one round trip. Writes go to every
-    // shard concurrently; one that fails fails the call, and the write should be repeated (it
-    // is idempotent).
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let calls = self
-            .shards
-            .iter()
-            .map(|shard| shard.store.list_add(list, entry, until_ms, now_ms));
-        join_all(calls).await.into_iter().collect()
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        let calls = self
-            .shards
-            .iter()
-            .map(|shard| shard.store.list_remove(list, entry));
-        let removed = join_all(calls)
-            .await
-            .into_iter()
-            .collect::<Result<Vec<bool>, _>>()?;
-        Ok(removed.into_iter().any(|r| r))
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        // The first shard's copy: every write reaches every shard.
-        self.shards[0].store.list_entries(list, now_ms).await
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let owner = self.shard_of(&limit.name, identifier.as_bytes());
-        self.shards[owner].store.peek(limit, identifier, time).await
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        let owner = self.shard_of(&limit.name, identifier.as_bytes());
-        self.shards[owner].store.reset(limit, identifier).await
+    /// An operation on one (limit, identifier) goes to the shard owning it: an assignment is
+    /// stored beside the state it governs. Every shard holds every list (docs/design.md §"Deny
+    /// and allow lists"), so a gated check is decided on whichever shard owns its items, in its
+    /// one round trip: list writes go to every shard concurrently (one that fails fails the
+    /// call, and the write should be repeated: it is idempotent), and reads take the first
+    /// shard's copy.
+    async fn apply(&self, op: ControlOp) -> Result<ControlAnswer, StoreError> {
+        if let Some((limit, identifier)) = op.subject() {
+            let owner = self.shard_of(&limit.name, identifier.as_bytes());
+            return self.shards[owner].store.apply(op).await;
+        }
+        match op {
+            ControlOp::ListEntries { .. } => self.shards[0].store.apply(op).await,
+            write => {
+                let calls = self
+                    .shards
+                    .iter()
+                    .map(|shard| shard.store.apply(write.clone()));
+                let answers = join_all(calls)
+                    .await
+                    .into_iter()
+                    .collect::<Result<Vec<_>, _>>()?;
+                if let ControlOp::ListRemove { .. } = write {
+                    let mut removed = false;
+                    for answer in answers {
+                        removed |= answer.existed()?;
+                    }
+                    Ok(ControlAnswer::Existed(removed))
+                } else {
+                    answers
+                        .into_iter()
+                        .try_for_each(ControlAnswer::done)
+                        .map(|()| ControlAnswer::Done)
+                }
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::check::{Check, Identifier, Limit, TimeSource, Verdict};
 use super::error::StoreError;
 use crate::control::list::ListEntry;
-use crate::control::{Assignment, AssignmentKind};
+use crate::control::{Assignment, AssignmentKind, ControlAnswer, ControlOp};
 use crate::global::take::{Take, Taken};
 
 /// `Send + Sync` natively; nothing on wasm32, where JS futures and handles are not `Send`.
@@ -57,6 +57,22 @@ pub trait Store: MaybeSendSync {
     async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
         crate::global::take::take_by_checks(self, takes, time).await
     }
+
+    /// Whether the store has queued work of its own to do once a response is out (a global
+    /// store's lease refills, [`crate::global::GlobalStore`]): a host then leaves
+    /// [`Store::upkeep`] to run after the response, off the request path. Most stores have
+    /// none; asking costs no I/O.
+    fn upkeep_due(&self) -> bool {
+        false
+    }
+
+    /// Does the work [`Store::upkeep_due`] announced, at `now_ms` (epoch ms, the caller's
+    /// clock). Each call does what was queued when it runs, so two concurrent calls never do
+    /// one piece twice; what fails is queued again by the next request that needs it.
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        let _ = now_ms;
+        Ok(())
+    }
 }
 
 /// Live control of what a [`Store`] decides with: per-identifier tiers and overrides (the
@@ -64,9 +80,17 @@ pub trait Store: MaybeSendSync {
 /// allow lists"), and an identifier's standing (§3 "Peek and reset"). Every bundled store keeps
 /// them; a wrapper ([`super::Coalescing`], [`super::ShardedStore`]) has them when what it wraps
 /// does.
+///
+/// A store implements one method, [`Control::apply`], taking any [`ControlOp`]: a wrapper then
+/// forwards one call, and the wire to a remote store sends one value. The typed methods are the
+/// way in for callers; each builds its operation and reads its answer.
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 pub trait Control: Store {
+    /// Carries out `op`, answering with the [`ControlAnswer`] of its kind (the typed method of
+    /// the same name says what each operation does).
+    async fn apply(&self, op: ControlOp) -> Result<ControlAnswer, StoreError>;
+
     /// Assigns `identifier` on `limit` a tier or an override until `until_ms` (epoch ms on the
     /// callers' clock; `None`: until cleared), replacing the assignment of that kind it held (an
     /// identifier holds at most one tier and one override: a temporary override of a `pro`
@@ -78,7 +102,16 @@ pub trait Control: Store {
         identifier: &Identifier,
         assignment: Option<&Assignment>,
         until_ms: Option<u64>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.apply(ControlOp::Assign {
+            limit: limit.clone(),
+            identifier: identifier.clone(),
+            assignment: assignment.cloned(),
+            until_ms,
+        })
+        .await?
+        .done()
+    }
 
     /// Clears the assignment of one kind (the tier or the override) of `identifier` on `limit`,
     /// keeping the other.
@@ -87,7 +120,15 @@ pub trait Control: Store {
         limit: &Limit,
         identifier: &Identifier,
         kind: AssignmentKind,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.apply(ControlOp::ClearAssignment {
+            limit: limit.clone(),
+            identifier: identifier.clone(),
+            kind,
+        })
+        .await?
+        .done()
+    }
 
     /// Every assignment `identifier` holds on `limit`, each with when it lapses, the override
     /// first; as stored, so a lapsed one may be listed until it is collected (compare `until`
@@ -96,7 +137,14 @@ pub trait Control: Store {
         &self,
         limit: &Limit,
         identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError>;
+    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
+        self.apply(ControlOp::Assignments {
+            limit: limit.clone(),
+            identifier: identifier.clone(),
+        })
+        .await?
+        .assignments()
+    }
 
     /// The first of [`Control::assignments`] (the override if one is held, else the tier), or
     /// `None`.
@@ -121,10 +169,26 @@ pub trait Control: Store {
         entry: &ListEntry,
         until_ms: Option<u64>,
         now_ms: u64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.apply(ControlOp::ListAdd {
+            list: list.to_string(),
+            entry: entry.clone(),
+            until_ms,
+            now_ms,
+        })
+        .await?
+        .done()
+    }
 
     /// Removes `entry` from `list`; whether it was there (live or lapsed).
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError>;
+    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
+        self.apply(ControlOp::ListRemove {
+            list: list.to_string(),
+            entry: entry.clone(),
+        })
+        .await?
+        .existed()
+    }
 
     /// The entries of `list` live at `now_ms`: (member, lapse time; `None` for never), soonest
     /// lapsing first, ties by member.
@@ -132,7 +196,14 @@ pub trait Control: Store {
         &self,
         list: &str,
         now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError>;
+    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        self.apply(ControlOp::ListEntries {
+            list: list.to_string(),
+            now_ms,
+        })
+        .await?
+        .entries()
+    }
 
     /// An identifier's standing on a limit without consuming: a zero-cost look under its
     /// effective policy that writes nothing (not even pruning): what remains and when the quota
@@ -142,12 +213,27 @@ pub trait Control: Store {
         limit: &Limit,
         identifier: &Identifier,
         time: TimeSource,
-    ) -> Result<Verdict, StoreError>;
+    ) -> Result<Verdict, StoreError> {
+        self.apply(ControlOp::Peek {
+            limit: limit.clone(),
+            identifier: identifier.clone(),
+            time,
+        })
+        .await?
+        .verdict()
+    }
 
     /// Deletes the identifier's state on the limit (every algorithm's key: O(1), no SCAN); keeps
     /// its assignment and remembered request ids (a retry must still not double-charge). Returns
     /// whether any state existed.
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError>;
+    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
+        self.apply(ControlOp::Reset {
+            limit: limit.clone(),
+            identifier: identifier.clone(),
+        })
+        .await?
+        .existed()
+    }
 }
 
 /// A boxed store decides as the store it holds: shards of different kinds
@@ -170,6 +256,14 @@ impl<S: Store + ?Sized> Store for Box<S> {
 
     async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
         (**self).take(takes, time).await
+    }
+
+    fn upkeep_due(&self) -> bool {
+        (**self).upkeep_due()
+    }
+
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        (**self).upkeep(now_ms).await
     }
 }
 
@@ -194,73 +288,30 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn take(&self, takes: &[Take], time: TimeSource) -> Result<Vec<Taken>, StoreError> {
         (**self).take(takes, time).await
     }
+
+    fn upkeep_due(&self) -> bool {
+        (**self).upkeep_due()
+    }
+
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        (**self).upkeep(now_ms).await
+    }
 }
 
 /// A boxed store is controlled as the store it holds (`Box<dyn Control>`).
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl<S: Control + ?Sized> Control for Box<S> {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        (**self)
-            .assign(limit, identifier, assignment, until_ms)
-            .await
+    async fn apply(&self, op: ControlOp) -> Result<ControlAnswer, StoreError> {
+        (**self).apply(op).await
     }
+}
 
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        (**self).clear_assignment(limit, identifier, kind).await
-    }
-
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        (**self).assignments(limit, identifier).await
-    }
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        (**self).list_add(list, entry, until_ms, now_ms).await
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        (**self).list_remove(list, entry).await
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        (**self).list_entries(list, now_ms).await
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        (**self).peek(limit, identifier, time).await
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        (**self).reset(limit, identifier).await
+/// A shared store is controlled as the store it holds.
+#[cfg_attr(not(target_arch = "wasm32"), async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
+impl<S: Control + ?Sized> Control for std::sync::Arc<S> {
+    async fn apply(&self, op: ControlOp) -> Result<ControlAnswer, StoreError> {
+        (**self).apply(op).await
     }
 }

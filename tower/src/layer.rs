@@ -18,7 +18,7 @@ use tower_layer::Layer;
 use crate::error::BuildError;
 use crate::exempt::Exemptions;
 use crate::peer::Peer;
-use crate::request::{client_always, Reading};
+use crate::request::Reading;
 use crate::service::RateLimit;
 use crate::shared::Shared;
 
@@ -223,7 +223,7 @@ impl Builder {
             .request_id_header
             .as_deref()
             .and_then(|name| HeaderName::from_bytes(name.as_bytes()).ok());
-        reading.client_always = client_always(&self.config);
+        reading.client_always = self.config.reads_client_always();
         let edge = Edge::new(self.config, store)
             .with_clock(self.clock.clone())
             .with_trace_identifiers(self.trace_identifiers);

@@ -7,16 +7,13 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use edgelimit::net::{AddressText, ClientAddress, IpPrefix};
-use edgelimit_engine::identify::IdentifierSource;
-use edgelimit_engine::plan::MatchedRules;
-use edgelimit_engine::reading::{FieldValues, Reading as PathReading};
-use edgelimit_engine::{Config, Incoming, RequestView};
+use edgelimit_engine::read_ahead::ReadAhead;
+use edgelimit_engine::reading::FieldValues;
+use edgelimit_engine::{Incoming, RequestView};
 use http::header::{HeaderName, HOST};
 use http::request::Parts;
-use smallvec::SmallVec;
 
 use crate::custom::Customs;
-use crate::exempt::Exemptions;
 use crate::peer::Peer;
 
 /// How the layer reads what the request path asks of a request.
@@ -31,30 +28,10 @@ pub(crate) struct Reading {
     /// The configuration's request id header, parsed once for the layer rather than on every
     /// request (`None` until the layer is built).
     pub(crate) request_id: Option<HeaderName>,
-    /// Whether every limited request needs its client address (a limit keyed by `ip`, or a
-    /// list, which always looks at it): then it is resolved up front, without the lazy
-    /// cell's synchronisation on first use (found when the layer is built).
+    /// Whether every limited request needs its client address
+    /// ([`edgelimit_engine::Config::reads_client_always`]): then it is resolved up front, without the lazy cell's
+    /// synchronisation on first use (found when the layer is built).
     pub(crate) client_always: bool,
-}
-
-/// Whether a limited request of `config` always needs its client address: some limit is keyed
-/// by it (hashed or not), or some list applies (the lists are offered it).
-pub(crate) fn client_always(config: &Config) -> bool {
-    fn reads_client(source: &IdentifierSource) -> bool {
-        match source {
-            IdentifierSource::ClientIp(_) => true,
-            IdentifierSource::ApiKey(inner) => reads_client(inner),
-            _ => false,
-        }
-    }
-    config.dynamic_lists
-        || !config.deny.is_empty()
-        || !config.allow.is_empty()
-        || config.rules.iter().any(|rule| {
-            !rule.deny.is_empty()
-                || !rule.allow.is_empty()
-                || rule.limits.iter().any(|l| reads_client(&l.source))
-        })
 }
 
 impl Reading {
@@ -90,50 +67,9 @@ pub(crate) struct HttpRequest<'a> {
     /// Otherwise the client's address as text, found on first use: a request no `ip` limit or
     /// list looks at never resolves it.
     client: OnceLock<Option<AddressText>>,
-    /// How the layer read it, when it did: the request path takes that reading and those
-    /// rules rather than reading and matching again.
+    /// How the engine read it in the layer, when it did: the request path takes that reading
+    /// and those rules rather than reading and matching again.
     ahead: Option<ReadAhead>,
-}
-
-/// Where in the configuration the rules a request matches are, in configuration order.
-pub(crate) type MatchedPlaces = SmallVec<[usize; 4]>;
-
-/// A request as the layer read it before taking it down the request path ([`limited_places`]):
-/// kept apart from the request's borrow, as the request moves into the response future.
-#[derive(Debug)]
-pub(crate) struct ReadAhead {
-    /// The rules it matches.
-    places: MatchedPlaces,
-    /// Its path and host as read where they differ from the request's ([`Reading::changes`]),
-    /// when both are readable; `None` when one is not (the request path reads it again to say
-    /// why, and refuses it).
-    changes: Option<(Option<String>, Option<String>)>,
-}
-
-/// Whether the layer takes `request` down the request path, and how it read it (with which of
-/// `config`'s rules): `None` to pass it through untouched (no rule matches it, or `exempt` lets
-/// its path pass), read as the request path reads it ([`Config::reading`]). A request whose
-/// path or host cannot be read is taken with no rule, for the request path to refuse.
-pub(crate) fn limited_places(
-    config: &Config,
-    exempt: &Exemptions,
-    request: &HttpRequest<'_>,
-) -> Option<ReadAhead> {
-    let read = config.reading(request);
-    if read.unreadable().is_some() {
-        return Some(ReadAhead {
-            places: MatchedPlaces::new(),
-            changes: None,
-        });
-    }
-    if exempt.exempts(read.path()) {
-        return None;
-    }
-    let places = config.matched_places(&read);
-    (!places.is_empty()).then(|| ReadAhead {
-        places,
-        changes: Some(read.changes()),
-    })
 }
 
 impl<'a> HttpRequest<'a> {
@@ -149,7 +85,7 @@ impl<'a> HttpRequest<'a> {
         }
     }
 
-    /// The same request, as the layer read it (from [`limited_places`]): the request path does
+    /// The same request, as the engine read it in the layer ([`ReadAhead::read`]): the request path does
     /// not read it or match its rules again. Its client address is resolved now when the
     /// request path always reads it ([`Reading::client_always`]).
     pub(crate) fn with_read_ahead(mut self, ahead: ReadAhead) -> HttpRequest<'a> {
@@ -175,7 +111,7 @@ impl<'a> HttpRequest<'a> {
 
 /// The request's host as it names it: `Host` (HTTP/1.1), else the URI's authority (HTTP/2's
 /// `:authority`); empty when it has neither. Its case and port are left to the request path's
-/// reading ([`Config::reading`]), which reads them once. A `Host` that is not visible ASCII is
+/// reading ([`edgelimit_engine::Config::reading`]), which reads them once. A `Host` that is not visible ASCII is
 /// read as one the reading refuses, never as no host (which would match no rule naming one).
 fn host_of(parts: &Parts) -> &str {
     match parts.headers.get(HOST) {
@@ -278,27 +214,10 @@ impl RequestView for HttpRequest<'_> {
 }
 
 /// Identifiers are read from the request, as the Worker reads them; its path, host and rules
-/// too, unless the layer read them already.
+/// as the engine read them ahead ([`ReadAhead::read`], in the layer).
 impl Incoming for HttpRequest<'_> {
-    fn reading<'r>(&'r self, config: &Config) -> PathReading<'r, Self> {
-        match self.ahead.as_ref().and_then(|ahead| ahead.changes.as_ref()) {
-            Some((path, host)) => config.read_before(
-                self,
-                path.as_deref().unwrap_or(self.path()),
-                host.as_deref().unwrap_or(self.host()),
-            ),
-            None => config.reading(self),
-        }
-    }
-
-    fn matching<'c>(&self, config: &'c Config, read: &PathReading<'_, Self>) -> MatchedRules<'c> {
-        match &self.ahead {
-            Some(ReadAhead { places, .. }) => places
-                .iter()
-                .filter_map(|&place| config.rules.get(place))
-                .collect(),
-            None => config.matching(read),
-        }
+    fn read_ahead(&self) -> Option<&ReadAhead> {
+        self.ahead.as_ref()
     }
 }
 
@@ -315,6 +234,7 @@ mod tests {
 
     use super::*;
     use crate::peer::PeerAddr;
+    use edgelimit_engine::Config;
 
     fn parts(uri: &str, headers: &[(&str, &str)], peer: Option<&str>) -> Parts {
         let mut builder = http::Request::builder().uri(uri);

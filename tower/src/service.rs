@@ -2,8 +2,9 @@
 //! rule matches (or one exempt) goes straight to the inner service; any other goes down the
 //! request path first, and is forwarded with the `RateLimit` headers or answered by the layer;
 //! the configuration's `metrics_path`, if set, is answered with the counters.
-//! After the inner service answered, what the request reserved is settled — from the response
-//! it gave — before the response goes out.
+//! The work a request leaves for after its response (its settlement, read from the inner
+//! service's response, and the store's upkeep) runs in a tokio task of its own: the response
+//! goes out without waiting for it.
 //!
 //! The store's failures are logged with `tracing` (target `edgelimit`), at most one line per
 //! failure class per minute with the count of those it stands for (the limiter's
@@ -18,6 +19,7 @@
 //! A limited request runs inside an `edgelimit.layer` span (`crate::trace`), around the request
 //! path's own `edgelimit.decide` span and the inner service's.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::ops::Range;
@@ -28,16 +30,17 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use edgelimit::http::HeaderFields;
 use edgelimit::Store;
-use edgelimit_engine::admin_route::AdminAnswer;
-use edgelimit_engine::rules::STATUS_FIELD;
-use edgelimit_engine::{Action, Handled, RequestView, Route, METRICS_CONTENT_TYPE};
+use edgelimit_engine::read_ahead::ReadAhead;
+use edgelimit_engine::route_answer::RouteAnswer;
+use edgelimit_engine::{Action, AfterResponse, RequestView, ResponseView, Route};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, response, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use smallvec::SmallVec;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::request::{limited_places, HttpRequest, ReadAhead};
+use crate::custom::Customs;
+use crate::request::HttpRequest;
 use crate::shared::Shared;
 use crate::trace;
 
@@ -96,12 +99,12 @@ where
             return ResponseFuture::ready(page);
         }
         // What no rule matches is not limited at all: no store call, no headers (as the
-        // Worker). The request is read and its rules matched here, once: the request path
-        // takes them as found.
-        let Some(matched) = limited_places(
+        // Worker). The engine reads the request and matches its rules here, once: the request
+        // path takes them as found.
+        let Some(matched) = ReadAhead::read(
             shared.edge.config(),
-            &shared.exempt,
             &HttpRequest::new(&parts, &shared.reading),
+            |path| shared.exempt.exempts(path),
         ) else {
             return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
         };
@@ -164,50 +167,44 @@ fn metrics_page<S: Store, B>(
     {
         return None;
     }
-    if let Some(token) = &shared.metrics_token {
-        let client = HttpRequest::new(request, &shared.reading)
+    let client = shared.metrics_token.as_ref().and_then(|_| {
+        HttpRequest::new(request, &shared.reading)
             .client_ip()
-            .map(|ip| ip.into_owned());
-        let authorization = request
-            .headers
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        let now_ms = shared.clock.now_ms();
-        if let Err(refused) = shared
-            .guard
-            .admit(token, client.as_deref(), authorization, now_ms)
-        {
-            return Some(refusal(refused));
+            .map(|ip| ip.into_owned())
+    });
+    let authorization = request
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    Some(route_answer(shared.edge.metrics_page(
+        &shared.guard,
+        shared.metrics_token.as_ref(),
+        client.as_deref(),
+        authorization,
+        shared.clock.now_ms(),
+    )))
+}
+
+/// One of the limiter's own answers (the metrics page, its refusals) as a response, written as
+/// the engine made it.
+fn route_answer<B>(answer: RouteAnswer) -> Response<ResponseBody<B>> {
+    let fields: SmallVec<[(&str, String); 3]> = answer.header_fields().collect();
+    let mut response = Response::new(ResponseBody::answer(answer.body));
+    *response.status_mut() =
+        StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    for (name, value) in fields {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
         }
     }
-    let mut response = Response::new(ResponseBody::answer(shared.edge.metrics_text()));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(METRICS_CONTENT_TYPE));
-    response
-        .headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Some(response)
-}
-
-/// A guarded page's refusal (401, 429) as a response: its JSON body, `Retry-After` for a 429.
-fn refusal<B>(refused: AdminAnswer) -> Response<ResponseBody<B>> {
-    let mut response = Response::new(ResponseBody::answer(refused.body));
-    *response.status_mut() =
-        StatusCode::from_u16(refused.status).unwrap_or(StatusCode::UNAUTHORIZED);
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if let Some(seconds) = refused.retry_after {
-        headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
-    }
     response
 }
 
-/// One limited request: the request path, then the inner service or the layer's answer, then
-/// the settlement.
+/// One limited request: the request path, then the inner service or the layer's answer; the
+/// work left for after the response is handed to a task of its own.
 async fn limited<Svc, S, ReqBody, ResBody>(
-    shared: Arc<Shared<S>>,
+    owned: Arc<Shared<S>>,
     mut inner: Svc,
     mut parts: request::Parts,
     body: ReqBody,
@@ -215,9 +212,9 @@ async fn limited<Svc, S, ReqBody, ResBody>(
 ) -> Answer<ResBody, Svc::Error>
 where
     Svc: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    S: Store,
+    S: Store + 'static,
 {
-    let shared = &*shared;
+    let shared = &*owned;
     let request = HttpRequest::new(&parts, &shared.reading).with_read_ahead(matched);
     // The isolate's clock is read by its memory of the dynamic lists' denials alone: without
     // those lists the time is never looked at, and the clock is not read for it.
@@ -251,16 +248,16 @@ where
                 Ok(response) => {
                     let (mut head, body) = response.into_parts();
                     add_fields(&mut head.headers, answer.headers);
-                    if handled.settles() {
-                        settle(shared, &handled, Some(&head)).await;
-                    }
+                    let inner_response = InnerResponse {
+                        head: &head,
+                        customs: &shared.reading.customs,
+                    };
+                    after_response(&owned, handled.after_response(Some(&inner_response)));
                     Ok(Response::from_parts(head, ResponseBody::inner(body)))
                 }
                 Err(e) => {
                     // No response states a cost: the estimates stand, leases are released.
-                    if handled.settles() {
-                        settle(shared, &handled, None).await;
-                    }
+                    after_response(&owned, handled.after_response(None));
                     Err(e)
                 }
             };
@@ -271,6 +268,8 @@ where
             content_type,
         } => (status, body, content_type),
     };
+    // A refused request took nothing, but an admitting shadow check holds its leases.
+    after_response(&owned, handled.after_response(None));
     let mut response = Response::new(ResponseBody::answer(body_text));
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -283,34 +282,54 @@ where
     Ok(response)
 }
 
-/// Sends what the request settles (one that [`Handled::settles`]), read from the inner
-/// service's response (`None` when it failed): a custom cost from its closure, any other from
-/// the response's header fields.
-async fn settle<S: Store>(
-    shared: &Shared<S>,
-    handled: &Handled<'_>,
-    head: Option<&response::Parts>,
-) {
-    let settlement = handled.settlement(|field| {
-        let head = head?;
-        if field == STATUS_FIELD {
-            return Some(head.status.as_u16().to_string());
-        }
-        match field.strip_prefix("custom:") {
-            Some(custom) => shared
-                .reading
-                .customs
-                .cost(custom, head)
-                .map(|cost| cost.to_string()),
-            None => head.headers.get(field)?.to_str().ok().map(str::to_string),
-        }
-    });
-    if let Some(settlement) = settlement {
-        // A commit that fails leaves the estimate charged and the leases to their timeout:
-        // the safe side, and the limiter counts the store's failure.
-        let _ = shared.edge.settle(settlement).await;
-        log_store_failures(shared);
+/// The inner service's response as the work after it reads it: a `custom:` cost from its
+/// closure, any other field from the response's header fields.
+struct InnerResponse<'a> {
+    head: &'a response::Parts,
+    customs: &'a Customs,
+}
+
+impl ResponseView for InnerResponse<'_> {
+    fn status(&self) -> u16 {
+        self.head.status.as_u16()
     }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, str>> {
+        match name.strip_prefix("custom:") {
+            Some(custom) => self
+                .customs
+                .cost(custom, self.head)
+                .map(|cost| Cow::Owned(cost.to_string())),
+            None => self
+                .head
+                .headers
+                .get(name)?
+                .to_str()
+                .ok()
+                .map(Cow::Borrowed),
+        }
+    }
+}
+
+/// Runs the work a request left for after its response in a task of its own, when there is
+/// any: the response never waits for it. A commit that fails leaves the estimate charged and
+/// the leases to their timeout (the safe side), and the limiter counts the store's failure.
+#[inline]
+fn after_response<S: Store + 'static>(shared: &Arc<Shared<S>>, work: AfterResponse) {
+    if !work.is_empty() {
+        spawn_after_response(shared.clone(), work);
+    }
+}
+
+/// [`after_response`]'s task. Out of line: a request with nothing to do after its response
+/// (most) carries none of the spawn's code in its own.
+#[inline(never)]
+fn spawn_after_response<S: Store + 'static>(shared: Arc<Shared<S>>, work: AfterResponse) {
+    tokio::spawn(async move {
+        let now_ms = shared.clock.now_ms();
+        let _ = shared.edge.run_after_response(work, now_ms).await;
+        log_store_failures(&shared);
+    });
 }
 
 /// Writes the store failures' log lines now due: none while the store answers (one flag read).

@@ -1,16 +1,18 @@
 //! Counting by response, through the request path's settlement: only the responses a predicate
 //! selects are charged (failed logins), a cost read from a response header replaces the
-//! reserved estimate, and a concurrency lease ends with the response.
+//! reserved estimate, and a concurrency lease ends with the response — settled in a task of its
+//! own, which the response never waits for.
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::routing::get;
 use common::{App, Req};
-use edgelimit::{ManualClock, MemoryStore};
+use edgelimit::{Check, ManualClock, MemoryStore, Store, StoreError, TimeSource, Verdict};
 use edgelimit_tower::{Builder, ConfigBuilder, LimitBuilder, RuleBuilder};
 use tokio::sync::Notify;
 
@@ -166,4 +168,82 @@ async fn a_concurrency_lease_ends_with_the_response() {
     entered.notified().await;
     release.notify_one();
     assert_eq!(third.await.unwrap().status, StatusCode::OK);
+}
+
+/// A memory store whose call number `held` (counted from 0) waits until released, and says
+/// when that call is done.
+struct Held {
+    store: MemoryStore,
+    calls: AtomicUsize,
+    held: usize,
+    release: Notify,
+    done: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Store for Held {
+    async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        if call == self.held {
+            self.release.notified().await;
+        }
+        let verdicts = self.store.check(checks, time).await;
+        if call == self.held {
+            self.done.store(true, Ordering::SeqCst);
+        }
+        verdicts
+    }
+}
+
+#[tokio::test]
+async fn the_answer_does_not_wait_for_the_settlement() {
+    let config = ConfigBuilder::new()
+        .rule(
+            RuleBuilder::new("work")
+                .path("/work")
+                .limit(LimitBuilder::new("in-flight", "concurrency 1 timeout 60s")),
+        )
+        .build()
+        .unwrap();
+    let clock = Arc::new(ManualClock::at(common::T0));
+    // Call 0 decides the first request; call 1 is its settlement, releasing the lease.
+    let store = Arc::new(Held {
+        store: MemoryStore::new().with_clock(clock.clone()),
+        calls: AtomicUsize::new(0),
+        held: 1,
+        release: Notify::new(),
+        done: AtomicBool::new(false),
+    });
+    let router = axum::Router::new()
+        .route("/work", get(|| async { "done" }))
+        .layer(
+            Builder::new(config)
+                .clock(clock)
+                .build(store.clone())
+                .unwrap(),
+        );
+    let send = || common::send(&router, Req::get("/work").build());
+    // Answered while its settlement is held in the store.
+    let first = tokio::time::timeout(Duration::from_secs(10), send())
+        .await
+        .expect("answered without waiting for the settlement");
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(
+        store.calls.load(Ordering::SeqCst),
+        2,
+        "the settlement was sent"
+    );
+    assert!(!store.done.load(Ordering::SeqCst), "and is still pending");
+    // Its lease is still held until the settlement lands.
+    assert_eq!(send().await.status, StatusCode::TOO_MANY_REQUESTS);
+    store.release.notify_one();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !store.done.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the settlement is done once released");
+    // Released by the settlement, long before the lease's timeout.
+    assert_eq!(send().await.status, StatusCode::OK);
 }

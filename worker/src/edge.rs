@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use edgelimit::global::GlobalStore;
 use edgelimit::http::{HeaderFields, Problem, PROBLEM_CONTENT_TYPE};
 use edgelimit::redact::redact;
-use edgelimit::store::{Shard, ShardedStore, REST_TOKEN_VAR, REST_URL_VAR};
+use edgelimit::store::{ShardedStore, StoreSpecError, REST_TOKEN_VAR, REST_URL_VAR};
 use edgelimit::{Check, RestStore, Store, StoreError, TimeSource, Verdict};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
@@ -21,7 +21,8 @@ use worker::{
 };
 
 use crate::durable::client::{object_store, placement_key, ObjectShard, SHARD_KEY_VAR};
-use edgelimit_engine::admin_route::{check_admin_request, AdminAnswer, MAX_ADMIN_BODY};
+use edgelimit_engine::admin_route::{check_admin_request, too_large, MAX_ADMIN_BODY};
+use edgelimit_engine::after_response::{AfterResponse, ResponseView};
 use edgelimit_engine::config::{
     Config, ConfigError, FixedResponse, RouteToken, StoreKind, CONFIG_VAR, STATE_BINDING,
 };
@@ -29,8 +30,8 @@ use edgelimit_engine::identify::RequestView;
 use edgelimit_engine::pipeline::{Edge, Handled, Route};
 use edgelimit_engine::plan::Incoming;
 use edgelimit_engine::reading::FieldValues;
+use edgelimit_engine::route_answer::RouteAnswer;
 use edgelimit_engine::route_guard::RouteGuard;
-use edgelimit_engine::rules::STATUS_FIELD;
 use edgelimit_engine::ruling::{Action, EXCEEDED_HEADER, NO_STORE};
 
 /// The var naming where admitted requests go: an origin's URL, or [`ROUTE_ORIGIN`]. Unset: the
@@ -49,11 +50,13 @@ type Objects = Rc<ShardedStore<ObjectShard>>;
 /// the other regions' (lenders of unused capacity).
 type RegionStore = GlobalStore<Arc<RestStore>, Arc<RestStore>, Arc<RestStore>>;
 
-/// The request path's store, chosen when the isolate loads: Upstash, the Durable Objects, or
-/// (with a `global` section) one region's. Only the objects are controlled through the Worker
-/// (Redis has edgelimit-admin), so only they are linked as `Control`.
+/// The request path's store, chosen when the isolate loads: Redis as the library builds it from
+/// the configuration (one REST store, or its shards), the Durable Objects (the one store only a
+/// Worker has, built here), or (with a `global` section) one region's. Only the objects are
+/// controlled through the Worker (Redis has edgelimit-admin), so Redis is held as the library's
+/// concrete REST type, not as `Control`: its control operations stay out of the wasm.
 enum WorkerStore {
-    Upstash(ShardedStore<RestStore>),
+    Redis(ShardedStore<RestStore>),
     Objects(Objects),
     Global(Box<RegionStore>),
 }
@@ -62,9 +65,25 @@ enum WorkerStore {
 impl Store for WorkerStore {
     async fn check(&self, checks: &[Check], time: TimeSource) -> Result<Vec<Verdict>, StoreError> {
         match self {
-            WorkerStore::Upstash(store) => store.check(checks, time).await,
+            WorkerStore::Redis(store) => store.check(checks, time).await,
             WorkerStore::Objects(store) => store.check(checks, time).await,
             WorkerStore::Global(store) => store.check(checks, time).await,
+        }
+    }
+
+    fn upkeep_due(&self) -> bool {
+        match self {
+            WorkerStore::Redis(store) => store.upkeep_due(),
+            WorkerStore::Objects(store) => store.upkeep_due(),
+            WorkerStore::Global(store) => store.upkeep_due(),
+        }
+    }
+
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        match self {
+            WorkerStore::Redis(store) => store.upkeep(now_ms).await,
+            WorkerStore::Objects(store) => store.upkeep(now_ms).await,
+            WorkerStore::Global(store) => store.upkeep(now_ms).await,
         }
     }
 }
@@ -123,40 +142,43 @@ fn load_config(env: &Env) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-fn rest_store(
-    env: &Env,
-    config: &Config,
-    url_var: &str,
-    token_var: &str,
-) -> Result<RestStore, String> {
-    let url = env_text(env, url_var).ok_or_else(|| {
-        format!("{url_var} is not set: `wrangler secret put {url_var}` (or .dev.vars locally)")
-    })?;
-    let token = env_text(env, token_var).ok_or_else(|| {
-        format!("{token_var} is not set: `wrangler secret put {token_var}` (or .dev.vars locally)")
-    })?;
-    RestStore::new(&url, &token)
-        .map(|s| {
-            s.with_namespace(config.namespace.clone())
-                .with_timeout(config.timeout)
-        })
-        .map_err(|e| e.to_string())
+/// The library's refusal of the configured store, saying how to set a missing secret.
+fn store_problem(e: StoreSpecError) -> String {
+    match e {
+        StoreSpecError::Unset { var, needed_by } => format!(
+            "{var} is not set ({needed_by}): `wrangler secret put {var}` (or .dev.vars locally)"
+        ),
+        other => other.to_string(),
+    }
 }
 
-/// The store the deployment has: `store` as configured, else Upstash when its URL is set (or
-/// shards are listed), else the Durable Object binding.
-fn store_kind(env: &Env, config: &Config) -> Result<StoreKind, String> {
+/// The store the deployment has: `store` as configured, else Redis when the configuration names
+/// one (its shards, or `UPSTASH_REDIS_REST_URL` set), else the Durable Object binding. Redis is
+/// built by the library from the configuration; the objects, which only a Worker has, here.
+fn configured_store(env: &Env, config: &Config) -> Result<WorkerStore, String> {
     let bound = env.durable_object(STATE_BINDING).is_ok();
-    match config.store {
-        Some(StoreKind::DurableObject) if !bound => Err(format!(
-            "store = \"durable-object\" needs the Durable Object binding {STATE_BINDING} (class \
-             EdgeLimitState): see the root wrangler.toml"
-        )),
-        Some(kind) => Ok(kind),
-        None if env_text(env, REST_URL_VAR).is_some() || !config.shards.is_empty() => {
-            Ok(StoreKind::Upstash)
+    if config.store == Some(StoreKind::DurableObject) {
+        if !bound {
+            return Err(format!(
+                "store = \"durable-object\" needs the Durable Object binding {STATE_BINDING} \
+                 (class EdgeLimitState): see the root wrangler.toml"
+            ));
         }
-        None if bound => Ok(StoreKind::DurableObject),
+        return durable_objects(env, config).map(WorkerStore::Objects);
+    }
+    let spec = config
+        .store_spec(|name| env_text(env, name))
+        .map_err(store_problem)?;
+    match spec {
+        Some(spec) => spec
+            .build_rest(&config.namespace, config.timeout)
+            .map(WorkerStore::Redis)
+            .map_err(store_problem),
+        None if config.store == Some(StoreKind::Upstash) => Err(format!(
+            "{REST_URL_VAR} is not set: `wrangler secret put {REST_URL_VAR}` (or .dev.vars \
+             locally)"
+        )),
+        None if bound => durable_objects(env, config).map(WorkerStore::Objects),
         None => Err(format!(
             "no store: set {REST_URL_VAR} and {REST_TOKEN_VAR} (`wrangler secret put`) for \
              Upstash, or bind the Durable Object class EdgeLimitState as {STATE_BINDING} (the \
@@ -165,43 +187,36 @@ fn store_kind(env: &Env, config: &Config) -> Result<StoreKind, String> {
     }
 }
 
-fn upstash_store(env: &Env, config: &Config) -> Result<ShardedStore<RestStore>, String> {
-    let shards = if config.shards.is_empty() {
-        vec![Shard::new(
-            "default",
-            rest_store(env, config, REST_URL_VAR, REST_TOKEN_VAR)?,
-        )]
-    } else {
-        config
-            .shards
-            .iter()
-            .map(|s| {
-                Ok(Shard::new(
-                    s.name.clone(),
-                    rest_store(env, config, &s.url_var, &s.token_var)?,
-                ))
-            })
-            .collect::<Result<Vec<_>, String>>()?
-    };
-    ShardedStore::new(shards).map_err(|e| e.to_string())
+/// The Durable Objects bound as `EDGELIMIT_STATE`, as one store.
+fn durable_objects(env: &Env, config: &Config) -> Result<Objects, String> {
+    let namespace = env
+        .durable_object(STATE_BINDING)
+        .map_err(|e| format!("{STATE_BINDING}: {e}"))?;
+    let key = placement_key(env_text(env, SHARD_KEY_VAR).as_deref(), &namespace)
+        .map_err(|e| e.to_string())?;
+    Ok(Rc::new(
+        object_store(&namespace, config.objects, config.timeout, key).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// One request path per region, each over the region's store and the home's
 /// (docs/design.md §9).
 fn regional_edges(env: &Env, config: &Config) -> Result<Vec<Edge<WorkerStore>>, String> {
     let global = config.global.as_ref().expect("a global section");
-    let home = Arc::new(rest_store(
-        env,
-        config,
-        &global.home.url_var,
-        &global.home.token_var,
-    )?);
-    let stores = global
-        .regions
+    let (home, regions) = config
+        .global_endpoints(|name| env_text(env, name))
+        .map_err(store_problem)?
+        .expect("a global section");
+    let build = |endpoint: &edgelimit::store::RestEndpoint| {
+        endpoint
+            .build(&config.namespace, config.timeout)
+            .map(Arc::new)
+            .map_err(store_problem)
+    };
+    let home = build(&home)?;
+    let stores = regions
         .iter()
-        .map(|region| {
-            rest_store(env, config, &region.store.url_var, &region.store.token_var).map(Arc::new)
-        })
+        .map(build)
         .collect::<Result<Vec<_>, String>>()?;
     global
         .regions
@@ -251,21 +266,8 @@ impl Isolate {
                 guard: RouteGuard::new(),
             });
         }
-        let store = match store_kind(env, &config)? {
-            StoreKind::Upstash => WorkerStore::Upstash(upstash_store(env, &config)?),
-            StoreKind::DurableObject => {
-                let namespace = env
-                    .durable_object(STATE_BINDING)
-                    .map_err(|e| format!("{STATE_BINDING}: {e}"))?;
-                let key = placement_key(env_text(env, SHARD_KEY_VAR).as_deref(), &namespace)
-                    .map_err(|e| e.to_string())?;
-                WorkerStore::Objects(Rc::new(
-                    object_store(&namespace, config.objects, config.timeout, key)
-                        .map_err(|e| e.to_string())?,
-                ))
-            }
-        };
-        if let (Some(path), WorkerStore::Upstash(_) | WorkerStore::Global(_)) =
+        let store = configured_store(env, &config)?;
+        if let (Some(path), WorkerStore::Redis(_) | WorkerStore::Global(_)) =
             (&config.admin_path, &store)
         {
             return Err(admin_over_redis(path));
@@ -566,14 +568,12 @@ async fn forward(
     }
 }
 
-/// A guarded route's own answer as a response: its status, its JSON body, `Retry-After` for a
-/// 429, never stored.
-fn route_answer(answer: AdminAnswer) -> worker::Result<Response> {
+/// One of the limiter's own answers (the admin route, the metrics page, their refusals) as a
+/// response, written as the engine made it.
+fn route_answer(answer: RouteAnswer) -> worker::Result<Response> {
     let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    headers.set("cache-control", NO_STORE)?;
-    if let Some(seconds) = answer.retry_after {
-        headers.set("retry-after", &seconds.to_string())?;
+    for (name, value) in answer.header_fields() {
+        headers.set(name, &value)?;
     }
     Ok(ResponseBuilder::new()
         .with_status(answer.status)
@@ -639,7 +639,7 @@ async fn admin_route(
         return route_answer(refused);
     }
     let Some(body) = body_within(&req, MAX_ADMIN_BODY).await? else {
-        return route_answer(AdminAnswer::too_large());
+        return route_answer(too_large());
     };
     route_answer(edge.admin(&**objects, &admitted, &body).await)
 }
@@ -650,24 +650,13 @@ fn metrics_route(
     edge: &Edge<WorkerStore>,
     view: &View,
 ) -> worker::Result<Response> {
-    if let Some(token) = &isolate.metrics_token {
-        let authorization = view.header("authorization");
-        let client = view.client();
-        let now_ms = js_sys::Date::now() as u64;
-        if let Err(refused) =
-            isolate
-                .guard
-                .admit(token, client.as_deref(), authorization.as_deref(), now_ms)
-        {
-            return route_answer(refused);
-        }
-    }
-    let headers = Headers::new();
-    headers.set("content-type", edgelimit_engine::METRICS_CONTENT_TYPE)?;
-    headers.set("cache-control", NO_STORE)?;
-    Ok(ResponseBuilder::new()
-        .with_headers(headers)
-        .fixed(edge.metrics_text().into_bytes()))
+    route_answer(edge.metrics_page(
+        &isolate.guard,
+        isolate.metrics_token.as_ref(),
+        view.client().as_deref(),
+        view.header("authorization").as_deref(),
+        js_sys::Date::now() as u64,
+    ))
 }
 
 /// Logs the request's line when it is to be logged, and writes its analytics data point.
@@ -701,52 +690,35 @@ fn report(edge: &Edge<WorkerStore>, env: &Env, handled: &Handled<'_>, view: &Vie
     }
 }
 
-/// Sends the region's queued lease refills to the home in `waitUntil`, off the request path
-/// (docs/design.md §9): the next requests find their leases credited. Each call sends what was
-/// queued when it runs, so concurrent requests never send one refill twice; a failed refill is
-/// asked for again by the next request that needs it.
-fn refill_after(ctx: &Context, isolate: &Rc<Isolate>, region: usize) {
-    let WorkerStore::Global(store) = isolate.edges[region].limiter().store() else {
-        return;
-    };
-    if store.refill_due_since().is_none() {
+/// The origin's response as the work after it reads it.
+struct Origin<'a>(&'a Response);
+
+impl ResponseView for Origin<'_> {
+    fn status(&self) -> u16 {
+        self.0.status_code()
+    }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.0.headers().get(name).ok().flatten().map(Cow::Owned)
+    }
+}
+
+/// Runs the work the request left for after its response in `waitUntil`, off the request path
+/// (docs/design.md §4): its settlement and the store's upkeep (a region's lease refills). A
+/// failure is logged: a failed commit leaves the estimate charged and the leases to their
+/// timeout, a failed refill is asked for again by the next request that needs it.
+fn after_response(ctx: &Context, isolate: &Rc<Isolate>, region: usize, work: AfterResponse) {
+    if work.is_empty() {
         return;
     }
     let isolate = isolate.clone();
     ctx.wait_until(async move {
-        let WorkerStore::Global(store) = isolate.edges[region].limiter().store() else {
-            return;
-        };
-        if let Err(e) = store.refill(js_sys::Date::now() as u64).await {
-            log_failure("refilling the region's leases from the home", &e);
-        }
-    });
-}
-
-/// Settles what the request reserved after the response, in `waitUntil`, off the request path
-/// (docs/design.md §4). A failure leaves the estimate charged and the leases to their timeout.
-fn settle_after(
-    ctx: &Context,
-    isolate: &Rc<Isolate>,
-    region: usize,
-    handled: &Handled<'_>,
-    response: Option<&Response>,
-) {
-    let settlement = handled.settlement(|name| {
-        let response = response?;
-        if name == STATUS_FIELD {
-            return Some(response.status_code().to_string());
-        }
-        response.headers().get(name).ok().flatten()
-    });
-    let Some(settlement) = settlement else {
-        return;
-    };
-    let isolate = isolate.clone();
-    ctx.wait_until(async move {
         let edge = &isolate.edges[region];
-        for e in edge.settle(settlement).await.failed {
-            log_failure("settling after the response", &e);
+        let done = edge
+            .run_after_response(work, js_sys::Date::now() as u64)
+            .await;
+        for e in done.failures() {
+            log_failure("after the response", e);
         }
         log_store_failures(edge);
     });
@@ -769,7 +741,6 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let handled = edge.handle(&view, js_sys::Date::now() as u64).await;
     log_store_failures(edge);
     report(edge, &env, &handled, &view);
-    refill_after(&ctx, &isolate, region);
     let answer = handled.response(&view);
     match answer.action {
         Action::Respond {
@@ -783,7 +754,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
                 headers.set(name, value)?;
             }
             // A denied request took nothing, but an admitting shadow check holds its leases.
-            settle_after(&ctx, &isolate, region, &handled, None);
+            after_response(&ctx, &isolate, region, handled.after_response(None));
             Ok(ResponseBuilder::new()
                 .with_status(status)
                 .with_headers(headers)
@@ -800,7 +771,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             let response = forward(req, &isolate.upstream, &answer.headers).await;
             // An origin that failed stated no cost (the estimate stands), but the leases are
             // released all the same.
-            settle_after(&ctx, &isolate, region, &handled, response.as_ref().ok());
+            let origin = response.as_ref().ok().map(Origin);
+            let work = handled.after_response(origin.as_ref().map(|o| o as &dyn ResponseView));
+            after_response(&ctx, &isolate, region, work);
             response
         }
     }

@@ -9,13 +9,13 @@ use edgelimit::control::list::ListEntry;
 use edgelimit::global::is_global;
 use edgelimit::{Algorithm, FailMode, Limit, Policy};
 
+use super::limiter_options::Exceeding;
 use super::raw::{RawCost, RawLimit, RawRule};
 use super::ConfigError;
 use crate::identify::IdentifierSource;
 use crate::lists::{ProbeSource, StaticList};
 use crate::rules::{
-    CostSource, Enforce, Exceed, HostPattern, Missing, PathMatch, Rule, RuleLimit, Scope, Settle,
-    StatusSet,
+    CostSource, Exceed, HostPattern, Missing, PathMatch, Rule, RuleLimit, Scope, Settle, StatusSet,
 };
 
 const METHODS: [&str; 9] = [
@@ -249,15 +249,15 @@ impl RawLimit {
             .as_deref()
             .map_or(Ok(Missing::default()), str::parse)
             .map_err(|problem| ConfigError::at(format!("{at} → missing"), problem))?;
-        let over = Exceeding::validate(
-            at,
+        let over = Exceeding::check(
             &self.policy,
             scope,
             shadow_rule,
             self.exceed.as_deref(),
             self.block_for.as_deref(),
             self.enforce.as_deref(),
-        )?;
+        )
+        .map_err(|e| e.under(at))?;
         let count_status = match &self.count_status {
             None => None,
             Some(raw) => {
@@ -350,127 +350,6 @@ impl RawLimit {
             exceed: over.exceed,
             enforce: over.enforce,
             count_status,
-        })
-    }
-}
-
-/// A limit's `exceed`, `block_for` and `enforce`, each checked and then checked together.
-struct Exceeding {
-    exceed: Exceed,
-    block_ms: u64,
-    enforce: Option<Enforce>,
-}
-
-/// The longest `block_for`: a block is kept beside the limit's state, whose garbage is
-/// collected after a day at most.
-const MAX_BLOCK_MS: u64 = 86_400_000;
-
-impl Exceeding {
-    fn validate(
-        at: &str,
-        policy: &Policy,
-        scope: Scope,
-        shadow_rule: bool,
-        exceed: Option<&str>,
-        block_for: Option<&str>,
-        enforce: Option<&str>,
-    ) -> Result<Exceeding, ConfigError> {
-        let field = |name: &str| format!("{at} → {name}");
-        let exceed_value = exceed
-            .map_or(Ok(Exceed::Deny), str::parse::<Exceed>)
-            .map_err(|problem| ConfigError::at(field("exceed"), problem))?;
-        let block_ms = match block_for {
-            None => 0,
-            Some(text) => {
-                let ms = edgelimit::policy::parse_window(text).map_err(|problem| {
-                    ConfigError::at(field("block_for"), format!("`{text}`: {problem}"))
-                })?;
-                if ms == 0 || ms > MAX_BLOCK_MS {
-                    return Err(ConfigError::at(
-                        field("block_for"),
-                        format!("`{text}` must be more than 0 and at most 1 day"),
-                    ));
-                }
-                ms
-            }
-        };
-        let enforce_value = enforce
-            .map(str::parse::<Enforce>)
-            .transpose()
-            .map_err(|problem| ConfigError::at(field("enforce"), problem))?;
-        if shadow_rule {
-            for (name, given) in [
-                ("exceed", exceed.is_some() && exceed_value != Exceed::Deny),
-                ("enforce", enforce.is_some()),
-            ] {
-                if given {
-                    return Err(ConfigError::at(
-                        field(name),
-                        "the rule is `shadow`: none of its limits is enforced, so there is \
-                         nothing to soften, delay or stage; set it on a limit of an enforced rule",
-                    ));
-                }
-            }
-        }
-        if exceed_value == Exceed::Soft && block_ms > 0 {
-            return Err(ConfigError::at(
-                field("block_for"),
-                "a `soft` limit never refuses a request, so it has nothing to block: drop \
-                 `block_for` or `exceed = \"soft\"`",
-            ));
-        }
-        if exceed_value == Exceed::Soft && enforce_value.is_some() {
-            return Err(ConfigError::at(
-                field("enforce"),
-                "a `soft` limit is enforced for nobody already: staging its enforcement means \
-                 nothing; drop `enforce` or `exceed = \"soft\"`",
-            ));
-        }
-        if let Exceed::Delay { .. } = exceed_value {
-            let why = match policy.algorithm() {
-                Algorithm::Gcra => None,
-                Algorithm::Concurrency => Some(
-                    "a concurrency limit frees a place when a request ends, at no time known \
-                     ahead, so a request cannot be given a place later; use `deny` or `soft`",
-                ),
-                Algorithm::TokenBucket => Some(
-                    "a token bucket keeps tokens, not the time a place is free; \
-                     `gcra L/W burst B` decides exactly as `token-bucket L/W burst B` and \
-                     reserves a later place",
-                ),
-                _ => Some(
-                    "a window's future quota has no state to reserve a later place in; a \
-                     `gcra` policy shapes the same rate",
-                ),
-            };
-            if let Some(why) = why {
-                return Err(ConfigError::at(
-                    field("exceed"),
-                    format!("delay needs a gcra policy (the shaping algorithm): {why}"),
-                ));
-            }
-        }
-        if scope == Scope::Global {
-            let unsupported = if block_ms > 0 {
-                Some("block_for")
-            } else if matches!(exceed_value, Exceed::Delay { .. }) {
-                Some("exceed")
-            } else {
-                None
-            };
-            if let Some(name) = unsupported {
-                return Err(ConfigError::at(
-                    field(name),
-                    "not supported on global limits (a region decides them from its share and \
-                     its leases, which keep no block and reserve no later place); set \
-                     `scope = \"region\"` to decide the limit in each region alone",
-                ));
-            }
-        }
-        Ok(Exceeding {
-            exceed: exceed_value,
-            block_ms,
-            enforce: enforce_value,
         })
     }
 }

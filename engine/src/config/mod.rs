@@ -6,8 +6,10 @@
 #[cfg(not(target_arch = "wasm32"))]
 pub mod file;
 pub mod global;
+pub mod limiter_options;
 mod limits;
 mod raw;
+mod store;
 mod tokens;
 mod validate;
 

@@ -866,3 +866,89 @@ fn a_store_refusing_the_limiter_fails_closed_unless_the_limit_says_otherwise() {
     let e = error_of(v);
     assert!(e.problem.contains("fail_misconfigured"), "{e}");
 }
+
+#[test]
+fn the_store_section_names_its_redis_through_the_hosts_lookup() {
+    use edgelimit::store::{StoreSpec, REST_TOKEN_VAR, REST_URL_VAR};
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let plain = Config::from_value(minimal()).unwrap();
+    assert_eq!(plain.store_spec(vars(&[])), Ok(None), "no Redis named");
+    assert_eq!(
+        plain.store_spec(vars(&[(REST_URL_VAR, "http://h"), (REST_TOKEN_VAR, "t")])),
+        Ok(Some(StoreSpec::Upstash {
+            url: "http://h".into(),
+            token: Some("t".into())
+        }))
+    );
+    let e = plain
+        .store_spec(vars(&[(REST_URL_VAR, "http://h")]))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("UPSTASH_REDIS_REST_TOKEN: is not set"),
+        "{e}"
+    );
+
+    let mut v = minimal();
+    v["shards"] = json!([
+        {"name": "eu", "url_var": "EU_URL", "token_var": "EU_TOKEN"},
+        {"name": "us", "url_var": "US_URL", "token_var": "US_TOKEN"}
+    ]);
+    let sharded = Config::from_value(v).unwrap();
+    // The shards, never the single store, even when its URL is set too.
+    let all = vars(&[
+        (REST_URL_VAR, "http://one"),
+        ("EU_URL", "http://eu"),
+        ("EU_TOKEN", "e"),
+        ("US_URL", "http://us"),
+        ("US_TOKEN", "u"),
+    ]);
+    let spec = sharded.store_spec(all).unwrap().unwrap();
+    assert_eq!(
+        spec.to_string(),
+        "shards eu upstash+http://eu, us upstash+http://us"
+    );
+    let e = sharded
+        .store_spec(vars(&[
+            ("EU_URL", "http://eu"),
+            ("EU_TOKEN", "e"),
+            ("US_URL", "u"),
+        ]))
+        .unwrap_err();
+    assert_eq!(e.to_string(), "US_TOKEN: is not set: shard `us` names it");
+}
+
+#[test]
+fn a_global_section_names_the_home_and_each_regions_endpoint() {
+    let mut v = minimal();
+    v["global"] = json!({
+        "home": {"url_var": "HOME_URL", "token_var": "HOME_TOKEN"},
+        "regions": [{"name": "eu", "url_var": "EU_URL", "token_var": "EU_TOKEN"}]
+    });
+    let c = Config::from_value(v).unwrap();
+    let lookup = |name: &str| (name != "EU_TOKEN").then(|| format!("http://{name}"));
+    let e = c.global_endpoints(lookup).unwrap_err().to_string();
+    assert_eq!(e, "EU_TOKEN: is not set: global.regions[0] \"eu\" names it");
+    let (home, regions) = c
+        .global_endpoints(|name: &str| Some(format!("http://{name}")))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (home.url.as_str(), home.token.as_str()),
+        ("http://HOME_URL", "http://HOME_TOKEN")
+    );
+    assert_eq!(regions.len(), 1);
+    assert_eq!(
+        (regions[0].name.as_str(), regions[0].url.as_str()),
+        ("eu", "http://EU_URL")
+    );
+    let plain = Config::from_value(minimal()).unwrap();
+    assert!(plain.global_endpoints(|_: &str| None).unwrap().is_none());
+}

@@ -10,9 +10,10 @@ use edgelimit::http::FieldSets;
 use edgelimit::limiter::{DEFAULT_DENIAL_CACHE, DEFAULT_DENIAL_CACHE_MS};
 use edgelimit::net::AddressGrouping;
 use edgelimit::store::DEFAULT_NAMESPACE;
-use edgelimit::{Limit, TimeMode};
+use edgelimit::Limit;
 
 use super::global::RawGlobal;
+use super::limiter_options;
 use super::limits::{add_source, is_name, static_list};
 use super::raw::{RawConfig, RawResponse, RawRule, RawShard};
 use super::*;
@@ -31,13 +32,11 @@ impl RawConfig {
                 format!("`{namespace}` must be 1–64 of A-Z a-z 0-9 - _ ."),
             ));
         }
-        let timeout_ms = within(
-            "timeout_ms",
-            self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
-            1..=30_000,
-        )?;
+        let timeout_ms = limiter_options::timeout_ms(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS))
+            .map_err(|e| e.under(""))?;
         let global = self.global.map(RawGlobal::validate).transpose()?;
-        let time = time_mode(self.time.as_deref(), global.is_some())?;
+        let time = limiter_options::time_mode(self.time.as_deref(), global.is_some())
+            .map_err(|e| e.under(""))?;
         let log_sample = self.log_sample.unwrap_or(DEFAULT_LOG_SAMPLE);
         if !(0.0..=1.0).contains(&log_sample) {
             return Err(ConfigError::at(
@@ -79,11 +78,10 @@ impl RawConfig {
                 "is empty: list at least one rule (or remove the Worker from the route)",
             ));
         }
-        let denial_cache_ms = within(
-            "denial_cache_ms",
+        let denial_cache_ms = limiter_options::denial_cache_ms(
             self.denial_cache_ms.unwrap_or(DEFAULT_DENIAL_CACHE_MS),
-            0..=MAX_DENIAL_CACHE_MS,
-        )?;
+        )
+        .map_err(|e| e.under(""))?;
         let list_cache_ms = within(
             "list_cache_ms",
             self.list_cache_ms.unwrap_or(DEFAULT_LIST_CACHE_MS),
@@ -156,38 +154,12 @@ impl RawConfig {
     }
 }
 
-/// `value` when `range` holds it; else an error naming `field`.
-fn within<T>(field: &str, value: T, range: RangeInclusive<T>) -> Result<T, ConfigError>
+/// `value` if `range` holds it, else an error naming `field`.
+fn within<T>(field: &'static str, value: T, range: RangeInclusive<T>) -> Result<T, ConfigError>
 where
     T: PartialOrd + std::fmt::Display,
 {
-    if range.contains(&value) {
-        Ok(value)
-    } else {
-        Err(ConfigError::at(
-            field,
-            format!("{value} is outside {}..={}", range.start(), range.end()),
-        ))
-    }
-}
-
-/// `time`: Redis's clock (`server`, the default) or the Worker's (`local`). Global limits decide
-/// in two stores, a region's and the home's, on one clock: the Worker's (docs/design.md §9).
-fn time_mode(time: Option<&str>, global: bool) -> Result<TimeMode, ConfigError> {
-    let default_time = if global { "local" } else { "server" };
-    match time.unwrap_or(default_time) {
-        "server" if global => Err(ConfigError::at(
-            "time",
-            "global limits decide in a region's store and the home's on one clock, the \
-             Worker's: leave `time` out or set it to `local`",
-        )),
-        "server" => Ok(TimeMode::Server),
-        "local" => Ok(TimeMode::Local),
-        other => Err(ConfigError::at(
-            "time",
-            format!("`{other}` is neither `server` (Redis TIME) nor `local`"),
-        )),
-    }
+    limiter_options::within(field, value, range).map_err(|e| e.under(""))
 }
 
 /// `store`, checked against the `global` section and `shards`, which each choose the store

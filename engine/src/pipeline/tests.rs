@@ -515,7 +515,7 @@ fn the_log_line_carries_what_a_replay_needs() {
 /// The path keeps one request's buffers for the next: what it answers request after request is
 /// what a plan and a ruling made afresh answer, whatever the last request sent — both checks,
 /// one, none (refused for a missing key, denied by a static entry, exempted by a static allow
-/// entry).
+/// entry) — and whether the response is written along with the ruling or asked for after.
 #[test]
 fn buffers_kept_between_requests_change_no_answer() {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -525,12 +525,20 @@ fn buffers_kept_between_requests_change_no_answer() {
         seed ^= seed << 17;
         seed % n
     };
-    for c in [config(), listed_config()] {
+    for (c, written) in [
+        (config(), true),
+        (listed_config(), true),
+        (config(), false),
+        (listed_config(), false),
+    ] {
         // The reference decides on a store of its own, plans and rules afresh, without a cache.
         let reference = MemoryStore::new();
         let mut c_uncached = c.clone();
         c_uncached.denial_cache = 0;
-        let path = Path::new(c_uncached);
+        let mut path = Path::new(c_uncached);
+        if !written {
+            path.edge = path.edge.without_responses();
+        }
         let mut sent = [0usize; 3];
         let (mut refused, mut shadow_denied) = (0, 0);
         for i in 0..400 {
@@ -1026,16 +1034,17 @@ fn count_status_refunds_the_responses_outside_the_set() {
         let handled = ready(path.edge.handle(&req, now));
         let answered = handled.outcome().status;
         if answered == 200 {
-            assert!(handled.settles());
             // Each reservation is named apart by its own id: a commit is remembered by it.
-            let settlement = handled.settlement(|field| {
-                (field == crate::rules::STATUS_FIELD)
-                    .then_some(status?)
-                    .map(|s| s.to_string())
-            });
-            if let Some(settlement) = settlement {
-                ready(path.edge.settle(settlement));
-            }
+            let origin = status.map(|status| Origin { status });
+            let work = handled.after_response(origin.as_ref().map(|o| o as &dyn ResponseView));
+            // A counted status keeps the estimate: nothing to commit.
+            let refunds = status != Some(401);
+            assert_eq!(work.settlement().is_some(), refunds, "{status:?}");
+            let done = ready(path.edge.run_after_response(work, now));
+            assert_eq!(
+                (done.committed, done.failures().count()),
+                (usize::from(refunds), 0)
+            );
         }
         answered
     };
@@ -1050,11 +1059,22 @@ fn count_status_refunds_the_responses_outside_the_set() {
     // An origin that failed states no status: the estimate stands.
     let path = Path::new(path.edge.config().clone());
     let handled = ready(path.edge.handle(&req, 0));
-    let settlement = handled.settlement(|_| None);
-    assert!(
-        settlement.is_none(),
-        "nothing to commit: the estimate stands"
-    );
+    let work = handled.after_response(None);
+    assert!(work.is_empty(), "nothing to commit: the estimate stands");
+}
+
+/// A response as the work after it reads one: a status and no fields.
+struct Origin {
+    status: u16,
+}
+
+impl ResponseView for Origin {
+    fn status(&self) -> u16 {
+        self.status
+    }
+    fn header(&self, _: &str) -> Option<std::borrow::Cow<'_, str>> {
+        None
+    }
 }
 
 #[test]
@@ -1136,5 +1156,72 @@ fn a_rule_of_soft_limits_alone_still_answers_its_deny_list_and_its_allow_list() 
             ran.allowed() && ran.outcome.soft_exceeded.is_empty(),
             "{now}"
         );
+    }
+}
+
+/// A memory store with work queued for after each response, counting the upkeep it was asked
+/// for and failing it when told.
+struct Upkept {
+    store: MemoryStore,
+    due: std::sync::atomic::AtomicBool,
+    upkept_at: Mutex<Vec<u64>>,
+    fails: bool,
+}
+
+#[async_trait::async_trait]
+impl Store for Upkept {
+    async fn check(
+        &self,
+        checks: &[Check],
+        time: edgelimit::TimeSource,
+    ) -> Result<Vec<edgelimit::Verdict>, edgelimit::StoreError> {
+        self.store.check(checks, time).await
+    }
+
+    fn upkeep_due(&self) -> bool {
+        self.due.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn upkeep(&self, now_ms: u64) -> Result<(), edgelimit::StoreError> {
+        self.upkept_at.lock().unwrap().push(now_ms);
+        if self.fails {
+            return Err(edgelimit::StoreError::Unreachable("home away".into()));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_work_after_the_response_holds_the_stores_upkeep() {
+    for fails in [false, true] {
+        let store = Upkept {
+            store: MemoryStore::new(),
+            due: std::sync::atomic::AtomicBool::new(false),
+            upkept_at: Mutex::new(Vec::new()),
+            fails,
+        };
+        let edge = Edge::new(config(), store);
+        let req = OwnedRequest::get("h", "/api/x")
+            .with_header("cf-connecting-ip", "192.0.2.1")
+            .with_header("x-api-key", "k1");
+        // Nothing queued, nothing to settle: nothing for the host to run.
+        let handled = ready(edge.handle(&req, 0));
+        assert!(handled.after_response(None).is_empty());
+        drop(handled);
+        // Work queued by the store once the request is decided: the host runs it, at its time.
+        edge.limiter()
+            .store()
+            .due
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let handled = ready(edge.handle(&req, 10));
+        let work = handled.after_response(None);
+        assert!(!work.is_empty() && work.settlement().is_none());
+        drop(handled);
+        assert!(edge.limiter().store().upkept_at.lock().unwrap().is_empty());
+        let done = ready(edge.run_after_response(work, 25));
+        assert_eq!(*edge.limiter().store().upkept_at.lock().unwrap(), [25]);
+        assert_eq!(done.committed, 0);
+        assert_eq!(done.upkeep_failed.is_some(), fails, "{done:?}");
+        assert_eq!(done.failures().count(), usize::from(fails));
     }
 }

@@ -6,8 +6,12 @@
 //! - [`calls`]: any client of the wire (the Worker's Durable Object stub, edgelimit-admin's
 //!   admin-route client) as a `Store` and a `Control`.
 //! - [`serve`]: the store's side — one call answered by any controlled store.
+//! - `control`: each [`edgelimit::control::ControlOp`] as a [`WireCall`] and back
+//!   ([`WireCall::of`], [`WireCall::operation`]), and its answer ([`WireAnswer::of`],
+//!   [`WireAnswer::control_answer`]).
 
 pub mod calls;
+mod control;
 pub mod serve;
 
 use std::sync::Arc;
@@ -35,7 +39,8 @@ pub enum WireCall {
         /// The caller's instant, if it gives one.
         at_ms: Option<u64>,
     },
-    /// `Control::peek`.
+    /// `ControlOp::Peek`. The control variants below are the operations' JSON shape, converted
+    /// in one place (the wire's `control` module).
     Peek {
         /// The limit.
         limit: WireLimit,
@@ -44,14 +49,14 @@ pub enum WireCall {
         /// The caller's instant, if it gives one.
         at_ms: Option<u64>,
     },
-    /// `Control::reset`.
+    /// `ControlOp::Reset`.
     Reset {
         /// The limit.
         limit: WireLimit,
         /// Whose state.
         identifier: WireBytes,
     },
-    /// `Control::assign`: `assignment` in its stored text (`Assignment::encode`), none to
+    /// `ControlOp::Assign`: `assignment` in its stored text (`Assignment::encode`), none to
     /// clear both kinds.
     Assign {
         /// The limit.
@@ -63,7 +68,7 @@ pub enum WireCall {
         /// When it lapses (epoch ms), if ever.
         until_ms: Option<u64>,
     },
-    /// `Control::clear_assignment` of one kind (`t` or `o`).
+    /// `ControlOp::ClearAssignment` of one kind (`t` or `o`).
     ClearAssignment {
         /// The limit.
         limit: WireLimit,
@@ -72,14 +77,14 @@ pub enum WireCall {
         /// `t` (the tier) or `o` (the override).
         kind: String,
     },
-    /// `Control::assignments`.
+    /// `ControlOp::Assignments`.
     Assignments {
         /// The limit.
         limit: WireLimit,
         /// Whose assignments.
         identifier: WireBytes,
     },
-    /// `Control::list_add`.
+    /// `ControlOp::ListAdd`.
     ListAdd {
         /// The list.
         list: String,
@@ -90,14 +95,14 @@ pub enum WireCall {
         /// The caller's now.
         now_ms: u64,
     },
-    /// `Control::list_remove`.
+    /// `ControlOp::ListRemove`.
     ListRemove {
         /// The list.
         list: String,
         /// The entry.
         entry: String,
     },
-    /// `Control::list_entries`.
+    /// `ControlOp::ListEntries`.
     ListEntries {
         /// The list.
         list: String,
@@ -512,11 +517,6 @@ pub fn checks_of(
         None => TimeSource::Server,
     };
     Ok((out, time))
-}
-
-/// An assignment's wire text: [`Assignment::encode`] with its lapse time.
-pub fn assignment_text(assignment: &Assignment, until_ms: Option<u64>) -> String {
-    assignment.encode(until_ms)
 }
 
 /// An assignment from its wire text, with its lapse time.

@@ -36,6 +36,19 @@ async function uses(): Promise<void> {
   // @ts-expect-error: peek takes a limit name and an identifier.
   await rl.peek("a");
   const existed: boolean = await rl.reset("a", "x");
+  const estimated: LimitResult = await rl.limit("x", { cost: 100, settle: true });
+  await rl.settle(estimated, 3);
+  // @ts-expect-error: settle is a boolean.
+  await rl.limit("x", { settle: "yes" });
+  await rl.settle(r, 3);
+  await rl.settle(r, { a: 3 });
+  await rl.release(r);
+  // @ts-expect-error: settle takes the real cost.
+  await rl.settle(r);
+  // @ts-expect-error: a real cost is a number or per-limit numbers.
+  await rl.settle(r, "3");
+  // @ts-expect-error: release takes what limit() resolved to, not an identifier.
+  await rl.release("x");
   void [s, wait, headers, remaining, existed];
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use edgelimit::{Algorithm, Identifier, ManualClock, Reason};
 use edgelimit_engine::plan::Refusal;
-use edgelimit_engine::{Config, Edge, Settlement};
+use edgelimit_engine::{AfterResponse, Config, Edge};
 
 use super::against::LogCheck;
 use super::decisions::{DecisionLog, DecisionsReport, RequestRow};
@@ -47,9 +47,10 @@ pub struct EdgeReplay {
     totals: Totals,
     series: Series,
     log_check: Option<LogCheck>,
-    /// What requests settle when they land (their concurrency leases released, their settled
-    /// costs committed): the Worker's settlement, due at the request's time plus its duration.
-    landings: Due<Settlement>,
+    /// The work requests leave for when they land (their concurrency leases released, their
+    /// settled costs committed): the Worker's work after the response, due at the request's
+    /// time plus its duration.
+    landings: Due<AfterResponse>,
     extracted: Extracted,
     /// `--overrides`: applied to the store at the first request (then kept for the report).
     overrides: Option<Overrides>,
@@ -174,6 +175,7 @@ impl EdgeReplay {
         // Nobody reads the limiter's metrics here: the replay's tallies are the report.
         let edge = Edge::new(config, ReplayStore::new(slots, shadow_limits, remembering))
             .without_metrics()
+            .without_responses()
             .with_clock(clock.clone());
         Ok(EdgeReplay {
             series,
@@ -258,20 +260,20 @@ impl EdgeReplay {
         overrides.apply(memory, now_ms)
     }
 
-    /// Settles, in time order, what the requests that landed by `now_ms` reserved — as the
-    /// Worker does after the response (`settle_after`): through the limiter's `settle`, on the
+    /// Runs, in time order, the work the requests that landed by `now_ms` left for after
+    /// their response — as the Worker does in `waitUntil` (`Edge::run_after_response`), on the
     /// store, at the landing time. A landing at the very millisecond of the next request comes
     /// first. While the store is down the settlement fails, as the Worker's would, and its
     /// leases are left to their timeout.
     fn land_until(&mut self, now_ms: u64) -> Result<(), SimError> {
-        while let Some((at, commits)) = self.landings.pop_due(now_ms) {
+        while let Some((at, work)) = self.landings.pop_due(now_ms) {
             self.clock.set(at);
-            let store = self.edge.limiter().store();
+            let store = self.edge.store_mut();
             store.set_times(at, at);
             store.set_down(self.outages.down_at(at));
-            let settled = ready(self.edge.settle(commits))?;
-            self.totals.settled += settled.committed as u64;
-            self.totals.settle_failed += settled.failed.len() as u64;
+            let done = ready(self.edge.run_after_response(work, at))?;
+            self.totals.settled += done.committed as u64;
+            self.totals.settle_failed += done.failed.len() as u64;
         }
         for (_, truth) in &mut self.truths {
             truth.land_until(now_ms);
@@ -506,11 +508,13 @@ impl EdgeReplay {
                 }
             }
         }
-        // The request lands after its duration; the Worker settles it then (a request without
-        // a duration keeps its leases until they time out).
+        // The request lands after its duration; the Worker runs its work after the response
+        // then (a request without a duration keeps its leases until they time out). A trace
+        // holds no response to read a cost or a status from: the estimates stand.
         if let Some(duration) = duration {
-            if let Some(settlement) = handled.settlement(|_| None) {
-                landings.push(local_ms.saturating_add(duration), settlement);
+            let work = handled.after_response(None);
+            if !work.is_empty() {
+                landings.push(local_ms.saturating_add(duration), work);
             }
         }
         answered.status = status;

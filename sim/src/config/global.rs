@@ -59,7 +59,10 @@ struct LimitCount {
 #[derive(Debug)]
 struct RegionReplay {
     name: String,
-    edge: Edge<RegionStore>,
+    /// The region's store, held here as well as by its request path: the replay reads its
+    /// counts, and sends and credits its refills on the replay's clock.
+    store: Arc<RegionStore>,
+    edge: Edge<Arc<RegionStore>>,
     home_round_trip_ms: u64,
     compared: Compared,
     /// Added latency (ms) of each request that asked a store: count by value.
@@ -69,17 +72,17 @@ struct RegionReplay {
     refilling: Vec<(u64, Granted)>,
 }
 
-/// Sends a region's queued refills at `now_ms`, as the Worker does once the request that
-/// queued them is answered: the home decides them beside the requests that reach it as late (a
-/// waiting request's ask and a refill travel the same way), and the region (`edge`) holds the
-/// lease `home_round_trip_ms` later (in `refilling`).
+/// Sends a region's queued refills at `now_ms`, as the Worker's work after the response does
+/// (`Store::upkeep`), the response taken as immediate: the home decides them beside the requests
+/// that reach it as late (a waiting request's ask and a refill travel the same way), and the
+/// region (`store`) holds the lease `home_round_trip_ms` later (in `refilling`). Split in two
+/// halves, which the Worker sends back to back, for the round trip between them.
 fn send_refills(
-    edge: &Edge<RegionStore>,
+    store: &RegionStore,
     refilling: &mut Vec<(u64, Granted)>,
     home_round_trip_ms: u64,
     now_ms: u64,
 ) -> Result<(), SimError> {
-    let store = edge.limiter().store();
     if store.refill_due_since().is_none() {
         return Ok(());
     }
@@ -178,21 +181,25 @@ impl GlobalReplay {
                 .filter(|&other| other != index)
                 .map(|other| (other, own[other].clone()))
                 .collect();
-            let store = GlobalStore::new(
-                own[index].clone(),
-                home.clone(),
-                limits,
-                global.regions.len(),
-                global.lease_ms,
-            )
-            .with_peers(peers)
-            .with_clock(clock.clone())
-            .with_home_rtt_ms(home_round_trip_ms);
+            let store = Arc::new(
+                GlobalStore::new(
+                    own[index].clone(),
+                    home.clone(),
+                    limits,
+                    global.regions.len(),
+                    global.lease_ms,
+                )
+                .with_peers(peers)
+                .with_clock(clock.clone())
+                .with_home_rtt_ms(home_round_trip_ms),
+            );
             regions.push(RegionReplay {
                 name: region.name.clone(),
-                edge: Edge::new(config.clone(), store)
+                edge: Edge::new(config.clone(), store.clone())
                     .without_metrics()
+                    .without_responses()
                     .with_clock(clock.clone()),
+                store,
                 home_round_trip_ms,
                 compared: Compared::default(),
                 latency: BTreeMap::new(),
@@ -243,7 +250,7 @@ impl GlobalReplay {
             let back = region.refilling.partition_point(|(at, _)| *at <= now_ms);
             for (_, granted) in region.refilling.drain(..back) {
                 // The home and the regions' stores are in memory: a credit cannot fail.
-                let _ = ready(region.edge.limiter().store().credit_refills(granted))?;
+                let _ = ready(region.store.credit_refills(granted))?;
             }
         }
         Ok(())
@@ -264,14 +271,14 @@ impl GlobalReplay {
         self.credit_until(now_ms)?;
         let region = region.min(self.regions.len() - 1);
         let r = &mut self.regions[region];
-        let before: GlobalStats = r.edge.limiter().store().stats();
+        let before: GlobalStats = r.store.stats();
         let handled = ready(r.edge.handle(replayed, now_ms))?;
-        let after: GlobalStats = r.edge.limiter().store().stats();
+        let after: GlobalStats = r.store.stats();
         let waited = after.waited > before.waited;
         // Borrowing from other regions' shares is one more round trip, taken here to be as far
         // as the home's.
         let borrowed = after.peer_round_trips > before.peer_round_trips;
-        send_refills(&r.edge, &mut r.refilling, r.home_round_trip_ms, now_ms)?;
+        send_refills(&r.store, &mut r.refilling, r.home_round_trip_ms, now_ms)?;
         // A request the denial cache answered asked no store: it adds nothing.
         let asked = handled.decided().any(|d| {
             d.verdict
@@ -371,11 +378,7 @@ impl GlobalReplay {
 
     /// What the regions cost against the reference.
     pub(super) fn report(&self) -> GlobalReport {
-        let stats: Vec<GlobalStats> = self
-            .regions
-            .iter()
-            .map(|r| r.edge.limiter().store().stats())
-            .collect();
+        let stats: Vec<GlobalStats> = self.regions.iter().map(|r| r.store.stats()).collect();
         // Round trips beyond the region: to the home, and to other regions' stores to borrow.
         let beyond = |s: &GlobalStats| s.home_round_trips + s.peer_round_trips;
         let trips: u64 = stats.iter().map(beyond).sum();

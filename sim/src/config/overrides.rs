@@ -2,30 +2,29 @@
 //! allow lists — given to a `--config` replay as the `edgelimit-admin` commands that would write
 //! it, one per line.
 //!
-//! Each line is split as a shell splits it (`shlex`), parsed by `edgelimit-admin`'s own clap
-//! [`Cli`] and checked by its own [`command::plan`] against the configuration the replay runs, so
-//! the file accepts exactly what the CLI accepts and refuses with the CLI's own messages (prefixed
-//! `FILE:LINE:`); nothing is parsed or validated here twice. The operations are then carried out
-//! by the CLI's own [`run::execute`] on the replay's `MemoryStore`, at the trace's first request
-//! time, so `--ttl` counts from there and lapses as the trace goes on.
+//! Each line is split as a shell splits it (`shlex`), parsed by the control command line's clap
+//! [`Cli`] (the grammar `edgelimit-admin` parses, in the engine) and checked by its [`plan`]
+//! against the configuration the replay runs, so the file accepts exactly what the CLI accepts
+//! and refuses with the CLI's own messages (prefixed `FILE:LINE:`); nothing is parsed or
+//! validated here twice. Each planned control operation is then applied to the replay's
+//! `MemoryStore` at the trace's first request time, so `--ttl` counts from there and lapses as
+//! the trace goes on.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
-use edgelimit::control::{Assignment, AssignmentKind};
+use edgelimit::control::{Assignment, AssignmentKind, ControlOp};
 use edgelimit::{Control, Identifier, TimeSource};
-use edgelimit_admin::cli::{Cli, Command, ListCommand, TierCommand};
-use edgelimit_admin::command::{self, ListKind, Operation};
-use edgelimit_admin::run;
+use edgelimit_engine::command::{plan, Cli, Command, ListCommand, ListKind, Planned, TierCommand};
 use edgelimit_engine::lists;
 use edgelimit_engine::Config;
 
 use super::ready::ready;
 use crate::error::SimError;
 
-/// The global flags of `edgelimit-admin` that choose a store or a configuration: meaningless in a
+/// The global flags of the command line (`edgelimit-admin`'s) that choose a store or a configuration: meaningless in a
 /// file replayed on the sim's own store against `--config`, so refused rather than ignored (a
 /// line naming another configuration would otherwise be checked against the wrong one).
 const STORE_FLAGS: [(&str, &str); 6] = [
@@ -114,7 +113,7 @@ impl AppliedOverrides {
 /// An overrides file, read and checked against one configuration, ready to apply.
 #[derive(Debug, Clone)]
 pub struct Overrides {
-    operations: Vec<Operation>,
+    operations: Vec<Planned>,
     applied: AppliedOverrides,
 }
 
@@ -160,9 +159,9 @@ impl Overrides {
                      set|clear`, `override set|clear`, `deny add|remove` and `allow add|remove`"
                 )));
             }
-            let operation = command::plan(&cli.command, config, config_file, cli.raw_identifier)
+            let operation = plan(&cli.command, config, config_file, cli.raw_identifier)
                 .map_err(|e| bad(e.to_string()))?;
-            count(&mut applied, &operation);
+            count(&mut applied, operation.operation());
             operations.push(operation);
         }
         Ok(Overrides {
@@ -182,26 +181,24 @@ impl Overrides {
     pub fn assigned(&self) -> Assigned {
         let mut assigned = Assigned::new();
         for operation in &self.operations {
-            if let Operation::Assign { subject, .. } = operation {
-                let limits = assigned.entry(subject.identifier.clone()).or_default();
-                if !limits.iter().any(|l| **l == *subject.limit.name) {
-                    limits.push(subject.limit.name.to_string());
+            if let ControlOp::Assign {
+                limit, identifier, ..
+            } = operation.operation()
+            {
+                let limits = assigned.entry(identifier.clone()).or_default();
+                if !limits.iter().any(|l| **l == *limit.name) {
+                    limits.push(limit.name.to_string());
                 }
             }
         }
         assigned
     }
 
-    /// Carries out every operation on `store` at `now_ms`, in file order, through the admin
-    /// CLI's own `run::execute` (what `edgelimit-admin` does against Redis).
+    /// Carries out every operation on `store` at `now_ms`, in file order: each is the control
+    /// operation `edgelimit-admin` would send to Redis for the same line, and writes the same.
     pub fn apply(&mut self, store: &dyn Control, now_ms: u64) -> Result<(), SimError> {
         for operation in &self.operations {
-            let done = ready(run::execute(
-                operation,
-                store,
-                TimeSource::At(now_ms),
-                now_ms,
-            ))?;
+            let done = ready(store.apply(operation.at(now_ms, TimeSource::At(now_ms))))?;
             done.map_err(|e| SimError::Store(format!("{}: {e}", self.applied.file)))?;
         }
         self.applied.applied_at_ms = Some(now_ms);
@@ -209,7 +206,7 @@ impl Overrides {
     }
 }
 
-/// One line's words parsed by the admin CLI's own clap command, refusing the global flags that
+/// One line's words parsed by the control command line's clap command (`edgelimit-admin`'s), refusing the global flags that
 /// choose a store or a configuration.
 fn parse_line(words: &[String]) -> Result<Cli, String> {
     let args = std::iter::once("edgelimit-admin").chain(words.iter().map(String::as_str));
@@ -270,29 +267,35 @@ fn read_only(command: &Command) -> Option<&'static str> {
 }
 
 /// Counts `operation` in `applied` (read-only ones were refused before).
-fn count(applied: &mut AppliedOverrides, operation: &Operation) {
+fn count(applied: &mut AppliedOverrides, operation: &ControlOp) {
     applied.commands += 1;
     match operation {
-        Operation::Peek(_)
-        | Operation::Reset(_)
-        | Operation::Show(_)
-        | Operation::ListShow { .. } => {}
-        Operation::Assign { assignment, .. } => match assignment {
+        ControlOp::Assign {
+            assignment: Some(assignment),
+            ..
+        } => match assignment {
             Assignment::Tier(_) => applied.tiers += 1,
             Assignment::Override(_) => applied.overrides += 1,
         },
-        Operation::Clear { kind, .. } => match kind {
+        ControlOp::ClearAssignment { kind, .. } => match kind {
             AssignmentKind::Tier => applied.tier_clears += 1,
             AssignmentKind::Override => applied.override_clears += 1,
         },
-        Operation::ListAdd { list, .. } => match list_kind(list) {
+        ControlOp::ListAdd { list, .. } => match list_kind(list) {
             ListKind::Deny => applied.deny_entries += 1,
             ListKind::Allow => applied.allow_entries += 1,
         },
-        Operation::ListRemove { list, .. } => match list_kind(list) {
+        ControlOp::ListRemove { list, .. } => match list_kind(list) {
             ListKind::Deny => applied.deny_removals += 1,
             ListKind::Allow => applied.allow_removals += 1,
         },
+        ControlOp::Assign {
+            assignment: None, ..
+        }
+        | ControlOp::Assignments { .. }
+        | ControlOp::ListEntries { .. }
+        | ControlOp::Peek { .. }
+        | ControlOp::Reset { .. } => {}
     }
 }
 

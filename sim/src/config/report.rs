@@ -135,8 +135,8 @@ pub struct OutageReport {
     pub fallback_decisions: u64,
 }
 
-/// What the requests that landed settled (the Worker's `settle_after`): their concurrency
-/// leases released, their settled costs committed.
+/// What the requests that landed settled (the Worker's work after the response): their
+/// concurrency leases released, their settled costs committed.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Settlements {
     /// Settlement checks applied.

@@ -13,7 +13,7 @@ use super::boundary::{boundary_series, BoundarySeries};
 use super::engine::Replay;
 use super::report::Report;
 use super::shards::ShardedReplay;
-use super::store::StoreChoice;
+use super::store::{connect, is_external, StoreChoice};
 use crate::error::SimError;
 use crate::input::Source;
 use crate::progress::Progress;
@@ -49,7 +49,7 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
     let mut progress = Progress::new(options.progress, &options.source);
     let mut reader = TraceReader::open(&options.source, options.read.clone(), progress.counter())?;
     let mut replay = Replay::new(&options.policies)?;
-    if replay.has_concurrency() && options.store.is_external() {
+    if replay.has_concurrency() && is_external(&options.store) {
         return Err(SimError::Usage(format!(
             "--store {}: a concurrency policy replays in memory only (a store replay sends \
              checks, not the releases when requests land); drop --store, or the concurrency \
@@ -57,10 +57,10 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
             options.store
         )));
     }
-    if options.threads > 1 && !options.store.is_external() {
+    if options.threads > 1 && !is_external(&options.store) {
         return run_sharded(options, started, progress, reader);
     }
-    let mut store = options.store.connect(&options.policies)?;
+    let mut store = connect(&options.store, &options.policies)?;
     // Events go to the engine in runs so it can read ahead (see `Replay::step_all`).
     let mut chunk = Vec::with_capacity(CHUNK);
     for ev in reader.by_ref() {
@@ -90,7 +90,7 @@ pub fn run(options: &RunOptions) -> Result<Report, SimError> {
         stats,
         policies,
         options.store.to_string(),
-        options.store.is_external().then(|| replay.mismatches()),
+        is_external(&options.store).then(|| replay.mismatches()),
         elapsed,
     );
     if options.boundaries {

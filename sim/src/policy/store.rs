@@ -1,128 +1,61 @@
 //! `--store`: where decisions are made. `memory` (the default) runs the library's steps in
-//! process; `redis://…` sends the same checks, on the trace's virtual clock, to a real Redis
-//! through the library's `RespStore` (its Lua twins), batched into pipelines; `upstash+http://…`
-//! does the same over the Upstash REST protocol through the library's `RestStore` (Upstash, or
-//! `edgelimit-gateway` in front of any Redis), with the token given, or else from
-//! `UPSTASH_REDIS_REST_TOKEN`.
+//! process; `redis://…` (or `redis+cluster://…`) sends the same checks, on the trace's virtual
+//! clock, to a real Redis through the library's `RespStore` (its Lua twins), batched into
+//! pipelines; `upstash+http://…` does the same over the Upstash REST protocol through the
+//! library's `RestStore` (Upstash, or `edgelimit-gateway` in front of any Redis), with the token
+//! given, or else from `UPSTASH_REDIS_REST_TOKEN`. The URL is read and the store built by the
+//! library's [`StoreSpec`], as every host does.
 //!
 //! A store-backed replay writes keys under a fresh namespace (`sim-<pid>-<ms>`), so earlier runs'
 //! state never leaks into this one; the keys expire on their own (their TTLs are durations).
 
 use std::fmt;
-use std::str::FromStr;
+use std::time::Duration;
 
 use edgelimit::redact::redact;
-use edgelimit::store::{RespStore, REST_TOKEN_VAR};
-use edgelimit::RestStore;
+use edgelimit::store::{StoreSpec, StoreSpecError};
 use edgelimit::{Check, Limit, Policy, Store, TimeSource};
 
 use super::engine::Replay;
 use crate::error::SimError;
 use crate::event::Event;
 
-/// The store named by `--store`.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub enum StoreChoice {
-    /// The library's steps in process.
-    #[default]
-    Memory,
-    /// A Redis server over RESP (`redis://host:port`).
-    Redis(String),
-    /// An Upstash REST endpoint (`upstash+http://host:port`).
-    Upstash {
-        /// The endpoint, without the `upstash+` prefix.
-        url: String,
-        /// The REST token; `None` reads `UPSTASH_REDIS_REST_TOKEN` when connecting (what
-        /// `--store` does), so a caller in process (a test) need not touch the environment.
-        token: Option<String>,
-    },
+/// The store named by `--store`: the library's [`StoreSpec`], whose `Display` is how the
+/// reports name it (a password redacted, a REST token left out). A REST token not given reads
+/// `UPSTASH_REDIS_REST_TOKEN` when connecting (what `--store` does), so a caller in process (a
+/// test) need not touch the environment.
+pub type StoreChoice = StoreSpec;
+
+/// How long connecting and each answer may take: a replay waits for every decision, and one
+/// that times out ends the replay with an error, so the bound is generous.
+const STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether decisions come from outside the process.
+pub(crate) fn is_external(store: &StoreChoice) -> bool {
+    *store != StoreChoice::Memory
 }
 
-impl FromStr for StoreChoice {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "memory" {
-            Ok(StoreChoice::Memory)
-        } else if s.starts_with("redis://") || s.starts_with("rediss://") {
-            Ok(StoreChoice::Redis(s.to_string()))
-        } else if let Some(rest) = s.strip_prefix("upstash+") {
-            Ok(StoreChoice::Upstash {
-                url: rest.to_string(),
-                token: None,
-            })
-        } else {
-            Err(format!(
-                "unknown store `{}` (expected memory, redis://…, or upstash+http(s)://…)",
-                redact(s)
-            ))
-        }
+/// Connects to `store`, or `None` for the in-process replay.
+pub(crate) fn connect(
+    store: &StoreChoice,
+    policies: &[Policy],
+) -> Result<Option<Box<dyn ExternalStore>>, SimError> {
+    if !is_external(store) {
+        return Ok(None);
     }
-}
-
-/// As `Display`: no secret in debug output and logs.
-impl fmt::Debug for StoreChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-/// The store as the reports name it: a URL's password (and any token in it) redacted, the
-/// REST token left out.
-impl fmt::Display for StoreChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreChoice::Memory => f.write_str("memory"),
-            StoreChoice::Redis(url) => f.write_str(&redact(url)),
-            StoreChoice::Upstash { url, .. } => write!(f, "upstash+{}", redact(url)),
-        }
-    }
-}
-
-impl StoreChoice {
-    /// Whether decisions come from outside the process.
-    pub fn is_external(&self) -> bool {
-        !matches!(self, StoreChoice::Memory)
-    }
-
-    /// Connects, or `None` for the in-process replay.
-    pub fn connect(&self, policies: &[Policy]) -> Result<Option<Box<dyn ExternalStore>>, SimError> {
-        match self {
-            StoreChoice::Memory => Ok(None),
-            StoreChoice::Redis(url) => {
-                let runtime = runtime()?;
-                let store = runtime
-                    .block_on(RespStore::connect(url))
-                    .map_err(|e| SimError::Store(redact(&format!("{url}: {e}")).into_owned()))?
-                    .with_namespace(fresh_namespace());
-                Ok(Some(Box::new(Batched::new(
-                    runtime,
-                    Box::new(store),
-                    policies,
-                ))))
-            }
-            StoreChoice::Upstash { url, token } => {
-                let token = match token {
-                    Some(token) => token.clone(),
-                    None => std::env::var(REST_TOKEN_VAR).map_err(|_| {
-                        SimError::Usage(format!(
-                            "--store upstash+{}: set {REST_TOKEN_VAR} to the REST token",
-                            redact(url)
-                        ))
-                    })?,
-                };
-                let runtime = runtime()?;
-                let store = RestStore::new(url, &token)
-                    .map_err(|e| SimError::Store(redact(&format!("{url}: {e}")).into_owned()))?
-                    .with_namespace(fresh_namespace());
-                Ok(Some(Box::new(Batched::new(
-                    runtime,
-                    Box::new(store),
-                    policies,
-                ))))
-            }
-        }
-    }
+    let failed = |e: StoreSpecError| match e {
+        StoreSpecError::Unset { .. } => SimError::Usage(format!("--store {store}: {e}")),
+        other => SimError::Store(redact(&other.to_string()).into_owned()),
+    };
+    let spec = store
+        .clone()
+        .with_token(|name| std::env::var(name).ok())
+        .map_err(failed)?;
+    let runtime = runtime()?;
+    let connected: Box<dyn Store> = runtime
+        .block_on(spec.connect(&fresh_namespace(), STORE_TIMEOUT))
+        .map_err(failed)?;
+    Ok(Some(Box::new(Batched::new(runtime, connected, policies))))
 }
 
 /// Events per round trip: large enough to hide latency, small enough to keep memory flat.

@@ -225,9 +225,9 @@ impl<R: Store, H: Store, P: Store> GlobalStore<R, H, P> {
     }
 
     /// Sends the refills asked for so far: one round trip to the home for their leases, one to
-    /// the region's store to credit them. Off the request path (the Worker's `waitUntil`). A
-    /// refill the home denies is dropped (the pool is nearly empty: a request needing units
-    /// then waits for the home instead).
+    /// the region's store to credit them. Off the request path: a host's work after the
+    /// response runs it as [`Store::upkeep`]. A refill the home denies is dropped (the pool is
+    /// nearly empty: a request needing units then waits for the home instead).
     pub async fn refill(&self, now_ms: u64) -> Result<(), StoreError> {
         let granted = self.ask_refills(now_ms).await?;
         self.credit_refills(granted).await
@@ -982,5 +982,15 @@ impl<R: Store, H: Store, P: Store> Store for GlobalStore<R, H, P> {
         }
         self.report(&regional, &mut verdicts, now_ms);
         Ok(verdicts)
+    }
+
+    /// Refills are queued: the next requests find their leases credited once they are sent.
+    fn upkeep_due(&self) -> bool {
+        self.refill_due_since().is_some()
+    }
+
+    /// Sends the queued refills ([`GlobalStore::refill`]).
+    async fn upkeep(&self, now_ms: u64) -> Result<(), StoreError> {
+        self.refill(now_ms).await
     }
 }

@@ -159,71 +159,57 @@ impl MemoryStore {
 #[cfg_attr(not(target_arch = "wasm32"), async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait(?Send))]
 impl Control for MemoryStore {
-    async fn assign(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        assignment: Option<&Assignment>,
-        until_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        self.assign_now(limit, identifier, assignment, until_ms);
-        Ok(())
-    }
-
-    async fn clear_assignment(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        kind: AssignmentKind,
-    ) -> Result<(), StoreError> {
-        self.clear_assignment_now(limit, identifier, kind);
-        Ok(())
-    }
-
-    async fn assignments(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-    ) -> Result<Vec<(Assignment, Option<u64>)>, StoreError> {
-        Ok(self.assignments_now(limit, identifier))
-    }
-
-    async fn list_add(
-        &self,
-        list: &str,
-        entry: &ListEntry,
-        until_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.list_add_now(list, entry, until_ms, now_ms)
-    }
-
-    async fn list_remove(&self, list: &str, entry: &ListEntry) -> Result<bool, StoreError> {
-        Ok(self.list_remove_now(list, entry))
-    }
-
-    async fn list_entries(
-        &self,
-        list: &str,
-        now_ms: u64,
-    ) -> Result<Vec<(String, Option<u64>)>, StoreError> {
-        Ok(self.list_entries_now(list, now_ms))
-    }
-
-    async fn peek(
-        &self,
-        limit: &Limit,
-        identifier: &Identifier,
-        time: TimeSource,
-    ) -> Result<Verdict, StoreError> {
-        let now_ms = match time {
-            TimeSource::At(ms) => ms,
-            TimeSource::Server => self.clock.now_ms(),
-        };
-        Ok(self.peek_now(limit, identifier.as_bytes(), now_ms))
-    }
-
-    async fn reset(&self, limit: &Limit, identifier: &Identifier) -> Result<bool, StoreError> {
-        Ok(self.reset_now(limit, identifier.as_bytes()))
+    async fn apply(&self, op: ControlOp) -> Result<ControlAnswer, StoreError> {
+        Ok(match op {
+            ControlOp::Assign {
+                limit,
+                identifier,
+                assignment,
+                until_ms,
+            } => {
+                self.assign_now(&limit, &identifier, assignment.as_ref(), until_ms);
+                ControlAnswer::Done
+            }
+            ControlOp::ClearAssignment {
+                limit,
+                identifier,
+                kind,
+            } => {
+                self.clear_assignment_now(&limit, &identifier, kind);
+                ControlAnswer::Done
+            }
+            ControlOp::Assignments { limit, identifier } => {
+                ControlAnswer::Assignments(self.assignments_now(&limit, &identifier))
+            }
+            ControlOp::ListAdd {
+                list,
+                entry,
+                until_ms,
+                now_ms,
+            } => {
+                self.list_add_now(&list, &entry, until_ms, now_ms)?;
+                ControlAnswer::Done
+            }
+            ControlOp::ListRemove { list, entry } => {
+                ControlAnswer::Existed(self.list_remove_now(&list, &entry))
+            }
+            ControlOp::ListEntries { list, now_ms } => {
+                ControlAnswer::Entries(self.list_entries_now(&list, now_ms))
+            }
+            ControlOp::Peek {
+                limit,
+                identifier,
+                time,
+            } => {
+                let now_ms = match time {
+                    TimeSource::At(ms) => ms,
+                    TimeSource::Server => self.clock.now_ms(),
+                };
+                ControlAnswer::Verdict(self.peek_now(&limit, identifier.as_bytes(), now_ms))
+            }
+            ControlOp::Reset { limit, identifier } => {
+                ControlAnswer::Existed(self.reset_now(&limit, identifier.as_bytes()))
+            }
+        })
     }
 }

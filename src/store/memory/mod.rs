@@ -26,7 +26,7 @@ use super::traits::{Control, Store};
 use crate::algorithm::{capacity_lease, CapacityLease, Charge, State, StepOutcome};
 use crate::clock::{Clock, SystemClock};
 use crate::control::list::{self, ListEntry};
-use crate::control::{Assignment, AssignmentKind};
+use crate::control::{Assignment, AssignmentKind, ControlAnswer, ControlOp};
 use crate::decision::Decision;
 use crate::global::take::{self, Take, Taken};
 use crate::policy::{Algorithm, Policy};
