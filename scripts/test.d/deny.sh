@@ -36,9 +36,12 @@ snapshot_date=${snapshot_date:-$(date -u +%F)}
 export EDGELIMIT_ADVISORY_DBS="$dbs"
 echo "-- RustSec advisory database: snapshot of $snapshot_date ($(find "$db/crates" -name '*.md' | wc -l) crate advisories)"
 
-# --offline: no advisory fetch (and no registry access: the fuzz workspace's crates are fetched
-# first, by the same `cargo metadata` scripts/test.d/fuzz.sh runs).
-cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
+# --offline: no advisory fetch, and no registry access. So every crate either workspace locks is
+# fetched first, for every platform: `cargo test` fetches only this machine's (a fresh
+# CARGO_HOME lacks, e.g., core-foundation), and cargo-deny's `cargo metadata` needs them all.
+for manifest in Cargo.toml fuzz/Cargo.toml; do
+  cargo metadata --locked --format-version 1 --manifest-path "$manifest" >/dev/null
+done
 for manifest in Cargo.toml fuzz/Cargo.toml; do
   echo "-- cargo deny ($manifest)"
   cargo deny --offline --locked --manifest-path "$manifest" --workspace --color never \
